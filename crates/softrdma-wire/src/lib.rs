@@ -32,9 +32,11 @@ pub mod types;
 
 pub mod cm;
 pub mod dm;
+pub mod frame;
 pub mod icrc;
 pub mod link;
 pub mod mad;
+pub mod pcap;
 pub mod rdma_cm;
 pub mod roce;
 pub mod scsi;

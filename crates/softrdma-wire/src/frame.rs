@@ -1,0 +1,1 @@
+//! Whole-frame decoding (in progress).
