@@ -1,6 +1,29 @@
 //! `softrdma`: the command-line tool.
 
-fn main() {
-    eprintln!("softrdma: no subcommands yet");
-    std::process::exit(2);
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod decode;
+
+/// softrdma: the Linux RDMA connection-management stack (IB CM, RDMA CM, SRP) in userspace,
+/// over RoCEv2.
+#[derive(Debug, Parser)]
+#[command(name = "softrdma", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decode a pcap/pcapng capture field by field, tshark -V style (RoCEv2, IB CM, RDMA CM,
+    /// SRP, SCSI), checking every ICRC.
+    Decode(decode::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Decode(args) => decode::run(&args),
+    }
 }
