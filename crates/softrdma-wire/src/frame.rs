@@ -65,11 +65,6 @@ pub fn data(t: &mut Tree, key: &'static str, b: &[u8]) {
     t.bytes(key, &format!("Data ({} bytes)", b.len()), b);
 }
 
-/// A layer: a subtree with key and title.
-fn layer(t: &mut Tree, key: &'static str, title: String, f: impl FnOnce(&mut Tree)) {
-    t.subtree(key, title, f);
-}
-
 /// Decodes one captured frame whose first byte is the start of a `linktype` header.
 pub fn dissect_frame(linktype: LinkType, bytes: &[u8]) -> (Tree, FrameInfo) {
     let mut t = Tree::new();
@@ -79,7 +74,7 @@ pub fn dissect_frame(linktype: LinkType, bytes: &[u8]) -> (Tree, FrameInfo) {
             Ok(eth) => {
                 info.protocols.extend(["eth", "ethertype"]);
                 let hl = eth.buffer_len();
-                layer(&mut t, "eth", eth.title(), |t| eth.dissect(t));
+                eth.dissect(&mut t);
                 let rest = bytes.get(hl..).unwrap_or(&[]);
                 network(&mut t, &mut info, eth.ethertype, rest);
             }
@@ -88,7 +83,7 @@ pub fn dissect_frame(linktype: LinkType, bytes: &[u8]) -> (Tree, FrameInfo) {
         LinkType::LINUX_SLL => match SllRepr::parse(bytes) {
             Ok(sll) => {
                 info.protocols.extend(["sll", "ethertype"]);
-                layer(&mut t, "sll", sll.title(), |t| sll.dissect(t));
+                sll.dissect(&mut t);
                 let rest = bytes.get(sll.buffer_len()..).unwrap_or(&[]);
                 network(&mut t, &mut info, sll.protocol, rest);
             }
@@ -97,7 +92,7 @@ pub fn dissect_frame(linktype: LinkType, bytes: &[u8]) -> (Tree, FrameInfo) {
         LinkType::LINUX_SLL2 => match Sll2Repr::parse(bytes) {
             Ok(sll) => {
                 info.protocols.extend(["sll", "ethertype"]);
-                layer(&mut t, "sll2", sll.title(), |t| sll.dissect(t));
+                sll.dissect(&mut t);
                 let rest = bytes.get(sll.buffer_len()..).unwrap_or(&[]);
                 network(&mut t, &mut info, sll.protocol, rest);
             }
@@ -131,7 +126,7 @@ fn network(t: &mut Tree, info: &mut FrameInfo, et: EtherType, bytes: &[u8]) {
                 info.protocols.push("ip");
                 info.src = Some(IpAddr::V4(ip.src));
                 info.dst = Some(IpAddr::V4(ip.dst));
-                layer(t, "ip", ip.title(), |t| ip.dissect(t));
+                ip.dissect(t);
                 let view = Ipv4Packet::new_unchecked(bytes);
                 let payload = view.payload();
                 let end = ip.buffer_len() + payload.len();
@@ -153,7 +148,7 @@ fn network(t: &mut Tree, info: &mut FrameInfo, et: EtherType, bytes: &[u8]) {
                 info.protocols.push("ipv6");
                 info.src = Some(IpAddr::V6(ip.src));
                 info.dst = Some(IpAddr::V6(ip.dst));
-                layer(t, "ipv6", ip.title(), |t| ip.dissect(t));
+                ip.dissect(t);
                 let view = Ipv6Packet::new_unchecked(bytes);
                 let payload = view.payload();
                 let end = ip.buffer_len() + payload.len();
@@ -203,7 +198,7 @@ fn transport(
             info.protocols.push("udp");
             info.src_port = Some(udp.src_port);
             info.dst_port = Some(udp.dst_port);
-            layer(t, "udp", udp.title(), |t| udp.dissect(t));
+            udp.dissect(t);
             let view = UdpPacket::new_unchecked(bytes);
             let payload = view.payload();
             if udp.dst_port == ROCEV2_PORT {

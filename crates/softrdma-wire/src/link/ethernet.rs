@@ -270,7 +270,15 @@ fn ethertype_text(e: EtherType) -> String {
 }
 
 impl Dissect for Repr {
+    /// A subtree `eth` titled as tshark titles the layer.
     fn dissect(&self, t: &mut Tree) {
+        t.subtree("eth", self.title(), |t| self.dissect_fields(t));
+    }
+}
+
+impl Repr {
+    /// The layer's fields, without the enclosing subtree.
+    pub fn dissect_fields(&self, t: &mut Tree) {
         mac_node(t, "dst", "Destination", &self.dst);
         mac_node(t, "src", "Source", &self.src);
         if let Some(tag) = self.vlan {
@@ -326,9 +334,9 @@ mod tests {
             "Ethernet II, Src: 52:54:00:77:00:0a, Dst: 7a:7a:ca:71:38:a4"
         );
         let t = r.to_tree();
-        assert_eq!(t.find("type").unwrap().display, "IPv4 (0x0800)");
+        assert_eq!(t.find("eth.type").unwrap().display, "IPv4 (0x0800)");
         assert_eq!(
-            t.find("dst.lg").unwrap().display,
+            t.find("eth.dst.lg").unwrap().display,
             "Locally administered address (this is NOT the factory default)"
         );
     }
@@ -349,7 +357,7 @@ mod tests {
         assert_eq!(b.len(), 18);
         assert_eq!(&b[12..], &[0x81, 0x00, 0xba, 0xbc, 0x86, 0xdd]);
         assert_eq!(Repr::parse(&b).unwrap(), r);
-        assert_eq!(r.to_tree().uint("vlan.id"), Some(0xabc));
+        assert_eq!(r.to_tree().uint("eth.vlan.id"), Some(0xabc));
     }
 
     #[test]

@@ -399,7 +399,15 @@ pub(crate) fn dissect_dsfield(t: &mut Tree, key: &'static str, label: &str, dscp
 }
 
 impl Dissect for Repr {
+    /// A subtree `ip` titled as tshark titles the layer.
     fn dissect(&self, t: &mut Tree) {
+        t.subtree("ip", self.title(), |t| self.dissect_fields(t));
+    }
+}
+
+impl Repr {
+    /// The layer's fields, without the enclosing subtree.
+    pub fn dissect_fields(&self, t: &mut Tree) {
         t.dec("version", "Version", 4u8);
         let hl = self.buffer_len();
         leaf(
@@ -522,7 +530,7 @@ mod tests {
 
         // tshark's lines (h_req_single.txt).
         let t = r.to_tree();
-        let d = |p: &str| t.find(p).unwrap().display.clone();
+        let d = |p: &str| t.find(&format!("ip.{p}")).unwrap().display.clone();
         assert_eq!(d("hdr_len"), "20 bytes (5)");
         assert_eq!(d("dsfield"), "0x00 (DSCP: CS0, ECN: Not-ECT)");
         assert_eq!(d("dsfield.dscp"), "Default (0)");

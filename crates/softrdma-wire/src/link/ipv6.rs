@@ -178,7 +178,15 @@ impl Repr {
 }
 
 impl Dissect for Repr {
+    /// A subtree `ipv6` titled as tshark titles the layer.
     fn dissect(&self, t: &mut Tree) {
+        t.subtree("ipv6", self.title(), |t| self.dissect_fields(t));
+    }
+}
+
+impl Repr {
+    /// The layer's fields, without the enclosing subtree.
+    pub fn dissect_fields(&self, t: &mut Tree) {
         t.dec("version", "Version", 6u8);
         dissect_dsfield(
             t,
@@ -232,12 +240,12 @@ mod tests {
         assert_eq!(&b[..4], &[0x6b, 0x99, 0x8a, 0xdf]);
         assert_eq!(Repr::parse(&b).unwrap(), r);
         let t = r.to_tree();
-        assert_eq!(t.find("flow").unwrap().display, "0x98adf");
+        assert_eq!(t.find("ipv6.flow").unwrap().display, "0x98adf");
         assert_eq!(
-            t.find("tclass").unwrap().display,
+            t.find("ipv6.tclass").unwrap().display,
             "0xb9 (DSCP: EF PHB, ECN: ECT(1))"
         );
-        assert_eq!(t.find("nxt").unwrap().display, "UDP (17)");
+        assert_eq!(t.find("ipv6.nxt").unwrap().display, "UDP (17)");
         for n in 0..40 {
             assert!(Repr::parse(&b[..n]).is_err());
         }

@@ -201,7 +201,15 @@ impl Repr {
 }
 
 impl Dissect for Repr {
+    /// A subtree `sll` titled as tshark titles the layer.
     fn dissect(&self, t: &mut Tree) {
+        t.subtree("sll", self.title(), |t| self.dissect_fields(t));
+    }
+}
+
+impl Repr {
+    /// The layer's fields, without the enclosing subtree.
+    pub fn dissect_fields(&self, t: &mut Tree) {
         t.code("pkttype", "Packet type", self.pkttype.0, self.pkttype);
         t.code(
             "hatype",
@@ -351,7 +359,15 @@ impl Sll2Repr {
 }
 
 impl Dissect for Sll2Repr {
+    /// A subtree `sll2` titled as tshark titles the layer.
     fn dissect(&self, t: &mut Tree) {
+        t.subtree("sll2", self.title(), |t| self.dissect_fields(t));
+    }
+}
+
+impl Sll2Repr {
+    /// The layer's fields, without the enclosing subtree.
+    pub fn dissect_fields(&self, t: &mut Tree) {
         leaf(
             t,
             "etype",
@@ -397,12 +413,12 @@ mod tests {
         assert_eq!(r.to_bytes(), SLL);
         let t = r.to_tree();
         assert_eq!(
-            t.find("pkttype").unwrap().display,
+            t.find("sll.pkttype").unwrap().display,
             "Unicast to another host (3)"
         );
-        assert_eq!(t.find("src").unwrap().display, "52:54:00:77:00:0b");
-        assert_eq!(t.find("unused").unwrap().display, "0000");
-        assert_eq!(t.find("etype").unwrap().display, "IPv4 (0x0800)");
+        assert_eq!(t.find("sll.src").unwrap().display, "52:54:00:77:00:0b");
+        assert_eq!(t.find("sll.unused").unwrap().display, "0000");
+        assert_eq!(t.find("sll.etype").unwrap().display, "IPv4 (0x0800)");
         for n in 0..16 {
             assert!(Repr::parse(&SLL[..n]).is_err());
         }
@@ -431,6 +447,6 @@ mod tests {
         // An absurd address length is shown clipped, never indexed past the field.
         let mut odd = r;
         odd.halen = 200;
-        assert_eq!(odd.to_tree().find("src").unwrap().display.len(), 23);
+        assert_eq!(odd.to_tree().find("sll2.src").unwrap().display.len(), 23);
     }
 }

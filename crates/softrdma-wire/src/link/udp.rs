@@ -139,7 +139,15 @@ impl Repr {
 }
 
 impl Dissect for Repr {
+    /// A subtree `udp` titled as tshark titles the layer.
     fn dissect(&self, t: &mut Tree) {
+        t.subtree("udp", self.title(), |t| self.dissect_fields(t));
+    }
+}
+
+impl Repr {
+    /// The layer's fields, without the enclosing subtree.
+    pub fn dissect_fields(&self, t: &mut Tree) {
         t.dec("srcport", "Source Port", self.src_port);
         t.dec("dstport", "Destination Port", self.dst_port);
         t.dec("length", "Length", self.length);
@@ -177,7 +185,7 @@ mod tests {
             "User Datagram Protocol, Src Port: 55410, Dst Port: 4791"
         );
         assert_eq!(
-            r.to_tree().find("checksum").unwrap().display,
+            r.to_tree().find("udp.checksum").unwrap().display,
             "0x0000 [zero-value ignored]"
         );
         for n in 0..8 {
