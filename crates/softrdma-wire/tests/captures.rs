@@ -2,6 +2,8 @@
 //! layer re-emits to the captured bytes, every RoCEv2 ICRC verifies, and every field tshark
 //! decodes (saved in `fixtures/tshark/` by `scripts/update-fixtures.sh`) equals ours.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
 use softrdma_wire::dissect::{Tree, Value};
 use softrdma_wire::frame::dissect_frame;
 use softrdma_wire::link::{

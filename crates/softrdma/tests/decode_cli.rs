@@ -1,5 +1,7 @@
 //! Runs the built `softrdma decode` on fixture captures.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
 use std::path::PathBuf;
 use std::process::Command;
 
