@@ -33,6 +33,8 @@ pub mod types;
 pub mod cm;
 pub mod dm;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod icrc;
 pub mod link;
 pub mod mad;
