@@ -194,7 +194,6 @@ const fn make_rev() -> [u8; 256] {
 }
 
 /// The register after processing the two bytes of `v` (big-endian) from zero.
-#[cfg(test)]
 fn two_byte_register(v: u16) -> u32 {
     let [hi, lo] = v.to_be_bytes();
     let t = &TABLES[0];
@@ -390,31 +389,44 @@ pub fn seal_udp(flow: &Flow, roce: &mut [u8]) -> Result<u32> {
 /// For IPv4: the identification that makes the stored ICRC of `roce` right, given the DF
 /// flag, or `None`. `Err` for IPv6 flows or malformed input.
 pub fn solve_ipv4_id(flow: &Flow, dont_fragment: bool, roce: &[u8]) -> Result<Option<u16>> {
+    let at_id = ipv4_difference_at_id(flow, roce)?;
+    Ok(solve_two_byte_register(if dont_fragment {
+        at_id ^ df_at_id()
+    } else {
+        at_id
+    }))
+}
+
+/// The difference between the stored ICRC and the one computed with ID 0 and DF clear,
+/// moved back to the register state right after the ID field. One CRC pass.
+fn ipv4_difference_at_id(flow: &Flow, roce: &[u8]) -> Result<u32> {
     if !matches!((flow.src, flow.dst), (IpAddr::V4(_), IpAddr::V4(_))) {
         return Err(Error::BadValue {
             field: "icrc.flow",
             value: 6,
         });
     }
-    let base = Ipv4Ident {
-        id: 0,
-        dont_fragment,
-    };
     let got = stored(roce)?;
-    let c0 = compute_udp(flow, base, roce)?;
+    let c0 = compute_udp(flow, Ipv4Ident::default(), roce)?;
     // The CRC input: 8 LRH bytes + 20 IP + 8 UDP + RoCE without the ICRC. `k` bytes follow
     // the two ID bytes; the ID's effect on the CRC is its two-byte register advanced by k
-    // bytes. Move the observed difference back by k bytes and invert the two-byte step.
+    // bytes (multiplied by x^8k). Move the observed difference back by k bytes; what is
+    // left must be the two-byte register of the ID (plus the DF bit's share).
     let msg_len = 8 + IPV4_HEADER_LEN + UDP_HEADER_LEN + roce.len() - ICRC_LEN;
     let k = msg_len - IPV4_ID_CRC_OFFSET - 2;
-    let diff = got ^ c0;
-    let at_id = gf2_mul(diff, x_inv8_pow(k));
-    Ok(solve_two_byte_register(at_id))
+    Ok(gf2_mul(got ^ c0, x_inv8_pow(k)))
+}
+
+/// The DF bit's share of the difference at the ID position: the flags word follows the ID
+/// directly, so its two-byte register is moved back by the 2 bytes between them.
+fn df_at_id() -> u32 {
+    gf2_mul(two_byte_register(IPV4_DF), x_inv8_pow(2))
 }
 
 /// A receiver's check of the ICRC of `roce` (a whole RoCE UDP payload) that arrived over
 /// `flow` on a UDP socket. IPv6: exact. IPv4: solves for the IP identification (DF set
-/// first, then clear); see the module documentation for the false-accept rate.
+/// first, then clear) with one CRC pass; see the module documentation for the false-accept
+/// rate.
 pub fn verify_udp(flow: &Flow, roce: &[u8]) -> Result<Verdict> {
     match (flow.src, flow.dst) {
         (IpAddr::V6(_), IpAddr::V6(_)) => {
@@ -426,8 +438,9 @@ pub fn verify_udp(flow: &Flow, roce: &[u8]) -> Result<Verdict> {
             })
         }
         _ => {
-            for df in [true, false] {
-                if let Some(id) = solve_ipv4_id(flow, df, roce)? {
+            let at_id = ipv4_difference_at_id(flow, roce)?;
+            for (df, diff) in [(true, at_id ^ df_at_id()), (false, at_id)] {
+                if let Some(id) = solve_two_byte_register(diff) {
                     return Ok(Verdict::Verified {
                         ipv4: Some(Ipv4Ident {
                             id,
@@ -782,6 +795,13 @@ mod tests {
                 ipv4: Some(Ipv4Ident::LINUX_UNCONNECTED_DF)
             }
         );
+        assert_eq!(solve_ipv4_id(&flow, true, &roce).unwrap(), Some(0));
+        let v6 = Flow {
+            src: IpAddr::V6(Ipv6Addr::LOCALHOST),
+            dst: IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ..flow
+        };
+        assert!(solve_ipv4_id(&v6, true, &roce).is_err());
         // Without DF the solver still finds the header (second hypothesis).
         let icrc = compute_udp(
             &flow,
