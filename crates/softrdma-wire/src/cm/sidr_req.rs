@@ -129,6 +129,7 @@ impl Dissect for Repr {
             t.hex("service_id", "ServiceID", self.service_id, 16);
             rdma_cm::dissect_service_id(t, self.service_id);
             t.bytes("private_data", "PrivateData", &self.private_data);
+            rdma_cm::dissect_private_data(t, self.service_id, &self.private_data);
         });
     }
 }
