@@ -906,3 +906,12 @@ fn reserved_bits_are_dropped_on_emit() {
     let CmMessage::Req(orig) = m else { panic!() };
     assert_eq!(r, orig);
 }
+
+#[test]
+#[ignore = "prints the decode of h_req_single for side-by-side reading"]
+fn print_req_decode() {
+    let (mad, m) = frame("h_req_single.pcap", 1);
+    let mut t = mad.to_tree();
+    m.dissect(&mut t);
+    println!("{}", t.to_text(1));
+}
