@@ -20,3 +20,4 @@ pub mod time;
 pub mod verbs;
 
 pub use device::{Device, DeviceConfig};
+pub use verbs::Verbs;
