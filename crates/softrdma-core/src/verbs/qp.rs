@@ -34,7 +34,7 @@ impl QpType {
 
 impl fmt::Display for QpType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             QpType::Rc => "RC",
             QpType::Uc => "UC",
             QpType::Ud => "UD",

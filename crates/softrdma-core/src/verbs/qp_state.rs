@@ -92,7 +92,7 @@ impl QpState {
 
 impl fmt::Display for QpState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 
@@ -583,4 +583,277 @@ pub fn table_text() -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every bit a mask can have.
+    fn all_bits() -> impl Iterator<Item = QpAttrMask> {
+        QpAttrMask::NAMED.iter().map(|(m, _)| *m)
+    }
+
+    fn legal() -> Vec<(QpType, QpState, QpState, Rule)> {
+        let mut v = Vec::new();
+        for ty in QpType::ALL {
+            for from in QpState::ALL {
+                for to in QpState::ALL {
+                    if let Some(r) = rule(from, to, ty) {
+                        v.push((ty, from, to, r));
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// `check_transition` as `modify_qp` calls it, with `cur_qp_state` = the actual state.
+    fn check(
+        ty: QpType,
+        from: QpState,
+        to: QpState,
+        mask: QpAttrMask,
+    ) -> Result<QpState, ModifyQpError> {
+        check_transition(ty, from, from, to, mask | QpAttrMask::STATE)
+    }
+
+    #[test]
+    fn every_legal_transition_accepts_required_and_optional() {
+        for (ty, from, to, r) in legal() {
+            assert_eq!(
+                check(ty, from, to, r.required),
+                Ok(to),
+                "{ty} {from}->{to} required only"
+            );
+            assert_eq!(
+                check(ty, from, to, r.required | r.optional),
+                Ok(to),
+                "{ty} {from}->{to} required+optional"
+            );
+            for opt in all_bits().filter(|b| r.optional.contains(*b)) {
+                assert_eq!(
+                    check(ty, from, to, r.required | opt),
+                    Ok(to),
+                    "{ty} {from}->{to} +{opt:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_missing_required_attribute_is_named() {
+        for (ty, from, to, r) in legal() {
+            for req in all_bits().filter(|b| r.required.contains(*b)) {
+                let mask = r.required.minus(req);
+                let want = QpAttrMask::NAMED
+                    .iter()
+                    .find(|(m, _)| *m == req)
+                    .map(|(_, n)| *n)
+                    .unwrap_or("?");
+                // The error names the lowest missing bit: here exactly `req`.
+                assert_eq!(
+                    check(ty, from, to, mask),
+                    Err(ModifyQpError::MissingAttribute {
+                        qp_type: ty,
+                        from,
+                        to,
+                        attr: want
+                    }),
+                    "{ty} {from}->{to} without {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_forbidden_attribute_is_named() {
+        for (ty, from, to, r) in legal() {
+            let allowed = r.required | r.optional | QpAttrMask::STATE;
+            for extra in all_bits().filter(|b| !allowed.contains(*b)) {
+                let got = check(ty, from, to, r.required | extra);
+                match got {
+                    Err(ModifyQpError::ForbiddenAttribute { attr, .. }) => {
+                        assert_eq!(attr, extra.first_name(), "{ty} {from}->{to} +{extra:?}")
+                    }
+                    other => panic!("{ty} {from}->{to} +{extra:?}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_illegal_transition_is_refused() {
+        let mut illegal = 0;
+        for ty in QpType::ALL {
+            for from in QpState::ALL {
+                for to in QpState::ALL {
+                    if rule(from, to, ty).is_none() {
+                        illegal += 1;
+                        assert_eq!(
+                            check(ty, from, to, QpAttrMask::EMPTY),
+                            Err(ModifyQpError::InvalidTransition {
+                                qp_type: ty,
+                                from,
+                                to
+                            }),
+                            "{ty} {from}->{to}"
+                        );
+                    }
+                }
+            }
+        }
+        // 49 pairs per type, 22 legal for every type: 7 into RESET, 6 into ERR (not from
+        // RESET), and RESET→INIT, INIT→INIT, INIT→RTR, RTR→RTS, RTS→RTS, RTS→SQD,
+        // SQD→RTS, SQD→SQD, SQE→RTS.
+        assert_eq!(illegal + legal().len(), 4 * 49);
+        assert_eq!(legal().len(), 4 * 22);
+    }
+
+    #[test]
+    fn sample_of_illegal_transitions() {
+        use QpState::{Init, Reset, Rtr, Rts, Sqd, Sqe};
+        for (from, to) in [
+            (Reset, Rtr),
+            (Reset, Rts),
+            (Reset, QpState::Err),
+            (Reset, Sqd),
+            (Init, Rts),
+            (Init, Sqd),
+            (Rtr, Init),
+            (Rtr, Sqd),
+            (Rts, Init),
+            (Rts, Rtr),
+            (Rts, Sqe),
+            (Sqd, Init),
+            (Sqd, Sqe),
+            (QpState::Err, Init),
+            (QpState::Err, Rts),
+            (Sqe, Sqd),
+        ] {
+            for ty in QpType::ALL {
+                assert!(
+                    matches!(
+                        check(ty, from, to, QpAttrMask::EMPTY),
+                        Err(ModifyQpError::InvalidTransition { .. })
+                    ),
+                    "{ty} {from}->{to}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn kernel_table_spot_checks() {
+        use QpAttrMask as A;
+        use QpState::{Init, Reset, Rtr, Rts, Sqd, Sqe};
+        // ibv_rc_pingpong's INIT→RTR mask.
+        let rc_rtr = A::AV
+            | A::PATH_MTU
+            | A::DEST_QPN
+            | A::RQ_PSN
+            | A::MAX_DEST_RD_ATOMIC
+            | A::MIN_RNR_TIMER;
+        assert_eq!(
+            rule(Init, Rtr, QpType::Rc).map(|r| r.required),
+            Some(rc_rtr)
+        );
+        // ... and RTR→RTS.
+        let rc_rts = A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
+        assert_eq!(rule(Rtr, Rts, QpType::Rc).map(|r| r.required), Some(rc_rts));
+        // UD needs a port at RESET→INIT, GSI may not name one.
+        assert_eq!(
+            check(QpType::Gsi, Reset, Init, A::PKEY_INDEX | A::QKEY | A::PORT),
+            Err(ModifyQpError::ForbiddenAttribute {
+                qp_type: QpType::Gsi,
+                from: Reset,
+                to: Init,
+                attr: "port_num"
+            })
+        );
+        assert_eq!(
+            check(QpType::Ud, Reset, Init, A::PKEY_INDEX | A::QKEY),
+            Err(ModifyQpError::MissingAttribute {
+                qp_type: QpType::Ud,
+                from: Reset,
+                to: Init,
+                attr: "port_num"
+            })
+        );
+        // UD INIT→RTR needs nothing; RTR→RTS needs only the SQ PSN.
+        assert_eq!(check(QpType::Ud, Init, Rtr, A::EMPTY), Ok(Rtr));
+        assert_eq!(
+            rule(Rtr, Rts, QpType::Ud).map(|r| r.required),
+            Some(A::SQ_PSN)
+        );
+        // CAP is never allowed.
+        for (ty, from, to, r) in legal() {
+            assert!(
+                !(r.required | r.optional).intersects(A::CAP),
+                "{ty} {from}->{to}"
+            );
+        }
+        // SQD→SQD lets an RC QP change its path and timers.
+        assert!(rule(Sqd, Sqd, QpType::Rc).is_some_and(|r| r.optional.contains(A::AV | A::TIMEOUT)));
+    }
+
+    #[test]
+    fn cur_state_rules() {
+        use QpAttrMask as A;
+        use QpState::{Init, Reset, Rtr, Rts, Sqd, Sqe};
+        // Allowed from RTR/RTS/SQD/SQE where the table lists it.
+        assert_eq!(
+            check_transition(QpType::Rc, Rts, Rts, Rts, A::STATE | A::CUR_STATE),
+            Ok(Rts)
+        );
+        // Must name the actual state.
+        assert_eq!(
+            check_transition(QpType::Rc, Rtr, Rts, Rts, A::STATE | A::CUR_STATE),
+            Err(ModifyQpError::CurStateMismatch {
+                given: Rts,
+                actual: Rtr
+            })
+        );
+        // Never from INIT.
+        assert!(matches!(
+            check_transition(QpType::Rc, Init, Init, Init, A::STATE | A::CUR_STATE),
+            Err(ModifyQpError::ForbiddenAttribute {
+                attr: "cur_qp_state",
+                ..
+            })
+        ));
+        // Without STATE the QP stays where it is (e.g. RTS→RTS to change the RNR timer).
+        assert_eq!(
+            check_transition(QpType::Rc, Rts, Reset, Reset, A::MIN_RNR_TIMER),
+            Ok(Rts)
+        );
+    }
+
+    #[test]
+    fn mask_names() {
+        use QpAttrMask as A;
+        assert_eq!(
+            format!("{:?}", A::STATE | A::AV | A::DEST_QPN),
+            "qp_state|ah_attr|dest_qp_num"
+        );
+        assert_eq!(format!("{:?}", A::EMPTY), "0");
+        assert_eq!(QpAttrMask(1 << 25).names(), vec!["bit25".to_string()]);
+        assert_eq!(A::STATE.0, 1);
+        assert_eq!(A::DEST_QPN.0, 1 << 20);
+        assert_eq!(A::MAX_DEST_RD_ATOMIC.0, 1 << 17);
+        for s in QpState::ALL {
+            assert_eq!(QpState::from_verbs(s.to_verbs()), Some(s));
+        }
+    }
+
+    #[test]
+    fn table_snapshot() {
+        let want = include_str!("qp_state_table.txt");
+        let got = table_text();
+        if got != want {
+            // Print the new table so a deliberate change can be pasted into the snapshot.
+            println!("{got}");
+        }
+        assert_eq!(got, want);
+    }
 }
