@@ -693,11 +693,9 @@ impl Verbs {
                     self.events.push_back(AsyncEvent::LastWqeReached(qpn));
                 }
             }
-            QpState::Sqd if from == QpState::Rts => {
-                // Nothing is in flight at this layer: the SQ is drained at once.
-                if qp.attr.en_sqd_async_notify {
-                    self.events.push_back(AsyncEvent::SqDrained(qpn));
-                }
+            // Nothing is in flight at this layer: the SQ is drained at once.
+            QpState::Sqd if from == QpState::Rts && qp.attr.en_sqd_async_notify => {
+                self.events.push_back(AsyncEvent::SqDrained(qpn));
             }
             _ => {}
         }

@@ -746,7 +746,7 @@ mod tests {
     #[test]
     fn kernel_table_spot_checks() {
         use QpAttrMask as A;
-        use QpState::{Init, Reset, Rtr, Rts, Sqd, Sqe};
+        use QpState::{Init, Reset, Rtr, Rts, Sqd};
         // ibv_rc_pingpong's INIT→RTR mask.
         let rc_rtr = A::AV
             | A::PATH_MTU
@@ -800,7 +800,7 @@ mod tests {
     #[test]
     fn cur_state_rules() {
         use QpAttrMask as A;
-        use QpState::{Init, Reset, Rtr, Rts, Sqd, Sqe};
+        use QpState::{Init, Reset, Rtr, Rts};
         // Allowed from RTR/RTS/SQD/SQE where the table lists it.
         assert_eq!(
             check_transition(QpType::Rc, Rts, Rts, Rts, A::STATE | A::CUR_STATE),
