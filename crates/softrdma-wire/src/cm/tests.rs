@@ -414,10 +414,10 @@ fn sidr_from_udaddy_and_reject() {
 
 // ---------------------------------------------------------------------------------------------
 // Every field tshark decodes, compared with our tree, for every CM frame of every capture that
-// has a tshark decode in the lab's shared directory (skipped when it is not there: a fresh
-// clone has only the pcaps; the hand-written tests above cover one frame of each kind).
+// has a tshark -V decode in fixtures/tshark-text (copied from the lab's captures, made by
+// tshark 4.0.17 on Debian 12).
 
-const TSHARK_DIR: &str = "/work/shared/captures";
+const TSHARK_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/tshark-text");
 
 /// tshark's (label, value) lines of one block ("    CM ConnectRequest" or "    MAD Header").
 fn tshark_block(frame: &str, title_prefix: &str) -> Vec<(String, String)> {
@@ -492,10 +492,7 @@ fn same_value(ours: &Node, theirs: &str) -> bool {
 
 #[test]
 fn every_tshark_decoded_field_matches() {
-    let Ok(entries) = std::fs::read_dir(TSHARK_DIR) else {
-        eprintln!("{TSHARK_DIR} not present: skipped");
-        return;
-    };
+    let entries = std::fs::read_dir(TSHARK_DIR).expect("fixtures/tshark-text (tshark -V decodes)");
     let mut names: Vec<String> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
