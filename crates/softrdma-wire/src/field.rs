@@ -131,7 +131,7 @@ mod tests {
         let label = Bits::new(0, 0, 20);
         let rate = Bits::new(3, 2, 6);
         let mut b = [0u8; 4];
-        label.set(&mut b, 0xc58_8b);
+        label.set(&mut b, 0x000c_588b);
         rate.set(&mut b, 0x3f);
         assert_eq!(b, [0xc5, 0x88, 0xb0, 0x3f]);
         assert_eq!(label.get(&b), 0xc588b);

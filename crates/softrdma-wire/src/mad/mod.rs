@@ -1,1 +1,210 @@
-//! (in progress)
+//! Management datagrams (IBTA Vol 1 ch. 13.4): the 24-byte common header every MAD starts with,
+//! the 256-byte MAD as a whole, and `ClassPortInfo`, the one attribute every class shares.
+//!
+//! On RoCEv2 a MAD is the payload of a UD SEND to QP1 (after BTH and DETH): exactly 256 bytes,
+//! a common header followed by 232 bytes of class data (for the CM class: one CM message).
+
+pub mod class_port_info;
+pub mod header;
+
+pub use class_port_info::{Packet as ClassPortInfoPacket, Repr as ClassPortInfo};
+pub use header::{Mad, MadStatus, Packet as MadPacket, Repr as MadHeader};
+
+/// Size of the common MAD header (IBTA 13.4.2).
+pub const MAD_HEADER_LEN: usize = 24;
+/// Size of a whole (non-RMPP, non-OPA) MAD.
+pub const MAD_LEN: usize = 256;
+/// Size of the data that follows the common header.
+pub const MAD_DATA_LEN: usize = MAD_LEN - MAD_HEADER_LEN;
+/// The only base version IBTA defines (OPA's 0x80 is not spoken here).
+pub const BASE_VERSION: u8 = 1;
+
+/// Reads and writes one integer-valued field described by a [`crate::field::Bits`].
+pub(crate) trait BitValue: Copy {
+    fn from_bits(v: u64) -> Self;
+    fn to_bits(self) -> u64;
+}
+
+macro_rules! bit_value_int {
+    ($($t:ty),*) => {$(
+        impl BitValue for $t {
+            #[inline]
+            fn from_bits(v: u64) -> Self {
+                // `Bits::get` masks to the field width, which never exceeds the type's width
+                // in the tables below, so the cast keeps every bit.
+                v as $t
+            }
+            #[inline]
+            fn to_bits(self) -> u64 {
+                u64::from(self)
+            }
+        }
+    )*};
+}
+bit_value_int!(u8, u16, u32, u64);
+
+impl BitValue for bool {
+    #[inline]
+    fn from_bits(v: u64) -> Self {
+        v != 0
+    }
+    #[inline]
+    fn to_bits(self) -> u64 {
+        u64::from(self)
+    }
+}
+
+/// Declares the `Packet<T>` view type of a fixed-size structure: `new_unchecked`,
+/// `new_checked` (length check), `into_inner`, `as_bytes`.
+macro_rules! fixed_view {
+    ($(#[$meta:meta])* struct Packet($len:expr, $what:expr);) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct Packet<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// Wraps a buffer without checking its length (for emitting into a buffer sized
+            /// with `Repr::buffer_len`). Accessors panic if the buffer is too short.
+            pub const fn new_unchecked(buffer: T) -> Packet<T> {
+                Packet { buffer }
+            }
+
+            /// Wraps a buffer after checking it is long enough for every field; no accessor
+            /// panics afterwards.
+            pub fn new_checked(buffer: T) -> $crate::Result<Packet<T>> {
+                let p = Packet { buffer };
+                p.check_len()?;
+                Ok(p)
+            }
+
+            /// Checks that the buffer holds the whole structure.
+            pub fn check_len(&self) -> $crate::Result<()> {
+                $crate::Error::check_len($what, $len, self.buffer.as_ref().len())
+            }
+
+            /// The wrapped buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+
+            /// The structure's bytes (the first `LEN` bytes of the buffer).
+            pub fn as_bytes(&self) -> &[u8] {
+                let b = self.buffer.as_ref();
+                &b[..b.len().min($len)]
+            }
+        }
+    };
+}
+pub(crate) use fixed_view;
+
+/// Declares getters and setters for integer and flag fields given as
+/// [`crate::field::Bits`] constants.
+macro_rules! bit_accessors {
+    ($( $(#[$m:meta])* $get:ident / $set:ident : $ty:ty = $bits:expr; )*) => {
+        impl<T: AsRef<[u8]>> Packet<T> {
+            $(
+                $(#[$m])*
+                #[inline]
+                pub fn $get(&self) -> $ty {
+                    <$ty as $crate::mad::BitValue>::from_bits(($bits).get(self.buffer.as_ref()))
+                }
+            )*
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+            $(
+                $(#[$m])*
+                #[inline]
+                pub fn $set(&mut self, value: $ty) {
+                    ($bits).set(self.buffer.as_mut(), $crate::mad::BitValue::to_bits(value))
+                }
+            )*
+        }
+    };
+}
+pub(crate) use bit_accessors;
+
+code_point! {
+    /// Management class (IBTA 13.4.4, table 152; Linux `IB_MGMT_CLASS_*`).
+    pub struct MgmtClass(u8) {
+        SUBN_LID_ROUTED = 0x01 => "SubnMgt (LID routed)",
+        SUBN_ADM = 0x03 => "SubnAdm",
+        PERF_MGMT = 0x04 => "Perf",
+        BM = 0x05 => "BM",
+        DEVICE_MGMT = 0x06 => "DevMgt",
+        CM = 0x07 => "CM",
+        SNMP = 0x08 => "SNMP",
+        DEVICE_ADM = 0x10 => "DevAdm",
+        BOOT_MGMT = 0x11 => "BootMgt",
+        BIS = 0x12 => "BIS",
+        CONG_MGMT = 0x21 => "CongestionMgt",
+        SUBN_DIRECTED_ROUTE = 0x81 => "SubnMgt (directed route)",
+    }
+}
+
+impl MgmtClass {
+    /// Whether the class is in one of the vendor-specific ranges (0x09–0x0F, 0x30–0x4F).
+    pub fn is_vendor(&self) -> bool {
+        matches!(self.0, 0x09..=0x0f | 0x30..=0x4f)
+    }
+}
+
+code_point! {
+    /// MAD method (IBTA 13.4.5, table 153). Bit 7 is the response bit: `GET_RESP` is
+    /// `GET | 0x80`. The texts are the ones tshark prints ("Send()").
+    pub struct Method(u8) {
+        GET = 0x01 => "Get()",
+        SET = 0x02 => "Set()",
+        SEND = 0x03 => "Send()",
+        TRAP = 0x05 => "Trap()",
+        REPORT = 0x06 => "Report()",
+        TRAP_REPRESS = 0x07 => "TrapRepress()",
+        GET_TABLE = 0x12 => "GetTable()",
+        GET_TRACE_TABLE = 0x13 => "GetTraceTable()",
+        GET_MULTI = 0x14 => "GetMulti()",
+        DELETE = 0x15 => "Delete()",
+        GET_RESP = 0x81 => "GetResp()",
+        REPORT_RESP = 0x86 => "ReportResp()",
+        GET_TABLE_RESP = 0x92 => "GetTableResp()",
+        GET_TRACE_TABLE_RESP = 0x93 => "GetTraceTableResp()",
+        GET_MULTI_RESP = 0x94 => "GetMultiResp()",
+        DELETE_RESP = 0x95 => "DeleteResp()",
+    }
+}
+
+impl Method {
+    /// The response bit (IBTA 13.4.5: "R" bit, the most significant bit of the method).
+    pub const RESPONSE_BIT: u8 = 0x80;
+
+    /// Whether this is a response method (`GetResp`, `ReportResp`, ...).
+    pub fn is_response(&self) -> bool {
+        self.0 & Self::RESPONSE_BIT != 0
+    }
+
+    /// The response method for this request method (`Get` -> `GetResp`).
+    pub fn response(&self) -> Method {
+        Method(self.0 | Self::RESPONSE_BIT)
+    }
+}
+
+code_point! {
+    /// The "invalid field" code in bits 2–4 of the MAD status (IBTA 13.4.7, table 154).
+    pub struct InvalidField(u8) {
+        NONE = 0 => "No invalid fields",
+        BAD_VERSION = 1 => "Bad version, or class version not supported",
+        METHOD_NOT_SUPPORTED = 2 => "Method not supported",
+        METHOD_ATTR_NOT_SUPPORTED = 3 => "Method/attribute combination not supported",
+        INVALID_ATTR_VALUE = 7 => "Invalid value in attribute or attribute modifier",
+    }
+}
+
+code_point! {
+    /// Attribute IDs every class shares (IBTA 13.4.8, table 155).
+    pub struct CommonAttrId(u16) {
+        CLASS_PORT_INFO = 0x0001 => "ClassPortInfo",
+        NOTICE = 0x0002 => "Notice",
+        INFORM_INFO = 0x0003 => "InformInfo",
+    }
+}

@@ -1,0 +1,23 @@
+//! The sans-IO heart of softrdma (DESIGN.md §2): a software RDMA device that behaves like a
+//! Linux `rdma_rxe` device, its verbs objects and the QP state machine.
+//!
+//! Nothing in this crate touches a socket, a clock, a thread or a global random number
+//! generator: time comes in as a [`time::Instant`] parameter, randomness as a seeded
+//! [`rand::Rng`] owned by the object that needs it, and bytes in and out as slices. The
+//! driver crate owns the sockets and the real clock.
+//!
+//! - [`device`]: the device model: node GUID, port (state, MTU), GID table, P_Key table,
+//!   device/port attributes as `ibv_query_device`/`ibv_query_port` return them, and the
+//!   named drop/error counters.
+//! - [`verbs`]: PD, MR (with the memory model described in `docs/memory.md`), CQ, SRQ, QP
+//!   and the QP state machine ([`verbs::qp_state`]).
+
+#![forbid(unsafe_code)]
+
+pub mod device;
+pub mod rand;
+pub mod time;
+pub mod verbs;
+
+pub use device::{Device, DeviceConfig};
+pub use verbs::Verbs;

@@ -1,0 +1,958 @@
+//! Verbs object tests: lifecycles, limits, the memory model's guarantees, modify_qp value
+//! checks and flushing.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use softrdma_wire::Gid;
+
+use super::*;
+use crate::device::{Device, DeviceConfig, Mtu};
+
+fn dev() -> Device {
+    Device::new(
+        DeviceConfig::new("rxe0", vec![IpAddr::V4(Ipv4Addr::new(10, 77, 0, 10))])
+            .with_mac([0x52, 0x54, 0x00, 0x77, 0x00, 0x0a]),
+    )
+}
+
+struct Env {
+    dev: Device,
+    v: Verbs,
+    pd: PdId,
+    scq: CqId,
+    rcq: CqId,
+}
+
+fn env() -> Env {
+    let dev = dev();
+    let mut v = Verbs::new(dev.query_device(), 7);
+    let pd = v.alloc_pd().expect("pd");
+    let scq = v.create_cq(16).expect("scq");
+    let rcq = v.create_cq(16).expect("rcq");
+    Env {
+        dev,
+        v,
+        pd,
+        scq,
+        rcq,
+    }
+}
+
+fn init_attr(e: &Env, qp_type: QpType) -> QpInitAttr {
+    QpInitAttr {
+        qp_type,
+        pd: e.pd,
+        send_cq: e.scq,
+        recv_cq: e.rcq,
+        srq: None,
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 2,
+            max_recv_sge: 2,
+            max_inline_data: 0,
+        },
+        sq_sig_all: false,
+    }
+}
+
+/// ibv_rc_pingpong's three modify_qp calls.
+fn rc_to_rts(e: &mut Env, qpn: u32) {
+    use QpAttrMask as A;
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        pkey_index: 0,
+        port_num: 1,
+        qp_access_flags: AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
+        ..QpAttr::default()
+    };
+    e.v.modify_qp(
+        &e.dev,
+        qpn,
+        &init,
+        A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS,
+    )
+    .expect("INIT");
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Mtu::Mtu1024,
+        dest_qp_num: 0x11,
+        rq_psn: 0x123456,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ah_attr: AddressVector {
+            dgid: Gid::from(Ipv4Addr::new(10, 77, 0, 11)),
+            sgid_index: 1,
+            ..AddressVector::default()
+        },
+        ..QpAttr::default()
+    };
+    e.v.modify_qp(
+        &e.dev,
+        qpn,
+        &rtr,
+        A::STATE
+            | A::AV
+            | A::PATH_MTU
+            | A::DEST_QPN
+            | A::RQ_PSN
+            | A::MAX_DEST_RD_ATOMIC
+            | A::MIN_RNR_TIMER,
+    )
+    .expect("RTR");
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        sq_psn: 0x654321,
+        max_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    e.v.modify_qp(
+        &e.dev,
+        qpn,
+        &rts,
+        A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC,
+    )
+    .expect("RTS");
+}
+
+fn ud_to_rts(e: &mut Env, qpn: u32, gsi: bool) {
+    use QpAttrMask as A;
+    let mut mask = A::STATE | A::PKEY_INDEX | A::QKEY;
+    if !gsi {
+        mask |= A::PORT;
+    }
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        qkey: if gsi { GSI_QKEY } else { 0x1111_1111 },
+        ..QpAttr::default()
+    };
+    e.v.modify_qp(&e.dev, qpn, &init, mask).expect("INIT");
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    e.v.modify_qp(&e.dev, qpn, &rtr, A::STATE).expect("RTR");
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        sq_psn: 0,
+        ..QpAttr::default()
+    };
+    e.v.modify_qp(&e.dev, qpn, &rts, A::STATE | A::SQ_PSN)
+        .expect("RTS");
+}
+
+fn ud_dest() -> UdDest {
+    UdDest {
+        av: AddressVector {
+            dgid: Gid::from(Ipv4Addr::new(10, 77, 0, 11)),
+            sgid_index: 1,
+            ..AddressVector::default()
+        },
+        remote_qpn: 1,
+        remote_qkey: GSI_QKEY,
+    }
+}
+
+#[test]
+fn rc_pingpong_sequence_and_query() {
+    let mut e = env();
+    let (qpn, _) = e.v.create_qp(init_attr(&e, QpType::Rc)).expect("qp");
+    assert_eq!(e.v.qp(qpn).map(|q| q.state()), Ok(QpState::Reset));
+    rc_to_rts(&mut e, qpn);
+    let a = *e.v.qp(qpn).expect("qp").attr();
+    assert_eq!(a.qp_state, QpState::Rts);
+    assert_eq!(a.dest_qp_num, 0x11);
+    assert_eq!(a.rq_psn, 0x123456);
+    assert_eq!(a.sq_psn, 0x654321);
+    assert_eq!(a.path_mtu, Mtu::Mtu1024);
+    assert_eq!(a.timeout, 14);
+    assert_eq!(a.min_rnr_timer, 12);
+    assert_eq!(a.ah_attr.sgid_index, 1);
+    assert_eq!(
+        a.qp_access_flags,
+        AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE
+    );
+}
+
+#[test]
+fn qp_numbers_like_rxe() {
+    // rxe: the GSI QP takes pool index 16 but is numbered 1, so the first user QP is 0x11
+    // (udaddy's SIDR_REP in the lab carries QPN 0x11).
+    let mut e = env();
+    let (gsi, _) = e.v.create_qp(init_attr(&e, QpType::Gsi)).expect("gsi");
+    assert_eq!(gsi, GSI_QPN);
+    let (q1, _) = e.v.create_qp(init_attr(&e, QpType::Ud)).expect("ud");
+    let (q2, _) = e.v.create_qp(init_attr(&e, QpType::Rc)).expect("rc");
+    assert_eq!((q1, q2), (0x11, 0x12));
+    assert_eq!(
+        e.v.create_qp(init_attr(&e, QpType::Gsi)),
+        Err(VerbsError::GsiExists)
+    );
+    // Numbers are allocated cyclically: a destroyed number is not reused at once.
+    e.v.destroy_qp(q1).expect("destroy");
+    let (q3, _) = e.v.create_qp(init_attr(&e, QpType::Rc)).expect("rc");
+    assert_eq!(q3, 0x13);
+    assert_eq!(e.v.qp_numbers().collect::<Vec<_>>(), vec![1, 0x12, 0x13]);
+}
+
+#[test]
+fn qp_caps_rounded_and_limited() {
+    let mut e = env();
+    let mut ia = init_attr(&e, QpType::Rc);
+    ia.cap = QpCap {
+        max_send_wr: 10,
+        max_recv_wr: 100,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 64,
+    };
+    let (_, cap) = e.v.create_qp(ia).expect("qp");
+    assert_eq!(cap.max_send_wr, 15);
+    assert_eq!(cap.max_recv_wr, 127);
+    // The send WQE holds max(1 * 16, 64) bytes: 4 SGEs or 64 inline bytes.
+    assert_eq!(cap.max_send_sge, 4);
+    assert_eq!(cap.max_inline_data, 64);
+    ia.cap.max_send_wr = 0x4001;
+    assert_eq!(
+        e.v.create_qp(ia),
+        Err(VerbsError::Limit {
+            what: "max_send_wr",
+            requested: 0x4001,
+            max: 0x4000
+        })
+    );
+    ia.cap.max_send_wr = 1;
+    ia.cap.max_recv_sge = 33;
+    assert!(matches!(
+        e.v.create_qp(ia),
+        Err(VerbsError::Limit {
+            what: "max_recv_sge",
+            ..
+        })
+    ));
+    ia.cap.max_recv_sge = 1;
+    ia.cap.max_inline_data = 513;
+    assert!(matches!(
+        e.v.create_qp(ia),
+        Err(VerbsError::Limit {
+            what: "max_inline_data",
+            ..
+        })
+    ));
+    ia.send_cq = CqId(99);
+    assert_eq!(e.v.create_qp(ia), Err(VerbsError::InvalidCq(CqId(99))));
+}
+
+#[test]
+fn modify_qp_value_checks() {
+    use QpAttrMask as A;
+    let mut e = env();
+    let (qpn, _) = e.v.create_qp(init_attr(&e, QpType::Rc)).expect("qp");
+    let base = QpAttr {
+        qp_state: QpState::Init,
+        ..QpAttr::default()
+    };
+    let m = A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS;
+    let bad =
+        |v: &mut Verbs, dev: &Device, a: QpAttr, mask: QpAttrMask| v.modify_qp(dev, qpn, &a, mask);
+    // P_Key index beyond rxe's one-entry table.
+    let r = bad(
+        &mut e.v,
+        &e.dev,
+        QpAttr {
+            pkey_index: 1,
+            ..base
+        },
+        m,
+    );
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
+            attr: "pkey_index",
+            ..
+        }))
+    ));
+    let r = bad(
+        &mut e.v,
+        &e.dev,
+        QpAttr {
+            port_num: 2,
+            ..base
+        },
+        m,
+    );
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
+            attr: "port_num",
+            ..
+        }))
+    ));
+    // CAP is refused by the table, not silently ignored.
+    let r = bad(&mut e.v, &e.dev, base, m | A::CAP);
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::ForbiddenAttribute {
+            attr: "cap",
+            ..
+        }))
+    ));
+    // Nothing was applied by the refused calls.
+    assert_eq!(e.v.qp(qpn).map(|q| q.state()), Ok(QpState::Reset));
+    e.v.modify_qp(&e.dev, qpn, &base, m).expect("INIT");
+
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    let rm = A::STATE
+        | A::AV
+        | A::PATH_MTU
+        | A::DEST_QPN
+        | A::RQ_PSN
+        | A::MAX_DEST_RD_ATOMIC
+        | A::MIN_RNR_TIMER;
+    let r = bad(&mut e.v, &e.dev, rtr, rm.minus(A::MIN_RNR_TIMER));
+    assert_eq!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::MissingAttribute {
+            qp_type: QpType::Rc,
+            from: QpState::Init,
+            to: QpState::Rtr,
+            attr: "min_rnr_timer"
+        }))
+    );
+    let mut av = rtr;
+    av.ah_attr.sgid_index = 2;
+    let r = bad(&mut e.v, &e.dev, av, rm);
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
+            attr: "ah_attr.grh.sgid_index",
+            ..
+        }))
+    ));
+    let r = bad(
+        &mut e.v,
+        &e.dev,
+        QpAttr {
+            max_dest_rd_atomic: 129,
+            ..rtr
+        },
+        rm,
+    );
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
+            attr: "max_dest_rd_atomic",
+            ..
+        }))
+    ));
+    let r = bad(
+        &mut e.v,
+        &e.dev,
+        QpAttr {
+            rq_psn: 0x0100_0000,
+            ..rtr
+        },
+        rm,
+    );
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
+            attr: "rq_psn",
+            ..
+        }))
+    ));
+    let r = bad(
+        &mut e.v,
+        &e.dev,
+        QpAttr {
+            min_rnr_timer: 32,
+            ..rtr
+        },
+        rm,
+    );
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
+            attr: "min_rnr_timer",
+            ..
+        }))
+    ));
+    let r = bad(&mut e.v, &e.dev, rtr, rm | A::ALT_PATH);
+    assert_eq!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::Unsupported {
+            attr: "alt_path"
+        }))
+    );
+    // Path MTU 4096 is within the port's max even though the active MTU is 1024 (rxe checks
+    // against max_mtu).
+    e.v.modify_qp(
+        &e.dev,
+        qpn,
+        &QpAttr {
+            path_mtu: Mtu::Mtu4096,
+            ..rtr
+        },
+        rm,
+    )
+    .expect("RTR");
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        timeout: 32,
+        ..QpAttr::default()
+    };
+    let sm = A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
+    let r = bad(&mut e.v, &e.dev, rts, sm);
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
+            attr: "timeout",
+            ..
+        }))
+    ));
+    let r = bad(
+        &mut e.v,
+        &e.dev,
+        QpAttr {
+            timeout: 14,
+            retry_cnt: 8,
+            ..rts
+        },
+        sm,
+    );
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
+            attr: "retry_cnt",
+            ..
+        }))
+    ));
+    // Illegal jump.
+    let r = bad(
+        &mut e.v,
+        &e.dev,
+        QpAttr {
+            qp_state: QpState::Init,
+            ..rts
+        },
+        A::STATE,
+    );
+    assert!(matches!(
+        r,
+        Err(VerbsError::ModifyQp(
+            ModifyQpError::InvalidTransition { .. }
+        ))
+    ));
+}
+
+#[test]
+fn err_flushes_everything_in_order() {
+    let mut e = env();
+    let (qpn, _) = e.v.create_qp(init_attr(&e, QpType::Rc)).expect("qp");
+    // Receives may be posted from INIT on.
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        ..QpAttr::default()
+    };
+    use QpAttrMask as A;
+    e.v.modify_qp(
+        &e.dev,
+        qpn,
+        &init,
+        A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS,
+    )
+    .expect("INIT");
+    // ... sends only from RTS.
+    assert!(matches!(
+        e.v.post_send(qpn, SendWr::new(1, SendOp::Send)),
+        Err(VerbsError::QpState {
+            state: QpState::Init,
+            ..
+        })
+    ));
+    for id in 10..13 {
+        e.v.post_recv(qpn, RecvWr::new(id, vec![])).expect("recv");
+    }
+    e.v.modify_qp(
+        &e.dev,
+        qpn,
+        &QpAttr {
+            qp_state: QpState::Reset,
+            ..QpAttr::default()
+        },
+        A::STATE,
+    )
+    .expect("RESET");
+    // RESET discards silently.
+    assert_eq!(e.v.qp(qpn).map(|q| q.recv_queue_len()), Ok(0));
+    assert!(e.v.cq(e.rcq).map(|c| c.is_empty()).unwrap_or(false));
+    rc_to_rts(&mut e, qpn);
+    for id in 10..13 {
+        e.v.post_recv(qpn, RecvWr::new(id, vec![])).expect("recv");
+    }
+    e.v.post_send(qpn, SendWr::new(1, SendOp::Send))
+        .expect("send");
+    e.v.post_send(
+        qpn,
+        SendWr::new(
+            2,
+            SendOp::RdmaRead {
+                remote_addr: 0,
+                rkey: 5,
+            },
+        ),
+    )
+    .expect("read");
+    e.v.modify_qp(
+        &e.dev,
+        qpn,
+        &QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        },
+        A::STATE,
+    )
+    .expect("ERR");
+    let mut s = Vec::new();
+    e.v.poll_cq_into(e.scq, &mut s, 10).expect("poll");
+    assert_eq!(
+        s.iter()
+            .map(|w| (w.wr_id, w.opcode, w.status))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, WcOpcode::Send, WcStatus::WrFlushErr),
+            (2, WcOpcode::RdmaRead, WcStatus::WrFlushErr)
+        ]
+    );
+    let mut r = Vec::new();
+    e.v.poll_cq_into(e.rcq, &mut r, 10).expect("poll");
+    assert_eq!(
+        r.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        vec![10, 11, 12]
+    );
+    assert!(r.iter().all(|w| w.status == WcStatus::WrFlushErr
+        && w.opcode == WcOpcode::Recv
+        && w.qp_num == qpn));
+    // Posting to a QP in ERR completes at once with a flush error.
+    e.v.post_send(qpn, SendWr::new(3, SendOp::Send))
+        .expect("send");
+    e.v.post_recv(qpn, RecvWr::new(13, vec![])).expect("recv");
+    assert_eq!(
+        e.v.poll_cq(e.scq)
+            .ok()
+            .flatten()
+            .map(|w| (w.wr_id, w.status)),
+        Some((3, WcStatus::WrFlushErr))
+    );
+    assert_eq!(
+        e.v.poll_cq(e.rcq)
+            .ok()
+            .flatten()
+            .map(|w| (w.wr_id, w.status)),
+        Some((13, WcStatus::WrFlushErr))
+    );
+    // The transport's fatal path flushes too and raises QP_FATAL.
+    let (q2, _) = e.v.create_qp(init_attr(&e, QpType::Rc)).expect("qp");
+    rc_to_rts(&mut e, q2);
+    e.v.post_send(q2, SendWr::new(4, SendOp::Send))
+        .expect("send");
+    e.v.set_qp_error(q2);
+    assert_eq!(e.v.poll_event(), Some(AsyncEvent::QpFatal(q2)));
+    assert_eq!(e.v.poll_cq(e.scq).ok().flatten().map(|w| w.wr_id), Some(4));
+}
+
+#[test]
+fn post_send_checks() {
+    let mut e = env();
+    let (ud, _) = e.v.create_qp(init_attr(&e, QpType::Ud)).expect("ud");
+    let (rc, cap) = e.v.create_qp(init_attr(&e, QpType::Rc)).expect("rc");
+    ud_to_rts(&mut e, ud, false);
+    rc_to_rts(&mut e, rc);
+    // UD: SENDs only, and always with a destination.
+    assert!(matches!(
+        e.v.post_send(ud, SendWr::new(1, SendOp::Send)),
+        Err(VerbsError::WrongQpType {
+            qp_type: QpType::Ud,
+            ..
+        })
+    ));
+    assert!(matches!(
+        e.v.post_send(
+            ud,
+            SendWr::new(
+                1,
+                SendOp::RdmaRead {
+                    remote_addr: 0,
+                    rkey: 1
+                }
+            )
+            .with_ud(ud_dest())
+        ),
+        Err(VerbsError::WrongQpType {
+            op: "RDMA_READ",
+            ..
+        })
+    ));
+    e.v.post_send(
+        ud,
+        SendWr::new(1, SendOp::SendWithImm { imm: 7 }).with_ud(ud_dest()),
+    )
+    .expect("ud send");
+    // RC: no UD destination.
+    assert!(matches!(
+        e.v.post_send(rc, SendWr::new(1, SendOp::Send).with_ud(ud_dest())),
+        Err(VerbsError::WrongQpType {
+            qp_type: QpType::Rc,
+            ..
+        })
+    ));
+    // SGE count.
+    let sge = Sge {
+        addr: 0,
+        length: 8,
+        lkey: 0,
+    };
+    let mut wr = SendWr::new(1, SendOp::Send);
+    wr.sg_list = vec![sge; cap.max_send_sge as usize + 1];
+    assert!(matches!(
+        e.v.post_send(rc, wr),
+        Err(VerbsError::Limit {
+            what: "num_sge",
+            ..
+        })
+    ));
+    // Atomics: exactly 8 bytes, aligned.
+    let fa = |addr| SendOp::AtomicFetchAdd {
+        remote_addr: addr,
+        rkey: 1,
+        add: 1,
+    };
+    assert!(matches!(
+        e.v.post_send(rc, SendWr::new(1, fa(8)).with_sge(Sge { length: 4, ..sge })),
+        Err(VerbsError::InvalidWr { .. })
+    ));
+    assert!(matches!(
+        e.v.post_send(rc, SendWr::new(1, fa(12)).with_sge(sge)),
+        Err(VerbsError::InvalidWr {
+            reason: "atomic remote address not 8-byte aligned"
+        })
+    ));
+    // Too long for the port.
+    assert!(matches!(
+        e.v.post_send(
+            rc,
+            SendWr::new(1, SendOp::Send).with_sge(Sge {
+                length: 0x80_0001,
+                ..sge
+            })
+        ),
+        Err(VerbsError::Limit {
+            what: "message length",
+            ..
+        })
+    ));
+    // Queue depth.
+    for i in 0..cap.max_send_wr {
+        e.v.post_send(rc, SendWr::new(u64::from(i), fa(8)).with_sge(sge))
+            .expect("post");
+    }
+    assert_eq!(
+        e.v.post_send(rc, SendWr::new(99, SendOp::Send)),
+        Err(VerbsError::QueueFull {
+            what: "send queue",
+            depth: cap.max_send_wr
+        })
+    );
+    assert_eq!(e.v.take_send_wr(rc).map(|w| w.wr_id), Some(0));
+}
+
+#[test]
+fn mr_keys_and_access_flags() {
+    let mut e = env();
+    let k =
+        e.v.reg_mr(e.pd, 64, 0x1000, AccessFlags::LOCAL_WRITE)
+            .expect("mr");
+    assert_eq!(k.lkey >> 8, 1);
+    assert_eq!(k.rkey, 0, "no remote access, no rkey");
+    let k2 =
+        e.v.reg_mr(
+            e.pd,
+            64,
+            0,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .expect("mr");
+    assert_eq!(k2.lkey >> 8, 2);
+    assert_eq!(k2.rkey, k2.lkey);
+    // ib_check_mr_access: remote write without local write is refused.
+    assert_eq!(
+        e.v.reg_mr(e.pd, 8, 0, AccessFlags::REMOTE_WRITE),
+        Err(VerbsError::Mr(MrError::InvalidAccessFlags(
+            AccessFlags::REMOTE_WRITE
+        )))
+    );
+    assert!(e.v.reg_mr(e.pd, 8, 0, AccessFlags::REMOTE_READ).is_ok());
+    assert!(e
+        .v
+        .reg_mr(e.pd, 8, u64::MAX - 4, AccessFlags::NONE)
+        .is_err());
+    assert!(e.v.reg_mr(PdId(42), 8, 0, AccessFlags::NONE).is_err());
+    // A key with the right index but the wrong key byte finds nothing.
+    assert_eq!(
+        e.v.mr(k.lkey ^ 1).err(),
+        Some(VerbsError::Mr(MrError::InvalidKey(k.lkey ^ 1)))
+    );
+    assert!(e.v.mr_table().by_rkey(0).is_err());
+    assert!(e.v.mr_table().by_rkey(k2.rkey).is_ok());
+    // The PD cannot go while MRs use it; dereg gives the bytes back.
+    assert!(matches!(
+        e.v.dealloc_pd(e.pd),
+        Err(VerbsError::Busy { what: "PD", .. })
+    ));
+    e.v.local_write(k.lkey, 0x1000, b"hello").expect("write");
+    let bytes = e.v.dereg_mr(k.lkey).expect("dereg");
+    assert_eq!(&bytes[..5], b"hello");
+    assert!(e.v.mr(k.lkey).is_err());
+}
+
+#[test]
+fn mr_bounds_never_escape() {
+    let mut e = env();
+    let pd2 = e.v.alloc_pd().expect("pd");
+    let a =
+        e.v.reg_mr_with(
+            e.pd,
+            vec![0xaa; 16],
+            0x1000,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .expect("a");
+    let b =
+        e.v.reg_mr_with(e.pd, vec![0xbb; 16], 0x1010, AccessFlags::LOCAL_WRITE)
+            .expect("b");
+    let table = e.v.mr_table();
+    let mr = table.by_rkey(a.rkey).expect("mr");
+    // Inside, at both edges.
+    assert_eq!(
+        mr.check_remote(e.pd, 0x1000, 16, AccessFlags::REMOTE_WRITE),
+        Ok(0..16)
+    );
+    assert_eq!(
+        mr.check_remote(e.pd, 0x100f, 1, AccessFlags::REMOTE_WRITE),
+        Ok(15..16)
+    );
+    assert_eq!(
+        mr.check_remote(e.pd, 0x1010, 0, AccessFlags::REMOTE_WRITE),
+        Ok(16..16)
+    );
+    // One byte past the end (where MR b's iova starts), before the start, wrapping.
+    for (addr, len) in [
+        (0x1001u64, 16usize),
+        (0xfff, 1),
+        (0x1010, 1),
+        (u64::MAX, 2),
+        (0x1000, usize::MAX),
+    ] {
+        assert!(
+            matches!(
+                mr.check_remote(e.pd, addr, len, AccessFlags::REMOTE_WRITE),
+                Err(MrError::OutOfBounds { .. })
+            ),
+            "{addr:#x}+{len}"
+        );
+    }
+    assert_eq!(
+        mr.check_remote(pd2, 0x1000, 1, AccessFlags::REMOTE_WRITE),
+        Err(MrError::WrongPd { key: a.rkey })
+    );
+    assert!(matches!(
+        mr.check_remote(e.pd, 0x1000, 1, AccessFlags::REMOTE_READ),
+        Err(MrError::AccessDenied { .. })
+    ));
+    // A scatter that fails on its second SGE writes nothing at all.
+    let sges = [
+        Sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: a.lkey,
+        },
+        Sge {
+            addr: 0x1018,
+            length: 16,
+            lkey: b.lkey,
+        },
+    ];
+    assert!(matches!(
+        e.v.scatter(e.pd, &sges, &[0x11; 20]),
+        Err(ScatterError::Mr(MrError::OutOfBounds { .. }))
+    ));
+    assert_eq!(
+        e.v.mr(a.lkey).map(|m| m.as_slice().to_vec()),
+        Ok(vec![0xaa; 16])
+    );
+    assert_eq!(
+        e.v.mr(b.lkey).map(|m| m.as_slice().to_vec()),
+        Ok(vec![0xbb; 16])
+    );
+    assert_eq!(
+        e.v.scatter(e.pd, &sges[..1], &[0; 9]),
+        Err(ScatterError::TooLong { len: 9, room: 8 })
+    );
+    // A good scatter spans SGEs; gather reads them back.
+    let good = [
+        Sge {
+            addr: 0x1008,
+            length: 8,
+            lkey: a.lkey,
+        },
+        Sge {
+            addr: 0x1010,
+            length: 16,
+            lkey: b.lkey,
+        },
+    ];
+    e.v.scatter(e.pd, &good, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+        .expect("scatter");
+    let back = e.v.gather(e.pd, &good).expect("gather");
+    assert_eq!(&back[..10], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert_eq!(&back[10..], &[0xbb; 14]);
+    // Receives need LOCAL_WRITE.
+    let ro = e.v.reg_mr(e.pd, 8, 0, AccessFlags::NONE).expect("ro");
+    assert!(matches!(
+        e.v.scatter(
+            e.pd,
+            &[Sge {
+                addr: 0,
+                length: 8,
+                lkey: ro.lkey
+            }],
+            &[1]
+        ),
+        Err(ScatterError::Mr(MrError::AccessDenied { .. }))
+    ));
+}
+
+#[test]
+fn cq_limits_and_overflow_event() {
+    let mut e = env();
+    assert!(matches!(
+        e.v.create_cq(0),
+        Err(VerbsError::Limit { what: "cqe", .. })
+    ));
+    assert!(matches!(
+        e.v.create_cq(32768),
+        Err(VerbsError::Limit { what: "cqe", .. })
+    ));
+    let cq = e.v.create_cq(100).expect("cq");
+    assert_eq!(e.v.cq(cq).map(|c| c.cqe()), Ok(127));
+    let small = e.v.create_cq(1).expect("cq");
+    let wc = WorkCompletion::new(1, 0x11, WcOpcode::Send, WcStatus::Success);
+    assert!(e.v.complete(small, wc));
+    assert!(!e.v.complete(small, wc));
+    assert!(!e.v.complete(small, wc));
+    // One CQ_ERR event, however many completions are lost.
+    assert_eq!(e.v.poll_event(), Some(AsyncEvent::CqErr(small)));
+    assert_eq!(e.v.poll_event(), None);
+    // A CQ in use cannot be destroyed.
+    let (qpn, _) = e.v.create_qp(init_attr(&e, QpType::Rc)).expect("qp");
+    assert!(matches!(
+        e.v.destroy_cq(e.scq),
+        Err(VerbsError::Busy {
+            what: "CQ",
+            users: 1
+        })
+    ));
+    e.v.destroy_qp(qpn).expect("destroy");
+    e.v.destroy_cq(e.scq).expect("destroy cq");
+}
+
+#[test]
+fn srq_limit_and_last_wqe() {
+    let mut e = env();
+    let (srq, attr) =
+        e.v.create_srq(
+            e.pd,
+            SrqAttr {
+                max_wr: 5,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+        )
+        .expect("srq");
+    assert_eq!(attr.max_wr, 7);
+    let mut ia = init_attr(&e, QpType::Rc);
+    ia.srq = Some(srq);
+    let (qpn, cap) = e.v.create_qp(ia).expect("qp");
+    assert_eq!(cap.max_recv_wr, 0);
+    assert!(matches!(
+        e.v.post_recv(qpn, RecvWr::new(1, vec![])),
+        Err(VerbsError::WrongQpType { .. })
+    ));
+    for id in 0..4 {
+        e.v.post_srq_recv(srq, RecvWr::new(id, vec![]))
+            .expect("post");
+    }
+    e.v.arm_srq_limit(srq, 3).expect("arm");
+    assert_eq!(e.v.take_recv_wr(qpn).map(|w| w.wr_id), Some(0));
+    assert_eq!(e.v.poll_event(), None, "3 left: not below the limit");
+    assert_eq!(e.v.take_recv_wr(qpn).map(|w| w.wr_id), Some(1));
+    assert_eq!(e.v.poll_event(), Some(AsyncEvent::SrqLimitReached(srq)));
+    assert_eq!(e.v.take_recv_wr(qpn).map(|w| w.wr_id), Some(2));
+    assert_eq!(e.v.poll_event(), None, "the limit disarmed");
+    assert!(matches!(
+        e.v.destroy_srq(srq),
+        Err(VerbsError::Busy { what: "SRQ", .. })
+    ));
+    rc_to_rts(&mut e, qpn);
+    e.v.modify_qp(
+        &e.dev,
+        qpn,
+        &QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE,
+    )
+    .expect("ERR");
+    assert_eq!(e.v.poll_event(), Some(AsyncEvent::LastWqeReached(qpn)));
+    // SRQ WRs belong to the SRQ: not flushed.
+    assert_eq!(e.v.srq(srq).map(|s| s.len()), Ok(1));
+}
+
+#[test]
+fn sqd_drained_event_and_gsi_qkey() {
+    use QpAttrMask as A;
+    let mut e = env();
+    let (gsi, _) = e.v.create_qp(init_attr(&e, QpType::Gsi)).expect("gsi");
+    ud_to_rts(&mut e, gsi, true);
+    assert_eq!(e.v.qp(gsi).map(|q| q.attr().qkey), Ok(GSI_QKEY));
+    let sqd = QpAttr {
+        qp_state: QpState::Sqd,
+        en_sqd_async_notify: true,
+        ..QpAttr::default()
+    };
+    e.v.modify_qp(&e.dev, gsi, &sqd, A::STATE | A::EN_SQD_ASYNC_NOTIFY)
+        .expect("SQD");
+    assert_eq!(e.v.poll_event(), Some(AsyncEvent::SqDrained(gsi)));
+    // Send WRs posted in SQD wait (take_send_wr gives nothing until RTS again).
+    e.v.post_send(gsi, SendWr::new(5, SendOp::Send).with_ud(ud_dest()))
+        .expect("post");
+    assert_eq!(e.v.take_send_wr(gsi), None);
+    e.v.modify_qp(
+        &e.dev,
+        gsi,
+        &QpAttr {
+            qp_state: QpState::Rts,
+            ..QpAttr::default()
+        },
+        A::STATE,
+    )
+    .expect("RTS");
+    assert_eq!(e.v.take_send_wr(gsi).map(|w| w.wr_id), Some(5));
+}
