@@ -4,13 +4,17 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
+use softrdma_wire::cm::CmMessage;
 use softrdma_wire::dissect::{Tree, Value};
 use softrdma_wire::frame::dissect_frame;
+use softrdma_wire::icrc;
 use softrdma_wire::link::{
     EtherType, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Repr, LinkType, Sll2Repr,
     SllRepr, UdpRepr, ROCEV2_PORT,
 };
+use softrdma_wire::mad::{Mad, MgmtClass};
 use softrdma_wire::pcap::read_all;
+use softrdma_wire::roce::RoceRepr;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -114,6 +118,20 @@ fn reemit_lower(name: &str, f: &Frame) -> Option<(Vec<u8>, Vec<u8>)> {
     (u.dst_port == ROCEV2_PORT).then(|| (ip_packet, l4[8..].to_vec()))
 }
 
+/// The RoCEv2 layers: the packet, its MAD and CM message re-emit to the captured bytes.
+fn reemit_roce(name: &str, number: usize, _ip: &[u8], payload: &[u8]) {
+    let r = RoceRepr::parse(payload).unwrap();
+    assert_eq!(r.to_bytes(), payload, "{name}#{number} roce");
+    if r.bth.dest_qp == 1 && r.deth.is_some() {
+        let mad = Mad::parse(r.payload).unwrap();
+        assert_eq!(mad.to_bytes(), r.payload, "{name}#{number} mad");
+        if mad.header.mgmt_class == MgmtClass::CM {
+            let cm = CmMessage::parse(mad.header.attr_id, &mad.data).unwrap();
+            assert_eq!(cm.to_bytes(), mad.data, "{name}#{number} cm");
+        }
+    }
+}
+
 #[test]
 fn every_frame_decodes_and_reemits() {
     let mut roce = 0;
@@ -133,9 +151,15 @@ fn every_frame_decodes_and_reemits() {
             // Text and JSON render without panicking.
             assert!(!tree.to_text(0).is_empty());
             assert!(tree.to_json().starts_with('{'));
-            if let Some((_ip, _payload)) = reemit_lower(&name, &f) {
+            if let Some((ip, payload)) = reemit_lower(&name, &f) {
                 assert!(info.roce);
                 roce += 1;
+                reemit_roce(&name, f.number, &ip, &payload);
+                // Every kernel ICRC verifies, except h_host_rx.pcap's, whose IP headers were
+                // rebuilt from recvfrom() (lab README).
+                let ok = icrc::verify(&ip).unwrap();
+                assert_eq!(ok, name != "h_host_rx.pcap", "{name}#{} ICRC", f.number);
+                assert_eq!(info.icrc_ok, Some(ok), "{name}#{}", f.number);
             }
         }
     }
@@ -198,6 +222,377 @@ fn field_map() -> BTreeMap<&'static str, &'static str> {
     m.insert("ip.dst", "ip.dst");
     m.insert("udp.srcport", "udp.srcport");
     m.insert("udp.dstport", "udp.dstport");
+    m.insert("infiniband.bth.opcode", "infiniband.bth.opcode");
+    m.insert("infiniband.bth.se", "infiniband.bth.se");
+    m.insert("infiniband.bth.m", "infiniband.bth.mig_req");
+    m.insert("infiniband.bth.padcnt", "infiniband.bth.pad_count");
+    m.insert("infiniband.bth.tver", "infiniband.bth.tver");
+    m.insert("infiniband.bth.p_key", "infiniband.bth.pkey");
+    m.insert("infiniband.bth.destqp", "infiniband.bth.dest_qp");
+    m.insert("infiniband.bth.a", "infiniband.bth.ack_req");
+    m.insert("infiniband.bth.reserved7", "infiniband.bth.resv7");
+    m.insert("infiniband.bth.psn", "infiniband.bth.psn");
+    m.insert("infiniband.deth.q_key", "infiniband.deth.q_key");
+    m.insert("infiniband.deth.srcqp", "infiniband.deth.src_qp");
+    m.insert(
+        "infiniband.reth.va",
+        "infiniband.reth.va|infiniband.atomic_eth.va",
+    );
+    m.insert(
+        "infiniband.reth.r_key",
+        "infiniband.reth.r_key|infiniband.atomic_eth.r_key",
+    );
+    m.insert("infiniband.reth.dmalen", "infiniband.reth.dma_len");
+    m.insert("infiniband.aeth.syndrome", "infiniband.aeth.syndrome");
+    m.insert(
+        "infiniband.aeth.syndrome.reserved",
+        "infiniband.aeth.syndrome.reserved",
+    );
+    m.insert(
+        "infiniband.aeth.syndrome.opcode",
+        "infiniband.aeth.syndrome.opcode",
+    );
+    m.insert(
+        "infiniband.aeth.syndrome.credit_count",
+        "infiniband.aeth.syndrome.credit_count",
+    );
+    m.insert("infiniband.aeth.msn", "infiniband.aeth.msn");
+    m.insert(
+        "infiniband.atomiceth.swapdt",
+        "infiniband.atomic_eth.swap_add",
+    );
+    m.insert(
+        "infiniband.atomiceth.cmpdt",
+        "infiniband.atomic_eth.compare",
+    );
+    m.insert(
+        "infiniband.atomicacketh.origremdt",
+        "infiniband.atomic_ack_eth.orig_remote_data",
+    );
+    m.insert("infiniband.invariant.crc", "infiniband.icrc");
+    m.insert("infiniband.mad.baseversion", "infiniband.mad.base_version");
+    m.insert("infiniband.mad.mgmtclass", "infiniband.mad.mgmt_class");
+    m.insert(
+        "infiniband.mad.classversion",
+        "infiniband.mad.class_version",
+    );
+    m.insert("infiniband.mad.method", "infiniband.mad.method");
+    m.insert("infiniband.mad.status", "infiniband.mad.status");
+    m.insert(
+        "infiniband.mad.classspecific",
+        "infiniband.mad.class_specific",
+    );
+    m.insert("infiniband.mad.transactionid", "infiniband.mad.tid");
+    m.insert("infiniband.mad.attributeid", "infiniband.mad.attr_id");
+    m.insert(
+        "infiniband.mad.attributemodifier",
+        "infiniband.mad.attr_mod",
+    );
+    m.insert("infiniband.cm.req", "infiniband.cm_req.local_comm_id");
+    m.insert(
+        "infiniband.cm.req.serviceid",
+        "infiniband.cm_req.service_id",
+    );
+    m.insert(
+        "infiniband.cm.req.serviceid.prefix",
+        "infiniband.cm_req.ip_cm_service_id.prefix",
+    );
+    m.insert(
+        "infiniband.cm.req.serviceid.protocol",
+        "infiniband.cm_req.ip_cm_service_id.protocol",
+    );
+    m.insert(
+        "infiniband.cm.req.serviceid.dport",
+        "infiniband.cm_req.ip_cm_service_id.dport",
+    );
+    m.insert(
+        "infiniband.cm.req.localcaguid",
+        "infiniband.cm_req.local_ca_guid",
+    );
+    m.insert(
+        "infiniband.cm.req.localqkey",
+        "infiniband.cm_req.local_qkey",
+    );
+    m.insert("infiniband.cm.req.localqpn", "infiniband.cm_req.local_qpn");
+    m.insert(
+        "infiniband.cm.req.responderres",
+        "infiniband.cm_req.responder_resources",
+    );
+    m.insert(
+        "infiniband.cm.req.localeecn",
+        "infiniband.cm_req.local_eecn",
+    );
+    m.insert(
+        "infiniband.cm.req.initdepth",
+        "infiniband.cm_req.initiator_depth",
+    );
+    m.insert(
+        "infiniband.cm.req.remoteeecn",
+        "infiniband.cm_req.remote_eecn",
+    );
+    m.insert(
+        "infiniband.cm.req.remoteresptout",
+        "infiniband.cm_req.remote_cm_response_timeout",
+    );
+    m.insert(
+        "infiniband.cm.req.transpsvctype",
+        "infiniband.cm_req.transport_service_type",
+    );
+    m.insert(
+        "infiniband.cm.req.e2eflowctrl",
+        "infiniband.cm_req.end_to_end_flow_control",
+    );
+    m.insert(
+        "infiniband.cm.req.startpsn",
+        "infiniband.cm_req.starting_psn",
+    );
+    m.insert(
+        "infiniband.cm.req.localresptout",
+        "infiniband.cm_req.local_cm_response_timeout",
+    );
+    m.insert(
+        "infiniband.cm.req.retrcount",
+        "infiniband.cm_req.retry_count",
+    );
+    m.insert("infiniband.cm.req.pkey", "infiniband.cm_req.partition_key");
+    m.insert("infiniband.cm.req.pppmtu", "infiniband.cm_req.path_mtu");
+    m.insert("infiniband.cm.req.rdcexist", "infiniband.cm_req.rdc_exists");
+    m.insert(
+        "infiniband.cm.req.rnrretrcount",
+        "infiniband.cm_req.rnr_retry_count",
+    );
+    m.insert(
+        "infiniband.cm.req.maxcmretr",
+        "infiniband.cm_req.max_cm_retries",
+    );
+    m.insert("infiniband.cm.req.srq", "infiniband.cm_req.srq");
+    m.insert(
+        "infiniband.cm.req.ext_transport",
+        "infiniband.cm_req.extended_transport_type",
+    );
+    m.insert(
+        "infiniband.cm.req.prim_locallid",
+        "infiniband.cm_req.primary_local_lid",
+    );
+    m.insert(
+        "infiniband.cm.req.prim_remotelid",
+        "infiniband.cm_req.primary_remote_lid",
+    );
+    m.insert(
+        "infiniband.cm.req.prim_localgid_ipv4",
+        "infiniband.cm_req.primary_local_gid",
+    );
+    m.insert(
+        "infiniband.cm.req.prim_remotegid_ipv4",
+        "infiniband.cm_req.primary_remote_gid",
+    );
+    m.insert(
+        "infiniband.cm.req.prim_localgid",
+        "infiniband.cm_req.primary_local_gid",
+    );
+    m.insert(
+        "infiniband.cm.req.prim_remotegid",
+        "infiniband.cm_req.primary_remote_gid",
+    );
+    m.insert(
+        "infiniband.cm.req.prim_tfcclass",
+        "infiniband.cm_req.primary_traffic_class",
+    );
+    m.insert(
+        "infiniband.cm.req.prim_hoplim",
+        "infiniband.cm_req.primary_hop_limit",
+    );
+    m.insert("infiniband.cm.req.prim_sl", "infiniband.cm_req.primary_sl");
+    m.insert(
+        "infiniband.cm.req.prim_subnetlocal",
+        "infiniband.cm_req.primary_subnet_local",
+    );
+    m.insert(
+        "infiniband.cm.req.prim_localacktout",
+        "infiniband.cm_req.primary_local_ack_timeout",
+    );
+    m.insert(
+        "infiniband.cm.req.alt_locallid",
+        "infiniband.cm_req.alternate_local_lid",
+    );
+    m.insert(
+        "infiniband.cm.req.alt_remotelid",
+        "infiniband.cm_req.alternate_remote_lid",
+    );
+    m.insert(
+        "infiniband.cm.req.alt_localgid",
+        "infiniband.cm_req.alternate_local_gid",
+    );
+    m.insert(
+        "infiniband.cm.req.alt_remotegid",
+        "infiniband.cm_req.alternate_remote_gid",
+    );
+    m.insert(
+        "infiniband.cm.req.alt_tfcclass",
+        "infiniband.cm_req.alternate_traffic_class",
+    );
+    m.insert(
+        "infiniband.cm.req.alt_hoplim",
+        "infiniband.cm_req.alternate_hop_limit",
+    );
+    m.insert("infiniband.cm.req.alt_sl", "infiniband.cm_req.alternate_sl");
+    m.insert(
+        "infiniband.cm.req.alt_subnetlocal",
+        "infiniband.cm_req.alternate_subnet_local",
+    );
+    m.insert(
+        "infiniband.cm.req.alt_localacktout",
+        "infiniband.cm_req.alternate_local_ack_timeout",
+    );
+    m.insert(
+        "infiniband.cm.req.private",
+        "infiniband.cm_req.private_data",
+    );
+    m.insert(
+        "infiniband.cm.req.ip_cm.majv",
+        "infiniband.cm_req.ip_cm.major_version",
+    );
+    m.insert(
+        "infiniband.cm.req.ip_cm.minv",
+        "infiniband.cm_req.ip_cm.minor_version",
+    );
+    m.insert(
+        "infiniband.cm.req.ip_cm.ipv",
+        "infiniband.cm_req.ip_cm.ip_version",
+    );
+    m.insert(
+        "infiniband.cm.req.ip_cm.reserved",
+        "infiniband.cm_req.ip_cm.reserved",
+    );
+    m.insert(
+        "infiniband.cm.req.ip_cm.sport",
+        "infiniband.cm_req.ip_cm.src_port",
+    );
+    m.insert(
+        "infiniband.cm.req.ip_cm.sip4",
+        "infiniband.cm_req.ip_cm.src_ip",
+    );
+    m.insert(
+        "infiniband.cm.req.ip_cm.dip4",
+        "infiniband.cm_req.ip_cm.dst_ip",
+    );
+    m.insert(
+        "infiniband.cm.req.ip_cm.private",
+        "infiniband.cm_req.ip_cm.consumer_data",
+    );
+    m.insert("infiniband.cm.rep", "infiniband.cm_rep.local_comm_id");
+    m.insert(
+        "infiniband.cm.rep.remotecommid",
+        "infiniband.cm_rep.remote_comm_id",
+    );
+    m.insert(
+        "infiniband.cm.rep.localqkey",
+        "infiniband.cm_rep.local_qkey",
+    );
+    m.insert("infiniband.cm.rep.localqpn", "infiniband.cm_rep.local_qpn");
+    m.insert(
+        "infiniband.cm.rep.localeecn",
+        "infiniband.cm_rep.local_eecn",
+    );
+    m.insert(
+        "infiniband.cm.rep.startpsn",
+        "infiniband.cm_rep.starting_psn",
+    );
+    m.insert(
+        "infiniband.cm.rep.respres",
+        "infiniband.cm_rep.responder_resources",
+    );
+    m.insert(
+        "infiniband.cm.rep.initdepth",
+        "infiniband.cm_rep.initiator_depth",
+    );
+    m.insert(
+        "infiniband.cm.rep.tgtackdelay",
+        "infiniband.cm_rep.target_ack_delay",
+    );
+    m.insert(
+        "infiniband.cm.rep.failoveracc",
+        "infiniband.cm_rep.failover_accepted",
+    );
+    m.insert(
+        "infiniband.cm.rep.e2eflowctrl",
+        "infiniband.cm_rep.end_to_end_flow_control",
+    );
+    m.insert(
+        "infiniband.cm.rep.rnrretrcount",
+        "infiniband.cm_rep.rnr_retry_count",
+    );
+    m.insert("infiniband.cm.rep.srq", "infiniband.cm_rep.srq");
+    m.insert(
+        "infiniband.cm.rep.localcaguid",
+        "infiniband.cm_rep.local_ca_guid",
+    );
+    m.insert(
+        "infiniband.cm.rep.private",
+        "infiniband.cm_rep.private_data",
+    );
+    m.insert(
+        "infiniband.cm.rtu.localcommid",
+        "infiniband.cm_rtu.local_comm_id",
+    );
+    m.insert(
+        "infiniband.cm.rtu.remotecommid",
+        "infiniband.cm_rtu.remote_comm_id",
+    );
+    m.insert(
+        "infiniband.cm.rtu.private",
+        "infiniband.cm_rtu.private_data",
+    );
+    m.insert(
+        "infiniband.cm.rej.localcommid",
+        "infiniband.cm_rej.local_comm_id",
+    );
+    m.insert(
+        "infiniband.cm.rej.remotecommid",
+        "infiniband.cm_rej.remote_comm_id",
+    );
+    m.insert(
+        "infiniband.cm.rej.msgrej",
+        "infiniband.cm_rej.message_rejected",
+    );
+    m.insert(
+        "infiniband.cm.rej.rejinfolen",
+        "infiniband.cm_rej.reject_info_length",
+    );
+    m.insert("infiniband.cm.rej.reason", "infiniband.cm_rej.reason");
+    m.insert("infiniband.cm.rej.ari", "infiniband.cm_rej.ari");
+    m.insert(
+        "infiniband.cm.rej.private",
+        "infiniband.cm_rej.private_data",
+    );
+    m.insert(
+        "infiniband.cm.dreq.localcommid",
+        "infiniband.cm_dreq.local_comm_id",
+    );
+    m.insert(
+        "infiniband.cm.dreq.remotecommid",
+        "infiniband.cm_dreq.remote_comm_id",
+    );
+    m.insert(
+        "infiniband.cm.req.remoteqpneecn",
+        "infiniband.cm_dreq.remote_qpn_eecn",
+    );
+    m.insert(
+        "infiniband.cm.dreq.private",
+        "infiniband.cm_dreq.private_data",
+    );
+    m.insert(
+        "infiniband.cm.drsp.localcommid",
+        "infiniband.cm_drep.local_comm_id",
+    );
+    m.insert(
+        "infiniband.cm.drsp.remotecommid",
+        "infiniband.cm_drep.remote_comm_id",
+    );
+    m.insert(
+        "infiniband.cm.drsp.private",
+        "infiniband.cm_drep.private_data",
+    );
     m
 }
 
