@@ -92,7 +92,7 @@ pub mod rsp;
 pub mod tsk_mgmt;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use cmd::{
     DataDescriptor, DirectBuf, ImmBuf, IndirectBuf, Packet as CmdPacket, Repr as CmdRepr,
