@@ -308,14 +308,32 @@ impl Dissect for Repr {
             t.hex("vendor_id", "VendorID", self.vendor_id, 8);
             t.hex("device_id", "DeviceID", self.device_id, 8);
             t.hex("device_version", "DeviceVersion", self.device_version, 4);
-            t.hex("subsys_vendor_id", "SubsystemVendorID", self.subsys_vendor_id, 8);
+            t.hex(
+                "subsys_vendor_id",
+                "SubsystemVendorID",
+                self.subsys_vendor_id,
+                8,
+            );
             t.hex("subsys_device_id", "SubsystemID", self.subsys_device_id, 8);
             t.hex("io_class", "IOClass", self.io_class, 4);
             t.hex("io_subclass", "IOSubclass", self.io_subclass, 4);
             t.hex("protocol", "Protocol", self.protocol, 4);
-            t.hex("protocol_version", "ProtocolVersion", self.protocol_version, 4);
-            t.dec("send_queue_depth", "SendMessageQueueDepth", self.send_queue_depth);
-            t.dec("rdma_read_depth", "RDMAReadQueueDepth", self.rdma_read_depth);
+            t.hex(
+                "protocol_version",
+                "ProtocolVersion",
+                self.protocol_version,
+                4,
+            );
+            t.dec(
+                "send_queue_depth",
+                "SendMessageQueueDepth",
+                self.send_queue_depth,
+            );
+            t.dec(
+                "rdma_read_depth",
+                "RDMAReadQueueDepth",
+                self.rdma_read_depth,
+            );
             t.dec("send_size", "SendMessageSize", self.send_size);
             t.dec("rdma_size", "RDMATransferSize", self.rdma_size);
             t.push(crate::dissect::Node {

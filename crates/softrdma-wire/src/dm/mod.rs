@@ -129,7 +129,10 @@ pub enum Attribute {
     DiagCode(u16),
     /// Any other attribute — ClassPortInfo (decoded by `crate::mad`), PrepareToTest,
     /// TestDeviceOnce/Loop (no data), vendor attributes — as its 192 raw bytes.
-    Raw { id: DmAttributeId, data: Box<[u8; 192]> },
+    Raw {
+        id: DmAttributeId,
+        data: Box<[u8; 192]>,
+    },
 }
 
 impl Attribute {
@@ -185,12 +188,14 @@ impl Dissect for Attribute {
             Attribute::IoUnitInfo(r) => r.dissect(t),
             Attribute::IocProfile(r) => r.dissect(t),
             Attribute::ServiceEntries(r) => r.dissect(t),
-            Attribute::DiagnosticTimeout(v) => t.subtree("dm_diag_timeout", "DiagnosticTimeout", |t| {
-                t.dec("max_diag_time", "MaxDiagTime (ms)", *v)
-            }),
-            Attribute::DiagCode(v) => {
-                t.subtree("dm_diag_code", "DiagCode", |t| t.hex("diag_code", "DiagCode", *v, 4))
+            Attribute::DiagnosticTimeout(v) => {
+                t.subtree("dm_diag_timeout", "DiagnosticTimeout", |t| {
+                    t.dec("max_diag_time", "MaxDiagTime (ms)", *v)
+                })
             }
+            Attribute::DiagCode(v) => t.subtree("dm_diag_code", "DiagCode", |t| {
+                t.hex("diag_code", "DiagCode", *v, 4)
+            }),
             Attribute::Raw { id, data } => t.subtree("dm_attribute", id.to_string(), |t| {
                 t.bytes("data", "Attribute Data", &data[..])
             }),

@@ -162,7 +162,11 @@ impl Repr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), field::LEN, "dm.service_entries: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            field::LEN,
+            "dm.service_entries: emit buffer length"
+        );
         let mut p = Packet::new_unchecked(buf);
         for (i, e) in self.entries.iter().enumerate() {
             p.set_entry(i, e);

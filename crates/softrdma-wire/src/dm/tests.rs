@@ -2,6 +2,8 @@
 //! `srpt_get_ioc`, `srpt_get_svc_entries` write; the kernel sends no DM MADs on RoCE, so
 //! there is no capture.
 
+#![allow(clippy::unwrap_used)]
+
 use super::*;
 use crate::dissect::Dissect;
 
@@ -99,7 +101,14 @@ fn service_entries_like_srpt() {
     assert_eq!(p.entries[0].name_str(), "SRP.T10:505400fffe77000a");
     // The attribute modifier: slot 1, entries 0..0.
     let m = ServiceEntriesModifier::from_attr_mod(0x0001_0000);
-    assert_eq!(m, ServiceEntriesModifier { slot: 1, hi: 0, lo: 0 });
+    assert_eq!(
+        m,
+        ServiceEntriesModifier {
+            slot: 1,
+            hi: 0,
+            lo: 0
+        }
+    );
     assert_eq!(m.to_attr_mod(), 0x0001_0000);
     assert!(m.is_valid_range());
     assert!(!ServiceEntriesModifier::from_attr_mod(0x0001_0001 | 0x0000_0002).is_valid_range());
@@ -126,18 +135,27 @@ fn dm_body_roundtrip_and_codes() {
         reserved: [0; 40],
         attribute: Attribute::DiagnosticTimeout(5000),
     };
-    assert_eq!(Repr::parse(DmAttributeId::DIAGNOSTIC_TIMEOUT, &d.to_bytes()).unwrap(), d);
+    assert_eq!(
+        Repr::parse(DmAttributeId::DIAGNOSTIC_TIMEOUT, &d.to_bytes()).unwrap(),
+        d
+    );
     let c = Repr {
         reserved: [0; 40],
         attribute: Attribute::DiagCode(0),
     };
-    assert_eq!(Repr::parse(DmAttributeId::DIAG_CODE, &c.to_bytes()).unwrap(), c);
+    assert_eq!(
+        Repr::parse(DmAttributeId::DIAG_CODE, &c.to_bytes()).unwrap(),
+        c
+    );
 
     assert_eq!(DmAttributeId::SERVICE_ENTRIES.0, 0x12);
     assert_eq!(DmAttributeId::TEST_DEVICE_LOOP.0, 0x23);
     assert_eq!(DmStatus::NO_IOC.0, 0x0100);
     assert_eq!(DmStatus::INVALID_FIELD.0, 0x001c);
-    assert_eq!(DmStatus::UNSUP_METHOD_ATTR.to_string(), "Method/attribute combination not supported");
+    assert_eq!(
+        DmStatus::UNSUP_METHOD_ATTR.to_string(),
+        "Method/attribute combination not supported"
+    );
     assert!(!DmStatus(0x4000).is_known());
     let _ = r.to_tree().to_text(0);
 }

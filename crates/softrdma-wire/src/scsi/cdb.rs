@@ -209,7 +209,11 @@ impl ModeSenseRepr {
         }
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "scsi.mode_sense: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "scsi.mode_sense: emit buffer length"
+        );
         buf.fill(0);
         buf[1] = if self.dbd { 0x08 } else { 0 } | if self.ten && self.llbaa { 0x10 } else { 0 };
         buf[2] = (self.pc.0 << 6) | (self.page_code & 0x3f);
@@ -451,10 +455,20 @@ impl ReadWriteRepr {
         self.kind.cdb_len()
     }
 
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.buffer_len()];
+        self.emit(&mut v);
+        v
+    }
+
     /// Emits the CDB. Fields wider than the form allows are truncated (a 6-byte CDB carries
     /// a 21-bit LBA and an 8-bit length, a 10-byte one 32 and 16 bits).
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "scsi.read_write: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "scsi.read_write: emit buffer length"
+        );
         buf.fill(0);
         buf[0] = self.kind.opcode().0;
         match self.kind.cdb_len() {
@@ -534,7 +548,11 @@ impl SyncCacheRepr {
         }
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "scsi.synchronize_cache: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "scsi.synchronize_cache: emit buffer length"
+        );
         buf.fill(0);
         let b1 = if self.immed { 0x02 } else { 0 };
         if self.sixteen {
@@ -598,7 +616,9 @@ impl ReportLunsRepr {
 /// A CDB, parsed according to its operation code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cdb {
-    TestUnitReady { control: u8 },
+    TestUnitReady {
+        control: u8,
+    },
     RequestSense(RequestSenseRepr),
     Inquiry(InquiryRepr),
     ModeSense(ModeSenseRepr),
@@ -609,7 +629,10 @@ pub enum Cdb {
     ReportLuns(ReportLunsRepr),
     /// Any other command: its bytes (as many as the operation code's group implies, or the
     /// whole buffer for the reserved/vendor groups), kept as is.
-    Other { opcode: ScsiOpcode, bytes: Vec<u8> },
+    Other {
+        opcode: ScsiOpcode,
+        bytes: Vec<u8>,
+    },
 }
 
 impl Cdb {
@@ -721,77 +744,81 @@ impl Cdb {
 
 impl Dissect for Cdb {
     fn dissect(&self, t: &mut Tree) {
-        t.subtree("scsi_cdb", format!("SCSI Command: {}", self.opcode()), |t| {
-            dissect_op(t, self.opcode());
-            match self {
-                Cdb::TestUnitReady { control } => t.hex("control", "Control", *control, 2),
-                Cdb::RequestSense(r) => {
-                    t.flag("desc", "DESC", r.desc);
-                    t.dec("alloc_len", "Allocation Length", r.alloc_len);
-                    t.hex("control", "Control", r.control, 2);
-                }
-                Cdb::Inquiry(r) => {
-                    t.flag("evpd", "EVPD", r.evpd);
-                    t.hex("page_code", "Page Code", r.page_code, 2);
-                    t.dec("alloc_len", "Allocation Length", r.alloc_len);
-                    t.hex("control", "Control", r.control, 2);
-                }
-                Cdb::ModeSense(r) => {
-                    if r.ten {
-                        t.flag("llbaa", "LLBAA", r.llbaa);
+        t.subtree(
+            "scsi_cdb",
+            format!("SCSI Command: {}", self.opcode()),
+            |t| {
+                dissect_op(t, self.opcode());
+                match self {
+                    Cdb::TestUnitReady { control } => t.hex("control", "Control", *control, 2),
+                    Cdb::RequestSense(r) => {
+                        t.flag("desc", "DESC", r.desc);
+                        t.dec("alloc_len", "Allocation Length", r.alloc_len);
+                        t.hex("control", "Control", r.control, 2);
                     }
-                    t.flag("dbd", "DBD", r.dbd);
-                    t.code("pc", "Page Control", r.pc.0, r.pc);
-                    t.hex("page_code", "Page Code", r.page_code, 2);
-                    t.hex("subpage_code", "Subpage Code", r.subpage_code, 2);
-                    t.dec("alloc_len", "Allocation Length", r.alloc_len);
-                    t.hex("control", "Control", r.control, 2);
-                }
-                Cdb::ReadCapacity10(r) => {
-                    t.dec("lba", "Logical Block Address", r.lba);
-                    t.flag("pmi", "PMI", r.pmi);
-                    t.hex("control", "Control", r.control, 2);
-                }
-                Cdb::ReadCapacity16(r) => {
-                    t.code_hex(
-                        "service_action",
-                        "Service Action",
-                        ServiceActionIn16::READ_CAPACITY_16.0,
-                        2,
-                        ServiceActionIn16::READ_CAPACITY_16,
-                    );
-                    t.dec("lba", "Logical Block Address", r.lba);
-                    t.dec("alloc_len", "Allocation Length", r.alloc_len);
-                    t.flag("pmi", "PMI", r.pmi);
-                    t.hex("control", "Control", r.control, 2);
-                }
-                Cdb::ReadWrite(r) => {
-                    if r.kind.cdb_len() > 6 {
-                        t.dec("protect", "RDPROTECT/WRPROTECT", r.protect());
-                        t.flag("dpo", "DPO", r.dpo());
-                        t.flag("fua", "FUA", r.fua());
+                    Cdb::Inquiry(r) => {
+                        t.flag("evpd", "EVPD", r.evpd);
+                        t.hex("page_code", "Page Code", r.page_code, 2);
+                        t.dec("alloc_len", "Allocation Length", r.alloc_len);
+                        t.hex("control", "Control", r.control, 2);
                     }
-                    t.dec("lba", "Logical Block Address", r.lba);
-                    t.dec("transfer_len", "Transfer Length", r.transfer_len);
-                    if r.kind.cdb_len() > 6 {
+                    Cdb::ModeSense(r) => {
+                        if r.ten {
+                            t.flag("llbaa", "LLBAA", r.llbaa);
+                        }
+                        t.flag("dbd", "DBD", r.dbd);
+                        t.code("pc", "Page Control", r.pc.0, r.pc);
+                        t.hex("page_code", "Page Code", r.page_code, 2);
+                        t.hex("subpage_code", "Subpage Code", r.subpage_code, 2);
+                        t.dec("alloc_len", "Allocation Length", r.alloc_len);
+                        t.hex("control", "Control", r.control, 2);
+                    }
+                    Cdb::ReadCapacity10(r) => {
+                        t.dec("lba", "Logical Block Address", r.lba);
+                        t.flag("pmi", "PMI", r.pmi);
+                        t.hex("control", "Control", r.control, 2);
+                    }
+                    Cdb::ReadCapacity16(r) => {
+                        t.code_hex(
+                            "service_action",
+                            "Service Action",
+                            ServiceActionIn16::READ_CAPACITY_16.0,
+                            2,
+                            ServiceActionIn16::READ_CAPACITY_16,
+                        );
+                        t.dec("lba", "Logical Block Address", r.lba);
+                        t.dec("alloc_len", "Allocation Length", r.alloc_len);
+                        t.flag("pmi", "PMI", r.pmi);
+                        t.hex("control", "Control", r.control, 2);
+                    }
+                    Cdb::ReadWrite(r) => {
+                        if r.kind.cdb_len() > 6 {
+                            t.dec("protect", "RDPROTECT/WRPROTECT", r.protect());
+                            t.flag("dpo", "DPO", r.dpo());
+                            t.flag("fua", "FUA", r.fua());
+                        }
+                        t.dec("lba", "Logical Block Address", r.lba);
+                        t.dec("transfer_len", "Transfer Length", r.transfer_len);
+                        if r.kind.cdb_len() > 6 {
+                            t.dec("group", "Group Number", r.group);
+                        }
+                        t.hex("control", "Control", r.control, 2);
+                    }
+                    Cdb::SynchronizeCache(r) => {
+                        t.flag("immed", "IMMED", r.immed);
+                        t.dec("lba", "Logical Block Address", r.lba);
+                        t.dec("blocks", "Number of Logical Blocks", r.blocks);
                         t.dec("group", "Group Number", r.group);
+                        t.hex("control", "Control", r.control, 2);
                     }
-                    t.hex("control", "Control", r.control, 2);
+                    Cdb::ReportLuns(r) => {
+                        t.hex("select_report", "Select Report", r.select_report, 2);
+                        t.dec("alloc_len", "Allocation Length", r.alloc_len);
+                        t.hex("control", "Control", r.control, 2);
+                    }
+                    Cdb::Other { bytes, .. } => t.bytes("bytes", "CDB", bytes),
                 }
-                Cdb::SynchronizeCache(r) => {
-                    t.flag("immed", "IMMED", r.immed);
-                    t.dec("lba", "Logical Block Address", r.lba);
-                    t.dec("blocks", "Number of Logical Blocks", r.blocks);
-                    t.dec("group", "Group Number", r.group);
-                    t.hex("control", "Control", r.control, 2);
-                }
-                Cdb::ReportLuns(r) => {
-                    t.hex("select_report", "Select Report", r.select_report, 2);
-                    t.dec("alloc_len", "Allocation Length", r.alloc_len);
-                    t.hex("control", "Control", r.control, 2);
-                }
-                Cdb::Other { bytes, .. } => t.bytes("bytes", "CDB", bytes),
-            }
-        });
+            },
+        );
     }
 }

@@ -12,7 +12,13 @@ use crate::{Error, Result};
 
 fn ascii(b: &[u8]) -> String {
     b.iter()
-        .map(|&c| if (0x20..0x7f).contains(&c) { c as char } else { '.' })
+        .map(|&c| {
+            if (0x20..0x7f).contains(&c) {
+                c as char
+            } else {
+                '.'
+            }
+        })
         .collect()
 }
 
@@ -74,7 +80,11 @@ impl StandardInquiry {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "scsi.inquiry_data: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "scsi.inquiry_data: emit buffer length"
+        );
         buf[0] = (self.qualifier << 5) | (self.device_type.0 & 0x1f);
         buf[1] = if self.rmb { 0x80 } else { 0 };
         buf[2] = self.version;
@@ -115,10 +125,20 @@ impl Dissect for StandardInquiry {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("scsi_inquiry_data", "SCSI Standard Inquiry Data", |t| {
             t.dec("qualifier", "Peripheral Qualifier", self.qualifier);
-            t.code_hex("device_type", "Peripheral Device Type", self.device_type.0, 2, self.device_type);
+            t.code_hex(
+                "device_type",
+                "Peripheral Device Type",
+                self.device_type.0,
+                2,
+                self.device_type,
+            );
             t.flag("rmb", "RMB", self.rmb);
             t.hex("version", "Version", self.version, 2);
-            t.dec("response_data_format", "Response Data Format", self.response_data_format());
+            t.dec(
+                "response_data_format",
+                "Response Data Format",
+                self.response_data_format(),
+            );
             t.dec("additional_len", "Additional Length", self.additional_len);
             t.dec("tpgs", "TPGS", self.tpgs());
             t.flag("cmdque", "CmdQue", self.cmdque());
@@ -193,7 +213,11 @@ impl VpdPage {
 
     /// Unit Serial Number (0x80).
     pub fn unit_serial_number(peripheral: u8, serial: &str) -> VpdPage {
-        VpdPage::new(peripheral, VpdPageCode::UNIT_SERIAL_NUMBER, serial.as_bytes().to_vec())
+        VpdPage::new(
+            peripheral,
+            VpdPageCode::UNIT_SERIAL_NUMBER,
+            serial.as_bytes().to_vec(),
+        )
     }
 
     /// Device Identification (0x83) from designation descriptors.
@@ -203,7 +227,9 @@ impl VpdPage {
             let len = d.designator.len().min(255);
             p.push((d.protocol_id << 4) | (d.code_set & 0x0f));
             p.push(
-                if d.piv { 0x80 } else { 0 } | ((d.association & 3) << 4) | (d.designator_type & 0x0f),
+                if d.piv { 0x80 } else { 0 }
+                    | ((d.association & 3) << 4)
+                    | (d.designator_type & 0x0f),
             );
             p.push(0);
             p.push(len as u8);
@@ -290,33 +316,45 @@ impl VpdPage {
 
 impl Dissect for VpdPage {
     fn dissect(&self, t: &mut Tree) {
-        t.subtree("scsi_vpd", format!("SCSI VPD Page: {}", self.page_code), |t| {
-            t.hex("peripheral", "Peripheral", self.peripheral, 2);
-            t.code_hex("page_code", "Page Code", self.page_code.0, 2, self.page_code);
-            t.dec("page_length", "Page Length", self.page_length);
-            match self.page_code {
-                VpdPageCode::SUPPORTED_PAGES => t.bytes("pages", "Supported Pages", self.page_list()),
-                VpdPageCode::UNIT_SERIAL_NUMBER => {
-                    t.text("serial", "Product Serial Number", self.serial_number())
-                }
-                VpdPageCode::DEVICE_IDENTIFICATION => match self.designators() {
-                    Ok(ds) => {
-                        for d in ds {
-                            t.subtree("designator", "Designation Descriptor", |t| {
-                                t.dec("protocol_id", "Protocol Identifier", d.protocol_id);
-                                t.dec("code_set", "Code Set", d.code_set);
-                                t.flag("piv", "PIV", d.piv);
-                                t.dec("association", "Association", d.association);
-                                t.dec("designator_type", "Designator Type", d.designator_type);
-                                t.bytes("designator", "Designator", &d.designator);
-                            });
-                        }
+        t.subtree(
+            "scsi_vpd",
+            format!("SCSI VPD Page: {}", self.page_code),
+            |t| {
+                t.hex("peripheral", "Peripheral", self.peripheral, 2);
+                t.code_hex(
+                    "page_code",
+                    "Page Code",
+                    self.page_code.0,
+                    2,
+                    self.page_code,
+                );
+                t.dec("page_length", "Page Length", self.page_length);
+                match self.page_code {
+                    VpdPageCode::SUPPORTED_PAGES => {
+                        t.bytes("pages", "Supported Pages", self.page_list())
                     }
-                    Err(_) => t.bytes("payload", "Page Data", &self.payload),
-                },
-                _ => t.bytes("payload", "Page Data", &self.payload),
-            }
-        });
+                    VpdPageCode::UNIT_SERIAL_NUMBER => {
+                        t.text("serial", "Product Serial Number", self.serial_number())
+                    }
+                    VpdPageCode::DEVICE_IDENTIFICATION => match self.designators() {
+                        Ok(ds) => {
+                            for d in ds {
+                                t.subtree("designator", "Designation Descriptor", |t| {
+                                    t.dec("protocol_id", "Protocol Identifier", d.protocol_id);
+                                    t.dec("code_set", "Code Set", d.code_set);
+                                    t.flag("piv", "PIV", d.piv);
+                                    t.dec("association", "Association", d.association);
+                                    t.dec("designator_type", "Designator Type", d.designator_type);
+                                    t.bytes("designator", "Designator", &d.designator);
+                                });
+                            }
+                        }
+                        Err(_) => t.bytes("payload", "Page Data", &self.payload),
+                    },
+                    _ => t.bytes("payload", "Page Data", &self.payload),
+                }
+            },
+        );
     }
 }
 
@@ -346,7 +384,11 @@ impl ReadCapacity10Data {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), Self::LEN, "scsi.read_capacity_10_data: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            Self::LEN,
+            "scsi.read_capacity_10_data: emit buffer length"
+        );
         write_u32(buf, 0, self.last_lba);
         write_u32(buf, 4, self.block_length);
     }
@@ -359,10 +401,18 @@ impl ReadCapacity10Data {
 
 impl Dissect for ReadCapacity10Data {
     fn dissect(&self, t: &mut Tree) {
-        t.subtree("scsi_read_capacity_10_data", "READ CAPACITY(10) Data", |t| {
-            t.dec("last_lba", "Returned Logical Block Address", self.last_lba);
-            t.dec("block_length", "Logical Block Length In Bytes", self.block_length);
-        });
+        t.subtree(
+            "scsi_read_capacity_10_data",
+            "READ CAPACITY(10) Data",
+            |t| {
+                t.dec("last_lba", "Returned Logical Block Address", self.last_lba);
+                t.dec(
+                    "block_length",
+                    "Logical Block Length In Bytes",
+                    self.block_length,
+                );
+            },
+        );
     }
 }
 
@@ -396,7 +446,11 @@ impl ReadCapacity16Data {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), Self::LEN, "scsi.read_capacity_16_data: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            Self::LEN,
+            "scsi.read_capacity_16_data: emit buffer length"
+        );
         buf.fill(0);
         write_u64(buf, 0, self.last_lba);
         write_u32(buf, 8, self.block_length);
@@ -417,14 +471,30 @@ impl ReadCapacity16Data {
 
 impl Dissect for ReadCapacity16Data {
     fn dissect(&self, t: &mut Tree) {
-        t.subtree("scsi_read_capacity_16_data", "READ CAPACITY(16) Data", |t| {
-            t.dec("last_lba", "Returned Logical Block Address", self.last_lba);
-            t.dec("block_length", "Logical Block Length In Bytes", self.block_length);
-            t.flag("prot_en", "PROT_EN", self.prot & 1 != 0);
-            t.dec("lbppbe", "Logical Blocks Per Physical Block Exponent", self.exponents & 0x0f);
-            t.flag("lbpme", "LBPME", self.lbpme());
-            t.dec("lowest_aligned_lba", "Lowest Aligned LBA", self.lbp_alignment & 0x3fff);
-        });
+        t.subtree(
+            "scsi_read_capacity_16_data",
+            "READ CAPACITY(16) Data",
+            |t| {
+                t.dec("last_lba", "Returned Logical Block Address", self.last_lba);
+                t.dec(
+                    "block_length",
+                    "Logical Block Length In Bytes",
+                    self.block_length,
+                );
+                t.flag("prot_en", "PROT_EN", self.prot & 1 != 0);
+                t.dec(
+                    "lbppbe",
+                    "Logical Blocks Per Physical Block Exponent",
+                    self.exponents & 0x0f,
+                );
+                t.flag("lbpme", "LBPME", self.lbpme());
+                t.dec(
+                    "lowest_aligned_lba",
+                    "Lowest Aligned LBA",
+                    self.lbp_alignment & 0x3fff,
+                );
+            },
+        );
     }
 }
 
@@ -463,7 +533,11 @@ impl ReportLunsData {
         8 + 8 * self.luns.len()
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "scsi.report_luns_data: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "scsi.report_luns_data: emit buffer length"
+        );
         buf.fill(0);
         write_u32(buf, 0, self.list_length);
         for (i, l) in self.luns.iter().enumerate() {
@@ -518,7 +592,11 @@ impl ModeHeader6Repr {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), Self::LEN, "scsi.mode_header_6: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            Self::LEN,
+            "scsi.mode_header_6: emit buffer length"
+        );
         buf[0] = self.mode_data_length;
         buf[1] = self.medium_type;
         buf[2] = self.device_specific;
@@ -559,7 +637,11 @@ impl ModeHeader10Repr {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), Self::LEN, "scsi.mode_header_10: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            Self::LEN,
+            "scsi.mode_header_10: emit buffer length"
+        );
         buf.fill(0);
         write_u16(buf, 0, self.mode_data_length);
         buf[2] = self.medium_type;
@@ -590,7 +672,11 @@ impl BlockDescriptor {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), Self::LEN, "scsi.block_descriptor: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            Self::LEN,
+            "scsi.block_descriptor: emit buffer length"
+        );
         write_u32(buf, 0, self.blocks);
         buf[4] = 0;
         crate::field::write_u24(buf, 5, self.block_length);
@@ -600,11 +686,19 @@ impl BlockDescriptor {
 impl Dissect for ModeHeader6Repr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("scsi_mode_header", "Mode Parameter Header", |t| {
-            t.dec("mode_data_length", "Mode Data Length", self.mode_data_length);
+            t.dec(
+                "mode_data_length",
+                "Mode Data Length",
+                self.mode_data_length,
+            );
             t.hex("medium_type", "Medium Type", self.medium_type, 2);
             t.flag("wp", "WP", self.wp());
             t.flag("dpofua", "DPOFUA", self.dpofua());
-            t.dec("block_descriptor_length", "Block Descriptor Length", self.block_descriptor_length);
+            t.dec(
+                "block_descriptor_length",
+                "Block Descriptor Length",
+                self.block_descriptor_length,
+            );
         });
     }
 }
@@ -612,11 +706,24 @@ impl Dissect for ModeHeader6Repr {
 impl Dissect for ModeHeader10Repr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("scsi_mode_header", "Mode Parameter Header", |t| {
-            t.dec("mode_data_length", "Mode Data Length", self.mode_data_length);
+            t.dec(
+                "mode_data_length",
+                "Mode Data Length",
+                self.mode_data_length,
+            );
             t.hex("medium_type", "Medium Type", self.medium_type, 2);
-            t.hex("device_specific", "Device-Specific Parameter", self.device_specific, 2);
+            t.hex(
+                "device_specific",
+                "Device-Specific Parameter",
+                self.device_specific,
+                2,
+            );
             t.flag("longlba", "LONGLBA", self.longlba);
-            t.dec("block_descriptor_length", "Block Descriptor Length", self.block_descriptor_length);
+            t.dec(
+                "block_descriptor_length",
+                "Block Descriptor Length",
+                self.block_descriptor_length,
+            );
         });
     }
 }

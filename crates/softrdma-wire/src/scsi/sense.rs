@@ -214,7 +214,11 @@ impl SenseRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "scsi.sense: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "scsi.sense: emit buffer length"
+        );
         buf.fill(0);
         let n = buf.len();
         match self {
@@ -303,19 +307,30 @@ impl Dissect for SenseRepr {
             t.code_hex("sense_key", "Sense Key", k.0, 1, k);
             if let SenseRepr::Fixed(f) = self {
                 t.hex("information", "Information", f.information, 8);
-                t.hex("command_specific", "Command-Specific Information", f.command_specific, 8);
+                t.hex(
+                    "command_specific",
+                    "Command-Specific Information",
+                    f.command_specific,
+                    8,
+                );
             }
             let a = self.asc_ascq();
             t.code_hex("asc_ascq", "Additional Sense Code+Qualifier", a.0, 4, a);
             match self {
                 SenseRepr::Fixed(f) => {
                     t.hex("fru", "Field Replaceable Unit Code", f.fru, 2);
-                    t.bytes("sense_key_specific", "Sense-Key Specific", &f.sense_key_specific);
+                    t.bytes(
+                        "sense_key_specific",
+                        "Sense-Key Specific",
+                        &f.sense_key_specific,
+                    );
                     if !f.additional.is_empty() {
                         t.bytes("additional", "Additional Sense Bytes", &f.additional);
                     }
                 }
-                SenseRepr::Descriptor(d) => t.bytes("descriptors", "Sense Descriptors", &d.descriptors),
+                SenseRepr::Descriptor(d) => {
+                    t.bytes("descriptors", "Sense Descriptors", &d.descriptors)
+                }
             }
         });
     }

@@ -456,10 +456,14 @@ fn dissect_desc(t: &mut Tree, key: &'static str, label: &str, d: &DataDescriptor
         DataDescriptor::None => {}
         DataDescriptor::Direct(b) => t.subtree(key, format!("{label} (direct)"), |t| direct(t, b)),
         DataDescriptor::Indirect(i) => t.subtree(key, format!("{label} (indirect)"), |t| {
-            t.subtree("table", "Indirect Table Descriptor", |t| direct(t, &i.table));
+            t.subtree("table", "Indirect Table Descriptor", |t| {
+                direct(t, &i.table)
+            });
             t.dec("total_len", "Total Length", i.total_len);
             for (n, b) in i.descs.iter().enumerate() {
-                t.subtree("desc", format!("Partial Memory Descriptor {n}"), |t| direct(t, b));
+                t.subtree("desc", format!("Partial Memory Descriptor {n}"), |t| {
+                    direct(t, b)
+                });
             }
         }),
         DataDescriptor::Immediate(m) => t.subtree(key, format!("{label} (immediate)"), |t| {
@@ -475,16 +479,32 @@ impl Dissect for Repr {
             t.hex("sol_not", "Solicited Notification", self.sol_not, 2);
             let fmt = (self.data_out.format() << 4) | self.data_in.format();
             t.hex("buf_fmt", "Buffer Formats", fmt, 2);
-            t.dec("data_out_desc_cnt", "Data-Out Buffer Descriptor Count", self.data_out.count());
-            t.dec("data_in_desc_cnt", "Data-In Buffer Descriptor Count", self.data_in.count());
+            t.dec(
+                "data_out_desc_cnt",
+                "Data-Out Buffer Descriptor Count",
+                self.data_out.count(),
+            );
+            t.dec(
+                "data_in_desc_cnt",
+                "Data-In Buffer Descriptor Count",
+                self.data_in.count(),
+            );
             dissect_tag(t, self.tag);
             t.hex("lun", "Logical Unit Number", self.lun, 16);
-            t.code("task_attr", "Task Attribute", self.task_attr.0, self.task_attr);
-            t.dec("add_cdb_len", "Additional CDB Length", self.add_cdb_len() as u64);
+            t.code(
+                "task_attr",
+                "Task Attribute",
+                self.task_attr.0,
+                self.task_attr,
+            );
+            t.dec(
+                "add_cdb_len",
+                "Additional CDB Length",
+                self.add_cdb_len() as u64,
+            );
             t.bytes("cdb", "CDB", &self.cdb);
-            match crate::scsi::Cdb::parse(&self.cdb) {
-                Ok(c) => c.dissect(t),
-                Err(_) => {}
+            if let Ok(c) = crate::scsi::Cdb::parse(&self.cdb) {
+                c.dissect(t);
             }
             if !self.additional_cdb.is_empty() {
                 t.bytes("additional_cdb", "Additional CDB", &self.additional_cdb);

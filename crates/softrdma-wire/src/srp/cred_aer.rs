@@ -71,7 +71,11 @@ impl CredReqRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.cred_req: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.cred_req: emit buffer length"
+        );
         buf.fill(0);
         let mut p = CredReqPacket::new_unchecked(buf);
         p.set_opcode(Opcode::CRED_REQ.0);
@@ -220,7 +224,11 @@ impl AerReqRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.aer_req: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.aer_req: emit buffer length"
+        );
         buf.fill(0);
         let mut p = AerReqPacket::new_unchecked(&mut *buf);
         p.set_opcode(Opcode::AER_REQ.0);
@@ -247,7 +255,11 @@ impl Dissect for AerReqRepr {
             t.dec("req_lim_delta", "Request Limit Delta", self.req_lim_delta);
             dissect_tag(t, self.tag);
             t.hex("lun", "Logical Unit Number", self.lun, 16);
-            t.dec("sense_data_len", "Sense Data List Length", self.sense_data.len() as u64);
+            t.dec(
+                "sense_data_len",
+                "Sense Data List Length",
+                self.sense_data.len() as u64,
+            );
             t.bytes("sense_data", "Sense Data", &self.sense_data);
         });
     }

@@ -134,7 +134,12 @@ pub struct LoginReqRepr {
 impl LoginReqRepr {
     pub fn parse(buf: &[u8]) -> Result<LoginReqRepr> {
         let p = LoginReqPacket::new_checked(buf)?;
-        expect_opcode(buf, login_req_field::OPCODE, Opcode::LOGIN_REQ, "srp.login_req.opcode")?;
+        expect_opcode(
+            buf,
+            login_req_field::OPCODE,
+            Opcode::LOGIN_REQ,
+            "srp.login_req.opcode",
+        )?;
         Ok(LoginReqRepr {
             tag: p.tag(),
             req_it_iu_len: p.req_it_iu_len(),
@@ -151,7 +156,11 @@ impl LoginReqRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.login_req: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.login_req: emit buffer length"
+        );
         buf.fill(0);
         let mut p = LoginReqPacket::new_unchecked(buf);
         p.set_opcode(Opcode::LOGIN_REQ.0);
@@ -183,17 +192,43 @@ impl LoginReqRepr {
 
 fn dissect_login_req(t: &mut Tree, r: &LoginReqRepr, key: &'static str, label: &str) {
     t.subtree(key, label, |t| {
-        t.code_hex("opcode", "Opcode", Opcode::LOGIN_REQ.0, 2, Opcode::LOGIN_REQ);
+        t.code_hex(
+            "opcode",
+            "Opcode",
+            Opcode::LOGIN_REQ.0,
+            2,
+            Opcode::LOGIN_REQ,
+        );
         dissect_tag(t, r.tag);
-        t.dec("req_it_iu_len", "Requested Max Initiator to Target IU Length", r.req_it_iu_len);
+        t.dec(
+            "req_it_iu_len",
+            "Requested Max Initiator to Target IU Length",
+            r.req_it_iu_len,
+        );
         dissect_buf_fmt(t, "req_buf_fmt", "Required Buffer Formats", r.req_buf_fmt);
         t.hex("req_flags", "Request Flags", r.req_flags, 2);
         let mca = r.multichannel_action();
         t.code("multichannel_action", "Multi-Channel Action", mca.0, mca);
-        t.flag("immed_requested", "Immediate Data Requested", r.immediate_requested());
-        t.dec("imm_data_offset", "Immediate Data Offset", r.imm_data_offset);
-        t.bytes("initiator_port_id", "Initiator Port Identifier", &r.initiator_port_id);
-        t.bytes("target_port_id", "Target Port Identifier", &r.target_port_id);
+        t.flag(
+            "immed_requested",
+            "Immediate Data Requested",
+            r.immediate_requested(),
+        );
+        t.dec(
+            "imm_data_offset",
+            "Immediate Data Offset",
+            r.imm_data_offset,
+        );
+        t.bytes(
+            "initiator_port_id",
+            "Initiator Port Identifier",
+            &r.initiator_port_id,
+        );
+        t.bytes(
+            "target_port_id",
+            "Target Port Identifier",
+            &r.target_port_id,
+        );
     });
 }
 
@@ -279,7 +314,11 @@ impl LoginReqRdmaRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.login_req_rdma: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.login_req_rdma: emit buffer length"
+        );
         buf.fill(0);
         let mut p = LoginReqRdmaPacket::new_unchecked(buf);
         p.set_tag(self.tag);
@@ -387,7 +426,12 @@ pub struct LoginRspRepr {
 impl LoginRspRepr {
     pub fn parse(buf: &[u8]) -> Result<LoginRspRepr> {
         let p = LoginRspPacket::new_checked(buf)?;
-        expect_opcode(buf, login_rsp_field::OPCODE, Opcode::LOGIN_RSP, "srp.login_rsp.opcode")?;
+        expect_opcode(
+            buf,
+            login_rsp_field::OPCODE,
+            Opcode::LOGIN_RSP,
+            "srp.login_rsp.opcode",
+        )?;
         Ok(LoginRspRepr {
             req_lim_delta: p.req_lim_delta(),
             tag: p.tag(),
@@ -403,7 +447,11 @@ impl LoginRspRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.login_rsp: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.login_rsp: emit buffer length"
+        );
         buf.fill(0);
         let mut p = LoginRspPacket::new_unchecked(buf);
         p.set_opcode(Opcode::LOGIN_RSP.0);
@@ -433,16 +481,34 @@ impl LoginRspRepr {
 impl Dissect for LoginRspRepr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("srp_login_rsp", "SRP_LOGIN_RSP", |t| {
-            t.code_hex("opcode", "Opcode", Opcode::LOGIN_RSP.0, 2, Opcode::LOGIN_RSP);
+            t.code_hex(
+                "opcode",
+                "Opcode",
+                Opcode::LOGIN_RSP.0,
+                2,
+                Opcode::LOGIN_RSP,
+            );
             t.dec("req_lim_delta", "Request Limit Delta", self.req_lim_delta);
             dissect_tag(t, self.tag);
-            t.dec("max_it_iu_len", "Max Initiator to Target IU Length", self.max_it_iu_len);
-            t.dec("max_ti_iu_len", "Max Target to Initiator IU Length", self.max_ti_iu_len);
+            t.dec(
+                "max_it_iu_len",
+                "Max Initiator to Target IU Length",
+                self.max_it_iu_len,
+            );
+            t.dec(
+                "max_ti_iu_len",
+                "Max Target to Initiator IU Length",
+                self.max_ti_iu_len,
+            );
             dissect_buf_fmt(t, "buf_fmt", "Supported Buffer Formats", self.buf_fmt);
             t.hex("rsp_flags", "Response Flags", self.rsp_flags, 2);
             let mcr = self.multichannel_result();
             t.code("multichannel_result", "Multi-Channel Result", mcr.0, mcr);
-            t.flag("immed_supported", "Immediate Data Supported", self.immediate_supported());
+            t.flag(
+                "immed_supported",
+                "Immediate Data Supported",
+                self.immediate_supported(),
+            );
         });
     }
 }
@@ -492,7 +558,12 @@ pub struct LoginRejRepr {
 impl LoginRejRepr {
     pub fn parse(buf: &[u8]) -> Result<LoginRejRepr> {
         let p = LoginRejPacket::new_checked(buf)?;
-        expect_opcode(buf, login_rej_field::OPCODE, Opcode::LOGIN_REJ, "srp.login_rej.opcode")?;
+        expect_opcode(
+            buf,
+            login_rej_field::OPCODE,
+            Opcode::LOGIN_REJ,
+            "srp.login_rej.opcode",
+        )?;
         Ok(LoginRejRepr {
             reason: p.reason(),
             tag: p.tag(),
@@ -505,7 +576,11 @@ impl LoginRejRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.login_rej: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.login_rej: emit buffer length"
+        );
         buf.fill(0);
         let mut p = LoginRejPacket::new_unchecked(buf);
         p.set_opcode(Opcode::LOGIN_REJ.0);
@@ -524,7 +599,13 @@ impl LoginRejRepr {
 impl Dissect for LoginRejRepr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("srp_login_rej", "SRP_LOGIN_REJ", |t| {
-            t.code_hex("opcode", "Opcode", Opcode::LOGIN_REJ.0, 2, Opcode::LOGIN_REJ);
+            t.code_hex(
+                "opcode",
+                "Opcode",
+                Opcode::LOGIN_REJ.0,
+                2,
+                Opcode::LOGIN_REJ,
+            );
             t.code_hex("reason", "Reason", self.reason.0, 8, self.reason);
             dissect_tag(t, self.tag);
             dissect_buf_fmt(t, "buf_fmt", "Supported Buffer Formats", self.buf_fmt);

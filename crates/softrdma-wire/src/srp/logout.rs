@@ -46,7 +46,11 @@ impl ILogoutRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.i_logout: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.i_logout: emit buffer length"
+        );
         buf.fill(0);
         let mut p = TagOnlyPacket::new_unchecked(buf);
         p.set_opcode(Opcode::I_LOGOUT.0);
@@ -108,7 +112,11 @@ impl TLogoutRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.t_logout: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.t_logout: emit buffer length"
+        );
         buf.fill(0);
         let mut p = TLogoutPacket::new_unchecked(buf);
         p.set_opcode(Opcode::T_LOGOUT.0);

@@ -95,8 +95,8 @@ pub mod tsk_mgmt;
 pub(crate) mod tests;
 
 pub use cmd::{
-    DataDescriptor, DirectBuf, ImmBuf, IndirectBuf, Packet as CmdPacket, Repr as CmdRepr,
-    TaskAttr, DATA_DESC_DIRECT, DATA_DESC_IMM, DATA_DESC_INDIRECT, NO_DATA_DESC,
+    DataDescriptor, DirectBuf, ImmBuf, IndirectBuf, Packet as CmdPacket, Repr as CmdRepr, TaskAttr,
+    DATA_DESC_DIRECT, DATA_DESC_IMM, DATA_DESC_INDIRECT, NO_DATA_DESC,
 };
 pub use cred_aer::{
     AerReqPacket, AerReqRepr, AerRspRepr, CredReqPacket, CredReqRepr, CredRspRepr, TagOnlyPacket,
@@ -129,7 +129,12 @@ code_point! {
 }
 
 /// Checks that byte `off` of `buf` holds `want` (the IU type), naming `what` otherwise.
-pub(crate) fn expect_opcode(buf: &[u8], off: usize, want: Opcode, what: &'static str) -> Result<()> {
+pub(crate) fn expect_opcode(
+    buf: &[u8],
+    off: usize,
+    want: Opcode,
+    what: &'static str,
+) -> Result<()> {
     match buf.get(off) {
         None => Err(Error::Truncated {
             what,
@@ -168,7 +173,10 @@ pub enum SrpIu {
     AerReq(AerReqRepr),
     AerRsp(AerRspRepr),
     /// An IU type SRP does not define: the opcode and the whole IU, kept as is.
-    Unknown { opcode: Opcode, data: Vec<u8> },
+    Unknown {
+        opcode: Opcode,
+        data: Vec<u8>,
+    },
 }
 
 impl SrpIu {

@@ -222,10 +222,26 @@ impl Dissect for Repr {
                 t.flag("diunder", "DIUNDER", self.flags.diunder());
             });
             t.code_hex("status", "Status", self.status.0, 2, self.status);
-            t.dec("data_out_res_cnt", "Data-Out Residual Count", self.data_out_res_cnt);
-            t.dec("data_in_res_cnt", "Data-In Residual Count", self.data_in_res_cnt);
-            t.dec("sense_data_len", "Sense Data List Length", self.sense_data.len() as u64);
-            t.dec("resp_data_len", "Response Data List Length", self.response_data.len() as u64);
+            t.dec(
+                "data_out_res_cnt",
+                "Data-Out Residual Count",
+                self.data_out_res_cnt,
+            );
+            t.dec(
+                "data_in_res_cnt",
+                "Data-In Residual Count",
+                self.data_in_res_cnt,
+            );
+            t.dec(
+                "sense_data_len",
+                "Sense Data List Length",
+                self.sense_data.len() as u64,
+            );
+            t.dec(
+                "resp_data_len",
+                "Response Data List Length",
+                self.response_data.len() as u64,
+            );
             if !self.response_data.is_empty() {
                 t.bytes("response_data", "Response Data", &self.response_data);
                 if let Some(c) = self.rsp_code() {

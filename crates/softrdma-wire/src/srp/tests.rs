@@ -2,6 +2,8 @@
 //! (values cross-checked with `f_srp.cmdecode.txt`, the lab's decode of the CM private data),
 //! plus hand-built IUs and hostile input.
 
+#![allow(clippy::unwrap_used)]
+
 use super::*;
 use crate::dissect::Dissect;
 use crate::scsi::{AscAscq, Cdb, RwKind, ScsiOpcode, ScsiStatus, SenseKey, SenseRepr};
@@ -31,12 +33,9 @@ pub(crate) mod capture {
         let mut off = 24;
         let mut no = 0;
         while off + 16 <= pcap.len() {
-            let incl = u32::from_le_bytes([
-                pcap[off + 8],
-                pcap[off + 9],
-                pcap[off + 10],
-                pcap[off + 11],
-            ]) as usize;
+            let incl =
+                u32::from_le_bytes([pcap[off + 8], pcap[off + 9], pcap[off + 10], pcap[off + 11]])
+                    as usize;
             let f = &pcap[off + 16..off + 16 + incl];
             off += 16 + incl;
             no += 1;
@@ -120,7 +119,10 @@ fn login_req_rdma_from_capture() {
     );
     assert_eq!(
         r.target_port_id,
-        [0x50, 0x54, 0x00, 0xff, 0xfe, 0x77, 0x00, 0x0a, 0x50, 0x54, 0x00, 0xff, 0xfe, 0x77, 0x00, 0x0a]
+        [
+            0x50, 0x54, 0x00, 0xff, 0xfe, 0x77, 0x00, 0x0a, 0x50, 0x54, 0x00, 0xff, 0xfe, 0x77,
+            0x00, 0x0a
+        ]
     );
     assert_eq!(r.imm_data_offset, 68);
     assert_eq!(r.to_bytes(), login);
@@ -296,7 +298,10 @@ fn commands_from_capture() {
     // Frame 26: TEST UNIT READY, no data: a bare 48-byte IU.
     let tur = cmd(26);
     assert_eq!(frame(26).payload.len(), 48);
-    assert_eq!(Cdb::parse(&tur.cdb).unwrap(), Cdb::TestUnitReady { control: 0 });
+    assert_eq!(
+        Cdb::parse(&tur.cdb).unwrap(),
+        Cdb::TestUnitReady { control: 0 }
+    );
     assert_eq!(tur.data_len(), 0);
     // Frame 30: REPORT LUNS 4096; frame 31: READ CAPACITY(16) 32.
     assert!(matches!(Cdb::parse(&cmd(30).cdb).unwrap(), Cdb::ReportLuns(r) if r.alloc_len == 4096));
@@ -386,7 +391,10 @@ fn immediate_data_write_from_capture() {
     assert_eq!(&bytes[48..52], &512u32.to_be_bytes());
     assert!(bytes[52..68].iter().all(|&x| x == 0));
     assert_eq!(&bytes[68..], data);
-    assert_eq!(CmdRepr::parse(&bytes).unwrap().immediate_data(68).unwrap(), data);
+    assert_eq!(
+        CmdRepr::parse(&bytes).unwrap().immediate_data(68).unwrap(),
+        data
+    );
 }
 
 #[test]
@@ -455,8 +463,11 @@ fn other_ius_roundtrip() {
             req_lim_delta: 0,
             tag: 2,
             lun: 0,
-            sense_data: SenseRepr::fixed(SenseKey::UNIT_ATTENTION, AscAscq::CAPACITY_DATA_HAS_CHANGED)
-                .to_bytes(),
+            sense_data: SenseRepr::fixed(
+                SenseKey::UNIT_ATTENTION,
+                AscAscq::CAPACITY_DATA_HAS_CHANGED,
+            )
+            .to_bytes(),
         }),
         SrpIu::AerRsp(AerRspRepr { tag: 2 }),
         SrpIu::Rsp(RspRepr::task_mgmt(0x11, 1, RspCode::COMPLETE)),
@@ -516,9 +527,21 @@ fn other_ius_roundtrip() {
 #[test]
 fn indirect_descriptors() {
     let descs = vec![
-        DirectBuf { va: 0x1000, key: 0x11, len: 4096 },
-        DirectBuf { va: 0x3000, key: 0x11, len: 4096 },
-        DirectBuf { va: 0x9000, key: 0x12, len: 512 },
+        DirectBuf {
+            va: 0x1000,
+            key: 0x11,
+            len: 4096,
+        },
+        DirectBuf {
+            va: 0x3000,
+            key: 0x11,
+            len: 4096,
+        },
+        DirectBuf {
+            va: 0x9000,
+            key: 0x12,
+            len: 512,
+        },
     ];
     let c = CmdRepr {
         tag: tag(0x30),
@@ -533,7 +556,11 @@ fn indirect_descriptors() {
         .to_cdb16()
         .unwrap(),
         data_in: DataDescriptor::Indirect(IndirectBuf {
-            table: DirectBuf { va: 0xffff_8800_0000_0000, key: 0x99, len: 48 },
+            table: DirectBuf {
+                va: 0xffff_8800_0000_0000,
+                key: 0x99,
+                len: 48,
+            },
             total_len: 8704,
             descs: descs.clone(),
         }),
@@ -570,11 +597,20 @@ fn indirect_descriptors() {
     // Unknown formats and immediate data-in are refused.
     let mut bad = b.clone();
     bad[5] = 0x05;
-    assert_eq!(CmdRepr::parse(&bad).unwrap_err().field(), "srp.cmd.data_in_format");
+    assert_eq!(
+        CmdRepr::parse(&bad).unwrap_err().field(),
+        "srp.cmd.data_in_format"
+    );
     bad[5] = 0x03;
-    assert_eq!(CmdRepr::parse(&bad).unwrap_err().field(), "srp.cmd.data_in_format");
+    assert_eq!(
+        CmdRepr::parse(&bad).unwrap_err().field(),
+        "srp.cmd.data_in_format"
+    );
     bad[5] = 0x40;
-    assert_eq!(CmdRepr::parse(&bad).unwrap_err().field(), "srp.cmd.data_out_format");
+    assert_eq!(
+        CmdRepr::parse(&bad).unwrap_err().field(),
+        "srp.cmd.data_out_format"
+    );
     // An additional CDB length past the IU.
     let mut add = frame(26).payload.clone();
     add[31] = 0x10;
@@ -629,7 +665,10 @@ fn hostile_input_never_panics() {
     // SRP_RSP with lengths that overflow, SRP_CMD/RSP cut short.
     let mut r = frame(65).payload.clone();
     r[28..32].copy_from_slice(&u32::MAX.to_be_bytes());
-    assert_eq!(RspRepr::parse(&r).unwrap_err().field(), "srp.rsp.sense_data");
+    assert_eq!(
+        RspRepr::parse(&r).unwrap_err().field(),
+        "srp.rsp.sense_data"
+    );
     r[32..36].copy_from_slice(&u32::MAX.to_be_bytes());
     assert!(RspRepr::parse(&r).is_err());
     let r = frame(65).payload;

@@ -73,7 +73,11 @@ impl Repr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.tsk_mgmt: emit buffer length");
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.tsk_mgmt: emit buffer length"
+        );
         buf.fill(0);
         let mut p = Packet::new_unchecked(buf);
         p.set_opcode(Opcode::TSK_MGMT.0);
@@ -98,7 +102,13 @@ impl Dissect for Repr {
             t.hex("sol_not", "Solicited Notification", self.sol_not, 2);
             dissect_tag(t, self.tag);
             t.hex("lun", "Logical Unit Number", self.lun, 16);
-            t.code_hex("function", "Task Management Function", self.function.0, 2, self.function);
+            t.code_hex(
+                "function",
+                "Task Management Function",
+                self.function.0,
+                2,
+                self.function,
+            );
             t.hex("task_tag", "Tag of Task to be Managed", self.task_tag, 16);
         });
     }
