@@ -1,0 +1,266 @@
+//! SRP_CRED_REQ / SRP_CRED_RSP and SRP_AER_REQ / SRP_AER_RSP (SRP r16a §6.10–6.13;
+//! `struct srp_cred_req`, `srp_cred_rsp`, `srp_aer_req`, `srp_aer_rsp`).
+
+use super::{dissect_tag, expect_opcode, Opcode};
+use crate::dissect::{Dissect, Tree};
+use crate::{Error, Result};
+
+/// Field offsets of the 16-byte IUs and of SRP_AER_REQ.
+pub mod field {
+    pub const OPCODE: usize = 0;
+    pub const SOL_NOT: usize = 1;
+    pub const REQ_LIM_DELTA: usize = 4;
+    pub const TAG: usize = 8;
+    pub const LEN: usize = 16;
+    /// SRP_AER_REQ: LOGICAL UNIT NUMBER.
+    pub const AER_LUN: usize = 20;
+    /// SRP_AER_REQ: SENSE DATA LIST LENGTH.
+    pub const AER_SENSE_DATA_LEN: usize = 28;
+    /// SRP_AER_REQ: fixed part (36 bytes), sense data follows.
+    pub const AER_HDR_LEN: usize = 36;
+}
+
+srp_view!(
+    /// A view of a 16-byte IU that carries only an opcode and a tag (SRP_I_LOGOUT,
+    /// SRP_CRED_RSP, SRP_AER_RSP).
+    TagOnlyPacket,
+    field::LEN,
+    "srp.iu"
+);
+
+be_fields!(TagOnlyPacket {
+    opcode, set_opcode: u8 @ field::OPCODE;
+    tag, set_tag: u64 @ field::TAG;
+});
+
+srp_view!(
+    /// A view of the 16-byte SRP_CRED_REQ.
+    CredReqPacket,
+    field::LEN,
+    "srp.cred_req"
+);
+
+be_fields!(CredReqPacket {
+    opcode, set_opcode: u8 @ field::OPCODE;
+    sol_not, set_sol_not: u8 @ field::SOL_NOT;
+    req_lim_delta, set_req_lim_delta: u32 @ field::REQ_LIM_DELTA;
+    tag, set_tag: u64 @ field::TAG;
+});
+
+/// SRP_CRED_REQ: the target grants more credit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CredReqRepr {
+    pub sol_not: u8,
+    pub req_lim_delta: u32,
+    pub tag: u64,
+}
+
+impl CredReqRepr {
+    pub fn parse(buf: &[u8]) -> Result<CredReqRepr> {
+        let p = CredReqPacket::new_checked(buf)?;
+        expect_opcode(buf, field::OPCODE, Opcode::CRED_REQ, "srp.cred_req.opcode")?;
+        Ok(CredReqRepr {
+            sol_not: p.sol_not(),
+            req_lim_delta: p.req_lim_delta(),
+            tag: p.tag(),
+        })
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        field::LEN
+    }
+
+    pub fn emit(&self, buf: &mut [u8]) {
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.cred_req: emit buffer length"
+        );
+        buf.fill(0);
+        let mut p = CredReqPacket::new_unchecked(buf);
+        p.set_opcode(Opcode::CRED_REQ.0);
+        p.set_sol_not(self.sol_not);
+        p.set_req_lim_delta(self.req_lim_delta);
+        p.set_tag(self.tag);
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.buffer_len()];
+        self.emit(&mut v);
+        v
+    }
+}
+
+impl Dissect for CredReqRepr {
+    fn dissect(&self, t: &mut Tree) {
+        t.subtree("srp_cred_req", "SRP_CRED_REQ", |t| {
+            t.code_hex("opcode", "Opcode", Opcode::CRED_REQ.0, 2, Opcode::CRED_REQ);
+            t.hex("sol_not", "Solicited Notification", self.sol_not, 2);
+            t.dec("req_lim_delta", "Request Limit Delta", self.req_lim_delta);
+            dissect_tag(t, self.tag);
+        });
+    }
+}
+
+/// Parses/emits a tag-only response IU with opcode `$op`.
+macro_rules! tag_only_repr {
+    ($(#[$m:meta])* $name:ident, $op:expr, $what:expr, $key:expr, $label:expr) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+        pub struct $name {
+            pub tag: u64,
+        }
+
+        impl $name {
+            pub fn parse(buf: &[u8]) -> Result<$name> {
+                let p = TagOnlyPacket::new_checked(buf)?;
+                expect_opcode(buf, field::OPCODE, $op, $what)?;
+                Ok($name { tag: p.tag() })
+            }
+
+            pub fn buffer_len(&self) -> usize {
+                field::LEN
+            }
+
+            pub fn emit(&self, buf: &mut [u8]) {
+                assert_eq!(buf.len(), self.buffer_len(), concat!($what, ": emit buffer length"));
+                buf.fill(0);
+                let mut p = TagOnlyPacket::new_unchecked(buf);
+                p.set_opcode($op.0);
+                p.set_tag(self.tag);
+            }
+
+            pub fn to_bytes(&self) -> Vec<u8> {
+                let mut v = vec![0u8; self.buffer_len()];
+                self.emit(&mut v);
+                v
+            }
+        }
+
+        impl Dissect for $name {
+            fn dissect(&self, t: &mut Tree) {
+                t.subtree($key, $label, |t| {
+                    t.code_hex("opcode", "Opcode", $op.0, 2, $op);
+                    dissect_tag(t, self.tag);
+                });
+            }
+        }
+    };
+}
+
+tag_only_repr!(
+    /// SRP_CRED_RSP: the initiator acknowledges an SRP_CRED_REQ.
+    CredRspRepr,
+    Opcode::CRED_RSP,
+    "srp.cred_rsp",
+    "srp_cred_rsp",
+    "SRP_CRED_RSP"
+);
+
+tag_only_repr!(
+    /// SRP_AER_RSP: the initiator acknowledges an SRP_AER_REQ.
+    AerRspRepr,
+    Opcode::AER_RSP,
+    "srp.aer_rsp",
+    "srp_aer_rsp",
+    "SRP_AER_RSP"
+);
+
+srp_view!(
+    /// A view of an SRP_AER_REQ (36 bytes + sense data).
+    AerReqPacket,
+    field::AER_HDR_LEN,
+    "srp.aer_req"
+);
+
+be_fields!(AerReqPacket {
+    opcode, set_opcode: u8 @ field::OPCODE;
+    sol_not, set_sol_not: u8 @ field::SOL_NOT;
+    req_lim_delta, set_req_lim_delta: u32 @ field::REQ_LIM_DELTA;
+    tag, set_tag: u64 @ field::TAG;
+    lun, set_lun: u64 @ field::AER_LUN;
+    sense_data_len, set_sense_data_len: u32 @ field::AER_SENSE_DATA_LEN;
+});
+
+impl<T: AsRef<[u8]>> AerReqPacket<T> {
+    /// The sense data, if the IU holds all of it.
+    pub fn sense_data(&self) -> Result<&[u8]> {
+        let b = self.buffer.as_ref();
+        let len = self.sense_data_len() as usize;
+        b.get(field::AER_HDR_LEN..field::AER_HDR_LEN.saturating_add(len))
+            .ok_or(Error::Truncated {
+                what: "srp.aer_req.sense_data",
+                need: field::AER_HDR_LEN.saturating_add(len),
+                got: b.len(),
+            })
+    }
+}
+
+/// SRP_AER_REQ: the target reports an asynchronous event with sense data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AerReqRepr {
+    pub sol_not: u8,
+    pub req_lim_delta: u32,
+    pub tag: u64,
+    pub lun: u64,
+    pub sense_data: Vec<u8>,
+}
+
+impl AerReqRepr {
+    pub fn parse(buf: &[u8]) -> Result<AerReqRepr> {
+        let p = AerReqPacket::new_checked(buf)?;
+        expect_opcode(buf, field::OPCODE, Opcode::AER_REQ, "srp.aer_req.opcode")?;
+        Ok(AerReqRepr {
+            sol_not: p.sol_not(),
+            req_lim_delta: p.req_lim_delta(),
+            tag: p.tag(),
+            lun: p.lun(),
+            sense_data: p.sense_data()?.to_vec(),
+        })
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        field::AER_HDR_LEN + self.sense_data.len()
+    }
+
+    pub fn emit(&self, buf: &mut [u8]) {
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "srp.aer_req: emit buffer length"
+        );
+        buf.fill(0);
+        let mut p = AerReqPacket::new_unchecked(&mut *buf);
+        p.set_opcode(Opcode::AER_REQ.0);
+        p.set_sol_not(self.sol_not);
+        p.set_req_lim_delta(self.req_lim_delta);
+        p.set_tag(self.tag);
+        p.set_lun(self.lun);
+        p.set_sense_data_len(self.sense_data.len() as u32);
+        buf[field::AER_HDR_LEN..].copy_from_slice(&self.sense_data);
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.buffer_len()];
+        self.emit(&mut v);
+        v
+    }
+}
+
+impl Dissect for AerReqRepr {
+    fn dissect(&self, t: &mut Tree) {
+        t.subtree("srp_aer_req", "SRP_AER_REQ", |t| {
+            t.code_hex("opcode", "Opcode", Opcode::AER_REQ.0, 2, Opcode::AER_REQ);
+            t.hex("sol_not", "Solicited Notification", self.sol_not, 2);
+            t.dec("req_lim_delta", "Request Limit Delta", self.req_lim_delta);
+            dissect_tag(t, self.tag);
+            t.hex("lun", "Logical Unit Number", self.lun, 16);
+            t.dec(
+                "sense_data_len",
+                "Sense Data List Length",
+                self.sense_data.len() as u64,
+            );
+            t.bytes("sense_data", "Sense Data", &self.sense_data);
+        });
+    }
+}
