@@ -12,13 +12,16 @@
 use crate::cm::CmMessage;
 use crate::dissect::Dissect;
 use crate::dissect::{Node, Tree, Value};
+use crate::dm::{DmAttributeId, Repr as DmRepr};
 use crate::icrc;
 use crate::link::{
     EtherType, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, LinkType,
     Sll2Repr, SllRepr, UdpPacket, UdpRepr, ROCEV2_PORT,
 };
 use crate::mad::{Mad, MgmtClass};
+use crate::rdma_cm;
 use crate::roce::{Opcode, RoceRepr};
+use crate::srp::{Opcode as SrpOpcode, SrpIu};
 use crate::Error;
 use std::net::IpAddr;
 
@@ -253,7 +256,10 @@ fn infiniband(t: &mut Tree, info: &mut FrameInfo, payload: &[u8], ctx: IpContext
         mad(t, info, r.payload);
     } else if is_send_start(op) && !r.payload.is_empty() {
         match srp_in_send(r.payload) {
-            Some(never) => match never {},
+            Some(iu) => {
+                info.info = format!("{} {}", info.info, iu.opcode());
+                iu.dissect(t);
+            }
             None => data(t, "data", r.payload),
         }
     } else if !r.payload.is_empty() {
@@ -301,9 +307,26 @@ fn is_send_start(op: Opcode) -> bool {
     )
 }
 
-/// SRP IUs in SENDs: decoded once `wire::srp` is in (pending merge).
-fn srp_in_send(_p: &[u8]) -> Option<core::convert::Infallible> {
-    None
+/// An SRP IU in a SEND, if the payload looks like one: an opcode SRP sends over a channel (not
+/// a login, which travels in CM private data), the fixed part's reserved bytes zero as the
+/// kernel leaves them, and a clean parse. Anything else (rping's buffer descriptors,
+/// ucmatose's text) stays data.
+fn srp_in_send(p: &[u8]) -> Option<SrpIu> {
+    let op = SrpOpcode(*p.first()?);
+    if !op.is_known()
+        || matches!(
+            op,
+            SrpOpcode::LOGIN_REQ | SrpOpcode::LOGIN_RSP | SrpOpcode::LOGIN_REJ
+        )
+    {
+        return None;
+    }
+    // Every SRP IU has its tag at byte 8 and reserved bytes 1..8 (some use 1..4 or byte 1..2
+    // for flags); requiring bytes 2..4 zero rules out most non-SRP payloads cheaply.
+    if p.len() < 16 || p.get(2..4)? != [0, 0] {
+        return None;
+    }
+    SrpIu::parse(p).ok()
 }
 
 /// A MAD on QP1: header, then the class's message (CM, DM) or the raw data.
@@ -329,8 +352,59 @@ fn mad(t: &mut Tree, info: &mut FrameInfo, payload: &[u8]) {
             }
             Err(e) => malformed(t, info, e, &m.data),
         }
+    } else if h.mgmt_class == MgmtClass::DEVICE_MGMT {
+        match DmRepr::parse(DmAttributeId(h.attr_id), &m.data) {
+            Ok(dm) => dm.dissect(t),
+            Err(e) => malformed(t, info, e, &m.data),
+        }
     }
 }
 
-/// SRP inside CM private data: decoded once `wire::srp` is in (pending merge).
-fn cm_private(_t: &mut Tree, _info: &mut FrameInfo, _cm: &CmMessage) {}
+/// SRP inside CM private data: the login request in a REQ (RDMA CM form after the IP CM
+/// header for IP service IDs, IB CM form otherwise), the login response in a REP, the login
+/// reject in a REJ. Only when the bytes look like SRP (a consumer's private data is its own).
+fn cm_private(t: &mut Tree, info: &mut FrameInfo, cm: &CmMessage) {
+    let iu = match cm {
+        CmMessage::Req(req) => {
+            let pd = &req.private_data[..];
+            if rdma_cm::is_ip_cm_service_id(req.service_id) {
+                let rest = pd.get(rdma_cm::IP_CM_HEADER_LEN..).unwrap_or(&[]);
+                // srp_login_req_rdma: tag(8) req_buf_fmt(2) req_flags(1) opcode(1) ...
+                let looks = rest.get(11) == Some(&0)
+                    && rest
+                        .get(8..10)
+                        .is_some_and(|f| f[0] == 0 && f[1] != 0 && f[1] & !0x06 == 0)
+                    && rest.get(12..16).is_some_and(|l| l != [0, 0, 0, 0]);
+                looks.then(|| SrpIu::parse_login_req_rdma(rest))
+            } else {
+                // srp_login_req: opcode(1) rsvd(7) tag(8) req_it_iu_len(4) rsvd(4) buf_fmt(2) ...
+                let looks = pd.first() == Some(&0)
+                    && pd
+                        .get(24..26)
+                        .is_some_and(|f| f[0] == 0 && f[1] != 0 && f[1] & !0x06 == 0);
+                looks.then(|| SrpIu::parse(pd.get(..64).unwrap_or(pd)))
+            }
+        }
+        CmMessage::Rep(rep) => (rep.private_data.first() == Some(&SrpOpcode::LOGIN_RSP.0)
+            && rep
+                .private_data
+                .get(1..4)
+                .is_some_and(|r| r.iter().all(|&b| b == 0)))
+        .then(|| SrpIu::parse(&rep.private_data[..])),
+        CmMessage::Rej(rej) => (rej.private_data.first() == Some(&SrpOpcode::LOGIN_REJ.0)
+            && rej
+                .private_data
+                .get(1..4)
+                .is_some_and(|r| r.iter().all(|&b| b == 0)))
+        .then(|| SrpIu::parse(&rej.private_data[..])),
+        _ => None,
+    };
+    match iu {
+        Some(Ok(iu)) => {
+            info.info = format!("{} + {}", info.info, iu.opcode());
+            iu.dissect(t);
+        }
+        Some(Err(e)) => malformed(t, info, e, &[]),
+        None => {}
+    }
+}

@@ -10,7 +10,9 @@ use crate::dissect::Dissect;
 use crate::link::{EthernetRepr, Ipv4Repr, Ipv6Repr, LinkType, Sll2Repr, SllRepr, UdpRepr};
 
 /// The fuzz targets, by name (the names of `fuzz/fuzz_targets/*.rs` and `fuzz/corpus/*`).
-pub const TARGETS: &[&str] = &["link", "pcap", "frame"];
+pub const TARGETS: &[&str] = &[
+    "link", "pcap", "frame", "roce", "icrc", "mad", "cm", "rdma_cm", "dm", "srp", "scsi",
+];
 
 /// Runs the body of the target `name` on `data`. Unknown names panic (a test bug).
 pub fn run(name: &str, data: &[u8]) {
@@ -18,6 +20,14 @@ pub fn run(name: &str, data: &[u8]) {
         "link" => link(data),
         "pcap" => pcap(data),
         "frame" => frame(data),
+        "roce" => roce(data),
+        "icrc" => icrc(data),
+        "mad" => mad(data),
+        "cm" => cm(data),
+        "rdma_cm" => rdma_cm(data),
+        "dm" => dm(data),
+        "srp" => srp(data),
+        "scsi" => scsi(data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -75,4 +85,95 @@ pub fn frame(data: &[u8]) {
     let (t, _info) = crate::frame::dissect_frame(lt, rest);
     let _ = t.to_text(0);
     let _ = t.to_json();
+}
+
+/// A RoCEv2 UDP payload: the composite re-emits to exactly the input.
+pub fn roce(data: &[u8]) {
+    if let Ok(r) = crate::roce::RoceRepr::parse(data) {
+        assert_eq!(r.to_bytes(), data);
+        let _ = r.to_tree().to_text(0);
+    }
+}
+
+/// An IP packet carrying RoCEv2: computing, verifying and filling the ICRC agree.
+pub fn icrc(data: &[u8]) {
+    let computed = crate::icrc::compute(data);
+    let verified = crate::icrc::verify(data);
+    if let (Ok(c), Ok(v)) = (computed, verified) {
+        assert_eq!(v, crate::icrc::stored_in(data).ok() == Some(c));
+        let mut copy = data.to_vec();
+        if crate::icrc::fill(&mut copy).is_ok() {
+            assert_eq!(crate::icrc::verify(&copy).ok(), Some(true));
+        }
+    }
+}
+
+/// A 256-byte MAD.
+pub fn mad(data: &[u8]) {
+    if let Ok(m) = crate::mad::Mad::parse(data) {
+        assert_eq!(Some(&m.to_bytes()[..]), data.get(..256));
+        let _ = m.to_tree().to_text(0);
+    }
+}
+
+/// The attribute ID at MAD offset 16 and the 232 data bytes after the 24-byte header.
+fn attr_and_data(data: &[u8]) -> Option<(u16, &[u8])> {
+    let attr = u16::from_be_bytes([*data.get(16)?, *data.get(17)?]);
+    Some((attr, data.get(24..)?))
+}
+
+/// A CM message (input laid out as a MAD: attribute ID at 16, data from 24).
+pub fn cm(data: &[u8]) {
+    let Some((attr, body)) = attr_and_data(data) else {
+        return;
+    };
+    if let Ok(m) = crate::cm::CmMessage::parse(attr, body) {
+        let b = m.to_bytes();
+        assert_eq!(crate::cm::CmMessage::parse(attr, &b).ok(), Some(m.clone()));
+        let _ = m.to_tree().to_text(0);
+    }
+}
+
+/// The RDMA CM IP private-data header.
+pub fn rdma_cm(data: &[u8]) {
+    if let Ok(h) = crate::rdma_cm::IpCmHeader::parse(data) {
+        let b = h.to_bytes();
+        assert_eq!(crate::rdma_cm::IpCmHeader::parse(&b).ok(), Some(h));
+    }
+}
+
+/// A device-management MAD (attribute ID at 16, data from 24).
+pub fn dm(data: &[u8]) {
+    let Some((attr, body)) = attr_and_data(data) else {
+        return;
+    };
+    let id = crate::dm::DmAttributeId(attr);
+    if let Ok(r) = crate::dm::Repr::parse(id, body) {
+        let b = r.to_bytes();
+        assert_eq!(crate::dm::Repr::parse(id, &b).ok(), Some(r.clone()));
+        let _ = r.to_tree().to_text(0);
+    }
+}
+
+/// An SRP IU, in both the opcode-first and the RDMA CM login forms.
+pub fn srp(data: &[u8]) {
+    use crate::srp::SrpIu;
+    if let Ok(iu) = SrpIu::parse(data) {
+        let b = iu.to_bytes();
+        assert_eq!(SrpIu::parse(&b).ok(), Some(iu.clone()));
+        let _ = iu.to_tree().to_text(0);
+    }
+    if let Ok(iu) = SrpIu::parse_login_req_rdma(data) {
+        let b = iu.to_bytes();
+        assert_eq!(SrpIu::parse_login_req_rdma(&b).ok(), Some(iu.clone()));
+    }
+}
+
+/// A SCSI CDB.
+pub fn scsi(data: &[u8]) {
+    if let Ok(c) = crate::scsi::Cdb::parse(data) {
+        let b = c.to_bytes();
+        assert_eq!(crate::scsi::Cdb::parse(&b).ok(), Some(c.clone()));
+        let _ = c.to_tree().to_text(0);
+    }
 }

@@ -670,3 +670,93 @@ fn fields_match_tshark() {
 fn find<'a>(t: &'a Tree, path: &str) -> Option<&'a softrdma_wire::dissect::Node> {
     path.split('|').find_map(|p| t.find(p))
 }
+
+/// The parts tshark does not decode, checked against the lab's own decoder
+/// (`fixtures/tshark-text/*.cmdecode.txt`, from `cm_decode.py`) and the lab README.
+#[test]
+fn srp_mra_sidr_where_tshark_is_silent() {
+    let tree_of = |name: &str, n: usize| {
+        let fs = frames(name);
+        let f = &fs[n - 1];
+        dissect_frame(f.linktype, &f.data).0
+    };
+    // f_srp: frame 3 REQ with SRP_LOGIN_REQ (RDMA CM layout), frame 4 REP with SRP_LOGIN_RSP.
+    let t = tree_of("f_srp.pcap", 3);
+    let u = |p: &str| t.uint(&format!("infiniband.srp_login_req.{p}"));
+    assert_eq!(u("req_it_iu_len"), Some(8260));
+    assert_eq!(u("req_buf_fmt"), Some(6));
+    assert_eq!(u("req_flags"), Some(0x80));
+    assert_eq!(u("imm_data_offset"), Some(68));
+    let hex = |p: &str| {
+        t.find(&format!("infiniband.srp_login_req.{p}"))
+            .unwrap()
+            .display
+            .clone()
+    };
+    assert_eq!(hex("initiator_port_id"), "0000000000000000505400fffe77000b");
+    assert_eq!(hex("target_port_id"), "505400fffe77000a505400fffe77000a");
+    let t = tree_of("f_srp.pcap", 4);
+    let u = |p: &str| t.uint(&format!("infiniband.srp_login_rsp.{p}"));
+    assert_eq!(u("req_lim_delta"), Some(128));
+    assert_eq!(u("max_it_iu_len"), Some(8276));
+    assert_eq!(u("max_ti_iu_len"), Some(8260));
+    assert_eq!(u("buf_fmt"), Some(6));
+    assert_eq!(u("rsp_flags"), Some(0x80));
+
+    // Every SRP IU in f_srp's SENDs re-emits to its bytes; no other capture shows SRP.
+    let mut ius = 0;
+    for name in captures() {
+        for f in frames(&name) {
+            let (t, _) = dissect_frame(f.linktype, &f.data);
+            let srp: Vec<_> = t
+                .find("infiniband")
+                .map(|ib| {
+                    ib.children
+                        .iter()
+                        .filter(|n| n.key.starts_with("srp"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if name != "f_srp.pcap" {
+                assert!(srp.is_empty(), "{name}#{}: SRP false positive", f.number);
+                continue;
+            }
+            ius += srp.len();
+            if let Some((_, payload)) = reemit_lower(&name, &f) {
+                let r = RoceRepr::parse(&payload).unwrap();
+                if r.deth.is_none() && !srp.is_empty() {
+                    let iu = softrdma_wire::srp::SrpIu::parse(r.payload).unwrap();
+                    assert_eq!(iu.to_bytes(), r.payload, "{name}#{} srp", f.number);
+                }
+            }
+        }
+    }
+    assert_eq!(ius, 52);
+
+    // i_mra_atomic: the delayed MRA (service timeout 24, message MRAed 0 = REQ).
+    let fs = frames("i_mra_atomic.sll.pcap");
+    let mra = fs
+        .iter()
+        .map(|f| dissect_frame(f.linktype, &f.data).0)
+        .find(|t| t.find("infiniband.cm_mra").is_some())
+        .expect("an MRA");
+    assert_eq!(mra.uint("infiniband.cm_mra.service_timeout"), Some(24));
+    assert_eq!(mra.uint("infiniband.cm_mra.message_mraed"), Some(0));
+
+    // c_udaddy: SIDR_REP status 0, QPN 0x11, Q_Key 0x01234567; d_reject: SIDR_REP status 1.
+    let sidr_rep = |name: &str| {
+        frames(name)
+            .iter()
+            .map(|f| dissect_frame(f.linktype, &f.data).0)
+            .find(|t| t.find("infiniband.cm_sidr_rep").is_some())
+            .expect("a SIDR_REP")
+    };
+    let t = sidr_rep("c_udaddy.pcap");
+    assert_eq!(t.uint("infiniband.cm_sidr_rep.status"), Some(0));
+    assert_eq!(t.uint("infiniband.cm_sidr_rep.qpn"), Some(0x11));
+    assert_eq!(t.uint("infiniband.cm_sidr_rep.qkey"), Some(0x0123_4567));
+    assert_eq!(
+        sidr_rep("d_reject.pcapng").uint("infiniband.cm_sidr_rep.status"),
+        Some(1)
+    );
+}
