@@ -194,15 +194,11 @@ impl Waiter {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<(bool, bool)> {
-        loop {
-            match self.poll.poll(&mut self.events, timeout) {
-                Ok(()) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    // A signal; report nothing and let the caller re-check its deadline.
-                    return Ok((false, false));
-                }
-                Err(e) => return Err(e),
-            }
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            // A signal: report nothing and let the caller re-check its deadline.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok((false, false)),
+            Err(e) => return Err(e),
         }
         let mut ready = false;
         let mut woken = false;
