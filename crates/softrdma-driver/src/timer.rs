@@ -147,6 +147,7 @@ pub fn sleep_until(clock: &Clock, deadline: Micros, spin: Duration) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -2,6 +2,8 @@
 //!
 //! Tests bind port 0 so they run in parallel; one test binds the real RoCEv2 port 4791.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use std::io::IoSliceMut;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsFd;
