@@ -62,8 +62,8 @@ fn udp_case(payload: usize, send: Send, recv: Recv, secs: f64) -> Result {
 
     let (dst, rx_thread) = match recv {
         Recv::Batched => {
-            let rx = UdpEndpoint::bind_with(SocketAddr::new(B, 0), &EndpointConfig::default())
-                .unwrap();
+            let rx =
+                UdpEndpoint::bind_with(SocketAddr::new(B, 0), &EndpointConfig::default()).unwrap();
             let dst = rx.local_addr();
             let (stop, got) = (stop.clone(), got.clone());
             let h = std::thread::spawn(move || {
@@ -88,12 +88,13 @@ fn udp_case(payload: usize, send: Send, recv: Recv, secs: f64) -> Result {
             (dst, h)
         }
         Recv::OnePerSyscall => {
-            let rx = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)
-                .unwrap();
+            let rx =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
             rx.set_recv_buffer_size(8 << 20).unwrap();
             rx.bind(&SocketAddr::new(B, 0).into()).unwrap();
             let rx: UdpSocket = rx.into();
-            rx.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+            rx.set_read_timeout(Some(Duration::from_millis(20)))
+                .unwrap();
             let dst = rx.local_addr().unwrap();
             let (stop, got) = (stop.clone(), got.clone());
             let h = std::thread::spawn(move || {
@@ -216,8 +217,16 @@ fn main() {
     );
     for payload in [1024usize, 4096] {
         for (send, recv, name) in [
-            (Send::OnePerSyscall, Recv::OnePerSyscall, "1/sendmsg, 1/recvfrom"),
-            (Send::OnePerSyscall, Recv::Batched, "1/sendmsg, recvmmsg+GRO"),
+            (
+                Send::OnePerSyscall,
+                Recv::OnePerSyscall,
+                "1/sendmsg, 1/recvfrom",
+            ),
+            (
+                Send::OnePerSyscall,
+                Recv::Batched,
+                "1/sendmsg, recvmmsg+GRO",
+            ),
             (Send::Gso, Recv::OnePerSyscall, "GSO, 1/recvfrom"),
             (Send::Gso, Recv::Batched, "GSO, recvmmsg+GRO"),
         ] {
