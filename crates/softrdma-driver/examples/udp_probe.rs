@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use softrdma_driver::timer::{wait_for_input, Input, PollMode};
 use softrdma_driver::udp::{EndpointConfig, Transmit, UdpEndpoint};
+use softrdma_driver::Clock;
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
@@ -204,6 +206,95 @@ fn tcp_case(secs: f64) -> Result {
     }
 }
 
+/// Median and mean round trip of a 16-byte TCP ping-pong (TCP_NODELAY, blocking reads).
+fn tcp_pingpong(secs: f64) -> (f64, f64) {
+    let l = TcpListener::bind(SocketAddr::new(B, 0)).unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut buf = [0u8; 16];
+        while s.read_exact(&mut buf).is_ok() {
+            if s.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&SocketAddr::new(A, 0).into()).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let mut s: TcpStream = socket.into();
+    s.set_nodelay(true).unwrap();
+    let mut rtts = Vec::new();
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut buf = [0u8; 16];
+    while Instant::now() < end {
+        let t0 = Instant::now();
+        s.write_all(&buf).unwrap();
+        s.read_exact(&mut buf).unwrap();
+        rtts.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(s);
+    h.join().unwrap();
+    stats(rtts)
+}
+
+/// Median and mean round trip of a 16-byte UDP ping-pong between two endpoints, both waiting
+/// with `mode`.
+fn udp_pingpong(secs: f64, mode: PollMode) -> (f64, f64) {
+    let server = UdpEndpoint::bind_with(SocketAddr::new(B, 0), &EndpointConfig::default()).unwrap();
+    let client = UdpEndpoint::bind_with(SocketAddr::new(A, 0), &EndpointConfig::default()).unwrap();
+    let saddr = server.local_addr();
+    let stop = server.notifier();
+    let h = std::thread::spawn(move || {
+        let clock = Clock::new();
+        let mut storage = vec![vec![0u8; 65_536]; 4];
+        loop {
+            let mut slices: Vec<IoSliceMut<'_>> =
+                storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            match wait_for_input(&server, &mut slices, &clock, None, mode).unwrap() {
+                Input::Datagrams(recs) => {
+                    for (r, b) in recs.iter().zip(storage.iter()) {
+                        let msg = b.get(..r.len).unwrap_or_default();
+                        server.send(&Transmit::single(r.src, msg)).unwrap();
+                    }
+                }
+                Input::Woken => break,
+                Input::Deadline => {}
+            }
+        }
+    });
+    let clock = Clock::new();
+    let mut storage = vec![vec![0u8; 65_536]; 4];
+    let msg = [1u8; 16];
+    let mut rtts = Vec::new();
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < end {
+        let t0 = Instant::now();
+        client.send(&Transmit::single(saddr, &msg)).unwrap();
+        let deadline = clock.now() + 1_000_000;
+        let mut slices: Vec<IoSliceMut<'_>> =
+            storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+        match wait_for_input(&client, &mut slices, &clock, Some(deadline), mode).unwrap() {
+            Input::Datagrams(_) => rtts.push(t0.elapsed().as_secs_f64() * 1e6),
+            _ => eprintln!("ping lost"),
+        }
+    }
+    stop.notify().unwrap();
+    h.join().unwrap();
+    stats(rtts)
+}
+
+fn stats(mut v: Vec<f64>) -> (f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let median = v[v.len() / 2];
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    (median, mean)
+}
+
 fn main() {
     let secs: f64 = std::env::args()
         .nth(1)
@@ -247,4 +338,19 @@ fn main() {
         "{:<44} {:>9.0} MB/s  cpu {:>5.2} s/GB  (again, to show the drift)",
         "TCP stream (64 KiB writes)", tcp2.mb_s, tcp2.cpu_s_per_gb
     );
+    let (tm, ta) = tcp_pingpong(secs);
+    println!(
+        "{:<44} median {tm:>6.1} us  mean {ta:>6.1} us",
+        "TCP ping-pong 16 B (nodelay)"
+    );
+    for (name, mode) in [
+        ("UDP ping-pong 16 B, blocking (epoll)", PollMode::Blocking),
+        ("UDP ping-pong 16 B, busy-poll", PollMode::BusyPoll),
+    ] {
+        let (m, a) = udp_pingpong(secs, mode);
+        println!(
+            "{name:<44} median {m:>6.1} us  mean {a:>6.1} us  = {:.2}x TCP (median)",
+            m / tm
+        );
+    }
 }
