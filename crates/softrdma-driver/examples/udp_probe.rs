@@ -346,6 +346,10 @@ fn main() {
     for (name, mode) in [
         ("UDP ping-pong 16 B, blocking (epoll)", PollMode::Blocking),
         ("UDP ping-pong 16 B, busy-poll", PollMode::BusyPoll),
+        (
+            "UDP ping-pong 16 B, spin 50 us then block",
+            PollMode::SpinThenBlock(Duration::from_micros(50)),
+        ),
     ] {
         let (m, a) = udp_pingpong(secs, mode);
         println!(
