@@ -534,3 +534,50 @@ fn set_buffer(sock: &Socket, size: usize, recv: bool) {
         };
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn transmit_datagram_counts() {
+        let dst = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 1);
+        let buf = [0u8; 2500];
+        assert_eq!(Transmit::single(dst, &buf).datagrams(), 1);
+        assert_eq!(Transmit::segmented(dst, &buf, 1000).datagrams(), 3);
+        assert_eq!(Transmit::segmented(dst, &buf, 2500).datagrams(), 1);
+        assert_eq!(Transmit::segmented(dst, &buf, 4096).datagrams(), 1);
+        assert_eq!(Transmit::segmented(dst, &buf, 0).datagrams(), 1);
+        assert_eq!(Transmit::segmented(dst, &[], 1000).datagrams(), 1);
+    }
+
+    #[test]
+    fn recv_record_segments() {
+        let src = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 1);
+        let buf: Vec<u8> = (0..=255).collect();
+        let r = RecvDatagram {
+            src,
+            dst_ip: None,
+            len: 250,
+            segment_size: 100,
+        };
+        let segs: Vec<&[u8]> = r.segments(&buf).collect();
+        assert_eq!(segs.len(), 3);
+        assert_eq!(r.datagrams(), 3);
+        assert_eq!(segs[2], &buf[200..250]);
+        // A record longer than its buffer (never from the kernel) does not panic.
+        let r = RecvDatagram { len: 1000, ..r };
+        assert_eq!(r.segments(&buf).map(<[u8]>::len).sum::<usize>(), 256);
+        // Zero-length datagram, zero stride.
+        let r = RecvDatagram {
+            src,
+            dst_ip: None,
+            len: 0,
+            segment_size: 0,
+        };
+        assert_eq!(r.segments(&buf).count(), 0);
+        assert_eq!(r.datagrams(), 1);
+    }
+}

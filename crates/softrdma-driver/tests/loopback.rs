@@ -187,6 +187,19 @@ fn ipv6_loopback() {
     assert_eq!(got[0].1, Some(v6));
     let joined: Vec<u8> = got.into_iter().flat_map(|g| g.2).collect();
     assert_eq!(joined, data);
+
+    // More than one GSO send's worth (64 segments / 65,527 bytes for IPv6).
+    let data = pattern(1024 * 100, 4);
+    let t = Transmit::segmented(b.local_addr(), &data, 1024);
+    assert_eq!(
+        a.send_batch_blocking(&[t], Some(Duration::from_secs(1)))
+            .unwrap(),
+        1
+    );
+    let got = recv_datagrams(&b, 100);
+    assert_eq!(got.len(), 100);
+    let joined: Vec<u8> = got.into_iter().flat_map(|g| g.2).collect();
+    assert_eq!(joined, data);
 }
 
 #[test]
@@ -252,6 +265,12 @@ fn wait_for_input_modes() {
             }
             other => panic!("{mode:?}: {other:?}"),
         }
+
+        // Queued input is returned even when the deadline has already passed.
+        a.send(&Transmit::single(b.local_addr(), b"late")).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let r = wait_for_input(&b, &mut slices, &clock, Some(0), mode).unwrap();
+        assert!(matches!(r, Input::Datagrams(_)), "{mode:?}: {r:?}");
 
         // A notification, no deadline.
         let n = b.notifier();
