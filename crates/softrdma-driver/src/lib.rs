@@ -88,7 +88,7 @@
 //! `examples/udp_probe.rs` (release build; `cargo run --release --example udp_probe`) sends
 //! RDMA-WRITE-MIDDLE-sized datagrams (12 B BTH + payload + 4 B ICRC) flat out from 127.0.0.1 to
 //! 127.0.0.2 and counts the payload the receiver got, each case right after a TCP stream of the
-//! same length as its baseline. Three runs on the 2-core development VM (other builds and lab
+//! same length as its baseline (the first runs used one TCP figure per run). Six runs on the 2-core development VM (other builds and lab
 //! guests running, so TCP alone ranged 573–2128 MB/s; ratios are to the adjacent TCP run):
 //!
 //! | payload | send / receive                      | × TCP          | CPU s/GB  |
