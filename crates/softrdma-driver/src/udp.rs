@@ -1,0 +1,583 @@
+//! The RoCEv2 UDP endpoint: one unconnected socket on `<ip>:4791` per device.
+//!
+//! Built on `quinn-udp` (quinn's socket layer: `sendmsg` with UDP GSO on send, `recvmmsg` with
+//! UDP GRO on receive, `IP_PKTINFO` for the destination address) and `socket2`/`rustix` for the
+//! options quinn-udp does not set the way RoCE needs them:
+//!
+//! - **Unconnected**: a connected UDP socket numbers its IPv4 IDs from a per-socket random
+//!   counter; an unconnected one with DF set sends ID 0 (see the crate docs for the
+//!   measurements), and the ICRC covers the ID, so the sender must know it.
+//! - **DF set** with `IP_MTU_DISCOVER = IP_PMTUDISC_DO` (and `IPV6_MTU_DISCOVER =
+//!   IPV6_PMTUDISC_DO` + `IPV6_DONTFRAG` for IPv6): RoCE packets are never fragmented, an
+//!   oversized send fails with `EMSGSIZE` instead. quinn-udp sets `PMTUDISC_PROBE`; we override
+//!   it after quinn-udp's setup.
+//! - **Large buffers**: 4 MiB each way by default, forced past `net.core.[rw]mem_max` where the
+//!   process may (`SO_RCVBUFFORCE` needs `CAP_NET_ADMIN`), else clamped by the kernel.
+//! - **Non-blocking**: every receive and send is non-blocking; the blocking variants wait for
+//!   readiness with epoll (`mio`) and a timeout, so a wait never holds a syscall that batching
+//!   would have to interrupt.
+
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState};
+use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery, Ipv6PathMtuDiscovery};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::timer::Notifier;
+
+/// The RoCEv2 UDP destination port (IANA "roce", IBTA Annex A17.2.1).
+pub const ROCEV2_PORT: u16 = 4791;
+
+/// The largest UDP payload of one IPv4 datagram (65535 - 20 IP - 8 UDP); a GSO send is one
+/// datagram to the socket layer, so this bounds the bytes of one GSO transmit too.
+pub const MAX_UDP_PAYLOAD_V4: usize = 65_507;
+/// The largest UDP payload of one IPv6 datagram without jumbograms (65535 - 8 UDP).
+pub const MAX_UDP_PAYLOAD_V6: usize = 65_527;
+
+/// Most datagrams one `recvmmsg` returns (quinn-udp's batch size on Linux).
+pub const RECV_BATCH: usize = quinn_udp::BATCH_SIZE;
+
+const READ: Token = Token(0);
+const WAKE: Token = Token(1);
+const WRITE: Token = Token(2);
+
+/// One send: a datagram, or with `segment_size` several datagrams of that size (the last may be
+/// shorter) to the same destination in one syscall (UDP GSO).
+#[derive(Debug, Clone, Copy)]
+pub struct Transmit<'a> {
+    /// Where the datagrams go.
+    pub destination: SocketAddr,
+    /// The UDP payload(s), back to back.
+    pub contents: &'a [u8],
+    /// `Some(n)`: `contents` is `ceil(len / n)` datagrams of `n` bytes each (the last may be
+    /// shorter). `None`: one datagram.
+    pub segment_size: Option<usize>,
+}
+
+impl<'a> Transmit<'a> {
+    /// One datagram.
+    pub fn single(destination: SocketAddr, contents: &'a [u8]) -> Self {
+        Self {
+            destination,
+            contents,
+            segment_size: None,
+        }
+    }
+
+    /// Several datagrams of `segment_size` bytes (the last may be shorter), sent with GSO where
+    /// the kernel offers it.
+    pub fn segmented(destination: SocketAddr, contents: &'a [u8], segment_size: usize) -> Self {
+        Self {
+            destination,
+            contents,
+            segment_size: Some(segment_size),
+        }
+    }
+
+    /// How many datagrams this transmit puts on the wire.
+    pub fn datagrams(&self) -> usize {
+        match self.segment_size {
+            Some(s) if s > 0 && self.contents.len() > s => self.contents.len().div_ceil(s),
+            _ => 1,
+        }
+    }
+}
+
+/// What one receive buffer holds: one datagram, or with GRO several datagrams of
+/// `segment_size` bytes from the same source (the last may be shorter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvDatagram {
+    /// The sender's address.
+    pub src: SocketAddr,
+    /// The destination address of the datagram (`IP_PKTINFO` / `IPV6_PKTINFO`).
+    pub dst_ip: Option<IpAddr>,
+    /// Bytes in the buffer.
+    pub len: usize,
+    /// Size of each datagram in the buffer; equals `len` when GRO did not coalesce.
+    pub segment_size: usize,
+}
+
+impl RecvDatagram {
+    /// The individual datagrams in `buf` (the buffer this record describes).
+    pub fn segments<'b>(&self, buf: &'b [u8]) -> std::slice::Chunks<'b, u8> {
+        let data = buf.get(..self.len).unwrap_or(buf);
+        data.chunks(self.segment_size.max(1))
+    }
+
+    /// How many datagrams the buffer holds.
+    pub fn datagrams(&self) -> usize {
+        if self.len == 0 {
+            1
+        } else {
+            self.len.div_ceil(self.segment_size.max(1))
+        }
+    }
+
+    fn from_meta(m: &RecvMeta) -> Self {
+        Self {
+            src: m.addr,
+            dst_ip: m.dst_ip,
+            len: m.len,
+            segment_size: if m.stride == 0 { m.len } else { m.stride },
+        }
+    }
+}
+
+/// What the kernel offers this socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Most datagrams one GSO send may carry (1: no GSO). May drop to 1 at run time if the
+    /// device refuses GSO (quinn-udp then falls back).
+    pub max_gso_segments: usize,
+    /// How many datagrams GRO may coalesce into one receive buffer (1: no GRO); size receive
+    /// buffers to `segments × datagram size`.
+    pub gro_segments: usize,
+    /// Whether the IP layer may fragment our datagrams (false when DF could be set).
+    pub may_fragment: bool,
+    /// The receive buffer the kernel granted (the kernel reports twice the requested size).
+    pub recv_buffer: usize,
+    /// The send buffer the kernel granted.
+    pub send_buffer: usize,
+}
+
+/// How to open an endpoint.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// `SO_RCVBUF` to ask for.
+    pub recv_buffer: usize,
+    /// `SO_SNDBUF` to ask for.
+    pub send_buffer: usize,
+    /// Use UDP GSO for segmented transmits when the kernel offers it (`false`: one `sendmsg`
+    /// per datagram, for comparison). GRO is always requested (quinn-udp turns it on where the
+    /// kernel has it; no safe API turns it off again).
+    pub gso: bool,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            recv_buffer: 4 << 20,
+            send_buffer: 4 << 20,
+            gso: true,
+        }
+    }
+}
+
+/// Whether a wait ended with data, a [`Notifier`] wake-up, or the timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// The socket has something to read (or to write, for [`UdpEndpoint::wait_writable`]).
+    Ready,
+    /// Another thread called [`Notifier::notify`].
+    Woken,
+    /// The timeout passed.
+    TimedOut,
+}
+
+struct Waiter {
+    poll: Poll,
+    events: Events,
+}
+
+impl Waiter {
+    fn new() -> io::Result<Self> {
+        Ok(Self {
+            poll: Poll::new()?,
+            events: Events::with_capacity(8),
+        })
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<(bool, bool)> {
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            // A signal: report nothing and let the caller re-check its deadline.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok((false, false)),
+            Err(e) => return Err(e),
+        }
+        let mut ready = false;
+        let mut woken = false;
+        for ev in self.events.iter() {
+            match ev.token() {
+                WAKE => woken = true,
+                _ => ready = true,
+            }
+        }
+        Ok((ready, woken))
+    }
+}
+
+/// A RoCEv2 UDP endpoint: an unconnected, DF-set, non-blocking UDP socket with batched I/O.
+///
+/// All methods take `&self`: one thread may send while another receives.
+pub struct UdpEndpoint {
+    socket: UdpSocket,
+    state: UdpSocketState,
+    local: SocketAddr,
+    gso: bool,
+    reader: Mutex<Waiter>,
+    writer: Mutex<Waiter>,
+    notifier: Notifier,
+}
+
+impl std::fmt::Debug for UdpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpEndpoint")
+            .field("local", &self.local)
+            .field("capabilities", &self.capabilities())
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while waiting cannot leave the poll state inconsistent; keep going.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl UdpEndpoint {
+    /// Opens the RoCEv2 endpoint of a device: `ip:4791`, default configuration.
+    pub fn bind(ip: IpAddr) -> io::Result<Self> {
+        Self::bind_with(SocketAddr::new(ip, ROCEV2_PORT), &EndpointConfig::default())
+    }
+
+    /// Opens an endpoint on any address and port (port 0 picks one; tests use this to run in
+    /// parallel without fighting over 4791).
+    pub fn bind_with(addr: SocketAddr, config: &EndpointConfig) -> io::Result<Self> {
+        let domain = Domain::for_address(addr);
+        let sock = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+        if addr.is_ipv6() {
+            // A device is one address family; never let a v6 socket see v4-mapped traffic.
+            sock.set_only_v6(true)?;
+        }
+        set_buffer(&sock, config.recv_buffer, true);
+        set_buffer(&sock, config.send_buffer, false);
+        sock.bind(&addr.into())?;
+        let socket: UdpSocket = sock.into();
+
+        // quinn-udp makes the socket non-blocking and turns on GRO, IP_PKTINFO/IPV6_RECVPKTINFO,
+        // IPV6_DONTFRAG and PMTUDISC_PROBE.
+        let state = UdpSocketState::new(UdpSockRef::from(&socket))?;
+        // Then DF the way RoCE wants it: PMTUDISC_DO (see the module docs).
+        sockopt::set_ip_mtu_discover(socket.as_fd(), Ipv4PathMtuDiscovery::DO).or_else(|e| {
+            if addr.is_ipv6() {
+                Ok(()) // v6-only sockets may refuse the v4 option; IPV6_MTU_DISCOVER below rules.
+            } else {
+                Err(io::Error::from(e))
+            }
+        })?;
+        if addr.is_ipv6() {
+            sockopt::set_ipv6_mtu_discover(socket.as_fd(), Ipv6PathMtuDiscovery::DO)?;
+        }
+
+        let reader = Waiter::new()?;
+        let writer = Waiter::new()?;
+        let fd = socket.as_raw_fd();
+        reader
+            .poll
+            .registry()
+            .register(&mut SourceFd(&fd), READ, Interest::READABLE)?;
+        writer
+            .poll
+            .registry()
+            .register(&mut SourceFd(&fd), WRITE, Interest::WRITABLE)?;
+        let notifier = Notifier::new(reader.poll.registry(), WAKE)?;
+        let local = socket.local_addr()?;
+        Ok(Self {
+            socket,
+            state,
+            local,
+            gso: config.gso,
+            reader: Mutex::new(reader),
+            writer: Mutex::new(writer),
+            notifier,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The underlying socket (for options this type does not wrap).
+    pub fn socket(&self) -> &UdpSocket {
+        &self.socket
+    }
+
+    /// What the kernel offers: GSO segments, GRO, DF, buffer sizes.
+    pub fn capabilities(&self) -> Capabilities {
+        let sref = UdpSockRef::from(&self.socket);
+        let recv_buffer = self.state.recv_buffer_size(sref).unwrap_or(0);
+        let send_buffer = self
+            .state
+            .send_buffer_size(UdpSockRef::from(&self.socket))
+            .unwrap_or(0);
+        Capabilities {
+            max_gso_segments: self.max_gso_segments(),
+            gro_segments: self.state.gro_segments(),
+            may_fragment: self.state.may_fragment(),
+            recv_buffer,
+            send_buffer,
+        }
+    }
+
+    /// Most datagrams one GSO transmit may carry on this socket now (1 = no GSO).
+    pub fn max_gso_segments(&self) -> usize {
+        if self.gso {
+            self.state.max_gso_segments().max(1)
+        } else {
+            1
+        }
+    }
+
+    /// A handle other threads use to wake a thread blocked in a receive wait on this endpoint.
+    pub fn notifier(&self) -> Notifier {
+        self.notifier.clone()
+    }
+
+    fn max_payload(&self) -> usize {
+        if self.local.is_ipv6() {
+            MAX_UDP_PAYLOAD_V6
+        } else {
+            MAX_UDP_PAYLOAD_V4
+        }
+    }
+
+    /// Sends one transmit, non-blocking. A segmented transmit larger than one GSO send may
+    /// carry (segments or 64 KiB) is split into several sends, and sent datagram by datagram
+    /// when GSO is off. Errors are the socket's (`WouldBlock` when the send buffer is full; a
+    /// split transmit may then have been sent in part, which UDP's loss model absorbs).
+    pub fn send(&self, t: &Transmit<'_>) -> io::Result<()> {
+        let seg = match t.segment_size {
+            Some(s) if s > 0 && t.contents.len() > s => s,
+            _ => return self.send_one(t.destination, t.contents, None),
+        };
+        let per_send = self.max_gso_segments().min(self.max_payload() / seg).max(1);
+        for chunk in t.contents.chunks(per_send * seg) {
+            let gso = (chunk.len() > seg).then_some(seg);
+            self.send_one(t.destination, chunk, gso)?;
+        }
+        Ok(())
+    }
+
+    fn send_one(&self, dst: SocketAddr, contents: &[u8], seg: Option<usize>) -> io::Result<()> {
+        let tx = quinn_udp::Transmit {
+            destination: dst,
+            ecn: None,
+            contents,
+            segment_size: seg,
+            src_ip: None,
+        };
+        self.state.try_send(UdpSockRef::from(&self.socket), &tx)
+    }
+
+    /// Sends a batch, non-blocking: returns how many transmits went out before the socket
+    /// would block (`Err(WouldBlock)` only if none did). Other errors end the batch; if some
+    /// transmits went out first, the count is returned and the error is dropped, as a lost
+    /// datagram would be.
+    ///
+    /// quinn-udp 0.5 issues one `sendmsg` per transmit: the batching that saves syscalls is GSO
+    /// (up to [`Capabilities::max_gso_segments`] datagrams per `sendmsg`), so the core should
+    /// hand over a message's packets as one segmented transmit.
+    pub fn send_batch(&self, transmits: &[Transmit<'_>]) -> io::Result<usize> {
+        for (i, t) in transmits.iter().enumerate() {
+            if let Err(e) = self.send(t) {
+                if i == 0 {
+                    return Err(e);
+                }
+                return Ok(i);
+            }
+        }
+        Ok(transmits.len())
+    }
+
+    /// Sends a whole batch, waiting for send-buffer space when the socket would block, up to
+    /// `timeout` in total (`None`: no limit). Returns how many transmits went out.
+    pub fn send_batch_blocking(
+        &self,
+        transmits: &[Transmit<'_>],
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut sent = 0;
+        while sent < transmits.len() {
+            match self.send_batch(&transmits[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = remaining(deadline);
+                    if left == Some(Duration::ZERO) {
+                        break;
+                    }
+                    self.wait_writable(left)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Receives what is queued, non-blocking, into `bufs` (one record per buffer filled, at
+    /// most [`RECV_BATCH`] per call). An empty vector means nothing was queued.
+    ///
+    /// With GRO a buffer may hold several datagrams (see [`RecvDatagram::segments`]); buffers
+    /// should be at least `gro_segments × max datagram` bytes (64 × 4 KiB + headers suits
+    /// RoCE), or a coalesced batch is truncated by the kernel.
+    pub fn recv_batch(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<Vec<RecvDatagram>> {
+        let mut out = Vec::new();
+        self.recv_batch_into(bufs, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`UdpEndpoint::recv_batch`] appending to a caller's vector (no allocation in steady
+    /// state); returns how many records were appended.
+    pub fn recv_batch_into(
+        &self,
+        bufs: &mut [IoSliceMut<'_>],
+        out: &mut Vec<RecvDatagram>,
+    ) -> io::Result<usize> {
+        if bufs.is_empty() {
+            return Ok(0);
+        }
+        let mut meta = [RecvMeta::default(); RECV_BATCH];
+        let n_bufs = bufs.len().min(RECV_BATCH);
+        let bufs = bufs.get_mut(..n_bufs).unwrap_or_default();
+        loop {
+            match self
+                .state
+                .recv(UdpSockRef::from(&self.socket), bufs, &mut meta[..n_bufs])
+            {
+                Ok(n) => {
+                    out.extend(meta.iter().take(n).map(RecvDatagram::from_meta));
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Receives, waiting up to `timeout` (`None`: forever) for something to arrive. Returns an
+    /// empty vector on timeout or when woken by the [`Notifier`].
+    pub fn recv_batch_timeout(
+        &self,
+        bufs: &mut [IoSliceMut<'_>],
+        timeout: Option<Duration>,
+    ) -> io::Result<Vec<RecvDatagram>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let got = self.recv_batch(bufs)?;
+            if !got.is_empty() {
+                return Ok(got);
+            }
+            let left = remaining(deadline);
+            if left == Some(Duration::ZERO) {
+                return Ok(got);
+            }
+            if self.wait_readable(left)? == Readiness::Woken {
+                return Ok(got);
+            }
+        }
+    }
+
+    /// Blocks until the socket may be readable, the [`Notifier`] fires, or `timeout` passes.
+    ///
+    /// Readiness is edge-triggered: call this only after a receive returned nothing, as
+    /// [`UdpEndpoint::recv_batch_timeout`] and [`crate::timer::wait_for_input`] do; a
+    /// notification that arrived earlier and was not yet taken is reported at once.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<Readiness> {
+        if self.notifier.take() {
+            return Ok(Readiness::Woken);
+        }
+        let (ready, _) = lock(&self.reader).wait(timeout)?;
+        if self.notifier.take() {
+            Ok(Readiness::Woken)
+        } else if ready {
+            Ok(Readiness::Ready)
+        } else {
+            Ok(Readiness::TimedOut)
+        }
+    }
+
+    /// Blocks until the socket may be writable or `timeout` passes (call after `WouldBlock`).
+    pub fn wait_writable(&self, timeout: Option<Duration>) -> io::Result<Readiness> {
+        let (ready, _) = lock(&self.writer).wait(timeout)?;
+        Ok(if ready {
+            Readiness::Ready
+        } else {
+            Readiness::TimedOut
+        })
+    }
+}
+
+fn remaining(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// Sets a socket buffer, forcing past the sysctl maximum where the process may.
+fn set_buffer(sock: &Socket, size: usize, recv: bool) {
+    let forced = if recv {
+        sockopt::set_socket_recv_buffer_size_force(sock, size)
+    } else {
+        sockopt::set_socket_send_buffer_size_force(sock, size)
+    };
+    if forced.is_err() {
+        // Without CAP_NET_ADMIN the kernel clamps to net.core.[rw]mem_max; that is fine.
+        let _ = if recv {
+            sock.set_recv_buffer_size(size)
+        } else {
+            sock.set_send_buffer_size(size)
+        };
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn transmit_datagram_counts() {
+        let dst = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 1);
+        let buf = [0u8; 2500];
+        assert_eq!(Transmit::single(dst, &buf).datagrams(), 1);
+        assert_eq!(Transmit::segmented(dst, &buf, 1000).datagrams(), 3);
+        assert_eq!(Transmit::segmented(dst, &buf, 2500).datagrams(), 1);
+        assert_eq!(Transmit::segmented(dst, &buf, 4096).datagrams(), 1);
+        assert_eq!(Transmit::segmented(dst, &buf, 0).datagrams(), 1);
+        assert_eq!(Transmit::segmented(dst, &[], 1000).datagrams(), 1);
+    }
+
+    #[test]
+    fn recv_record_segments() {
+        let src = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 1);
+        let buf: Vec<u8> = (0..=255).collect();
+        let r = RecvDatagram {
+            src,
+            dst_ip: None,
+            len: 250,
+            segment_size: 100,
+        };
+        let segs: Vec<&[u8]> = r.segments(&buf).collect();
+        assert_eq!(segs.len(), 3);
+        assert_eq!(r.datagrams(), 3);
+        assert_eq!(segs[2], &buf[200..250]);
+        // A record longer than its buffer (never from the kernel) does not panic.
+        let r = RecvDatagram { len: 1000, ..r };
+        assert_eq!(r.segments(&buf).map(<[u8]>::len).sum::<usize>(), 256);
+        // Zero-length datagram, zero stride.
+        let r = RecvDatagram {
+            src,
+            dst_ip: None,
+            len: 0,
+            segment_size: 0,
+        };
+        assert_eq!(r.segments(&buf).count(), 0);
+        assert_eq!(r.datagrams(), 1);
+    }
+}
