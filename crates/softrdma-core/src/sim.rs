@@ -101,10 +101,18 @@ impl Sim {
                 if self.chance(self.net.loss_permille) {
                     continue;
                 }
-                let copies = if self.chance(self.net.dup_permille) { 2 } else { 1 };
+                let copies = if self.chance(self.net.dup_permille) {
+                    2
+                } else {
+                    1
+                };
                 for _ in 0..copies {
                     let j = self.net.jitter.total_micros();
-                    let extra = if j == 0 { 0 } else { self.rng.next_u64() % (j + 1) };
+                    let extra = if j == 0 {
+                        0
+                    } else {
+                        self.rng.next_u64() % (j + 1)
+                    };
                     self.seq += 1;
                     self.flight.push(InFlight {
                         at: self.now + self.net.delay + Duration::from_micros(extra),
@@ -141,7 +149,11 @@ impl Sim {
                     let f = self.flight.swap_remove(pos);
                     if !self.down[f.to] {
                         if self.record {
-                            let from = self.addrs.iter().position(|a| *a == f.src.ip()).unwrap_or(0);
+                            let from = self
+                                .addrs
+                                .iter()
+                                .position(|a| *a == f.src.ip())
+                                .unwrap_or(0);
                             self.tap.push((from, f.to, f.payload.clone()));
                         }
                         let now = self.now;

@@ -136,7 +136,11 @@ impl Stack {
     fn info(&self, qpn: u32) -> Option<QpInfo> {
         let qp = self.verbs.qp(qpn).ok()?;
         let a = qp.attr();
-        let port_mtu = self.device.port(PORT_NUM).map(|p| p.mtu_cap()).unwrap_or(1024);
+        let port_mtu = self
+            .device
+            .port(PORT_NUM)
+            .map(|p| p.mtu_cap())
+            .unwrap_or(1024);
         let pkey = self
             .device
             .query_pkey(PORT_NUM, a.pkey_index)
@@ -251,7 +255,12 @@ impl Stack {
         let Some(info) = self.info(qpn) else { return };
         while let Some(wr) = self.verbs.take_send_wr(qpn) {
             let data = match memory::gather(&self.verbs, info.pd, &wr) {
-                Ok(d) if !(wr.op.is_atomic() || matches!(wr.op, crate::verbs::SendOp::RdmaRead { .. })) => d,
+                Ok(d)
+                    if !(wr.op.is_atomic()
+                        || matches!(wr.op, crate::verbs::SendOp::RdmaRead { .. })) =>
+                {
+                    d
+                }
                 Ok(_) => Vec::new(),
                 Err(_) => {
                     // A local protection error: the WR completes in error, the QP goes to ERR.
@@ -357,7 +366,11 @@ impl Stack {
             self.device.count_bad_pkey();
             return;
         }
-        let state = self.verbs.qp(qpn).map(|q| q.state()).unwrap_or(QpState::Reset);
+        let state = self
+            .verbs
+            .qp(qpn)
+            .map(|q| q.state())
+            .unwrap_or(QpState::Reset);
         let is_response = opcode.is_response();
         let state_ok = if is_response {
             matches!(state, QpState::Rts | QpState::Sqd)

@@ -8,8 +8,7 @@
 use std::collections::VecDeque;
 
 use softrdma_wire::roce::{
-    AckKind, AtomicEthRepr, BthRepr, IethRepr, ImmDtRepr, NakCode, Opcode, Psn, RethRepr,
-    RoceRepr,
+    AckKind, AtomicEthRepr, BthRepr, IethRepr, ImmDtRepr, NakCode, Opcode, Psn, RethRepr, RoceRepr,
 };
 
 use super::emit::{self, Transmit};
@@ -263,9 +262,7 @@ impl Requester {
             }
             if psn.in_window(w.first_psn, w.npkts) || psn.is_before(w.first_psn) {
                 self.send_idx = i;
-                self.send_pkt = if w.is_rd_atomic() {
-                    0
-                } else if psn.is_before(w.first_psn) {
+                self.send_pkt = if w.is_rd_atomic() || psn.is_before(w.first_psn) {
                     0
                 } else {
                     psn.offset_from(w.first_psn)
@@ -352,8 +349,12 @@ impl Requester {
                 self.send_pkt = 0;
             }
             if w.wr.signaled || info.sq_sig_all {
-                let mut wc =
-                    WorkCompletion::new(w.wr.wr_id, info.qpn, w.wr.op.wc_opcode(), WcStatus::Success);
+                let mut wc = WorkCompletion::new(
+                    w.wr.wr_id,
+                    info.qpn,
+                    w.wr.op.wc_opcode(),
+                    WcStatus::Success,
+                );
                 wc.byte_len = w.len;
                 ctx.verbs.complete(info.send_cq, wc);
             }
@@ -467,8 +468,7 @@ impl Requester {
                 }
                 let orig = atomic_orig.unwrap_or(0);
                 let sges = w.wr.sg_list.clone();
-                if memory::scatter_at(ctx.verbs, info.pd, &sges, 0, &orig.to_le_bytes()).is_err()
-                {
+                if memory::scatter_at(ctx.verbs, info.pd, &sges, 0, &orig.to_le_bytes()).is_err() {
                     self.fail(ctx, info, WcStatus::LocProtErr);
                     return;
                 }
@@ -484,7 +484,8 @@ impl Requester {
                 self.ack_through_before(ctx, info, psn);
                 let mtu = info.mtu;
                 let Some(w) = self.head_mut() else { return };
-                if !matches!(w.wr.op, SendOp::RdmaRead { .. }) || !psn.in_window(w.first_psn, w.npkts)
+                if !matches!(w.wr.op, SendOp::RdmaRead { .. })
+                    || !psn.in_window(w.first_psn, w.npkts)
                 {
                     return;
                 }

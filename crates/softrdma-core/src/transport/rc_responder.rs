@@ -27,8 +27,16 @@ pub const MAX_AHEAD: u32 = 1 << 16;
 
 #[derive(Clone, Debug)]
 enum InProgress {
-    Send { wr: RecvWr, offset: u64 },
-    Write { va: u64, rkey: u32, left: u32, total: u32 },
+    Send {
+        wr: RecvWr,
+        offset: u64,
+    },
+    Write {
+        va: u64,
+        rkey: u32,
+        left: u32,
+        total: u32,
+    },
 }
 
 /// Responder state of one RC QP.
@@ -71,8 +79,12 @@ impl Responder {
             syndrome,
             msn: self.msn,
         });
-        ctx.out
-            .push_back(emit::build(&repr, info.local_ip, info.src_port, info.peer_ip));
+        ctx.out.push_back(emit::build(
+            &repr,
+            info.local_ip,
+            info.src_port,
+            info.peer_ip,
+        ));
     }
 
     fn send_atomic_ack(&self, ctx: &mut Ctx<'_>, info: &QpInfo, psn: Psn, orig: u64) {
@@ -90,8 +102,12 @@ impl Responder {
         repr.atomic_ack_eth = Some(AtomicAckEthRepr {
             orig_remote_data: orig,
         });
-        ctx.out
-            .push_back(emit::build(&repr, info.local_ip, info.src_port, info.peer_ip));
+        ctx.out.push_back(emit::build(
+            &repr,
+            info.local_ip,
+            info.src_port,
+            info.peer_ip,
+        ));
     }
 
     /// Sends the READ response packets for `[va, va+len)` starting at `psn`.
@@ -129,8 +145,12 @@ impl Responder {
                 });
             }
             repr.set_payload(data);
-            ctx.out
-                .push_back(emit::build(&repr, info.local_ip, info.src_port, info.peer_ip));
+            ctx.out.push_back(emit::build(
+                &repr,
+                info.local_ip,
+                info.src_port,
+                info.peer_ip,
+            ));
         }
     }
 
@@ -186,13 +206,16 @@ impl Responder {
         let op = pkt.opcode();
         let psn = pkt.bth().psn();
         if op == Opcode::RC_RDMA_READ_REQUEST {
-            let (Some(Resource::Read {
-                first_psn,
-                va,
-                rkey,
-                len,
-                ..
-            }), Some(reth)) = (self.resources.find(psn), pkt.reth())
+            let (
+                Some(Resource::Read {
+                    first_psn,
+                    va,
+                    rkey,
+                    len,
+                    ..
+                }),
+                Some(reth),
+            ) = (self.resources.find(psn), pkt.reth())
             else {
                 return;
             };
@@ -294,7 +317,8 @@ impl Responder {
             }
             cur.1 += payload.len() as u64;
             if op.is_last() {
-                let mut wc = WorkCompletion::new(cur.0.wr_id, info.qpn, WcOpcode::Recv, WcStatus::Success);
+                let mut wc =
+                    WorkCompletion::new(cur.0.wr_id, info.qpn, WcOpcode::Recv, WcStatus::Success);
                 wc.byte_len = cur.1 as u32;
                 wc.src_qp = info.dest_qpn;
                 wc.imm_data = pkt.immdt().map(|i| i.imm_data());
@@ -319,16 +343,17 @@ impl Responder {
                     if !info.access.contains(AccessFlags::REMOTE_WRITE) {
                         return Err(inv_req);
                     }
-                    let reth = pkt.reth().ok_or(Fault::Nak(
-                        NakCode::INVALID_REQUEST,
-                        WcStatus::RemInvReqErr,
-                    ))?;
+                    let reth = pkt
+                        .reth()
+                        .ok_or(Fault::Nak(NakCode::INVALID_REQUEST, WcStatus::RemInvReqErr))?;
                     let r = RethRepr::parse_packet(&reth);
                     let mr = ctx.verbs.mr_table().by_rkey(r.r_key).map_err(|_| {
                         Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
                     })?;
                     mr.check_remote(info.pd, r.va, r.dma_len as usize, AccessFlags::REMOTE_WRITE)
-                        .map_err(|_| Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr))?;
+                        .map_err(|_| {
+                            Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                        })?;
                     (r.va, r.r_key, r.dma_len, r.dma_len)
                 }
             };
@@ -353,9 +378,10 @@ impl Responder {
             } else {
                 None
             };
-            let mr = ctx.verbs.mr_table_mut().by_rkey_mut(rkey).map_err(|_| {
-                Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
-            })?;
+            let mr =
+                ctx.verbs.mr_table_mut().by_rkey_mut(rkey).map_err(|_| {
+                    Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                })?;
             mr.write(va, payload).map_err(|_| acc_err)?;
             if op.is_last() {
                 self.msn = (self.msn + 1) & 0x00ff_ffff;
@@ -383,13 +409,14 @@ impl Responder {
             if !info.access.contains(AccessFlags::REMOTE_READ) {
                 return Err(inv_req);
             }
-            let r = pkt.reth().map(|h| RethRepr::parse_packet(&h)).ok_or(Fault::Nak(
-                NakCode::INVALID_REQUEST,
-                WcStatus::RemInvReqErr,
-            ))?;
-            let mr = ctx.verbs.mr_table().by_rkey(r.r_key).map_err(|_| {
-                Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
-            })?;
+            let r = pkt
+                .reth()
+                .map(|h| RethRepr::parse_packet(&h))
+                .ok_or(Fault::Nak(NakCode::INVALID_REQUEST, WcStatus::RemInvReqErr))?;
+            let mr =
+                ctx.verbs.mr_table().by_rkey(r.r_key).map_err(|_| {
+                    Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                })?;
             mr.check_remote(info.pd, r.va, r.dma_len as usize, AccessFlags::REMOTE_READ)
                 .map_err(|_| Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr))?;
             let npkts = segment::packets(r.dma_len, info.mtu);
@@ -409,18 +436,18 @@ impl Responder {
             if !info.access.contains(AccessFlags::REMOTE_ATOMIC) {
                 return Err(inv_req);
             }
-            let a = pkt.atomic_eth().ok_or(Fault::Nak(
-                NakCode::INVALID_REQUEST,
-                WcStatus::RemInvReqErr,
-            ))?;
+            let a = pkt
+                .atomic_eth()
+                .ok_or(Fault::Nak(NakCode::INVALID_REQUEST, WcStatus::RemInvReqErr))?;
             let (va, rkey, swap_add, compare) = (a.va(), a.r_key(), a.swap_add(), a.compare());
             if va & 7 != 0 {
                 return Err(inv_req);
             }
             let pd = info.pd;
-            let mr = ctx.verbs.mr_table_mut().by_rkey_mut(rkey).map_err(|_| {
-                Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
-            })?;
+            let mr =
+                ctx.verbs.mr_table_mut().by_rkey_mut(rkey).map_err(|_| {
+                    Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                })?;
             mr.check_remote(pd, va, 8, AccessFlags::REMOTE_ATOMIC)
                 .map_err(|_| Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr))?;
             let cell = mr.slice_mut(va, 8).map_err(|_| acc_err)?;

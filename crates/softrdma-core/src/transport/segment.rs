@@ -83,6 +83,9 @@ mod tests {
         // g_tools: 3000-byte READ = response FIRST, MIDDLE, LAST.
         let r: Vec<u8> = (0..3).map(|i| read_response_opcode(i, 3).0).collect();
         assert_eq!(r, [13, 14, 15]);
-        assert_eq!(read_response_opcode(0, 1), Opcode::RC_RDMA_READ_RESPONSE_ONLY);
+        assert_eq!(
+            read_response_opcode(0, 1),
+            Opcode::RC_RDMA_READ_RESPONSE_ONLY
+        );
     }
 }

@@ -69,7 +69,12 @@ pub fn build_send(
 }
 
 /// The GRH area rxe puts in front of received UD data.
-pub fn grh_area(src: IpAddr, dst: IpAddr, udp_payload_len: usize, ident: Option<Ipv4Ident>) -> [u8; GRH_LEN] {
+pub fn grh_area(
+    src: IpAddr,
+    dst: IpAddr,
+    udp_payload_len: usize,
+    ident: Option<Ipv4Ident>,
+) -> [u8; GRH_LEN] {
     let mut g = [0u8; GRH_LEN];
     let udp_len = 8 + udp_payload_len;
     match (src, dst) {
