@@ -17,7 +17,12 @@
 pub mod device;
 pub mod rand;
 pub mod time;
+pub mod transport;
 pub mod verbs;
 
+#[cfg(test)]
+pub mod sim;
+
 pub use device::{Device, DeviceConfig};
+pub use transport::{Stack, Transmit};
 pub use verbs::Verbs;

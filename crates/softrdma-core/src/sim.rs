@@ -1,0 +1,186 @@
+//! A deterministic network simulation for transport tests (DESIGN.md §5): a virtual clock,
+//! N [`Stack`]s on addresses 10.0.0.1.., and a seeded network that loses, duplicates,
+//! delays and reorders datagrams. The same seed replays the same run.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use crate::device::DeviceConfig;
+use crate::rand::Rng;
+use crate::time::{Duration, Instant};
+use crate::transport::Stack;
+
+/// Network behaviour.
+#[derive(Clone, Copy, Debug)]
+pub struct NetConfig {
+    /// Loss probability in parts per thousand.
+    pub loss_permille: u32,
+    /// Duplication probability in parts per thousand.
+    pub dup_permille: u32,
+    /// Base one-way delay.
+    pub delay: Duration,
+    /// Extra random delay up to this (reorders packets).
+    pub jitter: Duration,
+}
+
+impl NetConfig {
+    /// A perfect network with 10 µs latency.
+    pub const PERFECT: NetConfig = NetConfig {
+        loss_permille: 0,
+        dup_permille: 0,
+        delay: Duration::from_micros(10),
+        jitter: Duration::ZERO,
+    };
+}
+
+struct InFlight {
+    at: Instant,
+    seq: u64,
+    to: usize,
+    src: SocketAddr,
+    dst: IpAddr,
+    payload: Vec<u8>,
+}
+
+/// The simulated world.
+pub struct Sim {
+    pub now: Instant,
+    pub stacks: Vec<Stack>,
+    pub addrs: Vec<IpAddr>,
+    /// A stack marked down receives nothing and sends nothing (a dead peer).
+    pub down: Vec<bool>,
+    pub net: NetConfig,
+    /// Every datagram delivered: (from, to, payload).
+    pub tap: Vec<(usize, usize, Vec<u8>)>,
+    pub record: bool,
+    rng: Rng,
+    flight: Vec<InFlight>,
+    seq: u64,
+}
+
+impl Sim {
+    /// `n` stacks on 10.0.0.1..=n, network `net`, all randomness from `seed`.
+    pub fn new(n: usize, net: NetConfig, seed: u64) -> Sim {
+        let mut rng = Rng::new(seed);
+        let mut stacks = Vec::new();
+        let mut addrs = Vec::new();
+        for i in 0..n {
+            let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, (i + 1) as u8));
+            addrs.push(ip);
+            stacks.push(Stack::new(
+                DeviceConfig::new(format!("sim{i}"), vec![ip]),
+                rng.next_u64(),
+            ));
+        }
+        Sim {
+            now: Instant::from_millis(1),
+            stacks,
+            addrs,
+            down: vec![false; n],
+            net,
+            tap: Vec::new(),
+            record: false,
+            rng,
+            flight: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    fn chance(&mut self, permille: u32) -> bool {
+        permille > 0 && (self.rng.next_u32() % 1000) < permille
+    }
+
+    fn collect(&mut self) {
+        for i in 0..self.stacks.len() {
+            while let Some(tx) = self.stacks[i].poll_transmit(self.now) {
+                if self.down[i] {
+                    continue;
+                }
+                let Some(to) = self.addrs.iter().position(|a| *a == tx.dst.ip()) else {
+                    continue;
+                };
+                if self.chance(self.net.loss_permille) {
+                    continue;
+                }
+                let copies = if self.chance(self.net.dup_permille) {
+                    2
+                } else {
+                    1
+                };
+                for _ in 0..copies {
+                    let j = self.net.jitter.total_micros();
+                    let extra = if j == 0 {
+                        0
+                    } else {
+                        self.rng.next_u64() % (j + 1)
+                    };
+                    self.seq += 1;
+                    self.flight.push(InFlight {
+                        at: self.now + self.net.delay + Duration::from_micros(extra),
+                        seq: self.seq,
+                        to,
+                        src: SocketAddr::new(tx.src_ip, tx.src_port),
+                        dst: tx.dst.ip(),
+                        payload: tx.payload.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Advances to the next event and handles it; false when nothing is left to do.
+    pub fn step(&mut self) -> bool {
+        self.collect();
+        let next_pkt = self.flight.iter().map(|f| (f.at, f.seq)).min();
+        let next_timer = self.stacks.iter().filter_map(|s| s.poll_timeout()).min();
+        let next = match (next_pkt.map(|p| p.0), next_timer) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
+                None => return false,
+            },
+        };
+        if next > self.now {
+            self.now = next;
+        }
+        // Deliver one due packet at a time in (time, seq) order, then timers.
+        if let Some((at, seq)) = next_pkt {
+            if at <= self.now {
+                if let Some(pos) = self.flight.iter().position(|f| f.seq == seq) {
+                    let f = self.flight.swap_remove(pos);
+                    if !self.down[f.to] {
+                        if self.record {
+                            let from = self
+                                .addrs
+                                .iter()
+                                .position(|a| *a == f.src.ip())
+                                .unwrap_or(0);
+                            self.tap.push((from, f.to, f.payload.clone()));
+                        }
+                        let now = self.now;
+                        self.stacks[f.to].handle_datagram(now, f.src, f.dst, &f.payload);
+                    }
+                }
+            }
+        }
+        let now = self.now;
+        for s in &mut self.stacks {
+            if s.poll_timeout().is_some_and(|t| t <= now) {
+                s.handle_timeout(now);
+            }
+        }
+        true
+    }
+
+    /// Steps until `done` holds or `limit` of virtual time passes; returns whether `done`.
+    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Sim) -> bool) -> bool {
+        let end = self.now + limit;
+        loop {
+            if done(self) {
+                return true;
+            }
+            if self.now > end || !self.step() {
+                return done(self);
+            }
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Local memory access for the transport: gathering a send WR's bytes and scattering
+//! received bytes at an offset into SGEs. Every SGE is checked before any byte is written,
+//! so a failure leaves all memory untouched (docs/memory.md).
+
+use crate::verbs::{AccessFlags, MrError, PdId, ScatterError, SendWr, Sge, Verbs};
+
+/// The bytes a SEND/WRITE carries (inline data or the SGEs).
+pub fn gather(verbs: &Verbs, pd: PdId, wr: &SendWr) -> Result<Vec<u8>, MrError> {
+    match &wr.inline_data {
+        Some(d) => Ok(d.clone()),
+        None => verbs.gather(pd, &wr.sg_list),
+    }
+}
+
+/// Writes `data` into the SGEs starting `offset` bytes into them (needs LOCAL_WRITE).
+pub fn scatter_at(
+    verbs: &mut Verbs,
+    pd: PdId,
+    sges: &[Sge],
+    offset: u64,
+    data: &[u8],
+) -> Result<(), ScatterError> {
+    let room = sges
+        .iter()
+        .fold(0u64, |a, s| a.saturating_add(u64::from(s.length)));
+    let need = offset.saturating_add(data.len() as u64);
+    if need > room {
+        return Err(ScatterError::TooLong { len: need, room });
+    }
+    let mut plan: Vec<(u32, u64, usize)> = Vec::with_capacity(2);
+    let mut skip = offset;
+    let mut left = data.len();
+    for s in sges {
+        if left == 0 {
+            break;
+        }
+        let slen = u64::from(s.length);
+        if skip >= slen {
+            skip -= slen;
+            continue;
+        }
+        let n = left.min((slen - skip) as usize);
+        let addr = s.addr.saturating_add(skip);
+        let mr = verbs.mr_table().by_lkey(s.lkey).map_err(ScatterError::Mr)?;
+        mr.check_local(pd, addr, n, AccessFlags::LOCAL_WRITE)
+            .map_err(ScatterError::Mr)?;
+        plan.push((s.lkey, addr, n));
+        left -= n;
+        skip = 0;
+    }
+    let mut off = 0;
+    for (lkey, addr, n) in plan {
+        let chunk = data.get(off..off + n).unwrap_or(&[]);
+        verbs
+            .mr_table_mut()
+            .by_lkey_mut(lkey)
+            .and_then(|mr| mr.write(addr, chunk))
+            .map_err(ScatterError::Mr)?;
+        off += n;
+    }
+    Ok(())
+}

@@ -1,0 +1,506 @@
+//! The RoCEv2 transport, sans-IO (DESIGN.md §2): a [`Stack`] owns one [`Device`] and its
+//! [`Verbs`] objects and turns posted work requests into datagrams and datagrams into
+//! completions.
+//!
+//! - [`Stack::handle_datagram`]: a UDP payload that arrived on port 4791. Checked in rxe's
+//!   order (`rxe_recv.c`): headers parse, ICRC ([`icrc::verify_udp`]), BTH version,
+//!   destination GID, destination QP, opcode for the QP type, P_Key, QP state, Q_Key (UD,
+//!   GSI), payload size vs MTU. Every failure is dropped and counted in
+//!   [`Device::counters`] — never a panic.
+//! - [`Stack::poll_transmit`]: the next datagram to send ([`Transmit`], ICRC sealed for an
+//!   unconnected DF socket: IPv4 ID 0).
+//! - [`Stack::handle_timeout`] / [`Stack::poll_timeout`]: local ACK timeouts and RNR waits.
+//! - Verbs calls that the transport must see go through the stack ([`Stack::post_send`],
+//!   [`Stack::post_recv`], [`Stack::modify_qp`], [`Stack::poll_cq`]); the rest are on
+//!   [`Stack::verbs`].
+//!
+//! Submodules: [`emit`] (UDP source port rule, packet building), [`segment`] (MTU
+//! segmentation and opcodes), [`rc_requester`], [`rc_responder`], [`resources`] (responder
+//! resources for duplicate READs/atomics), [`ud`], [`memory`] (gather/scatter).
+//!
+//! Retry semantics: `retry_cnt` is finite for every value 0..=7 (IBTA C9-141: 7 is not
+//! "infinite" for the transport retry counter; rxe treats 7 as infinite — we do not, so a
+//! dead peer always ends in `RETRY_EXC_ERR`); `rnr_retry` 7 is infinite. Local ACK timeout
+//! exponent 0 disables the timer.
+
+pub mod emit;
+pub mod memory;
+pub mod rc_requester;
+pub mod rc_responder;
+pub mod resources;
+pub mod segment;
+pub mod ud;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+
+use softrdma_wire::icrc::{self, Flow, Verdict, ROCE_V2_PORT};
+use softrdma_wire::roce::{Opcode, Psn, RocePacket, Transport};
+use softrdma_wire::Gid;
+
+pub use emit::Transmit;
+
+use crate::device::{Counters, Device, DeviceConfig, GidType, Pkey, PORT_NUM};
+use crate::time::{Duration, Instant};
+use crate::verbs::{
+    AccessFlags, CqId, PdId, QpAttr, QpAttrMask, QpState, QpType, RecvWr, SendWr, Verbs,
+    VerbsError, WcStatus, WorkCompletion, GSI_QKEY,
+};
+
+use rc_requester::{Requester, Wqe};
+use rc_responder::Responder;
+
+/// What the transport needs to know about a QP for one step (a snapshot of its attributes).
+#[derive(Clone, Copy, Debug)]
+pub struct QpInfo {
+    pub qpn: u32,
+    pub qp_type: QpType,
+    pub pd: PdId,
+    pub send_cq: CqId,
+    pub recv_cq: CqId,
+    pub sq_sig_all: bool,
+    /// Path MTU (RC) or port MTU (UD) in bytes.
+    pub mtu: u32,
+    pub pkey: u16,
+    pub qkey: u32,
+    pub dest_qpn: u32,
+    pub local_ip: IpAddr,
+    pub peer_ip: IpAddr,
+    pub src_port: u16,
+    pub max_rd_atomic: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub ack_timeout: Option<Duration>,
+    pub access: AccessFlags,
+}
+
+/// The mutable world a transport step works on.
+pub struct Ctx<'a> {
+    pub verbs: &'a mut Verbs,
+    pub counters: &'a mut Counters,
+    pub out: &'a mut VecDeque<Transmit>,
+    pub now: Instant,
+    /// QPs the step found fatally broken (moved to ERR after the step).
+    pub fatal: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct QpTransport {
+    req: Requester,
+    resp: Responder,
+    ud_psn: Psn,
+}
+
+/// One software RDMA device with its transport.
+pub struct Stack {
+    /// The device model (counters, GIDs, P_Keys).
+    pub device: Device,
+    /// The verbs objects (PDs, MRs, CQs, QPs); create objects here directly.
+    pub verbs: Verbs,
+    qps: BTreeMap<u32, QpTransport>,
+    out: VecDeque<Transmit>,
+    rr: u32,
+}
+
+impl Stack {
+    /// A device built from `config`; `seed` fixes its keys.
+    pub fn new(config: DeviceConfig, seed: u64) -> Stack {
+        let device = Device::new(config);
+        let verbs = Verbs::new(device.query_device(), seed);
+        Stack {
+            device,
+            verbs,
+            qps: BTreeMap::new(),
+            out: VecDeque::new(),
+            rr: 0,
+        }
+    }
+
+    /// The counters (`rdma statistic show`).
+    pub fn counters(&self) -> &Counters {
+        self.device.counters()
+    }
+
+    fn gid_ip(&self, index: u16) -> IpAddr {
+        self.device
+            .query_gid(PORT_NUM, index)
+            .or_else(|_| self.device.query_gid(PORT_NUM, 0))
+            .map(|e| e.gid.to_ip())
+            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+    }
+
+    fn info(&self, qpn: u32) -> Option<QpInfo> {
+        let qp = self.verbs.qp(qpn).ok()?;
+        let a = qp.attr();
+        let port_mtu = self
+            .device
+            .port(PORT_NUM)
+            .map(|p| p.mtu_cap())
+            .unwrap_or(1024);
+        let pkey = self
+            .device
+            .query_pkey(PORT_NUM, a.pkey_index)
+            .unwrap_or(Pkey::DEFAULT_FULL)
+            .0;
+        let ty = qp.qp_type();
+        let (mtu, src_port, qkey) = match ty {
+            QpType::Rc | QpType::Uc => (
+                a.path_mtu.bytes(),
+                emit::rc_src_port(a.ah_attr.flow_label, qpn, a.dest_qp_num),
+                a.qkey,
+            ),
+            QpType::Ud => (port_mtu, emit::datagram_src_port(qpn), a.qkey),
+            QpType::Gsi => (port_mtu, emit::datagram_src_port(qpn), GSI_QKEY),
+        };
+        Some(QpInfo {
+            qpn,
+            qp_type: ty,
+            pd: qp.pd(),
+            send_cq: qp.send_cq(),
+            recv_cq: qp.recv_cq(),
+            sq_sig_all: qp.sq_sig_all(),
+            mtu,
+            pkey: if ty == QpType::Gsi { 0xffff } else { pkey },
+            qkey,
+            dest_qpn: a.dest_qp_num,
+            local_ip: self.gid_ip(a.ah_attr.sgid_index),
+            peer_ip: a.ah_attr.dgid.to_ip(),
+            src_port,
+            max_rd_atomic: a.max_rd_atomic,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            min_rnr_timer: a.min_rnr_timer,
+            ack_timeout: (a.timeout != 0).then(|| Duration::from_ib_timeout_exp(a.timeout)),
+            access: a.qp_access_flags,
+        })
+    }
+
+    // ----- verbs that the transport must see -----
+
+    /// `ibv_modify_qp`, keeping the transport state in step (RTR starts the responder at
+    /// `rq_psn`, RTS the requester at `sq_psn`, ERR flushes, RESET forgets).
+    pub fn modify_qp(
+        &mut self,
+        qpn: u32,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+    ) -> Result<(), VerbsError> {
+        let from = self.verbs.qp(qpn)?.state();
+        if mask.contains(QpAttrMask::STATE) && attr.qp_state == QpState::Err {
+            self.flush_transport(qpn, Instant::ZERO);
+        }
+        self.verbs.modify_qp(&self.device, qpn, attr, mask)?;
+        let qp = self.verbs.qp(qpn)?;
+        let to = qp.state();
+        let a = *qp.attr();
+        let t = self.qps.entry(qpn).or_default();
+        match to {
+            QpState::Reset => *t = QpTransport::default(),
+            QpState::Rtr if from != QpState::Rtr => t.resp.start(a.rq_psn, a.max_dest_rd_atomic),
+            QpState::Rts if from == QpState::Rtr => {
+                t.req.start(a.sq_psn, a.retry_cnt, a.rnr_retry);
+                t.ud_psn = Psn::new(a.sq_psn);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn flush_transport(&mut self, qpn: u32, now: Instant) {
+        let Some(info) = self.info(qpn) else { return };
+        let Some(t) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        let mut ctx = Ctx {
+            verbs: &mut self.verbs,
+            counters: &mut self.device.counters,
+            out: &mut self.out,
+            now,
+            fatal: Vec::new(),
+        };
+        t.req.flush(&mut ctx, &info);
+        t.resp.flush(&mut ctx, &info);
+    }
+
+    /// `ibv_destroy_qp`.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+        self.verbs.destroy_qp(qpn)?;
+        self.qps.remove(&qpn);
+        Ok(())
+    }
+
+    /// `ibv_post_send`. UD sends leave at once (queued for [`Stack::poll_transmit`]); RC
+    /// WRs join the requester's queue.
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
+        self.verbs.post_send(qpn, wr)?;
+        self.pull_send_queue(qpn);
+        Ok(())
+    }
+
+    /// `ibv_post_recv`.
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
+        self.verbs.post_recv(qpn, wr)
+    }
+
+    /// `ibv_poll_cq` for one completion.
+    pub fn poll_cq(&mut self, cq: CqId) -> Result<Option<WorkCompletion>, VerbsError> {
+        self.verbs.poll_cq(cq)
+    }
+
+    fn pull_send_queue(&mut self, qpn: u32) {
+        let Some(info) = self.info(qpn) else { return };
+        while let Some(wr) = self.verbs.take_send_wr(qpn) {
+            let data = match memory::gather(&self.verbs, info.pd, &wr) {
+                Ok(d)
+                    if !(wr.op.is_atomic()
+                        || matches!(wr.op, crate::verbs::SendOp::RdmaRead { .. })) =>
+                {
+                    d
+                }
+                Ok(_) => Vec::new(),
+                Err(_) => {
+                    // A local protection error: the WR completes in error, the QP goes to ERR.
+                    self.device.counters.send_err += 1;
+                    let wc =
+                        WorkCompletion::new(wr.wr_id, qpn, wr.op.wc_opcode(), WcStatus::LocProtErr);
+                    self.flush_transport(qpn, Instant::ZERO);
+                    self.verbs.complete(info.send_cq, wc);
+                    self.verbs.set_qp_error(qpn);
+                    return;
+                }
+            };
+            let local_ip = wr
+                .ud
+                .map(|u| self.gid_ip(u.av.sgid_index))
+                .unwrap_or(info.local_ip);
+            let t = self.qps.entry(qpn).or_default();
+            match info.qp_type {
+                QpType::Ud | QpType::Gsi => {
+                    let ui = QpInfo { local_ip, ..info };
+                    let psn = t.ud_psn;
+                    t.ud_psn = psn.next();
+                    let port_mtu = info.mtu;
+                    let status = match ud::build_send(&ui, &wr, &data, psn, port_mtu) {
+                        Ok(tx) => {
+                            self.out.push_back(tx);
+                            self.device.counters.sent_pkts += 1;
+                            WcStatus::Success
+                        }
+                        Err(st) => st,
+                    };
+                    if status != WcStatus::Success || wr.signaled || info.sq_sig_all {
+                        let mut wc = WorkCompletion::new(wr.wr_id, qpn, wr.op.wc_opcode(), status);
+                        wc.byte_len = data.len() as u32;
+                        self.verbs.complete(info.send_cq, wc);
+                    }
+                }
+                _ => t.req.wqes.push_back(Wqe::new(wr, data, info.mtu)),
+            }
+        }
+    }
+
+    // ----- the sans-IO interface -----
+
+    /// A UDP datagram arrived from `src` at our address `dst_ip` (port 4791).
+    pub fn handle_datagram(&mut self, now: Instant, src: SocketAddr, dst_ip: IpAddr, data: &[u8]) {
+        let c = &mut self.device.counters;
+        let Ok(pkt) = RocePacket::new_checked(data) else {
+            c.drop_malformed += 1;
+            return;
+        };
+        let flow = Flow {
+            src: src.ip(),
+            dst: dst_ip,
+            src_port: src.port(),
+            dst_port: ROCE_V2_PORT,
+        };
+        let ident = match icrc::verify_udp(&flow, data) {
+            Ok(Verdict::Verified { ipv4 }) => ipv4,
+            _ => {
+                c.drop_bad_icrc += 1;
+                return;
+            }
+        };
+        let bth = pkt.bth();
+        if bth.tver() != 0 {
+            c.drop_bad_tver += 1;
+            return;
+        }
+        if self
+            .device
+            .find_gid(PORT_NUM, &Gid::from(dst_ip), GidType::RoceV2)
+            .is_err()
+        {
+            self.device.counters.drop_bad_dgid += 1;
+            return;
+        }
+        let qpn = bth.dest_qp();
+        let Some(info) = self.info(qpn) else {
+            self.device.counters.drop_unknown_qpn += 1;
+            return;
+        };
+        let opcode = pkt.opcode();
+        let op_ok = match info.qp_type {
+            QpType::Rc => opcode.transport() == Transport::Rc && opcode.is_defined(),
+            QpType::Ud | QpType::Gsi => matches!(
+                opcode,
+                Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
+            ),
+            QpType::Uc => false,
+        };
+        if !op_ok {
+            self.device.counters.drop_bad_opcode += 1;
+            return;
+        }
+        if self
+            .device
+            .port(PORT_NUM)
+            .ok()
+            .and_then(|p| p.pkeys.find_match(Pkey(bth.pkey())))
+            .is_none()
+        {
+            self.device.count_bad_pkey();
+            return;
+        }
+        let state = self
+            .verbs
+            .qp(qpn)
+            .map(|q| q.state())
+            .unwrap_or(QpState::Reset);
+        let is_response = opcode.is_response();
+        let state_ok = if is_response {
+            matches!(state, QpState::Rts | QpState::Sqd)
+        } else {
+            matches!(state, QpState::Rtr | QpState::Rts | QpState::Sqd)
+        };
+        if !state_ok {
+            self.device.counters.drop_qp_state += 1;
+            return;
+        }
+        if info.qp_type.is_datagram() {
+            let qkey = pkt.deth().map(|d| d.q_key());
+            if qkey != Some(info.qkey) {
+                self.device.count_bad_qkey();
+                return;
+            }
+        }
+        if pkt.payload().len() as u64 > u64::from(info.mtu) {
+            self.device.counters.drop_oversized_payload += 1;
+            return;
+        }
+        self.device.counters.rcvd_pkts += 1;
+        let t = self.qps.entry(qpn).or_default();
+        let mut ctx = Ctx {
+            verbs: &mut self.verbs,
+            counters: &mut self.device.counters,
+            out: &mut self.out,
+            now,
+            fatal: Vec::new(),
+        };
+        match info.qp_type {
+            QpType::Ud | QpType::Gsi => {
+                ud::on_receive(&mut ctx, &info, &pkt, src.ip(), dst_ip, ident, data.len());
+            }
+            _ if is_response => {
+                let syndrome = pkt.aeth().map(|a| a.syndrome());
+                let orig = pkt.atomic_ack_eth().map(|a| a.orig_remote_data());
+                t.req.on_response(
+                    &mut ctx,
+                    &info,
+                    opcode,
+                    bth.psn(),
+                    syndrome,
+                    orig,
+                    pkt.payload(),
+                );
+            }
+            _ => {
+                let info = QpInfo {
+                    local_ip: dst_ip,
+                    ..info
+                };
+                t.resp.on_request(&mut ctx, &info, &pkt);
+            }
+        }
+        let fatal = std::mem::take(&mut ctx.fatal);
+        for q in fatal {
+            self.flush_transport(q, now);
+            self.verbs.set_qp_error(q);
+        }
+    }
+
+    /// Timers that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let qpns: Vec<u32> = self
+            .qps
+            .iter()
+            .filter(|(_, t)| t.req.poll_timeout().is_some_and(|d| d <= now))
+            .map(|(q, _)| *q)
+            .collect();
+        for qpn in qpns {
+            let Some(info) = self.info(qpn) else { continue };
+            let Some(t) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let mut ctx = Ctx {
+                verbs: &mut self.verbs,
+                counters: &mut self.device.counters,
+                out: &mut self.out,
+                now,
+                fatal: Vec::new(),
+            };
+            t.req.handle_timeout(&mut ctx, &info);
+        }
+    }
+
+    /// The earliest timer deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps.values().filter_map(|t| t.req.poll_timeout()).min()
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if let Some(tx) = self.out.pop_front() {
+            return Some(tx);
+        }
+        // Round robin over RC QPs with something to send.
+        let start = self.rr;
+        let qpns: Vec<u32> = self
+            .qps
+            .range(start..)
+            .chain(self.qps.range(..start))
+            .filter(|(_, t)| t.req.wants_to_send())
+            .map(|(q, _)| *q)
+            .collect();
+        for qpn in qpns {
+            let Some(info) = self.info(qpn) else { continue };
+            if !matches!(
+                self.verbs.qp(qpn).map(|q| q.state()),
+                Ok(QpState::Rts | QpState::Sqd)
+            ) {
+                continue;
+            }
+            let Some(t) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            if let Some(tx) = t.req.poll_transmit(&info, now) {
+                self.rr = qpn.wrapping_add(1);
+                self.device.counters.sent_pkts += 1;
+                return Some(tx);
+            }
+        }
+        None
+    }
+}
+
+/// Re-exported for tests and the driver.
+pub fn qp_src_port(qp_type: QpType, qpn: u32, flow_label: u32, dest_qpn: u32) -> u16 {
+    match qp_type {
+        QpType::Rc | QpType::Uc => emit::rc_src_port(flow_label, qpn, dest_qpn),
+        _ => emit::datagram_src_port(qpn),
+    }
+}

@@ -1,0 +1,493 @@
+//! The RC responder (IBTA 9.7.5; behaviour after rxe's rxe_resp.c): checks the PSN
+//! (in sequence, duplicate, or ahead → one PSN sequence NAK), the opcode sequence, the
+//! receive WR (RNR NAK with `min_rnr_timer` when none is posted), rkeys and bounds (remote
+//! access NAK, memory untouched), executes SENDs, WRITEs, READs and atomics, acknowledges
+//! packets that ask for it (ACK coalescing: one ACK per AckReq), and answers duplicates:
+//! SEND/WRITE duplicates are re-ACKed, READs replayed from the resource, atomics answered
+//! with the saved result without re-executing.
+
+use softrdma_wire::roce::{
+    AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Psn, RethRepr, RnrTimer, RocePacket,
+    RoceRepr, Syndrome,
+};
+
+use super::emit;
+use super::memory;
+use super::resources::{Resource, Resources};
+use super::segment;
+use super::{Ctx, QpInfo};
+use crate::verbs::{AccessFlags, RecvWr, WcOpcode, WcStatus, WorkCompletion};
+
+/// rxe's `AETH_ACK_UNLIMITED`: the credit field of every ACK it sends (syndrome 0x1f).
+pub const ACK_UNLIMITED: Syndrome = Syndrome(0x1f);
+
+/// How far ahead of the expected PSN a request may be and still get a sequence NAK;
+/// beyond this it is dropped and counted as out of window.
+pub const MAX_AHEAD: u32 = 1 << 16;
+
+#[derive(Clone, Debug)]
+enum InProgress {
+    Send {
+        wr: RecvWr,
+        offset: u64,
+    },
+    Write {
+        va: u64,
+        rkey: u32,
+        left: u32,
+        total: u32,
+    },
+}
+
+/// Responder state of one RC QP.
+#[derive(Clone, Debug, Default)]
+pub struct Responder {
+    /// Expected PSN.
+    pub epsn: Psn,
+    /// Message sequence number (24 bits).
+    pub msn: u32,
+    nak_sent: bool,
+    cur: Option<InProgress>,
+    /// A receive WR taken for a WRITE-with-immediate that hit RNR on nothing else.
+    resources: Resources,
+}
+
+enum Fault {
+    Rnr,
+    Nak(NakCode, WcStatus),
+}
+
+impl Responder {
+    /// Starts the responder at RTR.
+    pub fn start(&mut self, rq_psn: u32, max_dest_rd_atomic: u8) {
+        *self = Responder {
+            epsn: Psn::new(rq_psn),
+            resources: Resources::new(max_dest_rd_atomic),
+            ..Responder::default()
+        };
+    }
+
+    fn send_ack(&self, ctx: &mut Ctx<'_>, info: &QpInfo, syndrome: Syndrome, psn: Psn) {
+        let mut repr = RoceRepr::new(BthRepr {
+            opcode: Opcode::RC_ACKNOWLEDGE,
+            pkey: info.pkey,
+            dest_qp: info.dest_qpn,
+            psn,
+            ..BthRepr::default()
+        });
+        repr.aeth = Some(AethRepr {
+            syndrome,
+            msn: self.msn,
+        });
+        ctx.out.push_back(emit::build(
+            &repr,
+            info.local_ip,
+            info.src_port,
+            info.peer_ip,
+        ));
+    }
+
+    fn send_atomic_ack(&self, ctx: &mut Ctx<'_>, info: &QpInfo, psn: Psn, orig: u64) {
+        let mut repr = RoceRepr::new(BthRepr {
+            opcode: Opcode::RC_ATOMIC_ACKNOWLEDGE,
+            pkey: info.pkey,
+            dest_qp: info.dest_qpn,
+            psn,
+            ..BthRepr::default()
+        });
+        repr.aeth = Some(AethRepr {
+            syndrome: ACK_UNLIMITED,
+            msn: self.msn,
+        });
+        repr.atomic_ack_eth = Some(AtomicAckEthRepr {
+            orig_remote_data: orig,
+        });
+        ctx.out.push_back(emit::build(
+            &repr,
+            info.local_ip,
+            info.src_port,
+            info.peer_ip,
+        ));
+    }
+
+    /// Sends the READ response packets for `[va, va+len)` starting at `psn`.
+    #[allow(clippy::too_many_arguments)]
+    fn send_read_responses(
+        &self,
+        ctx: &mut Ctx<'_>,
+        info: &QpInfo,
+        psn: Psn,
+        rkey: u32,
+        va: u64,
+        len: u32,
+    ) {
+        let mtu = info.mtu;
+        let n = segment::packets(len, mtu);
+        let Ok(mr) = ctx.verbs.mr_table().by_rkey(rkey) else {
+            return;
+        };
+        for i in 0..n {
+            let off = u64::from(i) * u64::from(mtu);
+            let chunk = (u64::from(len) - off).min(u64::from(mtu)) as usize;
+            let data = mr.slice(va.wrapping_add(off), chunk).unwrap_or(&[]);
+            let opcode = segment::read_response_opcode(i, n);
+            let mut repr = RoceRepr::new(BthRepr {
+                opcode,
+                pkey: info.pkey,
+                dest_qp: info.dest_qpn,
+                psn: psn.add(i),
+                ..BthRepr::default()
+            });
+            if opcode != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE {
+                repr.aeth = Some(AethRepr {
+                    syndrome: ACK_UNLIMITED,
+                    msn: self.msn,
+                });
+            }
+            repr.set_payload(data);
+            ctx.out.push_back(emit::build(
+                &repr,
+                info.local_ip,
+                info.src_port,
+                info.peer_ip,
+            ));
+        }
+    }
+
+    /// A request packet (already through the header checks) for this QP.
+    pub fn on_request(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo, pkt: &RocePacket<&[u8]>) {
+        let bth = pkt.bth();
+        let psn = bth.psn();
+        let d = psn.distance(self.epsn);
+        if d > 0 {
+            if d as u32 > MAX_AHEAD {
+                ctx.counters.drop_psn_out_of_window += 1;
+                return;
+            }
+            ctx.counters.out_of_seq_request += 1;
+            if !self.nak_sent {
+                self.nak_sent = true;
+                let e = self.epsn;
+                self.send_ack(ctx, info, Syndrome::nak(NakCode::PSN_SEQUENCE_ERROR), e);
+            }
+            return;
+        }
+        if d < 0 {
+            ctx.counters.duplicate_request += 1;
+            self.on_duplicate(ctx, info, pkt);
+            return;
+        }
+        match self.execute(ctx, info, pkt) {
+            Ok(()) => {}
+            Err(Fault::Rnr) => {
+                ctx.counters.send_rnr_err += 1;
+                self.send_ack(
+                    ctx,
+                    info,
+                    Syndrome::rnr_nak(RnrTimer(info.min_rnr_timer)),
+                    psn,
+                );
+            }
+            Err(Fault::Nak(code, status)) => {
+                // Class C errors (IBTA 9.9.3.1.3): NAK, complete the receive in error if one
+                // was in use, and the QP goes to ERR.
+                if let Some(InProgress::Send { wr, .. }) = self.cur.take() {
+                    let wc = WorkCompletion::new(wr.wr_id, info.qpn, WcOpcode::Recv, status);
+                    ctx.verbs.complete(info.recv_cq, wc);
+                }
+                self.send_ack(ctx, info, Syndrome::nak(code), psn);
+                self.resources.clear();
+                ctx.fatal.push(info.qpn);
+            }
+        }
+    }
+
+    fn on_duplicate(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo, pkt: &RocePacket<&[u8]>) {
+        let op = pkt.opcode();
+        let psn = pkt.bth().psn();
+        if op == Opcode::RC_RDMA_READ_REQUEST {
+            let (
+                Some(Resource::Read {
+                    first_psn,
+                    va,
+                    rkey,
+                    len,
+                    ..
+                }),
+                Some(reth),
+            ) = (self.resources.find(psn), pkt.reth())
+            else {
+                return;
+            };
+            // The retried READ must ask for a part of the original one.
+            let off = u64::from(psn.offset_from(first_psn)) * u64::from(info.mtu);
+            let (rva, rlen) = (reth.va(), reth.dma_len());
+            let ok = reth.r_key() == rkey
+                && rva == va.wrapping_add(off)
+                && u64::from(rlen) + off == u64::from(len);
+            if ok {
+                self.send_read_responses(ctx, info, psn, rkey, rva, rlen);
+            }
+            return;
+        }
+        if op.is_atomic() {
+            if let Some(Resource::Atomic { orig, .. }) = self.resources.find(psn) {
+                self.send_atomic_ack(ctx, info, psn, orig);
+            }
+            return;
+        }
+        // SEND/WRITE: acknowledge again with the last PSN received (C9-105).
+        let prev = self.epsn.sub(1);
+        self.send_ack(ctx, info, ACK_UNLIMITED, prev);
+    }
+
+    fn take_recv(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo) -> Result<RecvWr, Fault> {
+        ctx.verbs.take_recv_wr(info.qpn).ok_or(Fault::Rnr)
+    }
+
+    fn execute(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        info: &QpInfo,
+        pkt: &RocePacket<&[u8]>,
+    ) -> Result<(), Fault> {
+        let op = pkt.opcode();
+        let bth = pkt.bth();
+        let psn = bth.psn();
+        let payload = pkt.payload();
+        let mtu = info.mtu as usize;
+        let inv_req = Fault::Nak(NakCode::INVALID_REQUEST, WcStatus::RemInvReqErr);
+        let acc_err = Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr);
+        // Opcode sequence: a message in progress takes only MIDDLE/LAST of its kind.
+        let in_send = matches!(self.cur, Some(InProgress::Send { .. }));
+        let in_write = matches!(self.cur, Some(InProgress::Write { .. }));
+        let cont_send = matches!(
+            op,
+            Opcode::RC_SEND_MIDDLE
+                | Opcode::RC_SEND_LAST
+                | Opcode::RC_SEND_LAST_WITH_IMMEDIATE
+                | Opcode::RC_SEND_LAST_WITH_INVALIDATE
+        );
+        let cont_write = matches!(
+            op,
+            Opcode::RC_RDMA_WRITE_MIDDLE
+                | Opcode::RC_RDMA_WRITE_LAST
+                | Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE
+        );
+        if (in_send && !cont_send) || (in_write && !cont_write) {
+            self.cur = None;
+            return Err(inv_req);
+        }
+        if (!in_send && cont_send) || (!in_write && cont_write) {
+            return Err(inv_req);
+        }
+        // Non-final packets carry exactly one MTU (C9-24...).
+        let is_middle_or_first = matches!(
+            op,
+            Opcode::RC_SEND_FIRST
+                | Opcode::RC_SEND_MIDDLE
+                | Opcode::RC_RDMA_WRITE_FIRST
+                | Opcode::RC_RDMA_WRITE_MIDDLE
+        );
+        if is_middle_or_first && payload.len() != mtu {
+            return Err(inv_req);
+        }
+        if op.is_send() {
+            let mut cur = match self.cur.take() {
+                Some(InProgress::Send { wr, offset }) => (wr, offset),
+                _ => (self.take_recv(ctx, info)?, 0),
+            };
+            if let Err(e) = memory::scatter_at(ctx.verbs, info.pd, &cur.0.sg_list, cur.1, payload) {
+                let status = match e {
+                    crate::verbs::ScatterError::TooLong { .. } => WcStatus::LocLenErr,
+                    crate::verbs::ScatterError::Mr(_) => WcStatus::LocProtErr,
+                };
+                self.cur = Some(InProgress::Send {
+                    wr: cur.0,
+                    offset: cur.1,
+                });
+                return Err(Fault::Nak(
+                    if status == WcStatus::LocLenErr {
+                        NakCode::INVALID_REQUEST
+                    } else {
+                        NakCode::REMOTE_OPERATIONAL_ERROR
+                    },
+                    status,
+                ));
+            }
+            cur.1 += payload.len() as u64;
+            if op.is_last() {
+                let mut wc =
+                    WorkCompletion::new(cur.0.wr_id, info.qpn, WcOpcode::Recv, WcStatus::Success);
+                wc.byte_len = cur.1 as u32;
+                wc.src_qp = info.dest_qpn;
+                wc.imm_data = pkt.immdt().map(|i| i.imm_data());
+                wc.invalidated_rkey = pkt.ieth().map(|i| i.r_key());
+                ctx.verbs.complete(info.recv_cq, wc);
+                self.msn = (self.msn + 1) & 0x00ff_ffff;
+            } else {
+                self.cur = Some(InProgress::Send {
+                    wr: cur.0,
+                    offset: cur.1,
+                });
+            }
+        } else if op.is_rdma_write() {
+            let (va, rkey, left, total) = match self.cur.take() {
+                Some(InProgress::Write {
+                    va,
+                    rkey,
+                    left,
+                    total,
+                }) => (va, rkey, left, total),
+                _ => {
+                    if !info.access.contains(AccessFlags::REMOTE_WRITE) {
+                        return Err(inv_req);
+                    }
+                    let reth = pkt
+                        .reth()
+                        .ok_or(Fault::Nak(NakCode::INVALID_REQUEST, WcStatus::RemInvReqErr))?;
+                    let r = RethRepr::parse_packet(&reth);
+                    let mr = ctx.verbs.mr_table().by_rkey(r.r_key).map_err(|_| {
+                        Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                    })?;
+                    mr.check_remote(info.pd, r.va, r.dma_len as usize, AccessFlags::REMOTE_WRITE)
+                        .map_err(|_| {
+                            Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                        })?;
+                    (r.va, r.r_key, r.dma_len, r.dma_len)
+                }
+            };
+            let n = payload.len() as u32;
+            if n > left || (op.is_last() && n != left) {
+                return Err(inv_req);
+            }
+            // WRITE with immediate consumes a receive WR: RNR before touching memory.
+            let recv = if op.has_immediate() {
+                match self.take_recv(ctx, info) {
+                    Ok(wr) => Some(wr),
+                    Err(f) => {
+                        self.cur = Some(InProgress::Write {
+                            va,
+                            rkey,
+                            left,
+                            total,
+                        });
+                        return Err(f);
+                    }
+                }
+            } else {
+                None
+            };
+            let mr =
+                ctx.verbs.mr_table_mut().by_rkey_mut(rkey).map_err(|_| {
+                    Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                })?;
+            mr.write(va, payload).map_err(|_| acc_err)?;
+            if op.is_last() {
+                self.msn = (self.msn + 1) & 0x00ff_ffff;
+                if let Some(wr) = recv {
+                    let mut wc = WorkCompletion::new(
+                        wr.wr_id,
+                        info.qpn,
+                        WcOpcode::RecvRdmaWithImm,
+                        WcStatus::Success,
+                    );
+                    wc.byte_len = total;
+                    wc.src_qp = info.dest_qpn;
+                    wc.imm_data = pkt.immdt().map(|i| i.imm_data());
+                    ctx.verbs.complete(info.recv_cq, wc);
+                }
+            } else {
+                self.cur = Some(InProgress::Write {
+                    va: va.wrapping_add(u64::from(n)),
+                    rkey,
+                    left: left - n,
+                    total,
+                });
+            }
+        } else if op == Opcode::RC_RDMA_READ_REQUEST {
+            if !info.access.contains(AccessFlags::REMOTE_READ) {
+                return Err(inv_req);
+            }
+            let r = pkt
+                .reth()
+                .map(|h| RethRepr::parse_packet(&h))
+                .ok_or(Fault::Nak(NakCode::INVALID_REQUEST, WcStatus::RemInvReqErr))?;
+            let mr =
+                ctx.verbs.mr_table().by_rkey(r.r_key).map_err(|_| {
+                    Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                })?;
+            mr.check_remote(info.pd, r.va, r.dma_len as usize, AccessFlags::REMOTE_READ)
+                .map_err(|_| Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr))?;
+            let npkts = segment::packets(r.dma_len, info.mtu);
+            self.msn = (self.msn + 1) & 0x00ff_ffff;
+            self.resources.push(Resource::Read {
+                first_psn: psn,
+                npkts,
+                va: r.va,
+                rkey: r.r_key,
+                len: r.dma_len,
+            });
+            self.send_read_responses(ctx, info, psn, r.r_key, r.va, r.dma_len);
+            self.epsn = psn.add(npkts);
+            self.nak_sent = false;
+            return Ok(());
+        } else if op.is_atomic() {
+            if !info.access.contains(AccessFlags::REMOTE_ATOMIC) {
+                return Err(inv_req);
+            }
+            let a = pkt
+                .atomic_eth()
+                .ok_or(Fault::Nak(NakCode::INVALID_REQUEST, WcStatus::RemInvReqErr))?;
+            let (va, rkey, swap_add, compare) = (a.va(), a.r_key(), a.swap_add(), a.compare());
+            if va & 7 != 0 {
+                return Err(inv_req);
+            }
+            let pd = info.pd;
+            let mr =
+                ctx.verbs.mr_table_mut().by_rkey_mut(rkey).map_err(|_| {
+                    Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                })?;
+            mr.check_remote(pd, va, 8, AccessFlags::REMOTE_ATOMIC)
+                .map_err(|_| Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr))?;
+            let cell = mr.slice_mut(va, 8).map_err(|_| acc_err)?;
+            let mut b = [0u8; 8];
+            b.copy_from_slice(cell);
+            let orig = u64::from_le_bytes(b);
+            let new = if op == Opcode::RC_COMPARE_SWAP {
+                if orig == compare {
+                    swap_add
+                } else {
+                    orig
+                }
+            } else {
+                orig.wrapping_add(swap_add)
+            };
+            cell.copy_from_slice(&new.to_le_bytes());
+            self.msn = (self.msn + 1) & 0x00ff_ffff;
+            self.resources.push(Resource::Atomic { psn, orig });
+            self.send_atomic_ack(ctx, info, psn, orig);
+            self.epsn = psn.next();
+            self.nak_sent = false;
+            return Ok(());
+        } else {
+            return Err(inv_req);
+        }
+        self.epsn = psn.next();
+        self.nak_sent = false;
+        if bth.ack_req() {
+            self.send_ack(ctx, info, ACK_UNLIMITED, psn);
+        }
+        Ok(())
+    }
+
+    /// The QP left service: forget the message in progress (its receive WR is flushed by
+    /// the verbs layer only if still queued, so complete it here).
+    pub fn flush(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo) {
+        if let Some(InProgress::Send { wr, .. }) = self.cur.take() {
+            let wc = WorkCompletion::new(wr.wr_id, info.qpn, WcOpcode::Recv, WcStatus::WrFlushErr);
+            ctx.verbs.complete(info.recv_cq, wc);
+        }
+        self.resources.clear();
+    }
+}

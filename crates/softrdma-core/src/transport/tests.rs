@@ -1,0 +1,896 @@
+//! Transport tests over the simulated network: exactly-once in-order delivery under loss,
+//! duplication and reordering (with PSN wrap), dead peers, RNR, access violations, READ and
+//! atomics, UD with the GRH area, hostile input, and packet shapes against the captures.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use softrdma_wire::roce::{BthRepr, DethRepr, Opcode, Psn, RocePacket, RoceRepr};
+use softrdma_wire::Gid;
+
+use super::emit;
+use crate::device::Mtu;
+use crate::sim::{NetConfig, Sim};
+use crate::time::Duration;
+use crate::verbs::*;
+
+struct End {
+    qpn: u32,
+    pd: PdId,
+    cq: CqId,
+    buf: MrKeys,
+}
+
+const BUF: usize = 1 << 16;
+
+struct Opts {
+    sq_psn: u32,
+    rq_psn: u32,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    timeout: u8,
+    min_rnr_timer: u8,
+}
+
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts {
+            sq_psn: 0xfffff0,
+            rq_psn: 0xfffff0,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            timeout: 10, // ~4 ms
+            min_rnr_timer: 1,
+        }
+    }
+}
+
+fn setup(sim: &mut Sim, i: usize) -> End {
+    let s = &mut sim.stacks[i];
+    let pd = s.verbs.alloc_pd().expect("pd");
+    let cq = s.verbs.create_cq(4096).expect("cq");
+    let access = AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC;
+    let buf = s.verbs.reg_mr(pd, BUF, 0x10_0000, access).expect("mr");
+    End {
+        qpn: 0,
+        pd,
+        cq,
+        buf,
+    }
+}
+
+fn create(sim: &mut Sim, i: usize, e: &mut End, ty: QpType) {
+    let (qpn, _) = sim.stacks[i]
+        .verbs
+        .create_qp(QpInitAttr {
+            qp_type: ty,
+            pd: e.pd,
+            send_cq: e.cq,
+            recv_cq: e.cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: 1024,
+                max_recv_wr: 1024,
+                max_send_sge: 2,
+                max_recv_sge: 2,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+        })
+        .expect("qp");
+    e.qpn = qpn;
+}
+
+fn connect(sim: &mut Sim, i: usize, e: &End, peer_ip: IpAddr, peer_qpn: u32, o: &Opts) {
+    use QpAttrMask as A;
+    let s = &mut sim.stacks[i];
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_ATOMIC,
+        ..QpAttr::default()
+    };
+    s.modify_qp(
+        e.qpn,
+        &init,
+        A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS,
+    )
+    .expect("init");
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Mtu::Mtu1024,
+        dest_qp_num: peer_qpn,
+        rq_psn: o.rq_psn,
+        max_dest_rd_atomic: 4,
+        min_rnr_timer: o.min_rnr_timer,
+        ah_attr: AddressVector {
+            dgid: Gid::from(peer_ip),
+            sgid_index: 0,
+            ..AddressVector::default()
+        },
+        ..QpAttr::default()
+    };
+    s.modify_qp(
+        e.qpn,
+        &rtr,
+        A::STATE
+            | A::AV
+            | A::PATH_MTU
+            | A::DEST_QPN
+            | A::RQ_PSN
+            | A::MAX_DEST_RD_ATOMIC
+            | A::MIN_RNR_TIMER,
+    )
+    .expect("rtr");
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        timeout: o.timeout,
+        retry_cnt: o.retry_cnt,
+        rnr_retry: o.rnr_retry,
+        sq_psn: o.sq_psn,
+        max_rd_atomic: 4,
+        ..QpAttr::default()
+    };
+    s.modify_qp(
+        e.qpn,
+        &rts,
+        A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC,
+    )
+    .expect("rts");
+}
+
+fn rc_pair(net: NetConfig, seed: u64, o: &Opts) -> (Sim, End, End) {
+    let mut sim = Sim::new(2, net, seed);
+    let mut a = setup(&mut sim, 0);
+    let mut b = setup(&mut sim, 1);
+    create(&mut sim, 0, &mut a, QpType::Rc);
+    create(&mut sim, 1, &mut b, QpType::Rc);
+    let (ia, ib) = (sim.addrs[0], sim.addrs[1]);
+    connect(&mut sim, 0, &a, ib, b.qpn, o);
+    connect(&mut sim, 1, &b, ia, a.qpn, o);
+    (sim, a, b)
+}
+
+fn sge(e: &End, off: u64, len: u32) -> Sge {
+    Sge {
+        addr: 0x10_0000 + off,
+        length: len,
+        lkey: e.buf.lkey,
+    }
+}
+
+fn drain(sim: &mut Sim, i: usize, cq: CqId, out: &mut Vec<WorkCompletion>) {
+    while let Ok(Some(wc)) = sim.stacks[i].poll_cq(cq) {
+        out.push(wc);
+    }
+}
+
+fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    (0..n).map(|i| (seed as usize * 31 + i * 7) as u8).collect()
+}
+
+/// Messages of varied sizes (SENDs into 4 KiB receive slots); every one arrives once, in
+/// order, intact, whatever the network does.
+fn exactly_once_run(seed: u64, net: NetConfig) {
+    let (mut sim, a, b) = rc_pair(net, seed, &Opts::default());
+    let n = 24usize;
+    let slot = 8192u64;
+    for k in 0..n {
+        sim.stacks[1]
+            .post_recv(
+                b.qpn,
+                RecvWr::new(k as u64, vec![sge(&b, k as u64 % 8 * slot, slot as u32)]),
+            )
+            .expect("recv");
+    }
+    let mut sizes = Vec::new();
+    for k in 0..n {
+        let len = [0usize, 1, 100, 1024, 1025, 3000, 5000, 8192][k % 8];
+        sizes.push(len);
+    }
+    // Post in batches of 8 so receive slots are not overwritten before checking.
+    let mut got = Vec::new();
+    let mut sent = Vec::new();
+    for batch in 0..n / 8 {
+        for j in 0..8 {
+            let k = batch * 8 + j;
+            let data = pattern(k as u64 + seed, sizes[k]);
+            sim.stacks[0]
+                .verbs
+                .local_write(a.buf.lkey, 0x10_0000 + j as u64 * slot, &data)
+                .expect("fill");
+            let wr = SendWr::new(
+                k as u64,
+                if k % 3 == 0 {
+                    SendOp::SendWithImm { imm: k as u32 }
+                } else {
+                    SendOp::Send
+                },
+            )
+            .with_sge(sge(&a, j as u64 * slot, sizes[k] as u32));
+            sim.stacks[0].post_send(a.qpn, wr).expect("send");
+        }
+        let ok = sim.run_until(Duration::from_secs(30), |s| {
+            drain(s, 1, b.cq, &mut got);
+            drain(s, 0, a.cq, &mut sent);
+            got.len() >= (batch + 1) * 8 && sent.len() >= (batch + 1) * 8
+        });
+        assert!(
+            ok,
+            "seed {seed}: batch {batch} not delivered: got {} sent {:?}",
+            got.len(),
+            sent.last()
+        );
+        for j in 0..8 {
+            let k = batch * 8 + j;
+            let wc = got[k];
+            assert_eq!(wc.wr_id, k as u64, "seed {seed}: order");
+            assert_eq!(wc.status, WcStatus::Success, "seed {seed}");
+            assert_eq!(wc.byte_len as usize, sizes[k], "seed {seed}: length of {k}");
+            assert_eq!(wc.imm_data, (k % 3 == 0).then_some(k as u32), "seed {seed}");
+            let mut buf = vec![0; sizes[k]];
+            sim.stacks[1]
+                .verbs
+                .local_read(b.buf.lkey, 0x10_0000 + (k as u64 % 8) * slot, &mut buf)
+                .expect("read");
+            assert_eq!(
+                buf,
+                pattern(k as u64 + seed, sizes[k]),
+                "seed {seed}: bytes of {k}"
+            );
+            assert_eq!(sent[k].wr_id, k as u64, "seed {seed}");
+            assert_eq!(sent[k].status, WcStatus::Success, "seed {seed}");
+        }
+    }
+    // Nothing more than the n messages arrived.
+    sim.run_until(Duration::from_secs(1), |_| false);
+    drain(&mut sim, 1, b.cq, &mut got);
+    assert_eq!(got.len(), n, "seed {seed}: duplicates delivered");
+}
+
+#[test]
+fn rc_perfect_network_with_psn_wrap() {
+    exactly_once_run(1, NetConfig::PERFECT);
+}
+
+#[test]
+fn rc_exactly_once_under_loss_dup_reorder() {
+    let net = NetConfig {
+        loss_permille: 80,
+        dup_permille: 50,
+        delay: Duration::from_micros(20),
+        jitter: Duration::from_micros(60),
+    };
+    for seed in 0..25 {
+        exactly_once_run(seed, net);
+    }
+}
+
+#[test]
+fn rc_write_read_atomics_end_to_end_under_loss() {
+    let net = NetConfig {
+        loss_permille: 50,
+        dup_permille: 30,
+        delay: Duration::from_micros(20),
+        jitter: Duration::from_micros(40),
+    };
+    for seed in 0..15 {
+        let (mut sim, a, b) = rc_pair(net, seed, &Opts::default());
+        let data = pattern(seed, 5000);
+        sim.stacks[0]
+            .verbs
+            .local_write(a.buf.lkey, 0x10_0000, &data)
+            .expect("fill");
+        // WRITE 5000 bytes to b at +0x1000, READ them back into a at +0x8000.
+        sim.stacks[0]
+            .post_send(
+                a.qpn,
+                SendWr::new(
+                    1,
+                    SendOp::RdmaWrite {
+                        remote_addr: 0x10_1000,
+                        rkey: b.buf.rkey,
+                    },
+                )
+                .with_sge(sge(&a, 0, 5000)),
+            )
+            .expect("write");
+        sim.stacks[0]
+            .post_send(
+                a.qpn,
+                SendWr::new(
+                    2,
+                    SendOp::RdmaRead {
+                        remote_addr: 0x10_1000,
+                        rkey: b.buf.rkey,
+                    },
+                )
+                .with_sge(sge(&a, 0x8000, 5000)),
+            )
+            .expect("read");
+        // Atomics on b's +0x40 (initially 0): FETCH_ADD 5, CMP_SWAP 5→9, CMP_SWAP 7→1 (fails).
+        sim.stacks[0]
+            .post_send(
+                a.qpn,
+                SendWr::new(
+                    3,
+                    SendOp::AtomicFetchAdd {
+                        remote_addr: 0x10_0040,
+                        rkey: b.buf.rkey,
+                        add: 5,
+                    },
+                )
+                .with_sge(sge(&a, 0x100, 8)),
+            )
+            .expect("fa");
+        sim.stacks[0]
+            .post_send(
+                a.qpn,
+                SendWr::new(
+                    4,
+                    SendOp::AtomicCmpSwp {
+                        remote_addr: 0x10_0040,
+                        rkey: b.buf.rkey,
+                        compare: 5,
+                        swap: 9,
+                    },
+                )
+                .with_sge(sge(&a, 0x108, 8)),
+            )
+            .expect("cs");
+        sim.stacks[0]
+            .post_send(
+                a.qpn,
+                SendWr::new(
+                    5,
+                    SendOp::AtomicCmpSwp {
+                        remote_addr: 0x10_0040,
+                        rkey: b.buf.rkey,
+                        compare: 7,
+                        swap: 1,
+                    },
+                )
+                .with_sge(sge(&a, 0x110, 8)),
+            )
+            .expect("cs2");
+        let mut wcs = Vec::new();
+        let ok = sim.run_until(Duration::from_secs(30), |s| {
+            drain(s, 0, a.cq, &mut wcs);
+            wcs.len() >= 5
+        });
+        assert!(ok, "seed {seed}: {wcs:?}");
+        let ids: Vec<u64> = wcs.iter().map(|w| w.wr_id).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5], "seed {seed}");
+        assert!(
+            wcs.iter().all(|w| w.status == WcStatus::Success),
+            "seed {seed}: {wcs:?}"
+        );
+        let mut back = vec![0; 5000];
+        sim.stacks[0]
+            .verbs
+            .local_read(a.buf.lkey, 0x10_8000, &mut back)
+            .expect("rd");
+        assert_eq!(back, data, "seed {seed}");
+        let rd = |s: &Sim, lkey, addr| {
+            let mut b8 = [0u8; 8];
+            s.stacks[if lkey == a.buf.lkey { 0 } else { 1 }]
+                .verbs
+                .local_read(lkey, addr, &mut b8)
+                .expect("r");
+            u64::from_le_bytes(b8)
+        };
+        assert_eq!(
+            rd(&sim, a.buf.lkey, 0x10_0100),
+            0,
+            "seed {seed}: fetch-add original"
+        );
+        assert_eq!(
+            rd(&sim, a.buf.lkey, 0x10_0108),
+            5,
+            "seed {seed}: cmp-swap original"
+        );
+        assert_eq!(
+            rd(&sim, a.buf.lkey, 0x10_0110),
+            9,
+            "seed {seed}: failed cmp-swap original"
+        );
+        // Executed exactly once despite duplicates and retries.
+        assert_eq!(
+            rd(&sim, b.buf.lkey, 0x10_0040),
+            9,
+            "seed {seed}: atomics ran once"
+        );
+    }
+}
+
+#[test]
+fn dead_peer_ends_in_retry_exceeded_and_err() {
+    let o = Opts {
+        retry_cnt: 3,
+        ..Opts::default()
+    };
+    let (mut sim, a, _b) = rc_pair(NetConfig::PERFECT, 7, &o);
+    sim.down[1] = true;
+    for k in 0..3 {
+        sim.stacks[0]
+            .post_send(
+                a.qpn,
+                SendWr::new(k, SendOp::Send).with_sge(sge(&a, 0, 100)),
+            )
+            .expect("send");
+    }
+    let mut wcs = Vec::new();
+    assert!(sim.run_until(Duration::from_secs(10), |s| {
+        drain(s, 0, a.cq, &mut wcs);
+        wcs.len() >= 3
+    }));
+    assert_eq!(wcs[0].status, WcStatus::RetryExcErr);
+    assert_eq!(wcs[1].status, WcStatus::WrFlushErr);
+    assert_eq!(wcs[2].status, WcStatus::WrFlushErr);
+    assert_eq!(
+        sim.stacks[0].verbs.qp(a.qpn).map(|q| q.state()),
+        Ok(QpState::Err)
+    );
+    assert_eq!(sim.stacks[0].counters().retry_exceeded_err, 1);
+    // 1 try + 3 retries of the first packet... each retransmission resends all 3 messages.
+    assert_eq!(sim.stacks[0].counters().sent_pkts, 4 * 3);
+}
+
+#[test]
+fn rnr_then_success_once_a_receive_is_posted() {
+    let (mut sim, a, b) = rc_pair(NetConfig::PERFECT, 3, &Opts::default());
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(9, SendOp::Send).with_sge(sge(&a, 0, 2000)),
+        )
+        .expect("send");
+    sim.run_until(Duration::from_millis(2), |_| false);
+    assert!(sim.stacks[0].counters().rcvd_rnr_err >= 2);
+    assert!(sim.stacks[1].counters().send_rnr_err >= 2);
+    sim.stacks[1]
+        .post_recv(b.qpn, RecvWr::new(1, vec![sge(&b, 0, 4096)]))
+        .expect("recv");
+    let (mut sa, mut sb) = (Vec::new(), Vec::new());
+    assert!(sim.run_until(Duration::from_secs(1), |s| {
+        drain(s, 0, a.cq, &mut sa);
+        drain(s, 1, b.cq, &mut sb);
+        !sa.is_empty() && !sb.is_empty()
+    }));
+    assert_eq!(sa[0].status, WcStatus::Success);
+    assert_eq!(sb[0].byte_len, 2000);
+}
+
+#[test]
+fn rnr_retry_exhausted() {
+    let o = Opts {
+        rnr_retry: 2,
+        ..Opts::default()
+    };
+    let (mut sim, a, _b) = rc_pair(NetConfig::PERFECT, 4, &o);
+    sim.stacks[0]
+        .post_send(a.qpn, SendWr::new(9, SendOp::Send).with_sge(sge(&a, 0, 10)))
+        .expect("send");
+    let mut wcs = Vec::new();
+    assert!(sim.run_until(Duration::from_secs(1), |s| {
+        drain(s, 0, a.cq, &mut wcs);
+        !wcs.is_empty()
+    }));
+    assert_eq!(wcs[0].status, WcStatus::RnrRetryExcErr);
+    assert_eq!(sim.stacks[0].counters().rcvd_rnr_err, 3);
+    assert_eq!(
+        sim.stacks[0].verbs.qp(a.qpn).map(|q| q.state()),
+        Ok(QpState::Err)
+    );
+}
+
+#[test]
+fn rkey_and_bounds_violations_nak_and_leave_memory_untouched() {
+    for (name, rkey_bad, addr, len) in [
+        ("bad rkey", true, 0x10_0000u64, 100u32),
+        ("past the end", false, 0x10_0000 + BUF as u64 - 50, 100),
+        ("before the start", false, 0x0f_fff0, 100),
+    ] {
+        let (mut sim, a, b) = rc_pair(NetConfig::PERFECT, 5, &Opts::default());
+        sim.record = true;
+        sim.stacks[0]
+            .verbs
+            .local_write(a.buf.lkey, 0x10_0000, &[0xaa; 200])
+            .expect("fill");
+        let before = sim.stacks[1]
+            .verbs
+            .mr(b.buf.lkey)
+            .expect("mr")
+            .as_slice()
+            .to_vec();
+        let rkey = if rkey_bad {
+            b.buf.rkey ^ 0x55
+        } else {
+            b.buf.rkey
+        };
+        sim.stacks[0]
+            .post_send(
+                a.qpn,
+                SendWr::new(
+                    1,
+                    SendOp::RdmaWrite {
+                        remote_addr: addr,
+                        rkey,
+                    },
+                )
+                .with_sge(sge(&a, 0, len)),
+            )
+            .expect("write");
+        let mut wcs = Vec::new();
+        assert!(
+            sim.run_until(Duration::from_secs(1), |s| {
+                drain(s, 0, a.cq, &mut wcs);
+                !wcs.is_empty()
+            }),
+            "{name}"
+        );
+        assert_eq!(wcs[0].status, WcStatus::RemAccessErr, "{name}");
+        assert_eq!(
+            sim.stacks[1].verbs.mr(b.buf.lkey).expect("mr").as_slice(),
+            &before[..],
+            "{name}"
+        );
+        // The NAK on the wire: ACK opcode, syndrome 0x62 (NAK remote access error).
+        let nak = sim
+            .tap
+            .iter()
+            .find(|(f, _, p)| *f == 1 && p.first() == Some(&0x11))
+            .expect("nak");
+        let pkt = RocePacket::new_checked(&nak.2[..]).expect("parse");
+        assert_eq!(pkt.aeth().map(|a| a.syndrome().0), Some(0x62), "{name}");
+        assert_eq!(
+            sim.stacks[0].verbs.qp(a.qpn).map(|q| q.state()),
+            Ok(QpState::Err)
+        );
+        assert_eq!(
+            sim.stacks[1].verbs.qp(b.qpn).map(|q| q.state()),
+            Ok(QpState::Err)
+        );
+    }
+}
+
+#[test]
+#[allow(clippy::type_complexity)]
+fn wire_shapes_match_rxe() {
+    let o = Opts {
+        sq_psn: 2513034,
+        rq_psn: 2513034,
+        ..Opts::default()
+    };
+    let (mut sim, a, b) = rc_pair(NetConfig::PERFECT, 6, &o);
+    sim.record = true;
+    sim.stacks[1]
+        .post_recv(b.qpn, RecvWr::new(1, vec![sge(&b, 0, 8192)]))
+        .expect("recv");
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(1, SendOp::Send).with_sge(sge(&a, 0, 8192)),
+        )
+        .expect("send");
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(
+                2,
+                SendOp::RdmaRead {
+                    remote_addr: 0x10_0000,
+                    rkey: b.buf.rkey,
+                },
+            )
+            .with_sge(sge(&a, 0x4000, 3000)),
+        )
+        .expect("read");
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(
+                3,
+                SendOp::RdmaWrite {
+                    remote_addr: 0x10_0000,
+                    rkey: b.buf.rkey,
+                },
+            )
+            .with_sge(sge(&a, 0, 3000)),
+        )
+        .expect("write");
+    let mut wcs = Vec::new();
+    assert!(sim.run_until(Duration::from_secs(1), |s| {
+        drain(s, 0, a.cq, &mut wcs);
+        wcs.len() >= 3
+    }));
+    let mut pkts: Vec<(usize, u8, bool, u32, Option<(u8, u32)>, usize)> = sim
+        .tap
+        .iter()
+        .map(|(f, _, p)| {
+            let r = RoceRepr::parse(p).expect("parse");
+            (
+                *f,
+                r.bth.opcode.0,
+                r.bth.ack_req,
+                r.bth.psn.value(),
+                r.aeth.map(|a| (a.syndrome.0, a.msn)),
+                p.len(),
+            )
+        })
+        .collect();
+    let p0 = 2513034;
+    // g_pingpong: 8 KiB SEND = FIRST, 6 MIDDLE, LAST(AckReq), one ACK 0x1f with MSN 1.
+    let mut want = vec![(0, 0, false, p0, None, 1040)];
+    for i in 1..7 {
+        want.push((0, 1, false, p0 + i, None, 1040));
+    }
+    want.push((0, 2, true, p0 + 7, None, 1040));
+    want.push((1, 17, false, p0 + 7, Some((31, 1)), 20));
+    // g_tools: READ 3000 = request (AckReq), responses FIRST/MIDDLE/LAST with PSNs p, p+1,
+    // p+2, AETH on FIRST and LAST with MSN 2.
+    want.push((0, 12, true, p0 + 8, None, 32));
+    want.push((1, 13, false, p0 + 8, Some((31, 2)), 1044));
+    want.push((1, 14, false, p0 + 9, None, 1040));
+    want.push((1, 15, false, p0 + 10, Some((31, 2)), 972));
+    // WRITE 3000 = FIRST (RETH), MIDDLE, LAST(AckReq); ACK MSN 3.
+    want.push((0, 6, false, p0 + 11, None, 1056));
+    want.push((0, 7, false, p0 + 12, None, 1040));
+    want.push((0, 8, true, p0 + 13, None, 968));
+    want.push((1, 17, false, p0 + 13, Some((31, 3)), 20));
+    // Requests and responses interleave as the pipeline runs; compare per direction.
+    pkts.sort_by_key(|p| p.0);
+    want.sort_by_key(|p| p.0);
+    assert_eq!(pkts, want);
+    // Every packet's ICRC verifies for the flow it was sent on, and the RC source port
+    // follows the flow-label rule.
+    assert_eq!(
+        super::qp_src_port(QpType::Rc, a.qpn, 0, b.qpn),
+        emit::rc_src_port(0, b.qpn, a.qpn)
+    );
+}
+
+#[test]
+fn ud_send_with_grh_area_and_qkey() {
+    let mut sim = Sim::new(2, NetConfig::PERFECT, 11);
+    let mut a = setup(&mut sim, 0);
+    let mut b = setup(&mut sim, 1);
+    create(&mut sim, 0, &mut a, QpType::Ud);
+    create(&mut sim, 1, &mut b, QpType::Ud);
+    for (i, e) in [(0usize, &a), (1, &b)] {
+        use QpAttrMask as A;
+        let s = &mut sim.stacks[i];
+        s.modify_qp(
+            e.qpn,
+            &QpAttr {
+                qp_state: QpState::Init,
+                qkey: 0x1111_1111,
+                ..QpAttr::default()
+            },
+            A::STATE | A::PKEY_INDEX | A::PORT | A::QKEY,
+        )
+        .expect("init");
+        s.modify_qp(
+            e.qpn,
+            &QpAttr {
+                qp_state: QpState::Rtr,
+                ..QpAttr::default()
+            },
+            A::STATE,
+        )
+        .expect("rtr");
+        s.modify_qp(
+            e.qpn,
+            &QpAttr {
+                qp_state: QpState::Rts,
+                sq_psn: 7377404,
+                ..QpAttr::default()
+            },
+            A::STATE | A::SQ_PSN,
+        )
+        .expect("rts");
+    }
+    sim.stacks[1]
+        .post_recv(b.qpn, RecvWr::new(5, vec![sge(&b, 0, 1024)]))
+        .expect("recv");
+    sim.stacks[0]
+        .verbs
+        .local_write(a.buf.lkey, 0x10_0000, &[0x7b; 984])
+        .expect("fill");
+    let dest = UdDest {
+        av: AddressVector {
+            dgid: Gid::from(sim.addrs[1]),
+            ..AddressVector::default()
+        },
+        remote_qpn: b.qpn,
+        remote_qkey: 0x1111_1111,
+    };
+    sim.record = true;
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(1, SendOp::SendWithImm { imm: 0x11 })
+                .with_sge(sge(&a, 0, 984))
+                .with_ud(dest),
+        )
+        .expect("send");
+    let mut got = Vec::new();
+    assert!(sim.run_until(Duration::from_millis(10), |s| {
+        drain(s, 1, b.cq, &mut got);
+        !got.is_empty()
+    }));
+    let wc = got[0];
+    assert_eq!(
+        (wc.status, wc.byte_len, wc.src_qp, wc.imm_data, wc.grh),
+        (WcStatus::Success, 1024, a.qpn, Some(0x11), true)
+    );
+    let mut g = [0u8; 40];
+    sim.stacks[1]
+        .verbs
+        .local_read(b.buf.lkey, 0x10_0000, &mut g)
+        .expect("grh");
+    assert_eq!(&g[..20], &[0; 20]);
+    assert_eq!(g[20], 0x45);
+    assert_eq!(&g[32..36], &[10, 0, 0, 1]);
+    assert_eq!(&g[36..40], &[10, 0, 0, 2]);
+    // The packet: UD SEND only with immediate, AckReq clear, DETH Q_Key and source QP.
+    let r = RoceRepr::parse(&sim.tap[0].2).expect("parse");
+    assert_eq!(r.bth.opcode, Opcode::UD_SEND_ONLY_WITH_IMMEDIATE);
+    assert!(!r.bth.ack_req);
+    assert_eq!(r.bth.psn.value(), 7377404);
+    assert_eq!(
+        r.deth.map(|d| (d.q_key, d.src_qp)),
+        Some((0x1111_1111, a.qpn))
+    );
+    // Wrong Q_Key: dropped and counted.
+    sim.stacks[1]
+        .post_recv(b.qpn, RecvWr::new(6, vec![sge(&b, 0, 1024)]))
+        .expect("recv");
+    let bad = UdDest {
+        remote_qkey: 0x2222,
+        ..dest
+    };
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(2, SendOp::Send)
+                .with_sge(sge(&a, 0, 8))
+                .with_ud(bad),
+        )
+        .expect("send");
+    sim.run_until(Duration::from_millis(10), |_| false);
+    assert_eq!(sim.stacks[1].counters().drop_bad_qkey, 1);
+    assert_eq!(
+        sim.stacks[1].device.query_port(1).map(|p| p.qkey_viol_cntr),
+        Ok(1)
+    );
+}
+
+/// Hostile datagrams straight into a stack: each dropped, counted once, no panic.
+#[test]
+fn hostile_input_dropped_and_counted() {
+    let (mut sim, a, b) = rc_pair(NetConfig::PERFECT, 9, &Opts::default());
+    let src = SocketAddr::new(sim.addrs[0], 50000);
+    let dst = sim.addrs[1];
+    let now = sim.now;
+    let mk = |bth: BthRepr, payload: &[u8]| {
+        let mut r = RoceRepr::new(bth);
+        r.set_payload(payload);
+        emit::build(&r, src.ip(), src.port(), dst).payload
+    };
+    let good = BthRepr {
+        opcode: Opcode::RC_SEND_ONLY,
+        dest_qp: b.qpn,
+        psn: Psn::new(0xfffff0),
+        ack_req: true,
+        ..BthRepr::default()
+    };
+    let s = &mut sim.stacks[1];
+    // Bad ICRC.
+    let mut p = mk(good, b"hello");
+    let n = p.len();
+    p[n - 1] ^= 0xff;
+    s.handle_datagram(now, src, dst, &p);
+    assert_eq!(s.counters().drop_bad_icrc, 1);
+    // Wrong P_Key.
+    s.handle_datagram(
+        now,
+        src,
+        dst,
+        &mk(
+            BthRepr {
+                pkey: 0x8001,
+                ..good
+            },
+            b"x",
+        ),
+    );
+    assert_eq!(s.counters().drop_bad_pkey, 1);
+    assert_eq!(s.device.query_port(1).map(|p| p.bad_pkey_cntr), Ok(1));
+    // Unknown QPN.
+    s.handle_datagram(
+        now,
+        src,
+        dst,
+        &mk(
+            BthRepr {
+                dest_qp: 0x777,
+                ..good
+            },
+            b"x",
+        ),
+    );
+    assert_eq!(s.counters().drop_unknown_qpn, 1);
+    // Oversized payload (path MTU 1024).
+    s.handle_datagram(now, src, dst, &mk(good, &[0; 1500]));
+    assert_eq!(s.counters().drop_oversized_payload, 1);
+    // PSN far out of window.
+    s.handle_datagram(
+        now,
+        src,
+        dst,
+        &mk(
+            BthRepr {
+                psn: Psn::new(0x40_0000),
+                ..good
+            },
+            b"x",
+        ),
+    );
+    assert_eq!(s.counters().drop_psn_out_of_window, 1);
+    // Bad transport version, UD opcode to an RC QP, truncated garbage.
+    s.handle_datagram(now, src, dst, &mk(BthRepr { tver: 1, ..good }, b"x"));
+    assert_eq!(s.counters().drop_bad_tver, 1);
+    let mut ud = RoceRepr::new(BthRepr {
+        opcode: Opcode::UD_SEND_ONLY,
+        ..good
+    });
+    ud.deth = Some(DethRepr {
+        q_key: 1,
+        reserved: 0,
+        src_qp: 5,
+    });
+    s.handle_datagram(
+        now,
+        src,
+        dst,
+        &emit::build(&ud, src.ip(), src.port(), dst).payload,
+    );
+    assert_eq!(s.counters().drop_bad_opcode, 1);
+    for len in 0..20 {
+        s.handle_datagram(now, src, dst, &vec![0xff; len]);
+    }
+    assert!(s.counters().drop_malformed >= 1);
+    // Only the out-of-window packet got past the header checks (the PSN check is the
+    // responder's), and a wrong destination address is refused too.
+    assert_eq!(s.counters().rcvd_pkts, 1);
+    let other = IpAddr::V4(Ipv4Addr::new(10, 9, 9, 9));
+    let p = emit::build(&RoceRepr::new(good), src.ip(), src.port(), other).payload;
+    s.handle_datagram(now, src, other, &p);
+    assert_eq!(s.counters().drop_bad_dgid, 1);
+    // Random garbage with valid ICRCs never panics.
+    let mut rng = crate::rand::Rng::new(1);
+    for _ in 0..3000 {
+        let len = 16 + (rng.next_u32() % 80) as usize;
+        let mut g: Vec<u8> = (0..len).map(|_| rng.next_u8()).collect();
+        g[0] = rng.next_u8() % 0x18; // RC opcodes
+        g[1] &= 0xcf; // tver 0
+        g[2] = 0xff;
+        g[3] = 0xff;
+        g[5..8].copy_from_slice(&b.qpn.to_be_bytes()[1..]);
+        let flow = softrdma_wire::icrc::Flow {
+            src: src.ip(),
+            dst,
+            src_port: src.port(),
+            dst_port: 4791,
+        };
+        let _ = softrdma_wire::icrc::seal_udp(&flow, &mut g);
+        sim.stacks[1].handle_datagram(now, src, dst, &g);
+        sim.stacks[0].handle_datagram(now, SocketAddr::new(dst, 50000), sim.addrs[0], &g);
+        while sim.stacks[1].poll_transmit(now).is_some() {}
+    }
+    let _ = a;
+}
