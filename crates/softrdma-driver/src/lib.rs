@@ -114,10 +114,16 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod device;
+pub mod tap;
 pub mod timer;
 pub mod udp;
 
 pub use clock::{Clock, Micros};
+pub use device::{
+    AsyncDevice, Device, DeviceConfig, DriverCounters, Error, Progress, Result as DeviceResult,
+};
+pub use tap::Tap;
 pub use timer::{wait_for_input, Input, Notifier, PollMode};
 pub use udp::{
     Capabilities, EndpointConfig, Readiness, RecvDatagram, Transmit, UdpEndpoint, ROCEV2_PORT,

@@ -1,0 +1,1096 @@
+//! The device runtime: one [`UdpEndpoint`], one sans-IO [`Stack`] and the real [`Clock`], and
+//! the event loop that moves datagrams and timeouts between them.
+//!
+//! ```text
+//!  recv batch ──► for each record, each GRO segment: stack.handle_datagram(now, src, dst, seg)
+//!  deadline   ──► stack.handle_timeout(now)
+//!  then       ──► stack.poll_transmit(now) until None ──► re-seal ICRC ──► sendmsg (GSO)
+//! ```
+//!
+//! [`Device`] is the blocking verbs API (`alloc_pd`, `reg_mr`, `create_cq`, `create_qp`,
+//! `modify_qp`, `post_send`, `post_recv`, `poll_cq`, `wait_cq`, queries and counters). Where the
+//! loop runs is the [`Progress`] choice:
+//!
+//! - [`Progress::Thread`]: a background thread owns the socket's receive side and sleeps in
+//!   epoll (or spins, per its [`PollMode`]) until input, the stack's next timer, or a
+//!   [`crate::Notifier`] wake-up. The stack sits behind a mutex; a verbs call locks it, and
+//!   a call that may move the next timer earlier (`post_send`, `modify_qp`) wakes the loop only
+//!   when it actually did. Blocking waiters sleep on a condition variable the loop signals after
+//!   every turn that handled input or timers; async waiters ([`crate::AsyncDevice`]) are woken
+//!   through their `Waker`s at the same point.
+//! - [`Progress::Inline`]: no thread. The caller's own `poll_cq` / `wait_cq` runs the loop: each
+//!   `poll_cq` first does one non-blocking `recvmmsg` turn, and `wait_cq` keeps turning — spinning
+//!   on the socket with [`PollMode::BusyPoll`], the way `ibv_rc_pingpong` without `-e` spins on
+//!   its CQ. This is the low-latency path: no thread wake-up sits between a datagram's arrival
+//!   and its completion. Nothing happens while nobody polls (ACKs, retransmissions wait for the
+//!   next poll), which is the contract of a polled device.
+//!
+//! Sends always happen in the thread that produced them (the poster's thread for a UD send or
+//! the first packets of an RC message, the loop's for ACKs and responses), under the stack lock,
+//! so the order the stack chose is the order on the wire.
+//!
+//! # Source port and ICRC
+//!
+//! The core seals each packet's ICRC for the UDP source port rxe would use (QPN hash for UD,
+//! flow label for RC) and IPv4 ID 0. A device has one socket, bound to `<ip>:4791`, so its
+//! datagrams leave from port 4791 (a legal choice: the source port is only ECMP entropy, and
+//! rxe replies to 4791 whatever the source port was). The driver therefore **re-seals every
+//! ICRC** for what actually goes out: source port = the socket's, IPv4 ID = the datagram's
+//! index within its GSO send (0 when sent alone; see the crate docs for the measurement),
+//! DF set. A transmit whose source address is not the device's address (a GID index whose IP
+//! the socket cannot send from) is dropped and counted in [`DriverCounters::tx_wrong_source`],
+//! as a kernel would fail to route it.
+//!
+//! # GID table of a driver device
+//!
+//! By default a device gets a locally administered MAC derived from its IP address
+//! (`02:00:` + the address's last four bytes, [`crate::tap::mac_for_ip`]), so its GID table
+//! looks like an rxe port on an Ethernet interface (softrdma-core's `GidTable`): **index 0 is
+//! the link-local default GID** `fe80::<EUI-64 of the MAC>` and **index 1 is the device's IP
+//! address** (`::ffff:a.b.c.d` for IPv4, the address itself for IPv6). That is the lab's
+//! convention (`ibv_rc_pingpong -g 1` selects the IPv4 GID there), and the same `-g 1` works
+//! against a softrdma device on 127.0.0.1. [`DeviceConfig::without_mac`] gives the MAC-less
+//! table instead (index 0 = the IP address). The link-local GID cannot be used as a source on
+//! an IPv4 socket (see above).
+
+use std::fmt;
+use std::future::Future;
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant as StdInstant};
+
+use softrdma_core::device::{
+    Counters, DeviceAttr, GidEntry, GidType, PortAttr, QueryError, PORT_NUM,
+};
+use softrdma_core::time::Instant;
+use softrdma_core::transport::Transmit as CoreTransmit;
+use softrdma_core::verbs::{
+    AccessFlags, CqId, Mr, MrKeys, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, RecvWr, SendWr,
+    VerbsError, WorkCompletion,
+};
+use softrdma_core::Stack;
+use softrdma_wire::icrc::{self, Flow, Ipv4Ident, ICRC_LEN, ROCE_V2_PORT};
+
+use crate::clock::{Clock, Micros};
+use crate::tap::{mac_for_ip, Tap};
+use crate::timer::{wait_for_input, Input, PollMode};
+use crate::udp::{
+    EndpointConfig, RecvDatagram, Transmit, UdpEndpoint, MAX_UDP_PAYLOAD_V4, MAX_UDP_PAYLOAD_V6,
+    RECV_BATCH,
+};
+
+/// Where the event loop runs (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A background thread runs the loop, waiting as the [`PollMode`] says.
+    Thread(PollMode),
+    /// The caller's `poll_cq` / `wait_cq` run the loop; no thread.
+    Inline,
+}
+
+/// How to open a [`Device`].
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// The device's IP address; the endpoint binds `<ip>:4791`.
+    pub ip: IpAddr,
+    /// Device name (`query_device`, messages). Default `softrdma-<ip>`.
+    pub name: String,
+    /// The MAC the GID table is built with (`None`: no default link-local GID; see the
+    /// module docs). Default: [`mac_for_ip`].
+    pub mac: Option<[u8; 6]>,
+    /// The "netdev" MTU the port's active MTU derives from (default 1500, giving 1024 as on
+    /// an Ethernet rxe port).
+    pub netdev_mtu: u32,
+    /// Where the event loop runs (default: a background thread sleeping in epoll).
+    pub progress: Progress,
+    /// How `wait_cq` waits when the CQ is empty (default: block). With
+    /// [`Progress::Inline`], this is also how the caller's thread waits for the socket.
+    pub wait: PollMode,
+    /// Record every datagram sent and received to this pcap file.
+    pub pcap: Option<PathBuf>,
+    /// Socket options.
+    pub endpoint: EndpointConfig,
+    /// Seed of the stack's keys and PSNs (default: from the clock and the process id).
+    pub seed: u64,
+}
+
+impl DeviceConfig {
+    /// The defaults for a device on `ip`.
+    pub fn new(ip: IpAddr) -> DeviceConfig {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        DeviceConfig {
+            ip,
+            name: format!("softrdma-{ip}"),
+            mac: Some(mac_for_ip(ip)),
+            netdev_mtu: 1500,
+            progress: Progress::Thread(PollMode::Blocking),
+            wait: PollMode::Blocking,
+            pcap: None,
+            endpoint: EndpointConfig::default(),
+            seed: t ^ (u64::from(std::process::id()) << 32),
+        }
+    }
+
+    /// Runs the loop in the caller's thread, busy-polling (the `ibv_rc_pingpong` default).
+    pub fn busy_poll(mut self) -> Self {
+        self.progress = Progress::Inline;
+        self.wait = PollMode::BusyPoll;
+        self
+    }
+
+    /// Runs the loop on a background thread that sleeps in epoll; waits block.
+    pub fn background(mut self) -> Self {
+        self.progress = Progress::Thread(PollMode::Blocking);
+        self.wait = PollMode::Blocking;
+        self
+    }
+
+    /// Sets where the loop runs.
+    pub fn with_progress(mut self, p: Progress) -> Self {
+        self.progress = p;
+        self
+    }
+
+    /// Sets how `wait_cq` waits.
+    pub fn with_wait(mut self, w: PollMode) -> Self {
+        self.wait = w;
+        self
+    }
+
+    /// Records traffic to a pcap file.
+    pub fn with_pcap(mut self, path: impl Into<PathBuf>) -> Self {
+        self.pcap = Some(path.into());
+        self
+    }
+
+    /// Builds the GID table without a MAC (index 0 = the IP address).
+    pub fn without_mac(mut self) -> Self {
+        self.mac = None;
+        self
+    }
+
+    /// Sets the netdev MTU.
+    pub fn with_netdev_mtu(mut self, mtu: u32) -> Self {
+        self.netdev_mtu = mtu;
+        self
+    }
+
+    /// Sets the seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+}
+
+/// Why a device call failed.
+#[derive(Debug)]
+pub enum Error {
+    /// The socket (or the pcap file) failed.
+    Io(io::Error),
+    /// The verb was refused.
+    Verbs(VerbsError),
+    /// A query named something that does not exist.
+    Query(QueryError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "{e}"),
+            Error::Verbs(e) => write!(f, "{e}"),
+            Error::Query(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            Error::Verbs(e) => Some(e),
+            Error::Query(e) => Some(e),
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+impl From<VerbsError> for Error {
+    fn from(e: VerbsError) -> Self {
+        Error::Verbs(e)
+    }
+}
+
+impl From<QueryError> for Error {
+    fn from(e: QueryError) -> Self {
+        Error::Query(e)
+    }
+}
+
+/// The result of a device call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What the driver itself counts (the stack's drop counters are [`Device::counters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DriverCounters {
+    /// Datagrams handed to the kernel.
+    pub tx_datagrams: u64,
+    /// `sendmsg` calls (a GSO send is one).
+    pub tx_sends: u64,
+    /// Datagrams the socket refused (errors other than a full buffer), dropped.
+    pub tx_errors: u64,
+    /// Datagrams dropped because the send buffer stayed full.
+    pub tx_dropped: u64,
+    /// Datagrams dropped because their source address is not the device's.
+    pub tx_wrong_source: u64,
+    /// Datagrams received.
+    pub rx_datagrams: u64,
+    /// Receive buffers filled (with GRO one may hold several datagrams).
+    pub rx_records: u64,
+    /// Event loop turns that handled input or timers.
+    pub turns: u64,
+    /// Pcap records written.
+    pub pcap_packets: u64,
+    /// Pcap write errors (the tap is closed after the first).
+    pub pcap_errors: u64,
+}
+
+/// How long a send waits for buffer space before the datagram is dropped.
+const SEND_BLOCK_LIMIT: Duration = Duration::from_millis(100);
+
+/// Size of one receive buffer: a whole GSO train from a loopback peer (≤ 64 KiB) fits.
+const RX_BUF_LEN: usize = 65_536;
+
+struct State {
+    stack: Stack,
+    tap: Option<Tap>,
+    counters: DriverCounters,
+    /// Scratch for the transmits of one flush.
+    scratch: Vec<CoreTransmit>,
+}
+
+struct RxBufs {
+    storage: Vec<Vec<u8>>,
+    records: Vec<RecvDatagram>,
+}
+
+impl RxBufs {
+    fn new(n: usize) -> Self {
+        RxBufs {
+            storage: (0..n).map(|_| vec![0u8; RX_BUF_LEN]).collect(),
+            records: Vec::with_capacity(n),
+        }
+    }
+}
+
+pub(crate) struct Shared {
+    ep: UdpEndpoint,
+    clock: Clock,
+    local: SocketAddr,
+    name: String,
+    progress: Progress,
+    wait: PollMode,
+    state: Mutex<State>,
+    rx: Mutex<RxBufs>,
+    /// Signalled after every loop turn that handled input or timers, and after posts.
+    cv: Condvar,
+    /// Async waiters to wake at the same points.
+    wakers: Mutex<Vec<Waker>>,
+    shutdown: AtomicBool,
+    /// The deadline the background loop is sleeping towards (`u64::MAX`: none); written
+    /// under the state lock.
+    loop_deadline: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.clock.now())
+    }
+
+    /// Wakes blocking and async waiters.
+    fn signal(&self) {
+        self.cv.notify_all();
+        let wakers: Vec<Waker> = std::mem::take(&mut *lock(&self.wakers));
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// After a call that may have moved the stack's next timer earlier: wake the background
+    /// loop if it sleeps towards a later deadline. Called with the state lock held.
+    fn kick_loop(&self, st: &State) {
+        if !matches!(self.progress, Progress::Thread(_)) {
+            return;
+        }
+        let next = st
+            .stack
+            .poll_timeout()
+            .map(|t| t.total_micros())
+            .unwrap_or(u64::MAX);
+        if next < self.loop_deadline.load(Ordering::Acquire) {
+            // Nothing useful to do if the eventfd write fails; the loop wakes at its own
+            // deadline anyway.
+            let _ = self.ep.notifier().notify();
+        }
+    }
+
+    /// Sends everything the stack wants to send. Called with the state lock held.
+    fn flush(&self, st: &mut State) {
+        let now = self.now();
+        let mut txs = std::mem::take(&mut st.scratch);
+        while let Some(tx) = st.stack.poll_transmit(now) {
+            txs.push(tx);
+        }
+        for tx in txs.iter_mut() {
+            self.send_one(st, tx);
+        }
+        txs.clear();
+        st.scratch = txs;
+    }
+
+    fn send_one(&self, st: &mut State, tx: &mut CoreTransmit) {
+        let dst = tx.dst;
+        if tx.src_ip != self.local.ip() || dst.is_ipv4() != self.local.is_ipv4() {
+            st.counters.tx_wrong_source += tx
+                .segment_size
+                .map_or(1, |s| tx.payload.len().div_ceil(s.max(1)) as u64);
+            return;
+        }
+        let len = tx.payload.len();
+        let seg = tx.segment_size.filter(|&s| s > 0 && s < len).unwrap_or(len);
+        let max_payload = if self.local.is_ipv6() {
+            MAX_UDP_PAYLOAD_V6
+        } else {
+            MAX_UDP_PAYLOAD_V4
+        };
+        let per_send = self
+            .ep
+            .max_gso_segments()
+            .min(max_payload / seg.max(1))
+            .max(1);
+        let chunk_len = per_send.saturating_mul(seg).max(1);
+        for chunk in tx.payload.chunks_mut(chunk_len) {
+            let n = chunk.len().div_ceil(seg.max(1));
+            for (k, d) in chunk.chunks_mut(seg.max(1)).enumerate() {
+                self.reseal(dst, k as u16, d);
+            }
+            let t = if n > 1 {
+                Transmit::segmented(dst, chunk, seg)
+            } else {
+                Transmit::single(dst, chunk)
+            };
+            match self.send_blocking(&t) {
+                Ok(()) => {
+                    st.counters.tx_sends += 1;
+                    st.counters.tx_datagrams += n as u64;
+                    if let Some(tap) = st.tap.as_mut() {
+                        for (k, d) in chunk.chunks(seg.max(1)).enumerate() {
+                            if tap.sent(self.local, dst, k as u16, d).is_err() {
+                                st.counters.pcap_errors += 1;
+                            }
+                        }
+                        st.counters.pcap_packets = tap.packets;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    st.counters.tx_dropped += n as u64;
+                }
+                Err(_) => st.counters.tx_errors += n as u64,
+            }
+        }
+        if st.counters.pcap_errors > 0 {
+            st.tap = None;
+        }
+    }
+
+    /// Rewrites a datagram's ICRC for the socket's source port and the IPv4 ID the kernel
+    /// will give it (its index within the GSO send).
+    fn reseal(&self, dst: SocketAddr, gso_index: u16, d: &mut [u8]) {
+        let flow = Flow {
+            src: self.local.ip(),
+            dst: dst.ip(),
+            src_port: self.local.port(),
+            dst_port: dst.port(),
+        };
+        let ident = Ipv4Ident {
+            id: gso_index,
+            dont_fragment: true,
+        };
+        if let Ok(c) = icrc::compute_udp(&flow, ident, d) {
+            let n = d.len();
+            if let Some(t) = d.get_mut(n.saturating_sub(ICRC_LEN)..) {
+                t.copy_from_slice(&c.to_le_bytes());
+            }
+        }
+    }
+
+    fn send_blocking(&self, t: &Transmit<'_>) -> io::Result<()> {
+        let deadline = StdInstant::now() + SEND_BLOCK_LIMIT;
+        loop {
+            match self.ep.send(t) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(StdInstant::now());
+                    if left.is_zero() {
+                        return Err(e);
+                    }
+                    self.ep.wait_writable(Some(left))?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+
+    /// One turn of the loop. With `wait = None`, a non-blocking receive; with
+    /// `Some((deadline, mode))`, waits as `mode` says until input, the stack's next timer,
+    /// `deadline`, or a notification. Returns whether input or timers were handled.
+    fn turn(&self, rx: &mut RxBufs, wait: Option<(Option<Micros>, PollMode)>) -> io::Result<bool> {
+        let RxBufs { storage, records } = rx;
+        records.clear();
+        {
+            let mut slices: Vec<IoSliceMut<'_>> =
+                storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            match wait {
+                None => {
+                    self.ep.recv_batch_into(&mut slices, records)?;
+                }
+                Some((user_deadline, mode)) => {
+                    let stack_deadline = {
+                        let st = self.state();
+                        let d = st.stack.poll_timeout().map(|t| t.total_micros());
+                        let d = match (d, user_deadline) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        };
+                        self.loop_deadline
+                            .store(d.unwrap_or(u64::MAX), Ordering::Release);
+                        d
+                    };
+                    match wait_for_input(&self.ep, &mut slices, &self.clock, stack_deadline, mode)?
+                    {
+                        Input::Datagrams(got) => records.extend(got),
+                        Input::Deadline | Input::Woken => {}
+                    }
+                    self.loop_deadline.store(u64::MAX, Ordering::Release);
+                }
+            }
+        }
+        let now = self.now();
+        let mut st = self.state();
+        let mut worked = !records.is_empty();
+        for (rec, buf) in records.iter().zip(storage.iter()) {
+            st.counters.rx_records += 1;
+            let dst = SocketAddr::new(rec.dst_ip.unwrap_or(self.local.ip()), self.local.port());
+            for seg in rec.segments(buf) {
+                st.counters.rx_datagrams += 1;
+                if let Some(tap) = st.tap.as_mut() {
+                    if tap.received(rec.src, dst, seg).is_err() {
+                        st.counters.pcap_errors += 1;
+                    }
+                }
+                st.stack.handle_datagram(now, rec.src, dst.ip(), seg);
+            }
+        }
+        if let Some(t) = st.stack.poll_timeout() {
+            if t <= now {
+                st.stack.handle_timeout(now);
+                worked = true;
+            }
+        }
+        if let Some(tap) = st.tap.as_ref() {
+            st.counters.pcap_packets = tap.packets;
+        }
+        if st.counters.pcap_errors > 0 {
+            st.tap = None;
+        }
+        self.flush(&mut st);
+        if worked {
+            st.counters.turns += 1;
+        }
+        drop(st);
+        if worked {
+            self.signal();
+        }
+        Ok(worked)
+    }
+
+    /// Runs one non-blocking turn unless another thread is driving the loop right now.
+    fn turn_inline(&self) -> io::Result<()> {
+        if let Ok(mut rx) = self.rx.try_lock() {
+            self.turn(&mut rx, None)?;
+        }
+        Ok(())
+    }
+
+    fn run_background(self: Arc<Self>, mode: PollMode) {
+        let mut rx = lock(&self.rx);
+        while !self.shutdown.load(Ordering::Acquire) {
+            if let Err(e) = self.turn(&mut rx, Some((None, mode))) {
+                // A socket error that is not about one datagram (EBADF, ENOMEM): report once
+                // a second at most and keep going; the device stays usable for queries.
+                eprintln!("softrdma {}: event loop: {e}", self.name);
+                std::thread::sleep(Duration::from_millis(1000));
+            }
+        }
+    }
+
+    fn poll_cq_locked(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize> {
+        let mut st = self.state();
+        Ok(st.stack.verbs.poll_cq_into(cq, out, max)?)
+    }
+}
+
+/// Stops the background loop when the last [`Device`] handle goes away.
+struct LoopGuard {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for LoopGuard {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        let _ = self.shared.ep.notifier().notify();
+        if let Some(t) = lock(&self.thread).take() {
+            let _ = t.join();
+        }
+        if let Some(tap) = self.shared.state().tap.as_mut() {
+            let _ = tap.flush();
+        }
+    }
+}
+
+/// A softrdma device: the blocking verbs API over one UDP endpoint (see the module docs).
+/// Cheap to clone; the loop stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct Device {
+    shared: Arc<Shared>,
+    _guard: Arc<LoopGuard>,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("name", &self.shared.name)
+            .field("local", &self.shared.local)
+            .field("progress", &self.shared.progress)
+            .finish()
+    }
+}
+
+impl Device {
+    /// Opens a device on `ip` (binds `<ip>:4791`) with the default configuration: a
+    /// background loop, blocking waits.
+    pub fn open(ip: IpAddr) -> Result<Device> {
+        Device::open_with(DeviceConfig::new(ip))
+    }
+
+    /// Opens a device.
+    pub fn open_with(config: DeviceConfig) -> Result<Device> {
+        let ep =
+            UdpEndpoint::bind_with(SocketAddr::new(config.ip, ROCE_V2_PORT), &config.endpoint)?;
+        let local = ep.local_addr();
+        let mut core_cfg = softrdma_core::DeviceConfig::new(config.name.clone(), vec![config.ip])
+            .with_netdev_mtu(config.netdev_mtu);
+        core_cfg.mac = config.mac;
+        let stack = Stack::new(core_cfg, config.seed);
+        let tap = match &config.pcap {
+            Some(p) => Some(Tap::create(p)?),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            ep,
+            clock: Clock::new(),
+            local,
+            name: config.name,
+            progress: config.progress,
+            wait: config.wait,
+            state: Mutex::new(State {
+                stack,
+                tap,
+                counters: DriverCounters::default(),
+                scratch: Vec::new(),
+            }),
+            rx: Mutex::new(RxBufs::new(RECV_BATCH)),
+            cv: Condvar::new(),
+            wakers: Mutex::new(Vec::new()),
+            shutdown: AtomicBool::new(false),
+            loop_deadline: AtomicU64::new(u64::MAX),
+        });
+        let thread = match config.progress {
+            Progress::Thread(mode) => {
+                let s = shared.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name(format!("softrdma-{}", config.ip))
+                        .spawn(move || s.run_background(mode))?,
+                )
+            }
+            Progress::Inline => None,
+        };
+        let guard = Arc::new(LoopGuard {
+            shared: shared.clone(),
+            thread: Mutex::new(thread),
+        });
+        Ok(Device {
+            shared,
+            _guard: guard,
+        })
+    }
+
+    /// The device name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The endpoint's address (`<ip>:4791`).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local
+    }
+
+    /// Where the event loop runs.
+    pub fn progress(&self) -> Progress {
+        self.shared.progress
+    }
+
+    /// Runs `f` on the stack under its lock, then sends what it queued (the escape hatch for
+    /// verbs this type does not wrap).
+    pub fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> R {
+        let mut st = self.shared.state();
+        let r = f(&mut st.stack);
+        self.shared.flush(&mut st);
+        self.shared.kick_loop(&st);
+        drop(st);
+        self.shared.signal();
+        r
+    }
+
+    // ----- queries -----
+
+    /// `ibv_query_device`.
+    pub fn query_device(&self) -> DeviceAttr {
+        self.shared.state().stack.device.query_device().clone()
+    }
+
+    /// `ibv_query_port` (port 1 is the only port).
+    pub fn query_port(&self, port: u8) -> Result<PortAttr> {
+        Ok(self.shared.state().stack.device.query_port(port)?.clone())
+    }
+
+    /// `ibv_query_gid`.
+    pub fn query_gid(&self, port: u8, index: u16) -> Result<GidEntry> {
+        Ok(self.shared.state().stack.device.query_gid(port, index)?)
+    }
+
+    /// The whole GID table of port 1.
+    pub fn gid_table(&self) -> Vec<GidEntry> {
+        let st = self.shared.state();
+        st.stack
+            .device
+            .port(PORT_NUM)
+            .map(|p| p.gids.entries().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The index of the RoCEv2 GID of the device's own IP address (1 with the default MAC).
+    pub fn ip_gid_index(&self) -> Option<u16> {
+        let ip = self.shared.local.ip();
+        self.shared
+            .state()
+            .stack
+            .device
+            .find_gid(PORT_NUM, &softrdma_wire::Gid::from_ip(ip), GidType::RoceV2)
+            .ok()
+    }
+
+    /// The stack's counters (`rdma statistic show`: drops by reason, packets).
+    pub fn counters(&self) -> Counters {
+        self.shared.state().stack.counters().clone()
+    }
+
+    /// The driver's own counters.
+    pub fn driver_counters(&self) -> DriverCounters {
+        self.shared.state().counters
+    }
+
+    // ----- objects -----
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&self) -> Result<PdId> {
+        Ok(self.shared.state().stack.verbs.alloc_pd()?)
+    }
+
+    /// `ibv_dealloc_pd`.
+    pub fn dealloc_pd(&self, pd: PdId) -> Result<()> {
+        Ok(self.shared.state().stack.verbs.dealloc_pd(pd)?)
+    }
+
+    /// `ibv_reg_mr`: `bytes` move into the device, addressed from `iova`; read and write them
+    /// with [`Device::read_mr`], [`Device::write_mr`], [`Device::with_mr`], get them back
+    /// with [`Device::dereg_mr`].
+    pub fn reg_mr(
+        &self,
+        pd: PdId,
+        bytes: Vec<u8>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrKeys> {
+        Ok(self
+            .shared
+            .state()
+            .stack
+            .verbs
+            .reg_mr_with(pd, bytes, iova, access)?)
+    }
+
+    /// `ibv_dereg_mr`: returns the region's bytes.
+    pub fn dereg_mr(&self, lkey: u32) -> Result<Vec<u8>> {
+        Ok(self.shared.state().stack.verbs.dereg_mr(lkey)?)
+    }
+
+    /// Copies bytes out of a region (`addr` in the region's iova space).
+    pub fn read_mr(&self, lkey: u32, addr: u64, out: &mut [u8]) -> Result<()> {
+        Ok(self
+            .shared
+            .state()
+            .stack
+            .verbs
+            .local_read(lkey, addr, out)?)
+    }
+
+    /// Copies bytes into a region.
+    pub fn write_mr(&self, lkey: u32, addr: u64, data: &[u8]) -> Result<()> {
+        Ok(self
+            .shared
+            .state()
+            .stack
+            .verbs
+            .local_write(lkey, addr, data)?)
+    }
+
+    /// Runs `f` on a region under the stack lock (no copy).
+    pub fn with_mr<R>(&self, lkey: u32, f: impl FnOnce(&mut Mr) -> R) -> Result<R> {
+        let mut st = self.shared.state();
+        Ok(f(st.stack.verbs.mr_mut(lkey)?))
+    }
+
+    /// `ibv_create_cq`.
+    pub fn create_cq(&self, cqe: u32) -> Result<CqId> {
+        Ok(self.shared.state().stack.verbs.create_cq(cqe)?)
+    }
+
+    /// `ibv_destroy_cq`.
+    pub fn destroy_cq(&self, cq: CqId) -> Result<()> {
+        Ok(self.shared.state().stack.verbs.destroy_cq(cq)?)
+    }
+
+    /// `ibv_create_qp`: the QP number and the capabilities granted.
+    pub fn create_qp(&self, init: QpInitAttr) -> Result<(u32, QpCap)> {
+        Ok(self.shared.state().stack.verbs.create_qp(init)?)
+    }
+
+    /// `ibv_modify_qp`.
+    pub fn modify_qp(&self, qpn: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        let mut st = self.shared.state();
+        st.stack.modify_qp(qpn, attr, mask)?;
+        self.shared.flush(&mut st);
+        self.shared.kick_loop(&st);
+        drop(st);
+        self.shared.signal();
+        Ok(())
+    }
+
+    /// `ibv_query_qp`: the QP's current attributes and state.
+    pub fn query_qp(&self, qpn: u32) -> Result<QpAttr> {
+        let st = self.shared.state();
+        let qp = st.stack.verbs.qp(qpn)?;
+        let mut a = *qp.attr();
+        a.qp_state = qp.state();
+        a.cur_qp_state = qp.state();
+        Ok(a)
+    }
+
+    /// `ibv_destroy_qp`.
+    pub fn destroy_qp(&self, qpn: u32) -> Result<()> {
+        Ok(self.shared.state().stack.destroy_qp(qpn)?)
+    }
+
+    // ----- data path -----
+
+    /// `ibv_post_send`: the first packets leave from this thread before it returns.
+    pub fn post_send(&self, qpn: u32, wr: SendWr) -> Result<()> {
+        let mut st = self.shared.state();
+        st.stack.post_send(qpn, wr)?;
+        self.shared.flush(&mut st);
+        self.shared.kick_loop(&st);
+        drop(st);
+        // A UD send (or a failed one) may have completed already.
+        self.shared.signal();
+        Ok(())
+    }
+
+    /// `ibv_post_recv`.
+    pub fn post_recv(&self, qpn: u32, wr: RecvWr) -> Result<()> {
+        Ok(self.shared.state().stack.post_recv(qpn, wr)?)
+    }
+
+    /// `ibv_poll_cq`: up to `max` completions appended to `out`, without waiting. With
+    /// [`Progress::Inline`] it first runs one non-blocking loop turn.
+    pub fn poll_cq_into(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+    ) -> Result<usize> {
+        if self.shared.progress == Progress::Inline {
+            self.shared.turn_inline()?;
+        }
+        self.shared.poll_cq_locked(cq, out, max)
+    }
+
+    /// `ibv_poll_cq` returning a vector.
+    pub fn poll_cq(&self, cq: CqId, max: usize) -> Result<Vec<WorkCompletion>> {
+        let mut out = Vec::new();
+        self.poll_cq_into(cq, &mut out, max)?;
+        Ok(out)
+    }
+
+    /// Waits until `cq` has at least one completion (or `timeout` passes: `Ok(0)`), then
+    /// appends up to `max` to `out`. Waits as [`DeviceConfig::wait`] says: blocking, spinning,
+    /// or spinning then blocking; with [`Progress::Inline`] the waiting thread runs the loop.
+    pub fn wait_cq(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
+        let start = StdInstant::now();
+        let deadline = timeout.map(|t| start + t);
+        match self.shared.progress {
+            Progress::Inline => self.wait_inline(cq, out, max, deadline),
+            Progress::Thread(_) => self.wait_thread(cq, out, max, start, deadline),
+        }
+    }
+
+    fn wait_inline(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        deadline: Option<StdInstant>,
+    ) -> Result<usize> {
+        let sh = &self.shared;
+        let user_deadline = deadline.map(|d| sh.clock.from_std(d).saturating_add(1));
+        loop {
+            let n = sh.poll_cq_locked(cq, out, max)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if deadline.is_some_and(|d| StdInstant::now() >= d) {
+                return Ok(0);
+            }
+            match sh.rx.try_lock() {
+                Ok(mut rx) => {
+                    sh.turn(&mut rx, Some((user_deadline, sh.wait)))?;
+                }
+                Err(_) => {
+                    // Another thread is driving: wait for its signal a little.
+                    let st = sh.state();
+                    let _ = sh
+                        .cv
+                        .wait_timeout(st, Duration::from_millis(1))
+                        .map_err(|_| ());
+                }
+            }
+        }
+    }
+
+    fn wait_thread(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        start: StdInstant,
+        deadline: Option<StdInstant>,
+    ) -> Result<usize> {
+        let sh = &self.shared;
+        let spin_until = match sh.wait {
+            PollMode::Blocking => None,
+            PollMode::BusyPoll => deadline.or(Some(start + Duration::from_secs(1 << 30))),
+            PollMode::SpinThenBlock(d) => Some(start + d),
+        };
+        loop {
+            let mut st = sh.state();
+            let n = st.stack.verbs.poll_cq_into(cq, out, max)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            let now = StdInstant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(0);
+            }
+            if spin_until.is_some_and(|s| now < s) {
+                drop(st);
+                std::hint::spin_loop();
+                continue;
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(now));
+            // Sleep for at most a second at a time so a lost signal costs little.
+            let wait = left
+                .unwrap_or(Duration::from_secs(1))
+                .min(Duration::from_secs(1));
+            let (g, _) = sh
+                .cv
+                .wait_timeout(st, wait)
+                .unwrap_or_else(|p| p.into_inner());
+            st = g;
+            drop(st);
+        }
+    }
+
+    /// Runs the loop for `d` in the caller's thread (inline devices: lets ACKs and
+    /// retransmissions out while the application has nothing to poll). Returns at once on a
+    /// background-loop device.
+    pub fn progress_for(&self, d: Duration) -> Result<()> {
+        if self.shared.progress != Progress::Inline {
+            return Ok(());
+        }
+        let end = StdInstant::now() + d;
+        let until = self.shared.clock.from_std(end);
+        while StdInstant::now() < end {
+            match self.shared.rx.try_lock() {
+                Ok(mut rx) => {
+                    self.shared
+                        .turn(&mut rx, Some((Some(until), PollMode::Blocking)))?;
+                }
+                Err(_) => std::thread::sleep(Duration::from_micros(100)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes the pcap file, if any.
+    pub fn flush_pcap(&self) -> Result<()> {
+        if let Some(t) = self.shared.state().tap.as_mut() {
+            t.flush()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+// ----- async -----
+
+/// The async face of a [`Device`] (a thin wrapper): the same verbs, plus
+/// [`AsyncDevice::poll_cq_wait`], a future that resolves when the CQ has completions.
+///
+/// The futures use only `std::task` (the loop thread wakes their `Waker`s), so they run on
+/// any executor — tokio included — without the driver depending on one. Needs a device with
+/// a background loop ([`Progress::Thread`]): an inline device has nobody to wake the future.
+#[derive(Clone, Debug)]
+pub struct AsyncDevice {
+    dev: Device,
+}
+
+impl AsyncDevice {
+    /// Wraps a device whose loop runs on a background thread.
+    pub fn new(dev: Device) -> Result<AsyncDevice> {
+        if dev.progress() == Progress::Inline {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "AsyncDevice needs a device with a background loop (Progress::Thread)",
+            )));
+        }
+        Ok(AsyncDevice { dev })
+    }
+
+    /// Opens a device on `ip` with a background loop.
+    pub fn open(ip: IpAddr) -> Result<AsyncDevice> {
+        AsyncDevice::new(Device::open_with(DeviceConfig::new(ip).background())?)
+    }
+
+    /// The blocking device underneath (all the other verbs).
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Resolves with up to `max` completions once `cq` has any.
+    pub async fn poll_cq_wait(&self, cq: CqId, max: usize) -> Result<Vec<WorkCompletion>> {
+        CqWait {
+            shared: self.dev.shared().clone(),
+            cq,
+            max,
+        }
+        .await
+    }
+
+    /// `ibv_post_send`.
+    pub fn post_send(&self, qpn: u32, wr: SendWr) -> Result<()> {
+        self.dev.post_send(qpn, wr)
+    }
+
+    /// `ibv_post_recv`.
+    pub fn post_recv(&self, qpn: u32, wr: RecvWr) -> Result<()> {
+        self.dev.post_recv(qpn, wr)
+    }
+}
+
+struct CqWait {
+    shared: Arc<Shared>,
+    cq: CqId,
+    max: usize,
+}
+
+impl Future for CqWait {
+    type Output = Result<Vec<WorkCompletion>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut st = self.shared.state();
+        let mut out = Vec::new();
+        match st.stack.verbs.poll_cq_into(self.cq, &mut out, self.max) {
+            Err(e) => return Poll::Ready(Err(e.into())),
+            Ok(n) if n > 0 => return Poll::Ready(Ok(out)),
+            Ok(_) => {}
+        }
+        // Register while still holding the state lock: the loop signals after releasing it,
+        // so a completion cannot slip between this check and the registration.
+        let mut wakers = lock(&self.shared.wakers);
+        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
+        }
+        drop(wakers);
+        drop(st);
+        Poll::Pending
+    }
+}
+
+#[doc(hidden)]
+pub fn _assert_send_sync() {
+    fn ok<T: Send + Sync>() {}
+    ok::<Device>();
+    ok::<AsyncDevice>();
+}
