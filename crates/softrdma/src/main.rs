@@ -4,6 +4,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod decode;
+mod pingpong;
+mod pingpong_exch;
 
 /// softrdma: the Linux RDMA connection-management stack (IB CM, RDMA CM, SRP) in userspace,
 /// over RoCEv2.
@@ -19,11 +21,15 @@ enum Command {
     /// Decode a pcap/pcapng capture field by field, tshark -V style (RoCEv2, IB CM, RDMA CM,
     /// SRP, SCSI), checking every ICRC.
     Decode(decode::Args),
+    /// A peer of ibv_rc_pingpong / ibv_ud_pingpong (rdma-core): same flags, TCP side channel
+    /// and output, over a softrdma device named by its IP address (-d 10.77.0.1).
+    Pingpong(pingpong::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode(args) => decode::run(&args),
+        Command::Pingpong(args) => pingpong::run(&args),
     }
 }

@@ -1,0 +1,327 @@
+//! `softrdma pingpong rc|ud`: server and client both ours, as two processes on loopback
+//! (each test on its own pair of 127.0.x.y device addresses and its own TCP port, so tests run
+//! in parallel), with `-c` validation, and a pcap tap whose every ICRC verifies.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use softrdma_wire::link::LinkType;
+use softrdma_wire::{frame, pcap};
+
+const BIN: &str = env!("CARGO_BIN_EXE_softrdma");
+
+/// Whether something listens on TCP `port` (any address), from /proc/net/tcp{,6}.
+fn listening(port: u16) -> bool {
+    let needle = format!(":{port:04X} ");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|s| {
+            s.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && cols[1].ends_with(needle.trim_end()) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+struct Run {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+fn finish(mut c: Child, limit: Duration) -> Run {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            let mut out = String::new();
+            let mut err = String::new();
+            c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+            c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            return Run {
+                code: st.code().unwrap_or(-1),
+                out,
+                err,
+            };
+        }
+        if start.elapsed() > limit {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("pingpong did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn spawn(args: &[String]) -> Child {
+    Command::new(BIN)
+        .arg("pingpong")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs a server on 127.0.`net`.1 and a client on 127.0.`net`.2; returns (server, client).
+fn pair(
+    kind: &str,
+    net: u8,
+    port: u16,
+    server_extra: &[&str],
+    client_extra: &[&str],
+) -> (Run, Run) {
+    let s_ip = format!("127.0.{net}.1");
+    let c_ip = format!("127.0.{net}.2");
+    let common = |ip: &str| -> Vec<String> {
+        vec![
+            kind.into(),
+            "-d".into(),
+            ip.into(),
+            "-p".into(),
+            port.to_string(),
+            "--timeout".into(),
+            "20".into(),
+        ]
+    };
+    let mut sa = common(&s_ip);
+    sa.extend(server_extra.iter().map(|s| s.to_string()));
+    let server = spawn(&sa);
+    let t = Instant::now();
+    while !listening(port) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut ca = common(&c_ip);
+    ca.extend(client_extra.iter().map(|s| s.to_string()));
+    ca.push(s_ip.clone());
+    let client = spawn(&ca);
+    let c = finish(client, Duration::from_secs(60));
+    let s = finish(server, Duration::from_secs(60));
+    (s, c)
+}
+
+fn assert_ok(kind: &str, size: u32, iters: u32, net: u8, s: &Run, c: &Run) {
+    for (who, r, me, peer) in [("server", s, 1, 2), ("client", c, 2, 1)] {
+        assert_eq!(
+            r.code, 0,
+            "{kind} {size} {who}: stdout:\n{}\nstderr:\n{}",
+            r.out, r.err
+        );
+        let sep = if kind == "rc" { "," } else { ":" };
+        let local = r.out.lines().next().unwrap_or("");
+        assert!(
+            local.starts_with("  local address:  LID 0x0000, QPN 0x")
+                && local.ends_with(&format!("{sep} GID ::ffff:127.0.{net}.{me}")),
+            "{local}"
+        );
+        let remote = r.out.lines().nth(1).unwrap_or("");
+        assert!(
+            remote.starts_with("  remote address: LID 0x0000, QPN 0x")
+                && remote.ends_with(&format!(", GID ::ffff:127.0.{net}.{peer}")),
+            "{remote}"
+        );
+        let bytes = u64::from(size) * u64::from(iters) * 2;
+        assert!(
+            r.out.contains(&format!("{bytes} bytes in ")),
+            "{who}: {}",
+            r.out
+        );
+        assert!(r.out.contains(&format!("{iters} iters in ")), "{}", r.out);
+        assert!(!r.out.contains("invalid data"), "{}", r.out);
+    }
+}
+
+#[test]
+fn rc_sizes_busy_poll_with_chk() {
+    // 65536 > the 1024 path MTU: 64 packets per message.
+    for (i, size) in [8u32, 4096, 65536].into_iter().enumerate() {
+        let n = 30;
+        let args = [
+            "-g",
+            "1",
+            "-c",
+            "-s",
+            &size.to_string(),
+            "-n",
+            &n.to_string(),
+        ];
+        let (s, c) = pair("rc", 41, 19110 + i as u16, &args, &args);
+        assert_ok("rc", size, n, 41, &s, &c);
+    }
+}
+
+#[test]
+fn rc_events_and_mtu_4096() {
+    let args = [
+        "-g", "1", "-c", "-e", "-s", "10000", "-n", "30", "-m", "4096",
+    ];
+    let (s, c) = pair("rc", 42, 19120, &args, &args);
+    assert_ok("rc", 10000, 30, 42, &s, &c);
+    // Mixed: busy-polling server, sleeping client.
+    let sa = ["-g", "1", "-c", "-s", "4096", "-n", "30"];
+    let ca = ["-g", "1", "-c", "-e", "-s", "4096", "-n", "30"];
+    let (s, c) = pair("rc", 42, 19121, &sa, &ca);
+    assert_ok("rc", 4096, 30, 42, &s, &c);
+}
+
+#[test]
+fn ud_sizes_with_chk() {
+    // Up to the port MTU (1024) minus the 40-byte GRH area.
+    for (i, size) in [8u32, 512, 984].into_iter().enumerate() {
+        let args = ["-g", "1", "-c", "-s", &size.to_string(), "-n", "30"];
+        let (s, c) = pair("ud", 43, 19130 + i as u16, &args, &args);
+        assert_ok("ud", size, 30, 43, &s, &c);
+    }
+}
+
+#[test]
+fn ud_size_above_port_mtu_is_refused() {
+    let out = Command::new(BIN)
+        .args([
+            "pingpong",
+            "ud",
+            "-d",
+            "127.0.44.1",
+            "-s",
+            "2048",
+            "-p",
+            "19140",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Requested size larger than port MTU (1024)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn gid_index_0_is_refused_and_bad_device_named() {
+    let out = Command::new(BIN)
+        .args([
+            "pingpong",
+            "rc",
+            "-d",
+            "127.0.44.2",
+            "-g",
+            "0",
+            "-p",
+            "19141",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("use -g 1"), "{err}");
+    let out = Command::new(BIN)
+        .args(["pingpong", "rc", "-d", "rxe0", "-p", "19142"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("IB device rxe0 not found"));
+}
+
+#[test]
+fn chk_catches_a_client_that_does_not_fill_the_pattern() {
+    // The client without -c sends the plain 0x7b fill: the server's -c sees page 0 wrong, as
+    // ibv_rc_pingpong's server would, and (our addition) exits 1.
+    let (s, c) = pair(
+        "rc",
+        45,
+        19150,
+        &["-g", "1", "-c", "-s", "8192", "-n", "5"],
+        &["-g", "1", "-s", "8192", "-n", "5"],
+    );
+    assert_eq!(c.code, 0, "{}", c.err);
+    assert_eq!(s.code, 1, "{}", s.out);
+    assert!(s.out.contains("invalid data in page 0"), "{}", s.out);
+    assert!(s.out.contains("invalid data in page 1"), "{}", s.out);
+}
+
+#[test]
+fn pcap_of_a_pingpong_decodes_and_every_icrc_verifies() {
+    let dir = std::env::temp_dir().join(format!("softrdma-pp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ps = dir.join("server.pcap");
+    let pc = dir.join("client.pcap");
+    let (s, c) = pair(
+        "rc",
+        46,
+        19160,
+        &[
+            "-g",
+            "1",
+            "-s",
+            "5000",
+            "-n",
+            "10",
+            "--pcap",
+            ps.to_str().unwrap(),
+        ],
+        &[
+            "-g",
+            "1",
+            "-s",
+            "5000",
+            "-n",
+            "10",
+            "--pcap",
+            pc.to_str().unwrap(),
+        ],
+    );
+    assert_ok("rc", 5000, 10, 46, &s, &c);
+    for p in [&ps, &pc] {
+        let bytes = std::fs::read(p).unwrap();
+        let (recs, err) = pcap::read_all(&bytes).unwrap();
+        assert!(err.is_none());
+        // 10 messages each way of 5 packets, plus ACKs.
+        assert!(recs.len() >= 100, "{} frames", recs.len());
+        for r in &recs {
+            let (_, info) = frame::dissect_frame(LinkType::ETHERNET, r.data);
+            assert!(info.malformed.is_empty(), "{:?}", info.malformed);
+            assert_eq!(info.icrc_ok, Some(true), "{}", info.info);
+        }
+        // `softrdma decode` reads it too.
+        let out = Command::new(BIN).arg("decode").arg(p).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("SEND First"),
+            "{}",
+            &text[..text.len().min(2000)]
+        );
+    }
+    let (s, c) = pair(
+        "ud",
+        46,
+        19161,
+        &[
+            "-g",
+            "1",
+            "-s",
+            "984",
+            "-n",
+            "10",
+            "--pcap",
+            ps.to_str().unwrap(),
+        ],
+        &["-g", "1", "-s", "984", "-n", "10"],
+    );
+    assert_ok("ud", 984, 10, 46, &s, &c);
+    let bytes = std::fs::read(&ps).unwrap();
+    let (recs, _) = pcap::read_all(&bytes).unwrap();
+    assert_eq!(recs.len(), 20);
+    for r in &recs {
+        let (_, info) = frame::dissect_frame(LinkType::ETHERNET, r.data);
+        assert_eq!(info.icrc_ok, Some(true), "{}", info.info);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
