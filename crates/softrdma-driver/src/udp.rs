@@ -272,6 +272,12 @@ impl UdpEndpoint {
         })?;
         if addr.is_ipv6() {
             sockopt::set_ipv6_mtu_discover(socket.as_fd(), Ipv6PathMtuDiscovery::DO)?;
+            // Linux rxe sends RoCEv2 over IPv6 with UDP checksum 0 (RFC 6935 zero checksums
+            // for tunnels; its own tunnel socket accepts them) and the kernel drops such
+            // datagrams on any socket without UDP_NO_CHECK6_RX. Seen in the lab: the guest's
+            // ibv_rc_pingpong over fd77::/64 sent every SEND with checksum 0x0000 and a socket
+            // without the option never saw one.
+            nix::sys::socket::setsockopt(&socket, UdpNoCheck6Rx, &true).map_err(io::Error::from)?;
         }
 
         let reader = Waiter::new()?;
@@ -513,6 +519,24 @@ impl UdpEndpoint {
         })
     }
 }
+
+/// `UDP_NO_CHECK6_RX` as a nix socket option (no safe wrapper in rustix or socket2).
+mod no_check6 {
+    use nix::{setsockopt_impl, sockopt_impl};
+
+    /// `UDP_NO_CHECK6_RX` (include/uapi/linux/udp.h; not in the libc crate for glibc).
+    const UDP_NO_CHECK6_RX: libc::c_int = 102;
+
+    sockopt_impl!(
+        /// Accept IPv6 UDP datagrams whose checksum is 0 (what rxe sends).
+        UdpNoCheck6Rx,
+        SetOnly,
+        libc::IPPROTO_UDP,
+        UDP_NO_CHECK6_RX,
+        bool
+    );
+}
+use no_check6::UdpNoCheck6Rx;
 
 fn remaining(deadline: Option<Instant>) -> Option<Duration> {
     deadline.map(|d| d.saturating_duration_since(Instant::now()))

@@ -407,3 +407,28 @@ fn async_poll_cq_wait() {
     )
     .is_err());
 }
+
+#[test]
+fn rc_over_ipv6_two_qps_one_device() {
+    let v6: IpAddr = "::1".parse().unwrap();
+    let d = Device::open(v6).unwrap();
+    assert_eq!(d.ip_gid_index(), Some(1));
+    let ea = end(d.clone(), QpType::Rc, 8192);
+    let eb = end(d, QpType::Rc, 8192);
+    connect_rc(&ea, v6, eb.qpn, 10, 20);
+    connect_rc(&eb, v6, ea.qpn, 20, 10);
+    post_recv(&eb, 7);
+    ea.dev.write_mr(ea.lkey, 0x1000, &pattern(5000, 3)).unwrap();
+    send(&ea, 1, 5000, None);
+    let mut out = Vec::new();
+    let n = eb
+        .dev
+        .wait_cq(eb.cq, &mut out, 4, Some(Duration::from_secs(3)))
+        .unwrap();
+    assert!(
+        n >= 1,
+        "counters {:?} driver {:?}",
+        eb.dev.counters(),
+        eb.dev.driver_counters()
+    );
+}
