@@ -25,6 +25,13 @@
 //!   and its completion. Nothing happens while nobody polls (ACKs, retransmissions wait for the
 //!   next poll), which is the contract of a polled device.
 //!
+//! Each flush sends what the stack queued as few `sendmsg` calls as it can: runs of
+//! equal-sized datagrams to one destination (a multi-packet message) are merged into one GSO
+//! send ([`DeviceConfig::gso_coalesce`]), segmented transmits from the core are kept as they
+//! are. Verified against the lab's 6.1 guest: the 64 packets of a 64 KiB RC SEND left the host
+//! as one GSO send, crossed the bridge as IDs 0, 1, 2, … (software segmentation), and rxe
+//! accepted every one.
+//!
 //! Sends always happen in the thread that produced them (the poster's thread for a UD send or
 //! the first packets of an RC message, the loop's for ACKs and responses), under the stack lock,
 //! so the order the stack chose is the order on the wire.
@@ -116,6 +123,9 @@ pub struct DeviceConfig {
     pub pcap: Option<PathBuf>,
     /// Socket options.
     pub endpoint: EndpointConfig,
+    /// Send runs of equal-sized datagrams to one destination as one GSO send (default true;
+    /// without GSO on the socket this changes nothing).
+    pub gso_coalesce: bool,
     /// Seed of the stack's keys and PSNs (default: from the clock and the process id).
     pub seed: u64,
 }
@@ -136,6 +146,7 @@ impl DeviceConfig {
             wait: PollMode::Blocking,
             pcap: None,
             endpoint: EndpointConfig::default(),
+            gso_coalesce: true,
             seed: t ^ (u64::from(std::process::id()) << 32),
         }
     }
@@ -303,6 +314,7 @@ pub(crate) struct Shared {
     name: String,
     progress: Progress,
     wait: PollMode,
+    coalesce: bool,
     state: Mutex<State>,
     rx: Mutex<RxBufs>,
     /// Signalled after every loop turn that handled input or timers, and after posts.
@@ -362,11 +374,64 @@ impl Shared {
         while let Some(tx) = st.stack.poll_transmit(now) {
             txs.push(tx);
         }
+        if self.coalesce && txs.len() > 1 {
+            self.coalesce_into_gso(&mut txs);
+        }
         for tx in txs.iter_mut() {
             self.send_one(st, tx);
         }
         txs.clear();
         st.scratch = txs;
+    }
+
+    /// Merges runs of single datagrams to the same destination, of equal size (the last of a
+    /// run may be shorter), into segmented transmits, so a message's packets leave in one GSO
+    /// `sendmsg` (a 64 KiB RC SEND at MTU 1024: 1 syscall instead of 64). Order is kept.
+    /// Transmits the core already segmented are left alone.
+    fn coalesce_into_gso(&self, txs: &mut Vec<CoreTransmit>) {
+        let max_segs = self.ep.max_gso_segments();
+        if max_segs <= 1 {
+            return;
+        }
+        let max_bytes = if self.local.is_ipv6() {
+            MAX_UDP_PAYLOAD_V6
+        } else {
+            MAX_UDP_PAYLOAD_V4
+        };
+        let mut out: Vec<CoreTransmit> = Vec::with_capacity(txs.len());
+        let mut run: Option<(CoreTransmit, usize, usize, bool)> = None; // (tx, seg, n, closed)
+        for tx in txs.drain(..) {
+            if let Some((head, seg, n, closed)) = run.as_mut() {
+                let fits = !*closed
+                    && tx.segment_size.is_none()
+                    && tx.dst == head.dst
+                    && tx.src_ip == head.src_ip
+                    && !tx.payload.is_empty()
+                    && tx.payload.len() <= *seg
+                    && *n < max_segs
+                    && head.payload.len() + tx.payload.len() <= max_bytes;
+                if fits {
+                    head.payload.extend_from_slice(&tx.payload);
+                    *n += 1;
+                    *closed = tx.payload.len() < *seg;
+                    head.segment_size = Some(*seg);
+                    continue;
+                }
+            }
+            if let Some((head, ..)) = run.take() {
+                out.push(head);
+            }
+            if tx.segment_size.is_none() && !tx.payload.is_empty() {
+                let seg = tx.payload.len();
+                run = Some((tx, seg, 1, false));
+            } else {
+                out.push(tx);
+            }
+        }
+        if let Some((head, ..)) = run.take() {
+            out.push(head);
+        }
+        *txs = out;
     }
 
     fn send_one(&self, st: &mut State, tx: &mut CoreTransmit) {
@@ -625,6 +690,7 @@ impl Device {
             name: config.name,
             progress: config.progress,
             wait: config.wait,
+            coalesce: config.gso_coalesce,
             state: Mutex::new(State {
                 stack,
                 tap,
