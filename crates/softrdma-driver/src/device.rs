@@ -84,7 +84,7 @@ use softrdma_core::verbs::{
 use softrdma_core::Stack;
 use softrdma_wire::icrc::{self, Flow, Ipv4Ident, ICRC_LEN, ROCE_V2_PORT};
 
-use crate::clock::{Clock, Micros};
+use crate::clock::{duration_to_micros, Clock, Micros};
 use crate::tap::{mac_for_ip, Tap};
 use crate::timer::{wait_for_input, Input, PollMode};
 use crate::udp::{
@@ -279,6 +279,11 @@ pub struct DriverCounters {
     pub pcap_errors: u64,
 }
 
+/// The longest a background loop sleeps without looking at the stack's timers.
+const LOOP_TICK: Duration = Duration::from_millis(5);
+/// How late a timer may fire (µs) before a verbs call wakes the background loop for it.
+const TIMER_SLACK_US: u64 = 1000;
+
 /// How long a send waits for buffer space before the datagram is dropped.
 const SEND_BLOCK_LIMIT: Duration = Duration::from_millis(100);
 
@@ -360,7 +365,10 @@ impl Shared {
             .poll_timeout()
             .map(|t| t.total_micros())
             .unwrap_or(u64::MAX);
-        if next < self.loop_deadline.load(Ordering::Acquire) {
+        // The loop never sleeps longer than LOOP_TICK, so a timer due later than its current
+        // deadline needs no wake-up unless it is due more than TIMER_SLACK before it: posting an
+        // RC message (which arms a 67 ms ACK timer) then costs no thread wake-up.
+        if next.saturating_add(TIMER_SLACK_US) < self.loop_deadline.load(Ordering::Acquire) {
             // Nothing useful to do if the eventfd write fails; the loop wakes at its own
             // deadline anyway.
             let _ = self.ep.notifier().notify();
@@ -610,8 +618,10 @@ impl Shared {
 
     fn run_background(self: Arc<Self>, mode: PollMode) {
         let mut rx = lock(&self.rx);
+        let tick = duration_to_micros(LOOP_TICK);
         while !self.shutdown.load(Ordering::Acquire) {
-            if let Err(e) = self.turn(&mut rx, Some((None, mode))) {
+            let until = self.clock.now().saturating_add(tick);
+            if let Err(e) = self.turn(&mut rx, Some((Some(until), mode))) {
                 // A socket error that is not about one datagram (EBADF, ENOMEM): report once
                 // a second at most and keep going; the device stays usable for queries.
                 eprintln!("softrdma {}: event loop: {e}", self.name);
@@ -1003,7 +1013,9 @@ impl Device {
         let sh = &self.shared;
         let spin_until = match sh.wait {
             PollMode::Blocking => None,
-            PollMode::BusyPoll => deadline.or(Some(start + Duration::from_secs(1 << 30))),
+            PollMode::BusyPoll => {
+                deadline.or_else(|| start.checked_add(Duration::from_secs(1 << 30)))
+            }
             PollMode::SpinThenBlock(d) => Some(start + d),
         };
         loop {

@@ -74,6 +74,18 @@ fn av(peer: IpAddr, sgid_index: u16) -> AddressVector {
 
 /// INIT → RTR → RTS for an RC QP, with ibv_rc_pingpong's attributes.
 fn connect_rc(e: &End, peer_ip: IpAddr, peer_qpn: u32, my_psn: u32, peer_psn: u32) {
+    connect_rc_with(e, peer_ip, peer_qpn, my_psn, peer_psn, 14, 7);
+}
+
+fn connect_rc_with(
+    e: &End,
+    peer_ip: IpAddr,
+    peer_qpn: u32,
+    my_psn: u32,
+    peer_psn: u32,
+    timeout: u8,
+    retry_cnt: u8,
+) {
     use QpAttrMask as M;
     let d = &e.dev;
     let init = QpAttr {
@@ -111,8 +123,8 @@ fn connect_rc(e: &End, peer_ip: IpAddr, peer_qpn: u32, my_psn: u32, peer_psn: u3
     .unwrap();
     let rts = QpAttr {
         qp_state: QpState::Rts,
-        timeout: 14,
-        retry_cnt: 7,
+        timeout,
+        retry_cnt,
         rnr_retry: 7,
         sq_psn: my_psn,
         max_rd_atomic: 1,
@@ -453,4 +465,39 @@ fn rc_over_ipv6_two_qps_one_device() {
         eb.dev.counters(),
         eb.dev.driver_counters()
     );
+}
+
+/// Timers run in the device loop: an RC send to a peer that never answers ends in
+/// RETRY_EXC_ERR after retry_cnt retransmissions, on a background loop and inline.
+#[test]
+fn dead_peer_retry_exceeded() {
+    for (i, cfg) in [
+        DeviceConfig::new(ip(10, 20)).background(),
+        DeviceConfig::new(ip(10, 21)).busy_poll(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let e = end(Device::open_with(cfg).unwrap(), QpType::Rc, 64);
+        let nobody = ip(10, 99);
+        // A short ACK timeout: 4.096 µs × 2^12 ≈ 16.8 ms, 2 retries.
+        connect_rc_with(&e, nobody, 0x42, 1, 1, 12, 2);
+        let t = Instant::now();
+        send(&e, 9, 64, None);
+        let mut out = Vec::new();
+        let n = e
+            .dev
+            .wait_cq(e.cq, &mut out, 1, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(n, 1, "case {i}: no completion");
+        assert_eq!(out[0].status, WcStatus::RetryExcErr, "case {i}");
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(45) && took < Duration::from_secs(2),
+            "case {i}: {took:?}"
+        );
+        // 1 send + 2 retransmissions.
+        assert_eq!(e.dev.driver_counters().tx_datagrams, 3, "case {i}");
+        assert_eq!(e.dev.query_qp(e.qpn).unwrap().qp_state, QpState::Err);
+    }
 }
