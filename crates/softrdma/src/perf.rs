@@ -82,6 +82,9 @@ pub struct Args {
     /// The server device's address.
     #[arg(long, default_value = "127.0.0.2")]
     pub server: IpAddr,
+    /// Print both devices' non-zero counters after each run.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// The client device's address.
     #[arg(long, default_value = "127.0.0.1")]
     pub client: IpAddr,
@@ -289,7 +292,27 @@ fn measure_ours(args: &Args, size: usize, iters: u64, mtu: Mtu) -> Result<Outcom
         }
     }
     stop.store(true, Ordering::Release);
-    let _ = server_thread.join();
+    let server = server_thread.join();
+    if args.verbose {
+        let show = |name: &str, n: &Node| {
+            let c: Vec<String> = n
+                .stack
+                .counters()
+                .iter()
+                .filter(|(_, v)| *v != 0)
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            println!(
+                "  {name} counters: {} send_errors={}",
+                c.join(" "),
+                n.send_errors
+            );
+        };
+        show("client", &client);
+        if let Ok(s) = &server {
+            show("server", s);
+        }
+    }
     let mut o = r?;
     o.cpu = cpu;
     Ok(o)
