@@ -82,6 +82,10 @@ pub struct Args {
     /// The server device's address.
     #[arg(long, default_value = "127.0.0.2")]
     pub server: IpAddr,
+    /// Before each run wait (up to 10 min) until no `qemu-system*` process runs, and mark runs
+    /// during which one started (lab guests share the 2 cores and skew the figures).
+    #[arg(long)]
+    pub wait_quiet: bool,
     /// Print both devices' non-zero counters after each run.
     #[arg(short = 'v', long)]
     pub verbose: bool,
@@ -168,6 +172,12 @@ pub fn run(args: &Args) -> ExitCode {
     );
     let mut ratios = Vec::new();
     for run in 1..=args.runs {
+        if args.wait_quiet {
+            let t = Instant::now();
+            while qemu_running() && t.elapsed() < Duration::from_secs(600) {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
         let ours = match measure_ours(args, size, iters, mtu) {
             Ok(o) => o,
             Err(e) => {
@@ -202,7 +212,7 @@ pub fn run(args: &Args) -> ExitCode {
                         t.cpu_per_gb()
                     );
                 }
-                println!("{line}");
+                println!("{line}{}", noisy(args));
             }
             Test::Lat => {
                 let (med, mean, p99) = ours.rtt.unwrap_or_default();
@@ -218,7 +228,7 @@ pub fn run(args: &Args) -> ExitCode {
                         " | TCP median {tm:7.1} mean {tmean:7.1} p99 {tp99:7.1} | ratio {r:.2}x TCP"
                     );
                 }
-                println!("{line}");
+                println!("{line}{}", noisy(args));
             }
         }
     }
@@ -234,6 +244,24 @@ pub fn run(args: &Args) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+/// Whether a QEMU guest runs on this machine now (`/proc/*/comm` starting "qemu-system").
+fn qemu_running() -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with("qemu-system"))
+    })
+}
+
+fn noisy(args: &Args) -> &'static str {
+    if args.wait_quiet && qemu_running() {
+        "  [a QEMU guest was running by the end]"
+    } else {
+        ""
+    }
 }
 
 // ----- softrdma ------------------------------------------------------------------------------
