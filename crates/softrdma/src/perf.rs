@@ -376,7 +376,7 @@ fn serve(
     let mut expect: u64 = 1;
     let mut last_check = [0u8; 8];
     while !stop.load(Ordering::Acquire) {
-        let did = n.turn();
+        let did = n.receive();
         let mut progressed = false;
         while let Some(wc) = n.poll_cq() {
             progressed = true;
@@ -418,9 +418,8 @@ fn serve(
                 let _ = n.stack.post_send(n.qpn, wr);
             }
         }
-        if progressed {
-            n.transmit();
-        } else if !did {
+        let sent = n.transmit();
+        if !progressed && !did && !sent {
             n.idle(Duration::from_millis(1));
         }
     }
@@ -567,7 +566,7 @@ fn client_lat(
         // READ), or for WRITE the counter written back into our memory.
         let mut answered = false;
         while !answered {
-            let did = n.turn();
+            let did = n.receive();
             while let Some(wc) = n.poll_cq() {
                 if wc.status != WcStatus::Success {
                     return Err(format!("completion {wc:?}"));
@@ -585,7 +584,8 @@ fn client_lat(
             {
                 answered = true;
             }
-            if !answered && !did {
+            // Once answered, our ACK of the answer leaves with the next request.
+            if !answered && !n.transmit() && !did {
                 n.idle(Duration::from_millis(1));
             }
             if start.elapsed() > Duration::from_secs(10) {

@@ -197,6 +197,15 @@ impl Node {
     /// One turn of the loop: receive what is queued, timers, transmit. Returns whether any
     /// datagram came in or went out.
     pub fn turn(&mut self) -> bool {
+        let did = self.receive();
+        self.transmit() | did
+    }
+
+    /// Receives what is queued and runs due timers; returns whether anything came in. The
+    /// application's reaction (completions polled, new WRs posted) before the next
+    /// [`Node::transmit`] leaves with the ACKs of what came in, in one GSO send where sizes
+    /// allow.
+    pub fn receive(&mut self) -> bool {
         let mut did = false;
         // Receive a few batches before transmitting, so ACKs are seen before the window is
         // judged.
@@ -211,7 +220,6 @@ impl Node {
         if self.stack.poll_timeout().is_some_and(|t| t <= now) {
             self.stack.handle_timeout(now);
         }
-        did |= self.transmit();
         did
     }
 

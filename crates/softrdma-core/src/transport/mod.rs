@@ -512,9 +512,9 @@ impl Stack {
     }
 
     /// Everything there is to send now (up to `batch.max_bytes`), appended to `batch` as GSO
-    /// trains: first the queued responses (ACKs, READ responses, UD sends), then the RC
-    /// requesters' packets, round robin over the QPs, each QP's packets back to back so a
-    /// message's segments share trains. Packets are written straight into the batch's buffer
+    /// trains: first the RC requesters' packets, round robin over the QPs, each QP's packets
+    /// back to back so a message's segments share trains, then the queued responses (ACKs,
+    /// READ responses, UD sends). Packets are written straight into the batch's buffer
     /// and sealed for their IPv4 ID in the train. Returns the datagrams added.
     ///
     /// The driver sends each train with one GSO `sendmsg` (segment size
@@ -523,12 +523,6 @@ impl Stack {
     /// may be mixed.
     pub fn poll_transmit_batch(&mut self, now: Instant, batch: &mut TransmitBatch) -> usize {
         let before = batch.datagrams();
-        while !batch.is_full() {
-            let Some(tx) = self.out.pop_front() else {
-                break;
-            };
-            batch.push_sealed(&tx);
-        }
         // Round robin without allocating: visit QPs from the cursor on, then wrap once.
         let start = self.rr;
         let mut cursor = start;
@@ -585,6 +579,16 @@ impl Stack {
             if qpn == u32::MAX {
                 break;
             }
+        }
+        // Queued responses last: an ACK is shorter than a request, so it may end the
+        // request's train as its short last segment (one GSO send carries a ping-pong's
+        // request and the ACK of the previous answer). Requests and responses use separate
+        // PSN spaces; their relative order does not matter.
+        while !batch.is_full() {
+            let Some(tx) = self.out.pop_front() else {
+                break;
+            };
+            batch.push_sealed(&tx);
         }
         batch.datagrams() - before
     }
