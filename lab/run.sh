@@ -22,7 +22,7 @@
 # Network (all inside netns $NS, created here and deleted on exit, whatever happens):
 #   bridge br0 10.77.0.1/24 (+ fd77::1/64 with IPV6=1), guest A 10.77.0.10 / fd77::10,
 #   guest B 10.77.0.11 / fd77::11. Host-side programs bind 10.77.0.1 (RoCEv2: UDP 4791).
-# Env: LAB (/var/cache/softrdma-lab) NS (softrdma-lab) TIMEOUT (wall limit per guest, s, default 90)
+# Env: LAB (/var/cache/softrdma-lab) NS (softrdma-lab) TIMEOUT (wall limit per guest, s, default 60)
 #      MEM (MiB, 768) CAPIF (capture interface, br0; "any" = Linux cooked) KAPPEND (extra kernel args)
 #      SOFTRDMA (the project's binary, default <repo>/target/release/softrdma; exported absolute)
 set -euo pipefail
@@ -36,7 +36,7 @@ NAME=$(basename "$SCEN")
 OUT=${2:-$LAB/out/$NAME}
 SOFTRDMA=${SOFTRDMA:-$REPO/target/release/softrdma}
 case "$SOFTRDMA" in /*) ;; *) SOFTRDMA=$PWD/$SOFTRDMA ;; esac
-TIMEOUT=${TIMEOUT:-90}; MEM=${MEM:-768}; IPV6=${IPV6:-}; HOST_GRACE=${HOST_GRACE:-5}
+TIMEOUT=${TIMEOUT:-60}; MEM=${MEM:-768}; IPV6=${IPV6:-}; HOST_GRACE=${HOST_GRACE:-5}
 GUESTS=${GUESTS:-}
 [ -f "$SCEN/conf" ] && . "$SCEN/conf"
 if [ -z "$GUESTS" ]; then GUESTS="A"; [ -f "$SCEN/B.sh" ] && GUESTS="A B"; fi

@@ -35,3 +35,29 @@ softrdma_decode() {
   fi
 }
 finish() { if [ "$FAILS" = 0 ]; then echo "PASS"; exit 0; else echo "FAIL ($FAILS checks failed)"; exit 1; fi; }
+# pp_check: the verdict of a pingpong scenario (PP_KIND PP_SIZES PP_N PP_HOST from its pp.env;
+# PP_HOST = server|client|none says which side, if any, is `softrdma pingpong` on the host).
+pp_check() {
+  _want=0
+  for _s in $PP_SIZES; do
+    for _r in server client; do
+      _f=share/pp-$PP_KIND-$_s.$_r
+      expect "$PP_KIND size $_s $_r exit 0" rc_is "$_f.rc" 0
+      # the rdma-core tools print "N iters in T seconds = U usec/iter" when all went through
+      [ "$_r" = "$PP_HOST" ] || expect "$PP_KIND size $_s $_r did $PP_N iterations" has "$_f.txt" "^$PP_N iters in"
+    done
+    # packets per message at path MTU 1024; each side sends PP_N messages
+    _want=$((_want + 2 * PP_N * ((_s + 1023) / 1024)))
+  done
+  if [ "$PP_KIND" = rc ]; then
+    _got=$(count_frames 'infiniband.bth.opcode <= 5')   # RC SEND first/middle/last/only (+imm)
+  else
+    _got=$(count_frames 'infiniband.bth.opcode == 100 && infiniband.bth.destqp != 1')
+  fi
+  echo "$PP_KIND SEND packets on the wire: $_got (at least $_want expected)"
+  expect "all the $PP_KIND SEND packets are on the wire" [ "$_got" -ge "$_want" ]
+  _tcp=$(count_frames 'tcp.port == 18515 && tcp.len > 0')
+  expect "TCP 18515 side channel carried the address exchange ($_tcp segments)" [ "$_tcp" -ge 2 ]
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+  softrdma_decode capture.pcap
+}
