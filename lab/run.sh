@@ -22,7 +22,7 @@
 # Network (all inside netns $NS, created here and deleted on exit, whatever happens):
 #   bridge br0 10.77.0.1/24 (+ fd77::1/64 with IPV6=1), guest A 10.77.0.10 / fd77::10,
 #   guest B 10.77.0.11 / fd77::11. Host-side programs bind 10.77.0.1 (RoCEv2: UDP 4791).
-# Env: LAB (/var/cache/softrdma-lab) NS (softrdma-lab) TIMEOUT (wall limit per guest, s, default 60)
+# Env: LAB (/var/cache/softrdma-lab) NS (softrdma-lab) LOCK (/run/lock/$NS.lock) TIMEOUT (wall limit per guest, s, default 60)
 #      MEM (MiB, 768) CAPIF (capture interface, br0; "any" = Linux cooked) KAPPEND (extra kernel args)
 #      SOFTRDMA (the project's binary, default <repo>/target/release/softrdma; exported absolute)
 set -euo pipefail
@@ -50,9 +50,10 @@ now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.1f", b-a}'; }
 T_START=$(now)
 
-# One run at a time: every run uses the same netns, bridge and tap names.
-mkdir -p "$LAB"; exec 9>"$LAB/run.lock"
-flock -w 600 9 || { echo "another lab run holds $LAB/run.lock"; exit 2; }
+# One run at a time: every run uses the same netns, bridge and tap names, whatever its $LAB.
+LOCK=${LOCK:-/run/lock/$NS.lock}; [ -d "$(dirname "$LOCK")" ] || LOCK=/tmp/$NS.lock
+exec 9>"$LOCK"
+flock -w 600 9 || { echo "another lab run holds $LOCK"; exit 2; }
 rm -rf "$OUT"; mkdir -p "$OUT/share"
 cp -r "$SCEN"/. "$OUT/share/"
 cp "$HERE/scenarios/lib.sh" "$OUT/share/"
