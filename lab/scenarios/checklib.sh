@@ -29,6 +29,10 @@ softrdma_decode() {
   if ! "$SOFTRDMA" decode --help >/dev/null 2>&1; then ok "softrdma decode: skipped (binary has no decode yet)"; return 0; fi
   if "$SOFTRDMA" decode "$_p" > softrdma-decode.txt 2> softrdma-decode.err && [ -s softrdma-decode.txt ]; then
     ok "softrdma decode $_p: $(wc -l < softrdma-decode.txt) lines (softrdma-decode.txt)"
+    # our decoder checks every ICRC too: it must agree with the kernel on every packet
+    _bad=$(grep -c 'Invariant CRC.*\[incorrect' softrdma-decode.txt)
+    _good=$(grep -c 'Invariant CRC.*\[correct\]' softrdma-decode.txt)
+    if [ "$_bad" = 0 ]; then ok "softrdma decode: $_good ICRCs [correct], none [incorrect]"; else fail "softrdma decode: $_bad ICRCs [incorrect]"; return 1; fi
   else
     fail "softrdma decode $_p failed: $(tail -1 softrdma-decode.err)"
     return 1
