@@ -32,19 +32,22 @@ wait_listen() {
 # One exchange per size, in turn; both sides leave pp-KIND-SIZE.{server,client}.{txt,rc} in the share.
 # The side channel is TCP 18515 (the tools' default): LID:QPN:PSN:GID, GID index 1 = ::ffff:IPv4.
 # pp_run SIDE SIZE [PEER]: one pingpong run; SIDE guest = the rdma-core tool, host = $SOFTRDMA
+# Each run is limited to PP_TIMEOUT (15) s: a healthy one takes < 1 s, and a kernel RC QP with
+# the tools' retry_cnt 7 retransmits forever (rxe treats 7 as "infinite") when the peer is silent.
 pp_run() {
   _side=$1; _s=$2; shift 2
   if [ "$_side" = host ]; then
-    "$SOFTRDMA" pingpong "$PP_KIND" -d "$HOST_IP" -g 1 -s "$_s" -n "$PP_N" -c "$@"
+    timeout "${PP_TIMEOUT:-15}" "$SOFTRDMA" pingpong "$PP_KIND" -d "$HOST_IP" -g 1 -s "$_s" -n "$PP_N" -c "$@"
   else
-    "ibv_${PP_KIND}_pingpong" -g 1 -s "$_s" -n "$PP_N" -c "$@"
+    timeout "${PP_TIMEOUT:-15}" "ibv_${PP_KIND}_pingpong" -g 1 -s "$_s" -n "$PP_N" -c "$@"
   fi
 }
 # pp_server SIDE: for each size start a server, announce it (srv.ready.SIZE) once it listens,
-# and stop it at the latest 5 s after the client is done (cli.done.SIZE)
+# and stop it at the latest 5 s after the client is done (cli.done.SIZE); pp.abort = stop
 pp_server() {
   for _s in $PP_SIZES; do
     _f=pp-$PP_KIND-$_s.server
+    [ -e pp.abort ] && { echo "server size $_s: not run (an earlier size failed)"; continue; }
     stamp "pingpong $PP_KIND server ($1) size $_s"
     pp_run "$1" "$_s" > "$_f.txt" 2>&1 &
     _p=$!
@@ -52,7 +55,7 @@ pp_server() {
       touch "srv.ready.$_s"
       wait_flag "cli.done.$_s" 45
     else
-      touch "srv.failed.$_s"        # the client skips this size instead of waiting for nothing
+      touch pp.abort "srv.failed.$_s"   # the client stops instead of waiting for nothing
     fi
     _i=0; while kill -0 $_p 2>/dev/null && [ $_i -lt 25 ]; do sleep 0.2; _i=$((_i + 1)); done
     kill $_p 2>/dev/null; wait $_p; _rc=$?
@@ -71,6 +74,10 @@ pp_client() {
       _rc=125; echo "the server never listened on TCP 18515; not run" > "$_f.txt"
     fi
     echo $_rc > "$_f.rc"; cat "$_f.txt"; echo "client size $_s rc=$_rc"
+    # fail fast: after a failure the remaining sizes are not run (pp.abort before cli.done, so
+    # that the server, which waits for cli.done, sees it before it starts the next size)
+    [ $_rc = 0 ] || touch pp.abort
     touch "cli.done.$_s"
+    [ -e pp.abort ] && { echo "client: stopping after size $_s"; break; }
   done
 }
