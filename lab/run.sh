@@ -44,7 +44,8 @@ export SOFTRDMA LABDIR=$HERE LAB NS SCEN OUT
 declare -A IP=([A]=10.77.0.10 [B]=10.77.0.11)
 declare -A IP6=([A]=fd77::10 [B]=fd77::11)
 declare -A MAC=([A]=52:54:00:77:00:0a [B]=52:54:00:77:00:0b)
-[ -f "$LAB/vmlinuz" ] && [ -f "$LAB/initrd.gz" ] || { echo "no $LAB/vmlinuz or initrd.gz: run lab/build.sh"; exit 2; }
+KERNEL=$LAB/vmlinux; [ -f "$KERNEL" ] || KERNEL=$LAB/vmlinuz   # PVH ELF if build.sh could make it
+[ -f "$KERNEL" ] && [ -f "$LAB/initrd.cpio" ] || { echo "no $LAB/vmlinu[xz] or initrd.cpio: run lab/build.sh"; exit 2; }
 
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.1f", b-a}'; }
@@ -127,7 +128,7 @@ for g in $GUESTS; do
   a6=""; [ -n "$IPV6" ] && a6="labip6=${IP6[$g]}/64"
   ip netns exec "$NS" timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -nodefaults -no-user-config -machine pc \
     -accel tcg -smp 1 -m "$MEM" -display none -no-reboot -serial "file:$OUT/$g.serial" \
-    -kernel "$LAB/vmlinuz" -initrd "$LAB/initrd.gz" \
+    -kernel "$KERNEL" -initrd "$LAB/initrd.cpio" \
     -append "console=ttyS0 panic=-1 quiet labname=$g labip=${IP[$g]}/24 $a6 ${KAPPEND:-}" \
     -netdev "tap,id=n0,ifname=tap$g,script=no,downscript=no" -device "virtio-net-pci,netdev=n0,mac=${MAC[$g]}" \
     -virtfs "local,path=$OUT/share,mount_tag=lab,security_model=none,id=fs0" \
