@@ -152,11 +152,13 @@ if [ -n "$HOST_PID" ]; then
   HOST_PID=""
 fi
 cleanup; trap - EXIT
-echo "guests $GUESTS ran for $(secs "$T0" "$T1")s" >> "$OUT/timing.txt"
+T2=$(now)
+echo "setup $(secs "$T_START" "$T0")s, guests $GUESTS $(secs "$T0" "$T1")s, teardown $(secs "$T1" "$T2")s" >> "$OUT/timing.txt"
 
 [ -z "$TIMED_OUT" ] || verdict 1 "FAIL: guest(s)$TIMED_OUT hit the ${TIMEOUT}s timeout"
 [ -f "$SCEN/check.sh" ] || verdict 1 "FAIL: no check.sh"
 set +e; (cd "$OUT" && bash "$SCEN/check.sh") > "$OUT/check.log" 2>&1; rc=$?; set -e
+echo "check $(secs "$T2" "$(now)")s" >> "$OUT/timing.txt"
 sed 's/^/  check: /' "$OUT/check.log"
 case $rc in
   0) verdict 0 "PASS" ;;
