@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Regenerates fixtures/tshark/*.tsv: tshark's decode of every capture in fixtures/captures/,
-# one row per RoCEv2 frame, one column per InfiniBand field tshark decoded (columns empty in a
-# whole capture are dropped to keep the files small). Tests compare our decoder against these;
-# they never run tshark themselves.
+# Regenerates tshark's decode of every capture in fixtures/captures/:
+# - fixtures/tshark/*.tsv: one row per RoCEv2 frame, one column per InfiniBand field tshark
+#   decoded (columns empty in a whole capture are dropped to keep the files small);
+# - fixtures/tshark-text/*.txt: `tshark -V` of the MAD frames (the labelled tree the CM tests
+#   compare label by label).
+# Tests compare our decoder against these; they never run tshark themselves.
 #
 # Needs tshark (Debian: apt-get install tshark) and python3. Made with tshark 4.0.17.
 set -euo pipefail
@@ -35,5 +37,12 @@ for r in rows:
     print("\t".join(r[i] if i < len(r) else "" for i in keep))
 ' > "$out"
   echo "$out: $(($(wc -l < "$out") - 1)) frames, $(wc -c < "$out") bytes"
+done
+for cap in fixtures/captures/*.pcap; do
+  out="fixtures/tshark-text/$(basename "$cap" .pcap).txt"
+  # g_tools (1,000+ CM MADs, 4.6 MB of text) is covered field by field by its .tsv instead.
+  case "$cap" in *g_tools.pcap) continue ;; esac
+  tshark -r "$cap" -V -Y infiniband.mad 2>/dev/null > "$out"
+  [ -s "$out" ] || rm -f "$out"
 done
 echo "tshark: $(tshark --version | head -1)" > fixtures/tshark/VERSION
