@@ -7,7 +7,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use crate::device::DeviceConfig;
 use crate::rand::Rng;
 use crate::time::{Duration, Instant};
-use crate::transport::Stack;
+use crate::transport::{Stack, TransmitBatch};
+use softrdma_wire::icrc::{self, Flow, Ipv4Ident};
 
 /// Network behaviour.
 #[derive(Clone, Copy, Debug)]
@@ -52,6 +53,15 @@ pub struct Sim {
     /// Every datagram delivered: (from, to, payload).
     pub tap: Vec<(usize, usize, Vec<u8>)>,
     pub record: bool,
+    /// Drain the stacks with [`Stack::poll_transmit_batch`] (GSO trains, split into their
+    /// datagrams here as the kernel would) instead of [`Stack::poll_transmit`].
+    pub batched: bool,
+    /// Batched mode: trains seen, datagrams in them, and segments whose ICRC was not right
+    /// for their index in the train as the IPv4 ID (must stay 0).
+    pub trains: u64,
+    pub train_datagrams: u64,
+    pub icrc_id_errors: u64,
+    batch: TransmitBatch,
     rng: Rng,
     flight: Vec<InFlight>,
     seq: u64,
@@ -79,6 +89,11 @@ impl Sim {
             net,
             tap: Vec::new(),
             record: false,
+            batched: false,
+            trains: 0,
+            train_datagrams: 0,
+            icrc_id_errors: 0,
+            batch: TransmitBatch::default(),
             rng,
             flight: Vec::new(),
             seq: 0,
@@ -90,40 +105,85 @@ impl Sim {
     }
 
     fn collect(&mut self) {
+        if self.batched {
+            return self.collect_batched();
+        }
         for i in 0..self.stacks.len() {
             while let Some(tx) = self.stacks[i].poll_transmit(self.now) {
-                if self.down[i] {
-                    continue;
+                let src = SocketAddr::new(tx.src_ip, tx.src_port);
+                self.launch(i, src, tx.dst.ip(), &tx.payload);
+            }
+        }
+    }
+
+    fn collect_batched(&mut self) {
+        let mut batch = std::mem::take(&mut self.batch);
+        for i in 0..self.stacks.len() {
+            loop {
+                batch.clear();
+                if self.stacks[i].poll_transmit_batch(self.now, &mut batch) == 0 {
+                    break;
                 }
-                let Some(to) = self.addrs.iter().position(|a| *a == tx.dst.ip()) else {
-                    continue;
-                };
-                if self.chance(self.net.loss_permille) {
-                    continue;
-                }
-                let copies = if self.chance(self.net.dup_permille) {
-                    2
-                } else {
-                    1
-                };
-                for _ in 0..copies {
-                    let j = self.net.jitter.total_micros();
-                    let extra = if j == 0 {
-                        0
-                    } else {
-                        self.rng.next_u64() % (j + 1)
+                for (t, bytes) in batch.trains() {
+                    self.trains += 1;
+                    let src = SocketAddr::new(t.src_ip, t.src_port);
+                    let flow = Flow {
+                        src: t.src_ip,
+                        dst: t.dst.ip(),
+                        src_port: t.src_port,
+                        dst_port: t.dst.port(),
                     };
-                    self.seq += 1;
-                    self.flight.push(InFlight {
-                        at: self.now + self.net.delay + Duration::from_micros(extra),
-                        seq: self.seq,
-                        to,
-                        src: SocketAddr::new(tx.src_ip, tx.src_port),
-                        dst: tx.dst.ip(),
-                        payload: tx.payload.clone(),
-                    });
+                    for (k, seg) in bytes.chunks(t.segment_size.max(1)).enumerate() {
+                        self.train_datagrams += 1;
+                        let ident = Ipv4Ident {
+                            id: k as u16,
+                            dont_fragment: true,
+                        };
+                        let ok = t.src_ip.is_ipv6()
+                            || icrc::compute_udp(&flow, ident, seg).ok() == icrc::stored(seg).ok();
+                        if !ok {
+                            self.icrc_id_errors += 1;
+                        }
+                        self.launch(i, src, t.dst.ip(), seg);
+                    }
                 }
             }
+        }
+        self.batch = batch;
+    }
+
+    /// Puts one datagram from stack `i` on the network (or loses or duplicates it).
+    fn launch(&mut self, i: usize, src: SocketAddr, dst: IpAddr, payload: &[u8]) {
+        if self.down[i] {
+            return;
+        }
+        let Some(to) = self.addrs.iter().position(|a| *a == dst) else {
+            return;
+        };
+        if self.chance(self.net.loss_permille) {
+            return;
+        }
+        let copies = if self.chance(self.net.dup_permille) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let j = self.net.jitter.total_micros();
+            let extra = if j == 0 {
+                0
+            } else {
+                self.rng.next_u64() % (j + 1)
+            };
+            self.seq += 1;
+            self.flight.push(InFlight {
+                at: self.now + self.net.delay + Duration::from_micros(extra),
+                seq: self.seq,
+                to,
+                src,
+                dst,
+                payload: payload.to_vec(),
+            });
         }
     }
 

@@ -78,7 +78,21 @@ const fn make_tables() -> [[u32; 256]; 8] {
 ///
 /// `!crc32_update(!0, data)` is zlib's `crc32(data)`; chaining calls over consecutive
 /// pieces equals one call over their concatenation.
-pub fn crc32_update(mut crc: u32, data: &[u8]) -> u32 {
+///
+/// Computed with `crc32fast` (carry-less multiplication folding where the CPU has it, else
+/// slicing-by-16): the ICRC covers every byte of every packet on both ends, and the
+/// table-driven loop below cost about 3 instructions per byte — most of softrdma's CPU time at
+/// 4 KiB MTU (see softrdma-core's `examples/hotpath.rs`). zlib's CRC chains through its
+/// finalized value, which is the complement of the raw register.
+pub fn crc32_update(crc: u32, data: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new_with_initial(!crc);
+    h.update(data);
+    !h.finalize()
+}
+
+/// The portable slicing-by-8 form of [`crc32_update`] (the reference the tests compare with).
+#[cfg(test)]
+fn crc32_update_portable(mut crc: u32, data: &[u8]) -> u32 {
     let t = &TABLES;
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
@@ -167,6 +181,33 @@ const fn make_inv_pows() -> [u32; 17] {
     t
 }
 
+/// [`x_inv8_pow`] through a small per-thread cache keyed by `n`: a receiver sees the same few
+/// packet lengths over and over, and the square-and-multiply costs a few thousand
+/// instructions — as much as the CRC pass over a 4 KiB packet with carry-less multiplication.
+fn x_inv8_pow_cached(n: usize) -> u32 {
+    use std::cell::Cell;
+    const WAYS: usize = 8;
+    thread_local! {
+        static CACHE: [Cell<(usize, u32)>; WAYS] =
+            const { [const { Cell::new((usize::MAX, 0)) }; WAYS] };
+    }
+    // RoCE packets are padded to 4 bytes: spread by n / 4.
+    let slot = (n >> 2) % WAYS;
+    CACHE.with(|c| {
+        let Some(cell) = c.get(slot) else {
+            return x_inv8_pow(n);
+        };
+        let (k, v) = cell.get();
+        if k == n {
+            v
+        } else {
+            let v = x_inv8_pow(n);
+            cell.set((n, v));
+            v
+        }
+    })
+}
+
 /// x^(-8n) mod P for `n < 2^17`.
 fn x_inv8_pow(n: usize) -> u32 {
     let mut r = 0x8000_0000u32;
@@ -193,7 +234,9 @@ const fn make_rev() -> [u8; 256] {
     r
 }
 
-/// The register after processing the two bytes of `v` (big-endian) from zero.
+/// The register after processing the two bytes of `v` (big-endian) from zero (tests check the
+/// solver and the compile-time DF share against it).
+#[cfg(test)]
 fn two_byte_register(v: u16) -> u32 {
     let [hi, lo] = v.to_be_bytes();
     let t = &TABLES[0];
@@ -414,13 +457,35 @@ fn ipv4_difference_at_id(flow: &Flow, roce: &[u8]) -> Result<u32> {
     // left must be the two-byte register of the ID (plus the DF bit's share).
     let msg_len = 8 + IPV4_HEADER_LEN + UDP_HEADER_LEN + roce.len() - ICRC_LEN;
     let k = msg_len - IPV4_ID_CRC_OFFSET - 2;
-    Ok(gf2_mul(got ^ c0, x_inv8_pow(k)))
+    Ok(gf2_mul(got ^ c0, x_inv8_pow_cached(k)))
 }
 
 /// The DF bit's share of the difference at the ID position: the flags word follows the ID
-/// directly, so its two-byte register is moved back by the 2 bytes between them.
+/// directly, so its two-byte register is moved back by the 2 bytes between them
+/// (x^-16 = `X_INV8_POW[1]`). A constant, computed at compile time.
+const DF_AT_ID: u32 = {
+    // two_byte_register(IPV4_DF), bit by bit (const context: no table lookups).
+    let bytes = IPV4_DF.to_be_bytes();
+    let mut reg = 0u32;
+    let mut i = 0;
+    while i < 2 {
+        reg ^= bytes[i] as u32;
+        let mut k = 0;
+        while k < 8 {
+            reg = if reg & 1 != 0 {
+                (reg >> 1) ^ POLY
+            } else {
+                reg >> 1
+            };
+            k += 1;
+        }
+        i += 1;
+    }
+    gf2_mul(reg, make_inv_pows()[1])
+};
+
 fn df_at_id() -> u32 {
-    gf2_mul(two_byte_register(IPV4_DF), x_inv8_pow(2))
+    DF_AT_ID
 }
 
 /// A receiver's check of the ICRC of `roce` (a whole RoCE UDP payload) that arrived over
@@ -684,6 +749,21 @@ mod tests {
         }
         let (a, b) = long.split_at(333);
         assert_eq!(!crc32_update(crc32_update(!0, a), b), crc32(&long));
+        // The compile-time DF share equals the table-driven one, and the cache is exact.
+        assert_eq!(DF_AT_ID, gf2_mul(two_byte_register(IPV4_DF), x_inv8_pow(2)));
+        for n in [18, 1042, 4130, 18, 4130, 2066, 34, 4130 + 32, 4130] {
+            assert_eq!(x_inv8_pow_cached(n), x_inv8_pow(n));
+        }
+        // The crc32fast path agrees with the portable tables at every length and alignment.
+        for start in 0..9 {
+            for end in start..long.len().min(start + 300) {
+                let d = &long[start..end];
+                assert_eq!(
+                    crc32_update(0x1234_5678, d),
+                    crc32_update_portable(0x1234_5678, d)
+                );
+            }
+        }
         assert_eq!(crc32_update(!0, &[0xff; 8]), LRH_SEED);
     }
 

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 mod decode;
 mod pingpong;
 mod pingpong_exch;
+mod perf;
+mod perf_node;
 
 /// softrdma: the Linux RDMA connection-management stack (IB CM, RDMA CM, SRP) in userspace,
 /// over RoCEv2.
@@ -24,6 +26,9 @@ enum Command {
     /// A peer of ibv_rc_pingpong / ibv_ud_pingpong (rdma-core): same flags, TCP side channel
     /// and output, over a softrdma device named by its IP address (-d 10.77.0.1).
     Pingpong(pingpong::Args),
+    /// perftest-style bandwidth / latency between two softrdma devices on loopback, with a
+    /// TCP baseline in the same run.
+    Perf(perf::Args),
 }
 
 fn main() -> ExitCode {
@@ -31,5 +36,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Decode(args) => decode::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
+        Command::Perf(args) => perf::run(&args),
     }
 }

@@ -1,9 +1,23 @@
 //! Building outgoing RoCEv2 datagrams: the UDP source port rule, packet emission and the
 //! ICRC seal (IPv4 ID 0 + DF, DESIGN.md §3).
+//!
+//! Two ways out of the core:
+//!
+//! - [`Transmit`]: one datagram in its own `Vec`, sealed for IPv4 ID 0 (a datagram sent on
+//!   its own from an unconnected DF socket carries ID 0).
+//! - [`TransmitBatch`]: many datagrams written straight into one reusable buffer and grouped
+//!   into GSO trains ([`Train`]): consecutive datagrams of one flow (destination, source IP
+//!   and port) and one size, the last of a train possibly shorter, at most
+//!   [`TransmitBatch::max_segments`] of them and at most [`TransmitBatch::max_train_bytes`]
+//!   bytes (one UDP datagram's worth: what one GSO `sendmsg` may carry). Linux numbers the IPv4
+//!   IDs of the segments of one GSO send 0, 1, 2, … (softrdma-driver's crate docs: measured),
+//!   so segment *k* of a train is sealed for ID *k*. The driver must send each train as one
+//!   GSO send — never split it (a split would restart the IDs at 0) — or not at all.
 
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
 
-use softrdma_wire::icrc::{self, Flow, ROCE_V2_PORT};
+use softrdma_wire::icrc::{self, Flow, Ipv4Ident, ROCE_V2_PORT};
 use softrdma_wire::roce::RoceRepr;
 
 /// One datagram for the driver to send from its UDP socket.
@@ -83,9 +97,436 @@ pub fn build(repr: &RoceRepr<'_>, src_ip: IpAddr, src_port: u16, dst_ip: IpAddr)
     }
 }
 
+// ----- ICRC of a segment in a GSO train ------------------------------------------------------
+
+/// The reflected CRC-32 polynomial (the ICRC's, zlib's).
+const POLY: u32 = 0xedb8_8320;
+
+/// `a * b mod P` in the reflected representation of the CRC register (bit 31 is x^0).
+const fn gf2_mul(mut a: u32, mut b: u32) -> u32 {
+    let mut p = 0u32;
+    let mut i = 0;
+    while i < 32 {
+        if a & 0x8000_0000 != 0 {
+            p ^= b;
+        }
+        a <<= 1;
+        b = if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 };
+        i += 1;
+    }
+    p
+}
+
+/// `X8_POW[j]` = x^(8·2^j) mod P: advancing a register over 2^j zero bytes.
+const X8_POW: [u32; 17] = {
+    let mut t = [0u32; 17];
+    t[0] = 0x0080_0000; // x^8
+    let mut j = 1;
+    while j < 17 {
+        t[j] = gf2_mul(t[j - 1], t[j - 1]);
+        j += 1;
+    }
+    t
+};
+
+/// x^(8n) mod P for `n < 2^17`.
+fn x8_pow(n: usize) -> u32 {
+    let mut r = 0x8000_0000u32; // 1
+    for (j, p) in X8_POW.iter().enumerate() {
+        if n & (1 << j) != 0 {
+            r = gf2_mul(r, *p);
+        }
+    }
+    r
+}
+
+/// The CRC register after the two bytes of `v` (big-endian, as in the IPv4 header) from 0.
+const fn two_byte_register(v: u16) -> u32 {
+    let mut reg = 0u32;
+    let bytes = v.to_be_bytes();
+    let mut i = 0;
+    while i < 2 {
+        reg ^= bytes[i] as u32;
+        let mut k = 0;
+        while k < 8 {
+            reg = if reg & 1 != 0 {
+                (reg >> 1) ^ POLY
+            } else {
+                reg >> 1
+            };
+            k += 1;
+        }
+        i += 1;
+    }
+    reg
+}
+
+/// What IPv4 ID `id` changes in the ICRC of a `roce_len`-byte RoCE UDP payload, against ID 0
+/// (same DF flag): the ICRC is affine in the ID bits (IBTA A17.4 covers the IPv4 ID), so
+/// `icrc(id) = icrc(0) ^ id_delta(roce_len, id)`. The ID sits 12 bytes into the CRC input
+/// (8 LRH bytes + 4 IP header bytes) and is followed by the rest of the 20-byte IP header,
+/// the 8-byte UDP header and the RoCE payload less its ICRC: `roce_len + 18` bytes.
+pub fn id_delta(roce_len: usize, id: u16) -> u32 {
+    id_delta_with(x8_pow(roce_len + 18), id)
+}
+
+fn id_delta_with(shift: u32, id: u16) -> u32 {
+    gf2_mul(two_byte_register(id), shift)
+}
+
+// ----- GSO trains --------------------------------------------------------------------------
+
+/// One GSO send: `segments` datagrams of `segment_size` bytes (the last may be shorter) from
+/// `src_ip:src_port` to `dst`, segment *k* sealed for IPv4 ID *k*.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Train {
+    /// Where to send it (the peer's IP, port 4791).
+    pub dst: SocketAddr,
+    /// Our IP address the ICRCs were computed with.
+    pub src_ip: IpAddr,
+    /// The UDP source port the ICRCs were computed with.
+    pub src_port: u16,
+    /// Size of every segment but the last (which is at most this).
+    pub segment_size: usize,
+    /// How many datagrams.
+    pub segments: usize,
+    range: Range<usize>,
+    /// The last segment was shorter: nothing more may join.
+    closed: bool,
+    /// x^(8·(segment_size + 18)): the ID shift of full-size segments.
+    shift: u32,
+}
+
+impl Train {
+    /// Bytes of the whole train.
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    /// Whether the train is empty (never, for a train in a batch).
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    /// The GSO segment size to hand to the socket: `None` for a single datagram.
+    pub fn gso_segment_size(&self) -> Option<usize> {
+        (self.segments > 1).then_some(self.segment_size)
+    }
+}
+
+/// A batch of outgoing datagrams in GSO trains, written into one buffer that is reused from
+/// poll to poll (no allocation per packet once it has grown).
+#[derive(Debug)]
+pub struct TransmitBatch {
+    buf: Vec<u8>,
+    used: usize,
+    trains: Vec<Train>,
+    datagrams: usize,
+    /// Most segments per train (the driver's `max_gso_segments`, 64 on Linux; 1 = no GSO).
+    pub max_segments: usize,
+    /// Most bytes per train (one UDP datagram: 65507 for IPv4, 65527 for IPv6).
+    pub max_train_bytes: usize,
+    /// A poll stops adding datagrams once the batch holds this many bytes.
+    pub max_bytes: usize,
+}
+
+impl Default for TransmitBatch {
+    fn default() -> Self {
+        TransmitBatch::new(64, 65_507)
+    }
+}
+
+impl TransmitBatch {
+    /// An empty batch with trains of at most `max_segments` datagrams and `max_train_bytes`
+    /// bytes (and 256 KiB per poll).
+    pub fn new(max_segments: usize, max_train_bytes: usize) -> TransmitBatch {
+        TransmitBatch {
+            buf: Vec::new(),
+            used: 0,
+            trains: Vec::new(),
+            datagrams: 0,
+            max_segments: max_segments.max(1),
+            max_train_bytes,
+            max_bytes: 256 << 10,
+        }
+    }
+
+    /// Forgets the contents (keeps the memory).
+    pub fn clear(&mut self) {
+        self.used = 0;
+        self.trains.clear();
+        self.datagrams = 0;
+    }
+
+    /// Whether the batch holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.trains.is_empty()
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.used
+    }
+
+    /// Whether a poll should stop adding.
+    pub fn is_full(&self) -> bool {
+        self.used >= self.max_bytes
+    }
+
+    /// Datagrams held.
+    pub fn datagrams(&self) -> usize {
+        self.datagrams
+    }
+
+    /// The trains with their bytes, in order.
+    pub fn trains(&self) -> impl ExactSizeIterator<Item = (&Train, &[u8])> + '_ {
+        self.trains
+            .iter()
+            .map(|t| (t, self.buf.get(t.range.clone()).unwrap_or(&[])))
+    }
+
+    /// Train `i` with its bytes.
+    pub fn train(&self, i: usize) -> Option<(&Train, &[u8])> {
+        let t = self.trains.get(i)?;
+        Some((t, self.buf.get(t.range.clone()).unwrap_or(&[])))
+    }
+
+    /// Drops the first `n` trains (sent); the rest stay, in order.
+    pub fn consume(&mut self, n: usize) {
+        if n >= self.trains.len() {
+            self.clear();
+            return;
+        }
+        let gone: usize = self.trains.iter().take(n).map(|t| t.segments).sum();
+        self.trains.drain(..n);
+        self.datagrams -= gone;
+    }
+
+    /// Makes room for a `len`-byte datagram of flow (`dst`, `src_ip`, `src_port`): joins the
+    /// open train when it may, else starts one. Returns the buffer to write the datagram into
+    /// and the IPv4 ID it will carry (its index in the train).
+    fn place(
+        &mut self,
+        dst: SocketAddr,
+        src_ip: IpAddr,
+        src_port: u16,
+        len: usize,
+    ) -> (&mut [u8], u16, u32) {
+        let joins = self.trains.last().is_some_and(|t| {
+            !t.closed
+                && t.dst == dst
+                && t.src_ip == src_ip
+                && t.src_port == src_port
+                && len <= t.segment_size
+                && t.segments < self.max_segments
+                && t.len() + len <= self.max_train_bytes
+                && t.range.end == self.used
+        });
+        let start = self.used;
+        let end = start + len;
+        if self.buf.len() < end {
+            self.buf
+                .resize(end.max(self.buf.len() * 2).max(64 << 10), 0);
+        }
+        self.used = end;
+        self.datagrams += 1;
+        let (id, shift) = match self.trains.last_mut() {
+            Some(t) if joins => {
+                let id = t.segments as u16;
+                t.segments += 1;
+                t.range.end = end;
+                if len < t.segment_size {
+                    t.closed = true;
+                }
+                let shift = if len == t.segment_size {
+                    t.shift
+                } else {
+                    x8_pow(len + 18)
+                };
+                (id, shift)
+            }
+            _ => {
+                let shift = x8_pow(len + 18);
+                self.trains.push(Train {
+                    dst,
+                    src_ip,
+                    src_port,
+                    segment_size: len,
+                    segments: 1,
+                    range: start..end,
+                    closed: false,
+                    shift,
+                });
+                (0, shift)
+            }
+        };
+        let out = self.buf.get_mut(start..end).unwrap_or_default();
+        (out, id, shift)
+    }
+
+    /// Emits `repr` into the batch and seals its ICRC for its place in its train.
+    pub fn push_repr(
+        &mut self,
+        repr: &RoceRepr<'_>,
+        src_ip: IpAddr,
+        src_port: u16,
+        dst_ip: IpAddr,
+    ) {
+        let dst = SocketAddr::new(dst_ip, ROCE_V2_PORT);
+        let (out, id, _) = self.place(dst, src_ip, src_port, repr.buffer_len());
+        repr.emit(out);
+        let flow = Flow {
+            src: src_ip,
+            dst: dst_ip,
+            src_port,
+            dst_port: ROCE_V2_PORT,
+        };
+        let ident = Ipv4Ident {
+            id,
+            dont_fragment: true,
+        };
+        // As in `build`: fails only for mixed address families (the peer then drops it).
+        if let Ok(icrc) = icrc::compute_udp(&flow, ident, out) {
+            set_icrc(out, icrc);
+        }
+    }
+
+    /// Copies a datagram sealed for ID 0 ([`build`]) into the batch, moving its ICRC to the
+    /// ID it gets in its train (no second CRC pass: the ID's share is added algebraically).
+    pub fn push_sealed(&mut self, tx: &Transmit) {
+        let v4 = tx.src_ip.is_ipv4();
+        let (out, id, shift) = self.place(tx.dst, tx.src_ip, tx.src_port, tx.payload.len());
+        out.copy_from_slice(&tx.payload);
+        if v4 && id != 0 {
+            if let Ok(icrc) = icrc::stored(out) {
+                set_icrc(out, icrc ^ id_delta_with(shift, id));
+            }
+        }
+    }
+}
+
+fn set_icrc(roce: &mut [u8], icrc: u32) {
+    let n = roce.len();
+    if let Some(t) = roce.get_mut(n.saturating_sub(icrc::ICRC_LEN)..) {
+        if t.len() == icrc::ICRC_LEN {
+            t.copy_from_slice(&icrc.to_le_bytes());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use softrdma_wire::roce::{BthRepr, Opcode, Psn};
+    use std::net::Ipv4Addr;
+
+    fn flow() -> Flow {
+        Flow {
+            src: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+            dst: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
+            src_port: 4791,
+            dst_port: ROCE_V2_PORT,
+        }
+    }
+
+    #[test]
+    fn id_delta_matches_a_full_crc() {
+        let f = flow();
+        for (len, id) in [
+            (16usize, 1u16),
+            (40, 2),
+            (1040, 63),
+            (4112, 14),
+            (20, 0xffff),
+        ] {
+            let mut roce = vec![0u8; len];
+            for (i, b) in roce.iter_mut().enumerate() {
+                *b = (i * 13 + len) as u8;
+            }
+            let c0 = icrc::compute_udp(&f, Ipv4Ident::LINUX_UNCONNECTED_DF, &roce).unwrap();
+            let ck = icrc::compute_udp(
+                &f,
+                Ipv4Ident {
+                    id,
+                    dont_fragment: true,
+                },
+                &roce,
+            )
+            .unwrap();
+            assert_eq!(c0 ^ id_delta(len, id), ck, "len {len} id {id}");
+        }
+    }
+
+    fn data_packet(psn: u32, payload: &[u8]) -> RoceRepr<'_> {
+        let mut r = RoceRepr::new(BthRepr {
+            opcode: Opcode::RC_SEND_MIDDLE,
+            pkey: 0xffff,
+            dest_qp: 0x11,
+            psn: Psn::new(psn),
+            ..BthRepr::default()
+        });
+        r.set_payload(payload);
+        r
+    }
+
+    /// Trains: same flow and size join; a shorter one closes the train; a longer one, another
+    /// flow, the segment limit or the byte limit start a new one. Every segment's ICRC is
+    /// right for its index as the IPv4 ID, whether emitted in place or copied in.
+    #[test]
+    fn trains_and_their_icrcs() {
+        let f = flow();
+        let mut b = TransmitBatch::new(4, 65_507);
+        let full = [7u8; 1024];
+        let short = [9u8; 100];
+        for psn in 0..6 {
+            b.push_repr(&data_packet(psn, &full), f.src, 4791, f.dst);
+        }
+        b.push_repr(&data_packet(6, &short), f.src, 4791, f.dst);
+        b.push_repr(&data_packet(7, &full), f.src, 4791, f.dst);
+        // Copied in, sealed for ID 0 first.
+        let tx = build(&data_packet(8, &full), f.src, 4791, f.dst);
+        b.push_sealed(&tx);
+        b.push_sealed(&tx);
+        // Another source port: a new train.
+        b.push_repr(&data_packet(9, &full), f.src, 4792, f.dst);
+        let shape: Vec<(usize, usize)> = b.trains().map(|(t, _)| (t.segments, t.len())).collect();
+        assert_eq!(
+            shape,
+            [(4, 4 * 1040), (3, 2 * 1040 + 116), (3, 3 * 1040), (1, 1040)]
+        );
+        assert_eq!(b.datagrams(), 11);
+        for (t, bytes) in b.trains() {
+            let fl = Flow {
+                src_port: t.src_port,
+                ..f
+            };
+            for (k, seg) in bytes.chunks(t.segment_size).enumerate() {
+                let want = icrc::compute_udp(
+                    &fl,
+                    Ipv4Ident {
+                        id: k as u16,
+                        dont_fragment: true,
+                    },
+                    seg,
+                )
+                .unwrap();
+                assert_eq!(icrc::stored(seg).unwrap(), want);
+                assert_eq!(t.gso_segment_size().is_some(), t.segments > 1);
+            }
+        }
+        b.consume(1);
+        assert_eq!(b.trains().len(), 3);
+        assert_eq!(b.datagrams(), 7);
+        b.clear();
+        assert!(b.is_empty());
+        // The byte limit: 1040-byte datagrams, 62 fit in 65507 bytes.
+        let mut b = TransmitBatch::new(64, 65_507);
+        for psn in 0..64 {
+            b.push_repr(&data_packet(psn, &full), f.src, 4791, f.dst);
+        }
+        let segs: Vec<usize> = b.trains().map(|(t, _)| t.segments).collect();
+        assert_eq!(segs, [62, 2]);
+    }
 
     #[test]
     fn source_ports_match_the_captures() {

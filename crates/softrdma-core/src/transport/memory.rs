@@ -27,36 +27,48 @@ pub fn scatter_at(
     if need > room {
         return Err(ScatterError::TooLong { len: need, room });
     }
-    let mut plan: Vec<(u32, u64, usize)> = Vec::with_capacity(2);
-    let mut skip = offset;
-    let mut left = data.len();
-    for s in sges {
-        if left == 0 {
-            break;
-        }
-        let slen = u64::from(s.length);
-        if skip >= slen {
-            skip -= slen;
-            continue;
-        }
-        let n = left.min((slen - skip) as usize);
-        let addr = s.addr.saturating_add(skip);
-        let mr = verbs.mr_table().by_lkey(s.lkey).map_err(ScatterError::Mr)?;
+    // Two passes over the same walk: check every piece, then write. (No plan vector: this
+    // runs for every received SEND packet.)
+    for (lkey, addr, _, n) in pieces(sges, offset, data.len()) {
+        let mr = verbs.mr_table().by_lkey(lkey).map_err(ScatterError::Mr)?;
         mr.check_local(pd, addr, n, AccessFlags::LOCAL_WRITE)
             .map_err(ScatterError::Mr)?;
-        plan.push((s.lkey, addr, n));
-        left -= n;
-        skip = 0;
     }
-    let mut off = 0;
-    for (lkey, addr, n) in plan {
+    for (lkey, addr, off, n) in pieces(sges, offset, data.len()) {
         let chunk = data.get(off..off + n).unwrap_or(&[]);
         verbs
             .mr_table_mut()
             .by_lkey_mut(lkey)
             .and_then(|mr| mr.write(addr, chunk))
             .map_err(ScatterError::Mr)?;
-        off += n;
     }
     Ok(())
+}
+
+/// The pieces (lkey, address, offset in the data, length) that `len` bytes written `offset`
+/// bytes into `sges` fall into.
+fn pieces(
+    sges: &[Sge],
+    offset: u64,
+    len: usize,
+) -> impl Iterator<Item = (u32, u64, usize, usize)> + '_ {
+    let mut skip = offset;
+    let mut left = len;
+    let mut off = 0usize;
+    sges.iter().filter_map(move |s| {
+        if left == 0 {
+            return None;
+        }
+        let slen = u64::from(s.length);
+        if skip >= slen {
+            skip -= slen;
+            return None;
+        }
+        let n = left.min((slen - skip) as usize);
+        let piece = (s.lkey, s.addr.saturating_add(skip), off, n);
+        left -= n;
+        off += n;
+        skip = 0;
+        Some(piece)
+    })
 }

@@ -9,6 +9,11 @@
 //!   [`Device::counters`] — never a panic.
 //! - [`Stack::poll_transmit`]: the next datagram to send ([`Transmit`], ICRC sealed for an
 //!   unconnected DF socket: IPv4 ID 0).
+//! - [`Stack::poll_transmit_batch`]: everything there is to send now, written into a
+//!   [`TransmitBatch`] as GSO trains (each segment sealed for the IPv4 ID it gets in its
+//!   train) — the fast path: one `sendmsg` per train.
+//! - [`Stack::set_udp_src_port`]: seal every packet for one fixed UDP source port (the
+//!   port the driver's socket is bound to) instead of rxe's per-QP flow-label port.
 //! - [`Stack::handle_timeout`] / [`Stack::poll_timeout`]: local ACK timeouts and RNR waits.
 //! - Verbs calls that the transport must see go through the stack ([`Stack::post_send`],
 //!   [`Stack::post_recv`], [`Stack::modify_qp`], [`Stack::poll_cq`]); the rest are on
@@ -41,7 +46,7 @@ use softrdma_wire::icrc::{self, Flow, Verdict, ROCE_V2_PORT};
 use softrdma_wire::roce::{Opcode, Psn, RocePacket, Transport};
 use softrdma_wire::Gid;
 
-pub use emit::Transmit;
+pub use emit::{Train, Transmit, TransmitBatch};
 
 use crate::device::{Counters, Device, DeviceConfig, GidType, Pkey, PORT_NUM};
 use crate::time::{Duration, Instant};
@@ -104,6 +109,7 @@ pub struct Stack {
     qps: BTreeMap<u32, QpTransport>,
     out: VecDeque<Transmit>,
     rr: u32,
+    src_port: Option<u16>,
 }
 
 impl Stack {
@@ -117,7 +123,16 @@ impl Stack {
             qps: BTreeMap::new(),
             out: VecDeque::new(),
             rr: 0,
+            src_port: None,
         }
+    }
+
+    /// Seals every packet for UDP source port `port` (`None`: rxe's rule, a port derived from
+    /// the QP's flow label, see [`emit::rc_src_port`]). A driver that sends everything from
+    /// its one socket bound to `<ip>:4791` sets `Some(4791)` (DESIGN.md §3: any source port is
+    /// legal; the ICRC must match the one actually used).
+    pub fn set_udp_src_port(&mut self, port: Option<u16>) {
+        self.src_port = port;
     }
 
     /// The counters (`rdma statistic show`).
@@ -164,12 +179,12 @@ impl Stack {
             recv_cq: qp.recv_cq(),
             sq_sig_all: qp.sq_sig_all(),
             mtu,
+            src_port: self.src_port.unwrap_or(src_port),
             pkey: if ty == QpType::Gsi { 0xffff } else { pkey },
             qkey,
             dest_qpn: a.dest_qp_num,
             local_ip: self.gid_ip(a.ah_attr.sgid_index),
             peer_ip: a.ah_attr.dgid.to_ip(),
-            src_port,
             max_rd_atomic: a.max_rd_atomic,
             retry_cnt: a.retry_cnt,
             rnr_retry: a.rnr_retry,
@@ -494,6 +509,88 @@ impl Stack {
             }
         }
         None
+    }
+
+    /// Everything there is to send now (up to `batch.max_bytes`), appended to `batch` as GSO
+    /// trains: first the RC requesters' packets, round robin over the QPs, each QP's packets
+    /// back to back so a message's segments share trains, then the queued responses (ACKs,
+    /// READ responses, UD sends). Packets are written straight into the batch's buffer
+    /// and sealed for their IPv4 ID in the train. Returns the datagrams added.
+    ///
+    /// The driver sends each train with one GSO `sendmsg` (segment size
+    /// [`Train::gso_segment_size`]), in order, and must not split a train; a train it cannot
+    /// send is best dropped (RC retransmits). [`Stack::poll_transmit`] still works, and the two
+    /// may be mixed.
+    pub fn poll_transmit_batch(&mut self, now: Instant, batch: &mut TransmitBatch) -> usize {
+        let before = batch.datagrams();
+        // Round robin without allocating: visit QPs from the cursor on, then wrap once.
+        let start = self.rr;
+        let mut cursor = start;
+        let mut wrapped = false;
+        while !batch.is_full() {
+            let next = if wrapped {
+                if cursor >= start {
+                    break;
+                }
+                self.qps
+                    .range(cursor..start)
+                    .find(|(_, t)| t.req.wants_to_send())
+            } else {
+                self.qps
+                    .range(cursor..)
+                    .find(|(_, t)| t.req.wants_to_send())
+            };
+            let Some(qpn) = next.map(|(q, _)| *q) else {
+                if wrapped || start == 0 {
+                    break;
+                }
+                wrapped = true;
+                cursor = 0;
+                continue;
+            };
+            cursor = qpn.wrapping_add(1);
+            let sendable = matches!(
+                self.verbs.qp(qpn).map(|q| q.state()),
+                Ok(QpState::Rts | QpState::Sqd)
+            );
+            let Some(info) = self.info(qpn).filter(|_| sendable) else {
+                if qpn == u32::MAX {
+                    break;
+                }
+                continue;
+            };
+            let Some(t) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let mut sent = 0u64;
+            while !batch.is_full() {
+                let pushed = t.req.poll_emit(&info, now, |repr| {
+                    batch.push_repr(repr, info.local_ip, info.src_port, info.peer_ip)
+                });
+                if pushed.is_none() {
+                    break;
+                }
+                sent += 1;
+            }
+            self.device.counters.sent_pkts += sent;
+            if sent > 0 {
+                self.rr = qpn.wrapping_add(1);
+            }
+            if qpn == u32::MAX {
+                break;
+            }
+        }
+        // Queued responses last: an ACK is shorter than a request, so it may end the
+        // request's train as its short last segment (one GSO send carries a ping-pong's
+        // request and the ACK of the previous answer). Requests and responses use separate
+        // PSN spaces; their relative order does not matter.
+        while !batch.is_full() {
+            let Some(tx) = self.out.pop_front() else {
+                break;
+            };
+            batch.push_sealed(&tx);
+        }
+        batch.datagrams() - before
     }
 }
 

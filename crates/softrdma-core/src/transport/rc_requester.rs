@@ -109,16 +109,36 @@ impl Requester {
 
     /// The next packet to send, if any is allowed now.
     pub fn poll_transmit(&mut self, info: &QpInfo, now: Instant) -> Option<Transmit> {
+        self.poll_emit(info, now, |repr| {
+            emit::build(repr, info.local_ip, info.src_port, info.peer_ip)
+        })
+    }
+
+    /// The next packet to send, if any is allowed now, handed to `sink` as a [`RoceRepr`]
+    /// (which borrows the message's bytes, so the sink can write it wherever it wants:
+    /// [`emit::build`] into a fresh buffer, or a [`emit::TransmitBatch`]).
+    pub fn poll_emit<R>(
+        &mut self,
+        info: &QpInfo,
+        now: Instant,
+        sink: impl FnOnce(&RoceRepr<'_>) -> R,
+    ) -> Option<R> {
         if self.rnr_wait.is_some() {
             return None;
         }
         let mtu = info.mtu;
-        let rd_before = self
-            .wqes
-            .iter()
-            .take(self.send_idx)
-            .filter(|w| w.is_rd_atomic() && !w.done)
-            .count();
+        // Only a WR about to start needs the count of READs/atomics ahead of it (walking the
+        // queue for every packet of a long message would cost O(queue) per packet).
+        let starting = !self.wqes.get(self.send_idx)?.started;
+        let rd_before = if starting {
+            self.wqes
+                .iter()
+                .take(self.send_idx)
+                .filter(|w| w.is_rd_atomic() && !w.done)
+                .count()
+        } else {
+            0
+        };
         let w = self.wqes.get_mut(self.send_idx)?;
         if !w.started {
             if w.is_rd_atomic() && rd_before >= usize::from(info.max_rd_atomic) {
@@ -238,7 +258,7 @@ impl Requester {
         }
         bth.pad_count = repr.bth.pad_count;
         repr.bth = bth;
-        let tx = emit::build(&repr, info.local_ip, info.src_port, info.peer_ip);
+        let tx = sink(&repr);
         if advance_wqe {
             self.send_idx += 1;
             self.send_pkt = 0;
@@ -515,8 +535,10 @@ impl Requester {
                     self.fail(ctx, info, WcStatus::BadRespErr);
                     return;
                 }
-                let sges = w.wr.sg_list.clone();
-                if memory::scatter_at(ctx.verbs, info.pd, &sges, offset, payload).is_err() {
+                // Borrow the SGEs in place (no clone per response packet).
+                let scattered =
+                    memory::scatter_at(ctx.verbs, info.pd, &w.wr.sg_list, offset, payload);
+                if scattered.is_err() {
                     self.fail(ctx, info, WcStatus::LocProtErr);
                     return;
                 }

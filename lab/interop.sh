@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# softrdma kernel-interop tier: build the lab if needed, run scenarios, print a PASS/FAIL table.
+#
+#   lab/interop.sh [scenario ...]      (default: the CI list below; "all" = every scenario folder)
+#
+# Exit status: 0 if no scenario FAILed (SKIP is fine), 1 otherwise.
+# Env: LAB (cache, /var/cache/softrdma-lab), OUTROOT (run outputs, $LAB/out),
+#      SOFTRDMA (the project's binary; default target/release/softrdma, built with
+#      `cargo build --release -p softrdma` when missing and NO_CARGO is unset).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+export LAB=${LAB:-/var/cache/softrdma-lab}
+OUTROOT=${OUTROOT:-$LAB/out}
+CI_SCENARIOS="smoke kernel_rping ipv6_rping host_udp_rx pingpong_rc_kernel pingpong_ud_kernel
+  pingpong_rc_host_server pingpong_rc_guest_server pingpong_ud_host_server pingpong_ud_guest_server"
+if [ $# -eq 0 ]; then set -- $CI_SCENARIOS
+elif [ "$1" = all ]; then set -- $(cd "$HERE/scenarios" && for d in */; do echo "${d%/}"; done)
+fi
+T0=$(date +%s)
+
+bash "$HERE/build.sh" || { echo "interop: lab build failed"; exit 1; }
+
+export SOFTRDMA=${SOFTRDMA:-$REPO/target/release/softrdma}
+if [ ! -x "$SOFTRDMA" ] && [ -z "${NO_CARGO:-}" ] && command -v cargo >/dev/null; then
+  echo "== cargo build --release -p softrdma"
+  TB=$(date +%s)
+  (cd "$REPO" && cargo build --release -p softrdma) || echo "interop: cargo build failed; scenarios that need the binary will SKIP"
+  echo "== cargo build took $(( $(date +%s) - TB ))s"
+fi
+[ -x "$SOFTRDMA" ] && echo "== softrdma: $SOFTRDMA" || echo "== softrdma: none at $SOFTRDMA"
+
+mkdir -p "$OUTROOT"
+SUM=$OUTROOT/summary.txt
+: > "$SUM"
+nfail=0
+for s in "$@"; do
+  echo
+  echo "======== $s"
+  ts=$(date +%s.%N)
+  bash "$HERE/run.sh" "$s" "$OUTROOT/$s"; rc=$?
+  dt=$(awk -v a="$ts" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0f", b-a}')
+  case $rc in
+    0) v=PASS ;;
+    77) v=SKIP ;;
+    1) v=FAIL; nfail=$((nfail + 1)) ;;
+    *) v=ERROR; nfail=$((nfail + 1)) ;;
+  esac
+  why=$(cat "$OUTROOT/$s/verdict" 2>/dev/null | sed 's/^\(PASS\|FAIL\|SKIP\):\{0,1\} *//')
+  printf '%-28s %-5s %4ss  %s\n' "$s" "$v" "$dt" "$why" >> "$SUM"
+  if [ "$v" = FAIL ] || [ "$v" = ERROR ]; then
+    # enough to diagnose from a CI log: the checks and the end of each guest's console
+    for f in "$OUTROOT/$s"/{A,B}.serial "$OUTROOT/$s/host.log"; do
+      [ -f "$f" ] && { echo "--- tail $f"; tail -25 "$f"; }
+    done
+  fi
+done
+echo
+echo "======== kernel interop ($(( $(date +%s) - T0 ))s, outputs in $OUTROOT)"
+printf '%-28s %-5s %5s  %s\n' scenario result time detail
+cat "$SUM"
+[ "$nfail" = 0 ] || { echo "== $nfail scenario(s) failed"; exit 1; }

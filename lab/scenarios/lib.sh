@@ -1,0 +1,83 @@
+# Helpers sourced by scenario scripts: the guests' A.sh/B.sh (busybox sh) and host.sh (bash).
+# cwd is the share (9p in the guests), visible to both guests and the host: flag files live there.
+A_IP=10.77.0.10; B_IP=10.77.0.11; HOST_IP=10.77.0.1
+A_IP6=fd77::10; B_IP6=fd77::11; HOST_IP6=fd77::1
+# wait_flag FILE [SECONDS]: wait for a flag file (another side's "ready"/"done")
+wait_flag() {
+  _t=$(( ${2:-45} * 5 )); _i=0
+  while [ ! -e "$1" ]; do
+    sleep 0.2; _i=$((_i + 1))
+    [ $_i -gt $_t ] && { echo "timeout waiting for $1"; return 1; }
+  done
+  return 0
+}
+# stamp TEXT: a timestamped marker in the output (guest uptime, or host clock)
+stamp() { echo "=== [$(cut -d' ' -f1 /proc/uptime)] $*"; }
+# run_rc NAME CMD...: run CMD, print and save its exit status as NAME.rc (for check.sh)
+run_rc() { _n=$1; shift; "$@"; _rc=$?; echo "$_n rc=$_rc"; echo $_rc > "$_n.rc"; return $_rc; }
+# wait_listen PORT [SECONDS [PID]]: wait until a TCP listener on PORT exists (in this netns /
+# guest); gives up early when process PID (the one supposed to listen) has exited
+wait_listen() {
+  _h=$(printf '%04X' "$1"); _t=$(( ${2:-30} * 5 )); _i=0
+  while ! grep -qE ":$_h [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; do
+    if [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null; then echo "process $3 exited before listening on TCP $1"; return 1; fi
+    sleep 0.2; _i=$((_i + 1))
+    [ $_i -gt $_t ] && { echo "timeout waiting for a listener on TCP $1"; return 1; }
+  done
+  return 0
+}
+
+# --- pingpong (ibv_rc_pingpong / ibv_ud_pingpong and `softrdma pingpong`) ------------------------
+# Parameters (a scenario's pp.env): PP_KIND rc|ud, PP_SIZES "8 4096 ...", PP_N iterations.
+# One exchange per size, in turn; both sides leave pp-KIND-SIZE.{server,client}.{txt,rc} in the share.
+# The side channel is TCP 18515 (the tools' default): LID:QPN:PSN:GID, GID index 1 = ::ffff:IPv4.
+# pp_run SIDE SIZE [PEER]: one pingpong run; SIDE guest = the rdma-core tool, host = $SOFTRDMA
+# Each run is limited to PP_TIMEOUT (15) s: a healthy one takes < 1 s, and a kernel RC QP with
+# the tools' retry_cnt 7 retransmits forever (rxe treats 7 as "infinite") when the peer is silent.
+pp_run() {
+  _side=$1; _s=$2; shift 2
+  if [ "$_side" = host ]; then
+    timeout "${PP_TIMEOUT:-15}" "$SOFTRDMA" pingpong "$PP_KIND" -d "$HOST_IP" -g 1 -s "$_s" -n "$PP_N" -c "$@"
+  else
+    timeout "${PP_TIMEOUT:-15}" "ibv_${PP_KIND}_pingpong" -g 1 -s "$_s" -n "$PP_N" -c "$@"
+  fi
+}
+# pp_server SIDE: for each size start a server, announce it (srv.ready.SIZE) once it listens,
+# and stop it at the latest 5 s after the client is done (cli.done.SIZE); pp.abort = stop
+pp_server() {
+  for _s in $PP_SIZES; do
+    _f=pp-$PP_KIND-$_s.server
+    [ -e pp.abort ] && { echo "server size $_s: not run (an earlier size failed)"; continue; }
+    stamp "pingpong $PP_KIND server ($1) size $_s"
+    pp_run "$1" "$_s" > "$_f.txt" 2>&1 &
+    _p=$!
+    if wait_listen 18515 30 $_p; then
+      touch "srv.ready.$_s"
+      wait_flag "cli.done.$_s" 45
+    else
+      touch pp.abort "srv.failed.$_s"   # the client stops instead of waiting for nothing
+    fi
+    _i=0; while kill -0 $_p 2>/dev/null && [ $_i -lt 25 ]; do sleep 0.2; _i=$((_i + 1)); done
+    kill $_p 2>/dev/null; wait $_p; _rc=$?
+    echo $_rc > "$_f.rc"; cat "$_f.txt"; echo "server size $_s rc=$_rc"
+  done
+}
+# pp_client SIDE PEER: for each size wait for the server, run the client, announce cli.done.SIZE
+pp_client() {
+  for _s in $PP_SIZES; do
+    _f=pp-$PP_KIND-$_s.client
+    _i=0; while [ ! -e "srv.ready.$_s" ] && [ ! -e "srv.failed.$_s" ] && [ $_i -lt 225 ]; do sleep 0.2; _i=$((_i + 1)); done
+    if [ -e "srv.ready.$_s" ]; then
+      stamp "pingpong $PP_KIND client ($1) size $_s -> $2"
+      pp_run "$1" "$_s" "$2" > "$_f.txt" 2>&1; _rc=$?
+    else
+      _rc=125; echo "the server never listened on TCP 18515; not run" > "$_f.txt"
+    fi
+    echo $_rc > "$_f.rc"; cat "$_f.txt"; echo "client size $_s rc=$_rc"
+    # fail fast: after a failure the remaining sizes are not run (pp.abort before cli.done, so
+    # that the server, which waits for cli.done, sees it before it starts the next size)
+    [ $_rc = 0 ] || touch pp.abort
+    touch "cli.done.$_s"
+    [ -e pp.abort ] && { echo "client: stopping after size $_s"; break; }
+  done
+}

@@ -1,0 +1,3 @@
+# `softrdma pingpong rc` server on the host (inside the netns, 10.77.0.1)
+. ./lib.sh; . ./pp.env
+pp_server host
