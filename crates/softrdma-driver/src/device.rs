@@ -25,12 +25,12 @@
 //!   and its completion. Nothing happens while nobody polls (ACKs, retransmissions wait for the
 //!   next poll), which is the contract of a polled device.
 //!
-//! Each flush sends what the stack queued as few `sendmsg` calls as it can: runs of
-//! equal-sized datagrams to one destination (a multi-packet message) are merged into one GSO
-//! send ([`DeviceConfig::gso_coalesce`]), segmented transmits from the core are kept as they
-//! are. Verified against the lab's 6.1 guest: the 64 packets of a 64 KiB RC SEND left the host
-//! as one GSO send, crossed the bridge as IDs 0, 1, 2, … (software segmentation), and rxe
-//! accepted every one.
+//! Each flush sends what the stack has as GSO trains ([`Stack::poll_transmit_batch`]): a
+//! multi-packet message's segments, and a ping-pong's request with the ACK of the previous
+//! answer as its short last segment, leave in one `sendmsg` each
+//! ([`DeviceConfig::gso_coalesce`] = false: one datagram per `sendmsg`). Verified against the
+//! lab's 6.1 guest: the 64 packets of a 64 KiB RC SEND left the host as one GSO send, crossed
+//! the bridge with IPv4 IDs 0, 1, 2, … (software segmentation), and rxe accepted every one.
 //!
 //! Sends always happen in the thread that produced them (the poster's thread for a UD send or
 //! the first packets of an RC message, the loop's for ACKs and responses), under the stack lock,
@@ -38,15 +38,14 @@
 //!
 //! # Source port and ICRC
 //!
-//! The core seals each packet's ICRC for the UDP source port rxe would use (QPN hash for UD,
-//! flow label for RC) and IPv4 ID 0. A device has one socket, bound to `<ip>:4791`, so its
-//! datagrams leave from port 4791 (a legal choice: the source port is only ECMP entropy, and
-//! rxe replies to 4791 whatever the source port was). The driver therefore **re-seals every
-//! ICRC** for what actually goes out: source port = the socket's, IPv4 ID = the datagram's
-//! index within its GSO send (0 when sent alone; see the crate docs for the measurement),
-//! DF set. A transmit whose source address is not the device's address (a GID index whose IP
-//! the socket cannot send from) is dropped and counted in [`DriverCounters::tx_wrong_source`],
-//! as a kernel would fail to route it.
+//! rxe derives each QP's UDP source port from its QPN or flow label. A device has one socket,
+//! bound to `<ip>:4791`, so its datagrams leave from port 4791 (a legal choice: the source
+//! port is only ECMP entropy, and rxe replies to 4791 whatever the source port was); the
+//! device tells the stack so ([`Stack::set_udp_src_port`]) and every ICRC is sealed for it,
+//! with the IPv4 ID of the datagram's place in its GSO send (0 for a datagram sent alone; see
+//! the crate docs for the measurement), DF set. A train whose source address is not the
+//! device's address (a GID index whose IP the socket cannot send from) is dropped and counted
+//! in [`DriverCounters::tx_wrong_source`], as a kernel would fail to route it.
 //!
 //! # GID table of a driver device
 //!
@@ -76,13 +75,13 @@ use softrdma_core::device::{
     Counters, DeviceAttr, GidEntry, GidType, PortAttr, QueryError, PORT_NUM,
 };
 use softrdma_core::time::Instant;
-use softrdma_core::transport::Transmit as CoreTransmit;
+use softrdma_core::transport::emit::{Train, TransmitBatch};
 use softrdma_core::verbs::{
     AccessFlags, CqId, Mr, MrKeys, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, RecvWr, SendWr,
     VerbsError, WorkCompletion,
 };
 use softrdma_core::Stack;
-use softrdma_wire::icrc::{self, Flow, Ipv4Ident, ICRC_LEN, ROCE_V2_PORT};
+use softrdma_wire::icrc::ROCE_V2_PORT;
 
 use crate::clock::{duration_to_micros, Clock, Micros};
 use crate::tap::{mac_for_ip, Tap};
@@ -123,7 +122,7 @@ pub struct DeviceConfig {
     pub pcap: Option<PathBuf>,
     /// Socket options.
     pub endpoint: EndpointConfig,
-    /// Send runs of equal-sized datagrams to one destination as one GSO send (default true;
+    /// Send the stack's GSO trains as such (default true; false: one datagram per `sendmsg`;
     /// without GSO on the socket this changes nothing).
     pub gso_coalesce: bool,
     /// Seed of the stack's keys and PSNs (default: from the clock and the process id).
@@ -294,8 +293,8 @@ struct State {
     stack: Stack,
     tap: Option<Tap>,
     counters: DriverCounters,
-    /// Scratch for the transmits of one flush.
-    scratch: Vec<CoreTransmit>,
+    /// The GSO trains of one flush (memory reused).
+    batch: TransmitBatch,
 }
 
 struct RxBufs {
@@ -375,146 +374,69 @@ impl Shared {
         }
     }
 
-    /// Sends everything the stack wants to send. Called with the state lock held.
+    /// Sends everything the stack wants to send, as the GSO trains
+    /// [`Stack::poll_transmit_batch`] builds (each train one `sendmsg`, never split: its
+    /// segments are sealed for IPv4 IDs 0, 1, 2, …). Called with the state lock held.
     fn flush(&self, st: &mut State) {
         let now = self.now();
-        let mut txs = std::mem::take(&mut st.scratch);
-        while let Some(tx) = st.stack.poll_transmit(now) {
-            txs.push(tx);
+        let State {
+            stack,
+            batch,
+            tap,
+            counters,
+        } = st;
+        batch.max_segments = if self.coalesce {
+            self.ep.max_gso_segments()
+        } else {
+            1
+        };
+        loop {
+            let n = stack.poll_transmit_batch(now, batch);
+            for (train, bytes) in batch.trains() {
+                self.send_train(train, bytes, tap, counters);
+            }
+            batch.clear();
+            if n == 0 {
+                break;
+            }
         }
-        if self.coalesce && txs.len() > 1 {
-            self.coalesce_into_gso(&mut txs);
+        if counters.pcap_errors > 0 {
+            *tap = None;
         }
-        for tx in txs.iter_mut() {
-            self.send_one(st, tx);
-        }
-        txs.clear();
-        st.scratch = txs;
     }
 
-    /// Merges runs of single datagrams to the same destination, of equal size (the last of a
-    /// run may be shorter), into segmented transmits, so a message's packets leave in one GSO
-    /// `sendmsg` (a 64 KiB RC SEND at MTU 1024: 1 syscall instead of 64). Order is kept.
-    /// Transmits the core already segmented are left alone.
-    fn coalesce_into_gso(&self, txs: &mut Vec<CoreTransmit>) {
-        let max_segs = self.ep.max_gso_segments();
-        if max_segs <= 1 {
+    fn send_train(
+        &self,
+        train: &Train,
+        bytes: &[u8],
+        tap: &mut Option<Tap>,
+        counters: &mut DriverCounters,
+    ) {
+        let n = train.segments as u64;
+        if train.src_ip != self.local.ip() || train.dst.is_ipv4() != self.local.is_ipv4() {
+            counters.tx_wrong_source += n;
             return;
         }
-        let max_bytes = if self.local.is_ipv6() {
-            MAX_UDP_PAYLOAD_V6
-        } else {
-            MAX_UDP_PAYLOAD_V4
+        let t = match train.gso_segment_size() {
+            Some(seg) => Transmit::segmented(train.dst, bytes, seg),
+            None => Transmit::single(train.dst, bytes),
         };
-        let mut out: Vec<CoreTransmit> = Vec::with_capacity(txs.len());
-        let mut run: Option<(CoreTransmit, usize, usize, bool)> = None; // (tx, seg, n, closed)
-        for tx in txs.drain(..) {
-            if let Some((head, seg, n, closed)) = run.as_mut() {
-                let fits = !*closed
-                    && tx.segment_size.is_none()
-                    && tx.dst == head.dst
-                    && tx.src_ip == head.src_ip
-                    && !tx.payload.is_empty()
-                    && tx.payload.len() <= *seg
-                    && *n < max_segs
-                    && head.payload.len() + tx.payload.len() <= max_bytes;
-                if fits {
-                    head.payload.extend_from_slice(&tx.payload);
-                    *n += 1;
-                    *closed = tx.payload.len() < *seg;
-                    head.segment_size = Some(*seg);
-                    continue;
-                }
-            }
-            if let Some((head, ..)) = run.take() {
-                out.push(head);
-            }
-            if tx.segment_size.is_none() && !tx.payload.is_empty() {
-                let seg = tx.payload.len();
-                run = Some((tx, seg, 1, false));
-            } else {
-                out.push(tx);
-            }
-        }
-        if let Some((head, ..)) = run.take() {
-            out.push(head);
-        }
-        *txs = out;
-    }
-
-    fn send_one(&self, st: &mut State, tx: &mut CoreTransmit) {
-        let dst = tx.dst;
-        if tx.src_ip != self.local.ip() || dst.is_ipv4() != self.local.is_ipv4() {
-            st.counters.tx_wrong_source += tx
-                .segment_size
-                .map_or(1, |s| tx.payload.len().div_ceil(s.max(1)) as u64);
-            return;
-        }
-        let len = tx.payload.len();
-        let seg = tx.segment_size.filter(|&s| s > 0 && s < len).unwrap_or(len);
-        let max_payload = if self.local.is_ipv6() {
-            MAX_UDP_PAYLOAD_V6
-        } else {
-            MAX_UDP_PAYLOAD_V4
-        };
-        let per_send = self
-            .ep
-            .max_gso_segments()
-            .min(max_payload / seg.max(1))
-            .max(1);
-        let chunk_len = per_send.saturating_mul(seg).max(1);
-        for chunk in tx.payload.chunks_mut(chunk_len) {
-            let n = chunk.len().div_ceil(seg.max(1));
-            for (k, d) in chunk.chunks_mut(seg.max(1)).enumerate() {
-                self.reseal(dst, k as u16, d);
-            }
-            let t = if n > 1 {
-                Transmit::segmented(dst, chunk, seg)
-            } else {
-                Transmit::single(dst, chunk)
-            };
-            match self.send_blocking(&t) {
-                Ok(()) => {
-                    st.counters.tx_sends += 1;
-                    st.counters.tx_datagrams += n as u64;
-                    if let Some(tap) = st.tap.as_mut() {
-                        for (k, d) in chunk.chunks(seg.max(1)).enumerate() {
-                            if tap.sent(self.local, dst, k as u16, d).is_err() {
-                                st.counters.pcap_errors += 1;
-                            }
+        match self.send_blocking(&t) {
+            Ok(()) => {
+                counters.tx_sends += 1;
+                counters.tx_datagrams += n;
+                if let Some(tap) = tap.as_mut() {
+                    let seg = train.segment_size.max(1);
+                    for (k, d) in bytes.chunks(seg).enumerate() {
+                        if tap.sent(self.local, train.dst, k as u16, d).is_err() {
+                            counters.pcap_errors += 1;
                         }
-                        st.counters.pcap_packets = tap.packets;
                     }
+                    counters.pcap_packets = tap.packets;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    st.counters.tx_dropped += n as u64;
-                }
-                Err(_) => st.counters.tx_errors += n as u64,
             }
-        }
-        if st.counters.pcap_errors > 0 {
-            st.tap = None;
-        }
-    }
-
-    /// Rewrites a datagram's ICRC for the socket's source port and the IPv4 ID the kernel
-    /// will give it (its index within the GSO send).
-    fn reseal(&self, dst: SocketAddr, gso_index: u16, d: &mut [u8]) {
-        let flow = Flow {
-            src: self.local.ip(),
-            dst: dst.ip(),
-            src_port: self.local.port(),
-            dst_port: dst.port(),
-        };
-        let ident = Ipv4Ident {
-            id: gso_index,
-            dont_fragment: true,
-        };
-        if let Ok(c) = icrc::compute_udp(&flow, ident, d) {
-            let n = d.len();
-            if let Some(t) = d.get_mut(n.saturating_sub(ICRC_LEN)..) {
-                t.copy_from_slice(&c.to_le_bytes());
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => counters.tx_dropped += n,
+            Err(_) => counters.tx_errors += n,
         }
     }
 
@@ -688,7 +610,16 @@ impl Device {
         let mut core_cfg = softrdma_core::DeviceConfig::new(config.name.clone(), vec![config.ip])
             .with_netdev_mtu(config.netdev_mtu);
         core_cfg.mac = config.mac;
-        let stack = Stack::new(core_cfg, config.seed);
+        let mut stack = Stack::new(core_cfg, config.seed);
+        // Everything leaves from the one socket: seal for its source port (the core's default
+        // is rxe's per-QP port, which a single socket cannot send from).
+        stack.set_udp_src_port(Some(local.port()));
+        let max_segs = ep.max_gso_segments();
+        let max_train = if local.is_ipv6() {
+            MAX_UDP_PAYLOAD_V6
+        } else {
+            MAX_UDP_PAYLOAD_V4
+        };
         let tap = match &config.pcap {
             Some(p) => Some(Tap::create(p)?),
             None => None,
@@ -705,7 +636,7 @@ impl Device {
                 stack,
                 tap,
                 counters: DriverCounters::default(),
-                scratch: Vec::new(),
+                batch: TransmitBatch::new(max_segs, max_train),
             }),
             rx: Mutex::new(RxBufs::new(RECV_BATCH)),
             cv: Condvar::new(),

@@ -4,10 +4,10 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod decode;
-mod pingpong;
-mod pingpong_exch;
 mod perf;
 mod perf_node;
+mod pingpong;
+mod pingpong_exch;
 
 /// softrdma: the Linux RDMA connection-management stack (IB CM, RDMA CM, SRP) in userspace,
 /// over RoCEv2.
