@@ -11,7 +11,7 @@
 
 use core::fmt;
 
-use super::{bit_accessors, fixed_view, CommonAttrId, InvalidField, Method, MgmtClass};
+use super::{CommonAttrId, InvalidField, Method, MgmtClass};
 use super::{MAD_DATA_LEN, MAD_HEADER_LEN, MAD_LEN};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{Bits, Field};
