@@ -91,27 +91,28 @@ macro_rules! code_point {
     };
 }
 
-/// Declares the `Packet<T>` view type of a fixed-size structure: `new_unchecked`,
+/// Declares the `Packet<T>` view type (or another name) of a fixed-size structure, or of a
+/// fixed-size header followed by a payload: `new_unchecked`,
 /// `new_checked` (length check), `into_inner`, `as_bytes`.
 macro_rules! fixed_view {
-    ($(#[$meta:meta])* struct Packet($len:expr, $what:expr);) => {
+    ($(#[$meta:meta])* struct $name:ident($len:expr, $what:expr);) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Eq)]
-        pub struct Packet<T: AsRef<[u8]>> {
+        pub struct $name<T: AsRef<[u8]>> {
             buffer: T,
         }
 
-        impl<T: AsRef<[u8]>> Packet<T> {
+        impl<T: AsRef<[u8]>> $name<T> {
             /// Wraps a buffer without checking its length (for emitting into a buffer sized
             /// with `Repr::buffer_len`). Accessors panic if the buffer is too short.
-            pub const fn new_unchecked(buffer: T) -> Packet<T> {
-                Packet { buffer }
+            pub const fn new_unchecked(buffer: T) -> $name<T> {
+                $name { buffer }
             }
 
             /// Wraps a buffer after checking it is long enough for every field; no accessor
             /// panics afterwards.
-            pub fn new_checked(buffer: T) -> $crate::Result<Packet<T>> {
-                let p = Packet { buffer };
+            pub fn new_checked(buffer: T) -> $crate::Result<$name<T>> {
+                let p = $name { buffer };
                 p.check_len()?;
                 Ok(p)
             }

@@ -549,12 +549,7 @@ impl CmMessage {
         }
     }
 
-    /// The message as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The message's whole private data field, if it has one.
     pub fn private_data(&self) -> Option<&[u8]> {

@@ -275,11 +275,7 @@ impl Repr {
         b[field::ID_STRING..].copy_from_slice(&self.id_string);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; field::LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The ID string up to its first NUL.
     pub fn id_str(&self) -> String {

@@ -161,11 +161,7 @@ impl Repr {
         buf[field::CONTROLLER_LIST..].copy_from_slice(&self.controller_list);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; field::LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The entry of 1-based `slot`.
     pub fn slot(&self, slot: usize) -> Option<ControllerSlot> {

@@ -173,11 +173,7 @@ impl Repr {
         }
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; field::LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for Repr {

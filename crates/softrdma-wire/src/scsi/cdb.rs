@@ -455,11 +455,7 @@ impl ReadWriteRepr {
         self.kind.cdb_len()
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// Emits the CDB. Fields wider than the form allows are truncated (a 6-byte CDB carries
     /// a 21-bit LBA and an 8-bit length, a 10-byte one 32 and 16 bits).
@@ -727,11 +723,7 @@ impl Cdb {
         }
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The CDB zero-padded into the 16-byte field of an SRP_CMD (`None` if it is longer).
     pub fn to_cdb16(&self) -> Option<[u8; 16]> {

@@ -383,11 +383,7 @@ impl Repr {
         buf[off..].copy_from_slice(&self.trailing);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The CDB bytes: the 16-byte field followed by the additional CDB.
     pub fn full_cdb(&self) -> Vec<u8> {

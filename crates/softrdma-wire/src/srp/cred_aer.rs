@@ -84,11 +84,7 @@ impl CredReqRepr {
         p.set_tag(self.tag);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for CredReqRepr {
@@ -102,56 +98,11 @@ impl Dissect for CredReqRepr {
     }
 }
 
-/// Parses/emits a tag-only response IU with opcode `$op`.
-macro_rules! tag_only_repr {
-    ($(#[$m:meta])* $name:ident, $op:expr, $what:expr, $key:expr, $label:expr) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-        pub struct $name {
-            pub tag: u64,
-        }
-
-        impl $name {
-            pub fn parse(buf: &[u8]) -> Result<$name> {
-                let p = TagOnlyPacket::new_checked(buf)?;
-                expect_opcode(buf, field::OPCODE, $op, $what)?;
-                Ok($name { tag: p.tag() })
-            }
-
-            pub fn buffer_len(&self) -> usize {
-                field::LEN
-            }
-
-            pub fn emit(&self, buf: &mut [u8]) {
-                assert_eq!(buf.len(), self.buffer_len(), concat!($what, ": emit buffer length"));
-                buf.fill(0);
-                let mut p = TagOnlyPacket::new_unchecked(buf);
-                p.set_opcode($op.0);
-                p.set_tag(self.tag);
-            }
-
-            pub fn to_bytes(&self) -> Vec<u8> {
-                let mut v = vec![0u8; self.buffer_len()];
-                self.emit(&mut v);
-                v
-            }
-        }
-
-        impl Dissect for $name {
-            fn dissect(&self, t: &mut Tree) {
-                t.subtree($key, $label, |t| {
-                    t.code_hex("opcode", "Opcode", $op.0, 2, $op);
-                    dissect_tag(t, self.tag);
-                });
-            }
-        }
-    };
-}
-
 tag_only_repr!(
     /// SRP_CRED_RSP: the initiator acknowledges an SRP_CRED_REQ.
     CredRspRepr,
     Opcode::CRED_RSP,
+    "srp.cred_rsp",
     "srp.cred_rsp",
     "srp_cred_rsp",
     "SRP_CRED_RSP"
@@ -161,6 +112,7 @@ tag_only_repr!(
     /// SRP_AER_RSP: the initiator acknowledges an SRP_AER_REQ.
     AerRspRepr,
     Opcode::AER_RSP,
+    "srp.aer_rsp",
     "srp.aer_rsp",
     "srp_aer_rsp",
     "SRP_AER_RSP"
@@ -240,11 +192,7 @@ impl AerReqRepr {
         buf[field::AER_HDR_LEN..].copy_from_slice(&self.sense_data);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for AerReqRepr {

@@ -173,11 +173,7 @@ impl LoginReqRepr {
         p.set_target_port_id(self.target_port_id);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The multi-channel action (`req_flags & 3`).
     pub fn multichannel_action(&self) -> MultiChannelAction {
@@ -331,11 +327,7 @@ impl LoginReqRdmaRepr {
         p.set_imm_data_offset(self.imm_data_offset);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl From<LoginReqRdmaRepr> for LoginReqRepr {
@@ -463,11 +455,7 @@ impl LoginRspRepr {
         p.set_rsp_flags(self.rsp_flags);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     pub fn multichannel_result(&self) -> MultiChannelResult {
         MultiChannelResult(self.rsp_flags & MULTICHAN_RESULT_MASK)
@@ -589,11 +577,7 @@ impl LoginRejRepr {
         p.set_buf_fmt(self.buf_fmt);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for LoginRejRepr {

@@ -28,50 +28,15 @@ pub mod field {
     pub const LEN: usize = 16;
 }
 
-/// SRP_I_LOGOUT: the initiator ends the channel (16 bytes: opcode, 7 reserved, tag).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ILogoutRepr {
-    pub tag: u64,
-}
-
-impl ILogoutRepr {
-    pub fn parse(buf: &[u8]) -> Result<ILogoutRepr> {
-        let p = TagOnlyPacket::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::I_LOGOUT, "srp.i_logout.opcode")?;
-        Ok(ILogoutRepr { tag: p.tag() })
-    }
-
-    pub fn buffer_len(&self) -> usize {
-        field::LEN
-    }
-
-    pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.i_logout: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = TagOnlyPacket::new_unchecked(buf);
-        p.set_opcode(Opcode::I_LOGOUT.0);
-        p.set_tag(self.tag);
-    }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
-}
-
-impl Dissect for ILogoutRepr {
-    fn dissect(&self, t: &mut Tree) {
-        t.subtree("srp_i_logout", "SRP_I_LOGOUT", |t| {
-            t.code_hex("opcode", "Opcode", Opcode::I_LOGOUT.0, 2, Opcode::I_LOGOUT);
-            dissect_tag(t, self.tag);
-        });
-    }
-}
+tag_only_repr!(
+    /// SRP_I_LOGOUT: the initiator ends the channel (16 bytes: opcode, 7 reserved, tag).
+    ILogoutRepr,
+    Opcode::I_LOGOUT,
+    "srp.i_logout",
+    "srp.i_logout.opcode",
+    "srp_i_logout",
+    "SRP_I_LOGOUT"
+);
 
 srp_view!(
     /// A view of the 16-byte SRP_T_LOGOUT.
@@ -125,11 +90,7 @@ impl TLogoutRepr {
         p.set_tag(self.tag);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for TLogoutRepr {

@@ -84,6 +84,50 @@ macro_rules! be_fields {
 }
 pub(crate) use be_fields;
 
+/// A `Repr` for a 16-byte IU that carries only an opcode and a tag (SRP_I_LOGOUT,
+/// SRP_CRED_RSP, SRP_AER_RSP), read and written through `TagOnlyPacket`: `$what` names it
+/// in emit's panic, `$op_what` in the opcode error; `$key`/`$label` are its dissect subtree.
+macro_rules! tag_only_repr {
+    ($(#[$m:meta])* $name:ident, $op:expr, $what:expr, $op_what:expr, $key:expr, $label:expr) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+        pub struct $name {
+            pub tag: u64,
+        }
+
+        impl $name {
+            pub fn parse(buf: &[u8]) -> Result<$name> {
+                let p = TagOnlyPacket::new_checked(buf)?;
+                expect_opcode(buf, field::OPCODE, $op, $op_what)?;
+                Ok($name { tag: p.tag() })
+            }
+
+            pub fn buffer_len(&self) -> usize {
+                field::LEN
+            }
+
+            pub fn emit(&self, buf: &mut [u8]) {
+                assert_eq!(buf.len(), self.buffer_len(), concat!($what, ": emit buffer length"));
+                buf.fill(0);
+                let mut p = TagOnlyPacket::new_unchecked(buf);
+                p.set_opcode($op.0);
+                p.set_tag(self.tag);
+            }
+
+            to_bytes!();
+        }
+
+        impl Dissect for $name {
+            fn dissect(&self, t: &mut Tree) {
+                t.subtree($key, $label, |t| {
+                    t.code_hex("opcode", "Opcode", $op.0, 2, $op);
+                    dissect_tag(t, self.tag);
+                });
+            }
+        }
+    };
+}
+
 pub mod cmd;
 pub mod cred_aer;
 pub mod login;
@@ -303,11 +347,7 @@ impl SrpIu {
         }
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for SrpIu {

@@ -179,11 +179,7 @@ impl Repr {
         buf[r..].copy_from_slice(&self.sense_data);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The task-management RSP_CODE, if 4 bytes of valid response data are present.
     pub fn rsp_code(&self) -> Option<RspCode> {

@@ -88,11 +88,7 @@ impl Repr {
         p.set_task_tag(self.task_tag);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for Repr {
