@@ -3,6 +3,8 @@
 //! - `code_point!`: open newtypes for protocol code points;
 //! - `fixed_view!` / `bit_accessors!`: the `Packet<T>` view of a fixed-size structure and its
 //!   getters/setters from a table of [`crate::field::Bits`];
+//! - `min_view!` / `be_fields!`: a view of a buffer with a minimum length and its getters/setters
+//!   from a table of big-endian byte offsets;
 //! - `fixed_repr!` / `to_bytes!`: the `Repr` methods that are the same for every format
 //!   (`parse` via a checked view and `from_packet`, `buffer_len`, `to_bytes`), so a message
 //!   file states only its field table, its `Repr`, `from_packet`, `emit` and `Dissect`.
@@ -199,4 +201,73 @@ macro_rules! to_bytes {
             v
         }
     };
+}
+
+/// Declares a zero-copy view type over a buffer at least `$min` bytes long (a variable-length
+/// structure: an SRP IU, a CDB); unlike `fixed_view!`, `as_bytes` is the whole buffer.
+macro_rules! min_view {
+    ($(#[$m:meta])* $name:ident, $min:expr, $what:expr) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct $name<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Wraps a buffer without checking its length (for emitting into a buffer sized
+            /// with `Repr::buffer_len`).
+            pub fn new_unchecked(buffer: T) -> Self {
+                $name { buffer }
+            }
+
+            /// Wraps a buffer, checking that the fixed part is there.
+            pub fn new_checked(buffer: T) -> $crate::Result<Self> {
+                $crate::Error::check_len($what, $min, buffer.as_ref().len())?;
+                Ok($name { buffer })
+            }
+
+            /// The buffer back.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+
+            /// The whole buffer.
+            pub fn as_bytes(&self) -> &[u8] {
+                self.buffer.as_ref()
+            }
+        }
+    };
+}
+
+/// Getters and setters for big-endian fields at fixed byte offsets of a view.
+macro_rules! be_fields {
+    ($pkt:ident { $( $(#[$m:meta])* $get:ident, $set:ident : $ty:tt @ $off:expr; )* }) => {
+        impl<T: AsRef<[u8]>> $pkt<T> {
+            $(
+                $(#[$m])*
+                #[inline]
+                pub fn $get(&self) -> $ty {
+                    be_fields!(@get $ty, self.buffer.as_ref(), $off)
+                }
+            )*
+        }
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $pkt<T> {
+            $(
+                #[inline]
+                pub fn $set(&mut self, v: $ty) {
+                    be_fields!(@set $ty, self.buffer.as_mut(), $off, v)
+                }
+            )*
+        }
+    };
+    (@get u8, $b:expr, $o:expr) => { $b[$o] };
+    (@get u16, $b:expr, $o:expr) => { $crate::field::read_u16($b, $o) };
+    (@get u32, $b:expr, $o:expr) => { $crate::field::read_u32($b, $o) };
+    (@get u64, $b:expr, $o:expr) => { $crate::field::read_u64($b, $o) };
+    (@get [u8; $n:literal], $b:expr, $o:expr) => { $crate::field::read_array::<$n>($b, $o) };
+    (@set u8, $b:expr, $o:expr, $v:expr) => { $b[$o] = $v };
+    (@set u16, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u16($b, $o, $v) };
+    (@set u32, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u32($b, $o, $v) };
+    (@set u64, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u64($b, $o, $v) };
+    (@set [u8; $n:literal], $b:expr, $o:expr, $v:expr) => { $b[$o..$o + $n].copy_from_slice(&$v) };
 }

@@ -59,7 +59,7 @@ pub mod field {
     pub const IMM_BUF_LEN: usize = 4;
 }
 
-srp_view!(
+min_view!(
     /// A view of an SRP_CMD.
     Packet,
     field::ADD_DATA,

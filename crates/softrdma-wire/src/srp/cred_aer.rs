@@ -20,7 +20,7 @@ pub mod field {
     pub const AER_HDR_LEN: usize = 36;
 }
 
-srp_view!(
+min_view!(
     /// A view of a 16-byte IU that carries only an opcode and a tag (SRP_I_LOGOUT,
     /// SRP_CRED_RSP, SRP_AER_RSP).
     TagOnlyPacket,
@@ -33,7 +33,7 @@ be_fields!(TagOnlyPacket {
     tag, set_tag: u64 @ field::TAG;
 });
 
-srp_view!(
+min_view!(
     /// A view of the 16-byte SRP_CRED_REQ.
     CredReqPacket,
     field::LEN,
@@ -118,7 +118,7 @@ tag_only_repr!(
     "SRP_AER_RSP"
 );
 
-srp_view!(
+min_view!(
     /// A view of an SRP_AER_REQ (36 bytes + sense data).
     AerReqPacket,
     field::AER_HDR_LEN,

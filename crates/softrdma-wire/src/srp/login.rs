@@ -95,7 +95,7 @@ pub mod login_req_field {
     pub const LEN: usize = 64;
 }
 
-srp_view!(
+min_view!(
     /// A view of the 64-byte SRP_LOGIN_REQ carried in an IB CM REQ.
     LoginReqPacket,
     login_req_field::LEN,
@@ -252,7 +252,7 @@ pub mod login_req_rdma_field {
     pub const LEN: usize = 56;
 }
 
-srp_view!(
+min_view!(
     /// A view of the 56-byte SRP_LOGIN_REQ carried after the RDMA CM header.
     LoginReqRdmaPacket,
     login_req_rdma_field::LEN,
@@ -385,7 +385,7 @@ pub mod login_rsp_field {
     pub const LEN: usize = 52;
 }
 
-srp_view!(
+min_view!(
     /// A view of the 52-byte SRP_LOGIN_RSP carried in a CM REP.
     LoginRspPacket,
     login_rsp_field::LEN,
@@ -514,7 +514,7 @@ pub mod login_rej_field {
     pub const LEN: usize = 32;
 }
 
-srp_view!(
+min_view!(
     /// A view of the 32-byte SRP_LOGIN_REJ carried in a CM REJ (reason 28).
     LoginRejPacket,
     login_rej_field::LEN,

@@ -38,7 +38,7 @@ tag_only_repr!(
     "SRP_I_LOGOUT"
 );
 
-srp_view!(
+min_view!(
     /// A view of the 16-byte SRP_T_LOGOUT.
     TLogoutPacket,
     field::LEN,

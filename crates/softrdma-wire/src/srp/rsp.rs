@@ -70,7 +70,7 @@ pub mod field {
     pub const DATA: usize = 36;
 }
 
-srp_view!(
+min_view!(
     /// A view of an SRP_RSP.
     Packet,
     field::DATA,

@@ -27,7 +27,7 @@ pub mod field {
     pub const LEN: usize = 48;
 }
 
-srp_view!(
+min_view!(
     /// A view of an SRP_TSK_MGMT.
     Packet,
     field::LEN,
