@@ -47,6 +47,13 @@ be_fields!(CredReqPacket {
     tag, set_tag: u64 @ field::TAG;
 });
 
+iu_view!(
+    CredReqPacket,
+    Opcode::CRED_REQ,
+    field::OPCODE,
+    "srp.cred_req"
+);
+
 /// SRP_CRED_REQ: the target grants more credit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CredReqRepr {
@@ -57,8 +64,7 @@ pub struct CredReqRepr {
 
 impl CredReqRepr {
     pub fn parse(buf: &[u8]) -> Result<CredReqRepr> {
-        let p = CredReqPacket::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::CRED_REQ, "srp.cred_req.opcode")?;
+        let p = CredReqPacket::parse_iu(buf)?;
         Ok(CredReqRepr {
             sol_not: p.sol_not(),
             req_lim_delta: p.req_lim_delta(),
@@ -71,14 +77,7 @@ impl CredReqRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.cred_req: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = CredReqPacket::new_unchecked(buf);
-        p.set_opcode(Opcode::CRED_REQ.0);
+        let mut p = CredReqPacket::emit_iu(buf, self.buffer_len());
         p.set_sol_not(self.sol_not);
         p.set_req_lim_delta(self.req_lim_delta);
         p.set_tag(self.tag);
@@ -134,6 +133,8 @@ be_fields!(AerReqPacket {
     sense_data_len, set_sense_data_len: u32 @ field::AER_SENSE_DATA_LEN;
 });
 
+iu_view!(AerReqPacket, Opcode::AER_REQ, field::OPCODE, "srp.aer_req");
+
 impl<T: AsRef<[u8]>> AerReqPacket<T> {
     /// The sense data, if the IU holds all of it.
     pub fn sense_data(&self) -> Result<&[u8]> {
@@ -160,8 +161,7 @@ pub struct AerReqRepr {
 
 impl AerReqRepr {
     pub fn parse(buf: &[u8]) -> Result<AerReqRepr> {
-        let p = AerReqPacket::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::AER_REQ, "srp.aer_req.opcode")?;
+        let p = AerReqPacket::parse_iu(buf)?;
         Ok(AerReqRepr {
             sol_not: p.sol_not(),
             req_lim_delta: p.req_lim_delta(),
@@ -176,14 +176,7 @@ impl AerReqRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.aer_req: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = AerReqPacket::new_unchecked(&mut *buf);
-        p.set_opcode(Opcode::AER_REQ.0);
+        let mut p = AerReqPacket::emit_iu(&mut *buf, self.buffer_len());
         p.set_sol_not(self.sol_not);
         p.set_req_lim_delta(self.req_lim_delta);
         p.set_tag(self.tag);

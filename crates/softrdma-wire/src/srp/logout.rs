@@ -52,6 +52,13 @@ be_fields!(TLogoutPacket {
     tag, set_tag: u64 @ field::TAG;
 });
 
+iu_view!(
+    TLogoutPacket,
+    Opcode::T_LOGOUT,
+    field::OPCODE,
+    "srp.t_logout"
+);
+
 /// SRP_T_LOGOUT: the target ends the channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TLogoutRepr {
@@ -63,8 +70,7 @@ pub struct TLogoutRepr {
 
 impl TLogoutRepr {
     pub fn parse(buf: &[u8]) -> Result<TLogoutRepr> {
-        let p = TLogoutPacket::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::T_LOGOUT, "srp.t_logout.opcode")?;
+        let p = TLogoutPacket::parse_iu(buf)?;
         Ok(TLogoutRepr {
             sol_not: p.sol_not(),
             reason: TLogoutReason(p.reason_raw()),
@@ -77,14 +83,7 @@ impl TLogoutRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.t_logout: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = TLogoutPacket::new_unchecked(buf);
-        p.set_opcode(Opcode::T_LOGOUT.0);
+        let mut p = TLogoutPacket::emit_iu(buf, self.buffer_len());
         p.set_sol_not(self.sol_not);
         p.set_reason_raw(self.reason.0);
         p.set_tag(self.tag);

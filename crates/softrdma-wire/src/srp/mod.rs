@@ -14,6 +14,33 @@
 use crate::dissect::{Dissect, Tree};
 use crate::{Error, Result};
 
+/// The framing every SRP IU's `parse` and `emit` share, as two constructors on its view
+/// (`$pkt`, made with `min_view!` and `be_fields!` with an `opcode` field at `$off`):
+/// `parse_iu` checks the fixed part's length, then that byte `$off` is the IU type `$op`
+/// (the error names `"$what.opcode"`); `emit_iu` checks the buffer is exactly `len` bytes,
+/// zeroes it (reserved bytes are zero) and writes the IU type.
+macro_rules! iu_view {
+    ($pkt:ident, $op:expr, $off:expr, $what:literal) => {
+        impl<'a> $pkt<&'a [u8]> {
+            pub(crate) fn parse_iu(buf: &'a [u8]) -> $crate::Result<Self> {
+                let p = $pkt::new_checked(buf)?;
+                $crate::srp::expect_opcode(buf, $off, $op, concat!($what, ".opcode"))?;
+                Ok(p)
+            }
+        }
+
+        impl<'a> $pkt<&'a mut [u8]> {
+            pub(crate) fn emit_iu(buf: &'a mut [u8], len: usize) -> Self {
+                assert_eq!(buf.len(), len, concat!($what, ": emit buffer length"));
+                buf.fill(0);
+                let mut p = $pkt::new_unchecked(buf);
+                p.set_opcode($op.0);
+                p
+            }
+        }
+    };
+}
+
 /// A `Repr` for a 16-byte IU that carries only an opcode and a tag (SRP_I_LOGOUT,
 /// SRP_CRED_RSP, SRP_AER_RSP), read and written through `TagOnlyPacket`: `$what` names it
 /// in emit's panic, `$op_what` in the opcode error; `$key`/`$label` are its dissect subtree.
