@@ -161,3 +161,38 @@ mod tests {
         assert_eq!(g.get(&b), 0x10_2030);
     }
 }
+
+/// Reads and writes one integer-valued field described by a [`crate::field::Bits`].
+pub(crate) trait BitValue: Copy {
+    fn from_bits(v: u64) -> Self;
+    fn to_bits(self) -> u64;
+}
+
+macro_rules! bit_value_int {
+    ($($t:ty),*) => {$(
+        impl BitValue for $t {
+            #[inline]
+            fn from_bits(v: u64) -> Self {
+                // `Bits::get` masks to the field width, which never exceeds the type's width
+                // in the bit tables, so the cast keeps every bit.
+                v as $t
+            }
+            #[inline]
+            fn to_bits(self) -> u64 {
+                u64::from(self)
+            }
+        }
+    )*};
+}
+bit_value_int!(u8, u16, u32, u64);
+
+impl BitValue for bool {
+    #[inline]
+    fn from_bits(v: u64) -> Self {
+        v != 0
+    }
+    #[inline]
+    fn to_bits(self) -> u64 {
+        u64::from(self)
+    }
+}

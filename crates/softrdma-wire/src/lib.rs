@@ -44,5 +44,8 @@ pub mod roce;
 pub mod scsi;
 pub mod srp;
 
+#[cfg(test)]
+mod test_support;
+
 pub use error::{Error, Result};
 pub use types::{Gid, Guid};

@@ -18,8 +18,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
-use crate::mad::{bit_accessors, fixed_view};
-use crate::Result;
 
 /// Size of the IP private-data header.
 pub const IP_CM_HEADER_LEN: usize = 36;
@@ -235,15 +233,7 @@ impl Repr {
         }
     }
 
-    /// Parses the first 36 bytes of `buf`. Unknown versions are kept as values.
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 36.
-    pub const fn buffer_len(&self) -> usize {
-        IP_CM_HEADER_LEN
-    }
+    fixed_repr!(Packet, IP_CM_HEADER_LEN);
 
     /// Writes the header into `buf` (exactly 36 bytes).
     pub fn emit(&self, buf: &mut [u8]) {
@@ -259,13 +249,6 @@ impl Repr {
         p.set_port(self.src_port);
         p.set_src_addr(self.src_addr);
         p.set_dst_addr(self.dst_addr);
-    }
-
-    /// The header as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; IP_CM_HEADER_LEN];
-        self.emit(&mut v);
-        v
     }
 
     fn dissect_addr(t: &mut Tree, key: &'static str, label: &str, v: u8, b: &[u8; 16]) {

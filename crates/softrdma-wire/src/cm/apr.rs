@@ -10,10 +10,9 @@
 //!  84  Private Data (148 bytes)
 //! ```
 
-use super::{bit_accessors, fixed_view, pad, AprStatus, APR_PRIVATE_DATA_LEN, CM_DATA_LEN};
+use super::{dissect_comm_ids, AprStatus, APR_PRIVATE_DATA_LEN, CM_DATA_LEN};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
-use crate::Result;
 
 /// Field locations, bytes from the start of the CM data.
 pub mod fields {
@@ -38,25 +37,18 @@ bit_accessors! {
     ap_status / set_ap_status: u8 = fields::AP_STATUS;
 }
 
+cm_message!();
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Additional Information (72 bytes).
     pub fn additional_info(&self) -> &[u8] {
         &self.buffer.as_ref()[fields::ADDITIONAL_INFO]
-    }
-
-    /// The whole 148-byte private data field.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::PRIVATE_DATA]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn additional_info_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[fields::ADDITIONAL_INFO]
-    }
-
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::PRIVATE_DATA]
     }
 }
 
@@ -84,15 +76,7 @@ impl Repr {
         }
     }
 
-    /// Parses the CM data of a APR (at least 232 bytes).
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 232.
-    pub const fn buffer_len(&self) -> usize {
-        CM_DATA_LEN
-    }
+    fixed_repr!(Packet, CM_DATA_LEN);
 
     /// Writes the APR into `buf` (exactly 232 bytes); reserved bits are zero.
     pub fn emit(&self, buf: &mut [u8]) {
@@ -107,48 +91,12 @@ impl Repr {
             .copy_from_slice(&self.additional_info);
         p.private_data_mut().copy_from_slice(&self.private_data);
     }
-
-    /// The APR as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; CM_DATA_LEN];
-        self.emit(&mut v);
-        v
-    }
-
-    /// A APR with every field zero but the private data (filled from `pd`, zero-padded).
-    pub fn with_private_data(pd: &[u8]) -> Repr {
-        Repr {
-            local_comm_id: 0,
-            remote_comm_id: 0,
-            additional_info_length: 0,
-            ap_status: AprStatus(0),
-            additional_info: [0; 72],
-            private_data: pad(pd),
-        }
-    }
-}
-
-impl Default for Repr {
-    fn default() -> Repr {
-        Repr::with_private_data(&[])
-    }
 }
 
 impl Dissect for Repr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("cm_apr", "CM AlternatePathResponse", |t| {
-            t.hex(
-                "local_comm_id",
-                "Local Communication ID",
-                self.local_comm_id,
-                8,
-            );
-            t.hex(
-                "remote_comm_id",
-                "Remote Communication ID",
-                self.remote_comm_id,
-                8,
-            );
+            dissect_comm_ids(t, self.local_comm_id, self.remote_comm_id);
             t.dec(
                 "additional_info_length",
                 "Additional Information Length",

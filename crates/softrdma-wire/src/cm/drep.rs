@@ -8,10 +8,9 @@
 //!   8  Private Data (224 bytes)
 //! ```
 
-use super::{bit_accessors, fixed_view, pad, CM_DATA_LEN, DREP_PRIVATE_DATA_LEN};
+use super::{dissect_comm_ids, CM_DATA_LEN, DREP_PRIVATE_DATA_LEN};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
-use crate::Result;
 
 /// Field locations, bytes from the start of the CM data.
 pub mod fields {
@@ -31,18 +30,7 @@ bit_accessors! {
     remote_comm_id / set_remote_comm_id: u32 = fields::REMOTE_COMM_ID;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// The whole 224-byte private data field.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::PRIVATE_DATA]
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::PRIVATE_DATA]
-    }
-}
+cm_message!();
 
 /// A decoded DREP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,15 +50,7 @@ impl Repr {
         }
     }
 
-    /// Parses the CM data of a DREP (at least 232 bytes).
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 232.
-    pub const fn buffer_len(&self) -> usize {
-        CM_DATA_LEN
-    }
+    fixed_repr!(Packet, CM_DATA_LEN);
 
     /// Writes the DREP into `buf` (exactly 232 bytes); reserved bits are zero.
     pub fn emit(&self, buf: &mut [u8]) {
@@ -81,45 +61,12 @@ impl Repr {
         p.set_remote_comm_id(self.remote_comm_id);
         p.private_data_mut().copy_from_slice(&self.private_data);
     }
-
-    /// The DREP as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; CM_DATA_LEN];
-        self.emit(&mut v);
-        v
-    }
-
-    /// A DREP with every field zero but the private data (filled from `pd`, zero-padded).
-    pub fn with_private_data(pd: &[u8]) -> Repr {
-        Repr {
-            local_comm_id: 0,
-            remote_comm_id: 0,
-            private_data: pad(pd),
-        }
-    }
-}
-
-impl Default for Repr {
-    fn default() -> Repr {
-        Repr::with_private_data(&[])
-    }
 }
 
 impl Dissect for Repr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("cm_drep", "CM DisconnectReply", |t| {
-            t.hex(
-                "local_comm_id",
-                "Local Communication ID",
-                self.local_comm_id,
-                8,
-            );
-            t.hex(
-                "remote_comm_id",
-                "Remote Communication ID",
-                self.remote_comm_id,
-                8,
-            );
+            dissect_comm_ids(t, self.local_comm_id, self.remote_comm_id);
             t.bytes("private_data", "PrivateData", &self.private_data);
         });
     }

@@ -14,6 +14,46 @@
 //! Reserved bits are not kept by the `Repr`s: they are emitted as zero, which is what every
 //! kernel capture carries (the tests check that re-emitting reproduces each captured message).
 
+/// What every CM message shares around its own field table (invoked once in each message
+/// file, after `fixed_view!` and `fields`): the view's `private_data` accessors over
+/// `fields::PRIVATE_DATA`, and the `Repr`'s `with_private_data` and `Default`. "Every field
+/// zero" is what an all-zero message parses to, so `with_private_data` reads one through the
+/// message's own `from_packet` rather than listing the fields again.
+macro_rules! cm_message {
+    () => {
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// The whole private data field (`fields::PRIVATE_DATA`).
+            pub fn private_data(&self) -> &[u8] {
+                &self.buffer.as_ref()[fields::PRIVATE_DATA]
+            }
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+            pub fn private_data_mut(&mut self) -> &mut [u8] {
+                &mut self.buffer.as_mut()[fields::PRIVATE_DATA]
+            }
+        }
+
+        impl Repr {
+            /// A message with every field zero but the private data (filled from `pd`,
+            /// zero-padded).
+            pub fn with_private_data(pd: &[u8]) -> Repr {
+                let zero = [0u8; $crate::cm::CM_DATA_LEN];
+                Repr {
+                    private_data: $crate::cm::pad(pd),
+                    ..Repr::from_packet(&Packet::new_unchecked(&zero[..]))
+                }
+            }
+        }
+
+        impl Default for Repr {
+            fn default() -> Repr {
+                Repr::with_private_data(&[])
+            }
+        }
+    };
+}
+
 pub mod apr;
 pub mod drep;
 pub mod dreq;
@@ -40,7 +80,6 @@ pub use sidr_req::{Packet as SidrReqPacket, Repr as SidrReqRepr};
 
 use crate::dissect::{Dissect, Tree};
 use crate::field::Bits;
-use crate::mad::{bit_accessors, fixed_view};
 use crate::mad::{ClassPortInfo, Mad, MadHeader, MgmtClass, MAD_DATA_LEN};
 use crate::types::Gid;
 use crate::{Error, Result};
@@ -75,6 +114,12 @@ pub fn pad<const N: usize>(src: &[u8]) -> [u8; N] {
     let n = src.len().min(N);
     out[..n].copy_from_slice(&src[..n]);
     out
+}
+
+/// The Local and Remote Communication IDs most CM messages start with, as tshark shows them.
+pub(crate) fn dissect_comm_ids(t: &mut Tree, local: u32, remote: u32) {
+    t.hex("local_comm_id", "Local Communication ID", local, 8);
+    t.hex("remote_comm_id", "Remote Communication ID", remote, 8);
 }
 
 code_point! {
@@ -504,12 +549,7 @@ impl CmMessage {
         }
     }
 
-    /// The message as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The message's whole private data field, if it has one.
     pub fn private_data(&self) -> Option<&[u8]> {

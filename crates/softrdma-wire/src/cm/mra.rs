@@ -11,10 +11,9 @@
 //!
 //! tshark does not decode the MRA ("Dissector Not Implemented"); labels follow IBTA.
 
-use super::{bit_accessors, fixed_view, pad, MraMessage, CM_DATA_LEN, MRA_PRIVATE_DATA_LEN};
+use super::{dissect_comm_ids, MraMessage, CM_DATA_LEN, MRA_PRIVATE_DATA_LEN};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
-use crate::Result;
 
 /// Field locations, bytes from the start of the CM data.
 pub mod fields {
@@ -38,18 +37,7 @@ bit_accessors! {
     service_timeout / set_service_timeout: u8 = fields::SERVICE_TIMEOUT;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// The whole 222-byte private data field.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::PRIVATE_DATA]
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::PRIVATE_DATA]
-    }
-}
+cm_message!();
 
 /// A decoded MRA.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,15 +62,7 @@ impl Repr {
         }
     }
 
-    /// Parses the CM data of a MRA (at least 232 bytes).
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 232.
-    pub const fn buffer_len(&self) -> usize {
-        CM_DATA_LEN
-    }
+    fixed_repr!(Packet, CM_DATA_LEN);
 
     /// Writes the MRA into `buf` (exactly 232 bytes); reserved bits are zero.
     pub fn emit(&self, buf: &mut [u8]) {
@@ -95,47 +75,12 @@ impl Repr {
         p.set_service_timeout(self.service_timeout);
         p.private_data_mut().copy_from_slice(&self.private_data);
     }
-
-    /// The MRA as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; CM_DATA_LEN];
-        self.emit(&mut v);
-        v
-    }
-
-    /// A MRA with every field zero but the private data (filled from `pd`, zero-padded).
-    pub fn with_private_data(pd: &[u8]) -> Repr {
-        Repr {
-            local_comm_id: 0,
-            remote_comm_id: 0,
-            message_mraed: MraMessage(0),
-            service_timeout: 0,
-            private_data: pad(pd),
-        }
-    }
-}
-
-impl Default for Repr {
-    fn default() -> Repr {
-        Repr::with_private_data(&[])
-    }
 }
 
 impl Dissect for Repr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("cm_mra", "CM MsgRcptAck", |t| {
-            t.hex(
-                "local_comm_id",
-                "Local Communication ID",
-                self.local_comm_id,
-                8,
-            );
-            t.hex(
-                "remote_comm_id",
-                "Remote Communication ID",
-                self.remote_comm_id,
-                8,
-            );
+            dissect_comm_ids(t, self.local_comm_id, self.remote_comm_id);
             t.code_hex(
                 "message_mraed",
                 "Message MRAed",

@@ -11,12 +11,9 @@
 //!  84  Private Data (148 bytes)
 //! ```
 
-use super::{
-    bit_accessors, fixed_view, pad, RejMessage, RejectReason, CM_DATA_LEN, REJ_PRIVATE_DATA_LEN,
-};
+use super::{dissect_comm_ids, RejMessage, RejectReason, CM_DATA_LEN, REJ_PRIVATE_DATA_LEN};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
-use crate::Result;
 
 /// Field locations, bytes from the start of the CM data.
 pub mod fields {
@@ -43,25 +40,18 @@ bit_accessors! {
     reason / set_reason: u16 = fields::REASON;
 }
 
+cm_message!();
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Additional Reject Information (ARI) (72 bytes).
     pub fn ari(&self) -> &[u8] {
         &self.buffer.as_ref()[fields::ARI]
-    }
-
-    /// The whole 148-byte private data field.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::PRIVATE_DATA]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn ari_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[fields::ARI]
-    }
-
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::PRIVATE_DATA]
     }
 }
 
@@ -92,15 +82,7 @@ impl Repr {
         }
     }
 
-    /// Parses the CM data of a REJ (at least 232 bytes).
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 232.
-    pub const fn buffer_len(&self) -> usize {
-        CM_DATA_LEN
-    }
+    fixed_repr!(Packet, CM_DATA_LEN);
 
     /// Writes the REJ into `buf` (exactly 232 bytes); reserved bits are zero.
     pub fn emit(&self, buf: &mut [u8]) {
@@ -116,26 +98,6 @@ impl Repr {
         p.private_data_mut().copy_from_slice(&self.private_data);
     }
 
-    /// The REJ as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; CM_DATA_LEN];
-        self.emit(&mut v);
-        v
-    }
-
-    /// A REJ with every field zero but the private data (filled from `pd`, zero-padded).
-    pub fn with_private_data(pd: &[u8]) -> Repr {
-        Repr {
-            local_comm_id: 0,
-            remote_comm_id: 0,
-            message_rejected: RejMessage(0),
-            reject_info_length: 0,
-            reason: RejectReason(0),
-            ari: [0; 72],
-            private_data: pad(pd),
-        }
-    }
-
     /// The meaningful part of the ARI (its first `reject_info_length` bytes, at most 72).
     pub fn ari_valid(&self) -> &[u8] {
         let n = usize::from(self.reject_info_length).min(self.ari.len());
@@ -143,27 +105,10 @@ impl Repr {
     }
 }
 
-impl Default for Repr {
-    fn default() -> Repr {
-        Repr::with_private_data(&[])
-    }
-}
-
 impl Dissect for Repr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("cm_rej", "CM ConnectReject", |t| {
-            t.hex(
-                "local_comm_id",
-                "Local Communication ID",
-                self.local_comm_id,
-                8,
-            );
-            t.hex(
-                "remote_comm_id",
-                "Remote Communication ID",
-                self.remote_comm_id,
-                8,
-            );
+            dissect_comm_ids(t, self.local_comm_id, self.remote_comm_id);
             t.code_hex(
                 "message_rejected",
                 "Message REJected",

@@ -18,11 +18,10 @@
 //!
 //! tshark shows the three vendor ID bytes as "Reserved"; we show the ECE vendor ID.
 
-use super::{bit_accessors, fixed_view, pad, FailoverAccepted, CM_DATA_LEN, REP_PRIVATE_DATA_LEN};
+use super::{dissect_comm_ids, FailoverAccepted, CM_DATA_LEN, REP_PRIVATE_DATA_LEN};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
 use crate::types::Guid;
-use crate::Result;
 
 /// Field locations, bytes from the start of the CM data.
 pub mod fields {
@@ -75,18 +74,7 @@ bit_accessors! {
     local_ca_guid / set_local_ca_guid: u64 = fields::LOCAL_CA_GUID;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// The whole 196-byte private data field.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::PRIVATE_DATA]
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::PRIVATE_DATA]
-    }
-}
+cm_message!();
 
 /// A decoded REP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,15 +128,7 @@ impl Repr {
         }
     }
 
-    /// Parses the CM data of a REP (at least 232 bytes).
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 232.
-    pub const fn buffer_len(&self) -> usize {
-        CM_DATA_LEN
-    }
+    fixed_repr!(Packet, CM_DATA_LEN);
 
     /// Writes the REP into `buf` (exactly 232 bytes); reserved bits are zero.
     pub fn emit(&self, buf: &mut [u8]) {
@@ -174,58 +154,12 @@ impl Repr {
         p.set_local_ca_guid(self.local_ca_guid.0);
         p.private_data_mut().copy_from_slice(&self.private_data);
     }
-
-    /// The REP as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; CM_DATA_LEN];
-        self.emit(&mut v);
-        v
-    }
-
-    /// A REP with every field zero but the private data (filled from `pd`, zero-padded).
-    pub fn with_private_data(pd: &[u8]) -> Repr {
-        Repr {
-            local_comm_id: 0,
-            remote_comm_id: 0,
-            local_qkey: 0,
-            local_qpn: 0,
-            vendor_id: 0,
-            local_eecn: 0,
-            starting_psn: 0,
-            responder_resources: 0,
-            initiator_depth: 0,
-            target_ack_delay: 0,
-            failover_accepted: FailoverAccepted(0),
-            end_to_end_flow_control: false,
-            rnr_retry_count: 0,
-            srq: false,
-            local_ca_guid: Guid(0),
-            private_data: pad(pd),
-        }
-    }
-}
-
-impl Default for Repr {
-    fn default() -> Repr {
-        Repr::with_private_data(&[])
-    }
 }
 
 impl Dissect for Repr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("cm_rep", "CM ConnectReply", |t| {
-            t.hex(
-                "local_comm_id",
-                "Local Communication ID",
-                self.local_comm_id,
-                8,
-            );
-            t.hex(
-                "remote_comm_id",
-                "Remote Communication ID",
-                self.remote_comm_id,
-                8,
-            );
+            dissect_comm_ids(t, self.local_comm_id, self.remote_comm_id);
             t.hex("local_qkey", "Local Q_Key", self.local_qkey, 8);
             t.hex("local_qpn", "Local QPN", self.local_qpn, 6);
             t.hex("vendor_id", "Vendor ID", self.vendor_id, 6);

@@ -29,14 +29,13 @@
 //! `CM_FIELD32_LOC(88, 20)`, `CM_REQ_PRIMARY_PACKET_RATE` = `CM_FIELD_BLOC(91, 2, 6)`).
 
 use super::{
-    bit_accessors, fixed_view, pad, ExtendedTransportType, Path, PathLayout, PathMtu,
-    TransportType, ALTERNATE_KEYS, CM_DATA_LEN, PRIMARY_KEYS, REQ_PRIVATE_DATA_LEN,
+    ExtendedTransportType, Path, PathLayout, PathMtu, TransportType, ALTERNATE_KEYS, CM_DATA_LEN,
+    PRIMARY_KEYS, REQ_PRIVATE_DATA_LEN,
 };
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
 use crate::rdma_cm;
 use crate::types::Guid;
-use crate::Result;
 
 /// Field locations, bytes from the start of the CM data.
 pub mod fields {
@@ -119,6 +118,8 @@ bit_accessors! {
     sap_supported / set_sap_supported: bool = fields::SAP_SUPPORTED;
 }
 
+cm_message!();
+
 impl<T: AsRef<[u8]>> Packet<T> {
     pub fn primary_path(&self) -> Path {
         fields::PRIMARY_PATH.read(self.buffer.as_ref())
@@ -126,11 +127,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     pub fn alternate_path(&self) -> Path {
         fields::ALTERNATE_PATH.read(self.buffer.as_ref())
-    }
-
-    /// The whole 92-byte private data field.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::PRIVATE_DATA]
     }
 }
 
@@ -141,10 +137,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     pub fn set_alternate_path(&mut self, p: &Path) {
         fields::ALTERNATE_PATH.write(self.buffer.as_mut(), p)
-    }
-
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::PRIVATE_DATA]
     }
 }
 
@@ -224,15 +216,7 @@ impl Repr {
         }
     }
 
-    /// Parses the CM data of a REQ (at least 232 bytes).
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 232.
-    pub const fn buffer_len(&self) -> usize {
-        CM_DATA_LEN
-    }
+    fixed_repr!(Packet, CM_DATA_LEN);
 
     /// Writes the REQ into `buf` (exactly 232 bytes); reserved bits are zero.
     pub fn emit(&self, buf: &mut [u8]) {
@@ -266,46 +250,6 @@ impl Repr {
         p.set_alternate_path(&self.alternate_path);
         p.set_sap_supported(self.sap_supported);
         p.private_data_mut().copy_from_slice(&self.private_data);
-    }
-
-    /// The REQ as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; CM_DATA_LEN];
-        self.emit(&mut v);
-        v
-    }
-
-    /// A REQ with every field zero but the private data (filled from `pd`, zero-padded).
-    pub fn with_private_data(pd: &[u8]) -> Repr {
-        Repr {
-            local_comm_id: 0,
-            vendor_id: 0,
-            service_id: 0,
-            local_ca_guid: Guid(0),
-            local_qkey: 0,
-            local_qpn: 0,
-            responder_resources: 0,
-            local_eecn: 0,
-            initiator_depth: 0,
-            remote_eecn: 0,
-            remote_cm_response_timeout: 0,
-            transport_service_type: TransportType::RC,
-            end_to_end_flow_control: false,
-            starting_psn: 0,
-            local_cm_response_timeout: 0,
-            retry_count: 0,
-            partition_key: 0,
-            path_mtu: PathMtu(0),
-            rdc_exists: false,
-            rnr_retry_count: 0,
-            max_cm_retries: 0,
-            srq: false,
-            extended_transport_type: ExtendedTransportType::NONE,
-            primary_path: Path::default(),
-            alternate_path: Path::default(),
-            sap_supported: false,
-            private_data: pad(pd),
-        }
     }
 
     /// The RDMA CM IP header at the start of the private data, if the service ID is in an
@@ -400,11 +344,5 @@ impl Dissect for Repr {
             t.bytes("private_data", "PrivateData", &self.private_data);
             rdma_cm::dissect_private_data(t, self.service_id, &self.private_data);
         });
-    }
-}
-
-impl Default for Repr {
-    fn default() -> Repr {
-        Repr::with_private_data(&[])
     }
 }

@@ -16,12 +16,11 @@
 //! has 16) and L = bits 0–7 (`cm_format_sidr_rep`), and reads it back as `H << 8 | L`. We
 //! keep both raw fields so that any value re-emits exactly; [`Repr::vendor_id`] combines them.
 
-use super::{bit_accessors, fixed_view, pad, SidrStatus, CM_DATA_LEN, SIDR_REP_PRIVATE_DATA_LEN};
+use super::{SidrStatus, CM_DATA_LEN, SIDR_REP_PRIVATE_DATA_LEN};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
 use crate::mad::ClassPortInfo;
 use crate::rdma_cm;
-use crate::Result;
 
 /// Field locations, bytes from the start of the CM data.
 pub mod fields {
@@ -54,25 +53,18 @@ bit_accessors! {
     qkey / set_qkey: u32 = fields::QKEY;
 }
 
+cm_message!();
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Additional Information (72 bytes).
     pub fn additional_info(&self) -> &[u8] {
         &self.buffer.as_ref()[fields::ADDITIONAL_INFO]
-    }
-
-    /// The whole 136-byte private data field.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::PRIVATE_DATA]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn additional_info_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[fields::ADDITIONAL_INFO]
-    }
-
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::PRIVATE_DATA]
     }
 }
 
@@ -111,15 +103,7 @@ impl Repr {
         }
     }
 
-    /// Parses the CM data of a SIDR_REP (at least 232 bytes).
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 232.
-    pub const fn buffer_len(&self) -> usize {
-        CM_DATA_LEN
-    }
+    fixed_repr!(Packet, CM_DATA_LEN);
 
     /// Writes the SIDR_REP into `buf` (exactly 232 bytes); reserved bits are zero.
     pub fn emit(&self, buf: &mut [u8]) {
@@ -139,29 +123,6 @@ impl Repr {
         p.private_data_mut().copy_from_slice(&self.private_data);
     }
 
-    /// The SIDR_REP as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; CM_DATA_LEN];
-        self.emit(&mut v);
-        v
-    }
-
-    /// A SIDR_REP with every field zero but the private data (filled from `pd`, zero-padded).
-    pub fn with_private_data(pd: &[u8]) -> Repr {
-        Repr {
-            request_id: 0,
-            status: SidrStatus(0),
-            additional_info_length: 0,
-            vendor_id_h: 0,
-            qpn: 0,
-            vendor_id_l: 0,
-            service_id: 0,
-            qkey: 0,
-            additional_info: [0; 72],
-            private_data: pad(pd),
-        }
-    }
-
     /// The ECE vendor ID as the kernel reads it: `H << 8 | L`, cut to 24 bits.
     pub fn vendor_id(&self) -> u32 {
         ((u32::from(self.vendor_id_h) << 8) | u32::from(self.vendor_id_l)) & 0xff_ffff
@@ -178,12 +139,6 @@ impl Repr {
     pub fn class_port_info(&self) -> ClassPortInfo {
         // 72 bytes: the parse cannot fail.
         ClassPortInfo::parse(&self.additional_info).unwrap_or_default()
-    }
-}
-
-impl Default for Repr {
-    fn default() -> Repr {
-        Repr::with_private_data(&[])
     }
 }
 

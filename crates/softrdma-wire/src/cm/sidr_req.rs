@@ -11,11 +11,10 @@
 //! tshark does not decode SIDR ("Dissector Not Implemented"); labels follow IBTA, and the
 //! service ID and IP header use the REQ's tshark labels.
 
-use super::{bit_accessors, fixed_view, pad, CM_DATA_LEN, SIDR_REQ_PRIVATE_DATA_LEN};
+use super::{CM_DATA_LEN, SIDR_REQ_PRIVATE_DATA_LEN};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
 use crate::rdma_cm;
-use crate::Result;
 
 /// Field locations, bytes from the start of the CM data.
 pub mod fields {
@@ -37,18 +36,7 @@ bit_accessors! {
     service_id / set_service_id: u64 = fields::SERVICE_ID;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// The whole 216-byte private data field.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::PRIVATE_DATA]
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::PRIVATE_DATA]
-    }
-}
+cm_message!();
 
 /// A decoded SIDR_REQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,15 +58,7 @@ impl Repr {
         }
     }
 
-    /// Parses the CM data of a SIDR_REQ (at least 232 bytes).
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 232.
-    pub const fn buffer_len(&self) -> usize {
-        CM_DATA_LEN
-    }
+    fixed_repr!(Packet, CM_DATA_LEN);
 
     /// Writes the SIDR_REQ into `buf` (exactly 232 bytes); reserved bits are zero.
     pub fn emit(&self, buf: &mut [u8]) {
@@ -91,33 +71,10 @@ impl Repr {
         p.private_data_mut().copy_from_slice(&self.private_data);
     }
 
-    /// The SIDR_REQ as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; CM_DATA_LEN];
-        self.emit(&mut v);
-        v
-    }
-
-    /// A SIDR_REQ with every field zero but the private data (filled from `pd`, zero-padded).
-    pub fn with_private_data(pd: &[u8]) -> Repr {
-        Repr {
-            request_id: 0,
-            partition_key: 0,
-            service_id: 0,
-            private_data: pad(pd),
-        }
-    }
-
     /// The RDMA CM IP header at the start of the private data, if the service ID is in an
     /// RDMA CM IP port space.
     pub fn ip_cm_header(&self) -> Option<rdma_cm::IpCmHeader> {
         rdma_cm::ip_private_data(self.service_id, &self.private_data).map(|(h, _)| h)
-    }
-}
-
-impl Default for Repr {
-    fn default() -> Repr {
-        Repr::with_private_data(&[])
     }
 }
 

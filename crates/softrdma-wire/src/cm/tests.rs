@@ -5,90 +5,23 @@ use super::*;
 use crate::dissect::{Node, Value};
 use crate::mad::{MadStatus, Method, MAD_LEN};
 use crate::rdma_cm::{self, PortSpace};
+use crate::test_support::{fixture, fixtures, roce_v4};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 // ---------------------------------------------------------------------------------------------
-// A tiny pcap reader: classic pcap (24-byte global header, 16-byte record headers), Ethernet
-// (14), Linux cooked v1 (16) or raw IPv4 link layers, IPv4 (IHL honoured), UDP (8). It returns
-// the MAD of every RoCEv2 UD SEND_ONLY to QP1: UDP payload offset 12 (BTH) + 8 (DETH) = 20.
-
-fn fixture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/captures")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn fixtures() -> Vec<String> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/captures");
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .expect("fixtures/captures")
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".pcap"))
-        .collect();
-    v.sort();
-    v
-}
-
-/// (1-based frame number, the frame's bytes) of every record.
-fn pcap_frames(d: &[u8]) -> (u32, Vec<(usize, &[u8])>) {
-    let le = match d.get(..4) {
-        Some([0xd4, 0xc3, 0xb2, 0xa1]) => true,
-        Some([0xa1, 0xb2, 0xc3, 0xd4]) => false,
-        _ => panic!("not a classic pcap"),
-    };
-    let u32_at = |o: usize| {
-        let b: [u8; 4] = d[o..o + 4].try_into().expect("4 bytes");
-        if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        }
-    };
-    let linktype = u32_at(20);
-    let mut off = 24;
-    let mut out = Vec::new();
-    while off + 16 <= d.len() {
-        let incl = u32_at(off + 8) as usize;
-        off += 16;
-        out.push((out.len() + 1, &d[off..off + incl]));
-        off += incl;
-    }
-    (linktype, out)
-}
+// The MAD of every RoCEv2 UD SEND_ONLY to QP1 of a capture: UDP payload offset 12 (BTH) + 8
+// (DETH) = 20.
 
 /// The MADs of a capture: (frame number, 256 MAD bytes).
 fn cm_mads(name: &str) -> Vec<(usize, Vec<u8>)> {
-    let data = fixture(name);
-    let (linktype, frames) = pcap_frames(&data);
-    let l2 = match linktype {
-        1 => 14,
-        113 => 16,
-        101 | 228 => 0,
-        other => panic!("{name}: linktype {other}"),
-    };
-    let mut out = Vec::new();
-    for (no, f) in frames {
-        let Some(ip) = f.get(l2..) else { continue };
-        if ip.first().map(|b| b >> 4) != Some(4) || ip.get(9) != Some(&17) {
-            continue;
-        }
-        let ihl = usize::from(ip[0] & 0xf) * 4;
-        let Some(udp) = ip.get(ihl..) else { continue };
-        if udp.len() < 8 || u16::from_be_bytes([udp[2], udp[3]]) != 4791 {
-            continue;
-        }
-        let bth = &udp[8..];
+    roce_v4(&fixture(name))
+        .into_iter()
         // UD SEND_ONLY to QP 1.
-        if bth.len() < 20 + MAD_LEN || bth[0] != 0x64 || bth[5..8] != [0, 0, 1] {
-            continue;
-        }
-        out.push((no, bth[20..20 + MAD_LEN].to_vec()));
-    }
-    out
+        .filter(|p| p.bth.len() >= 20 + MAD_LEN && p.bth[0] == 0x64 && p.bth[5..8] == [0, 0, 1])
+        .map(|p| (p.no, p.bth[20..20 + MAD_LEN].to_vec()))
+        .collect()
 }
 
 fn frame(name: &str, no: usize) -> (Mad, CmMessage) {

@@ -8,7 +8,7 @@
 use crate::dissect::{Dissect, Tree};
 use crate::field::{read_array, read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
 use crate::types::Guid;
-use crate::{Error, Result};
+use crate::Result;
 
 /// Byte offsets of IOControllerProfile (128 bytes).
 pub mod field {
@@ -83,20 +83,12 @@ pub const SRP_PROTOCOL: u16 = 0x0108;
 /// ProtocolVersion for SRP (`SRP_PROTOCOL_VERSION`).
 pub const SRP_PROTOCOL_VERSION: u16 = 0x0001;
 
-/// A view of IOControllerProfile.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A view of IOControllerProfile.
+    struct Packet(field::LEN, "dm.ioc_profile");
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    pub fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        Error::check_len("dm.ioc_profile", field::LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
@@ -275,24 +267,17 @@ impl Repr {
         b[field::ID_STRING..].copy_from_slice(&self.id_string);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; field::LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The ID string up to its first NUL.
     pub fn id_str(&self) -> String {
-        let n = self.id_string.iter().position(|&c| c == 0).unwrap_or(64);
-        String::from_utf8_lossy(&self.id_string[..n]).into_owned()
+        super::nul_str(&self.id_string)
     }
 
     /// Sets the ID string (truncated to 63 bytes so that it stays NUL-terminated, as
     /// `strcpy` of a shorter constant leaves it).
     pub fn set_id_str(&mut self, s: &str) {
-        self.id_string = [0; 64];
-        let n = s.len().min(63);
-        self.id_string[..n].copy_from_slice(&s.as_bytes()[..n]);
+        super::set_nul_str(&mut self.id_string, s);
     }
 
     /// VendorID read the IBTA way: the 24-bit OUI in the upper three bytes.

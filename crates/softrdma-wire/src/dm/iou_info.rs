@@ -4,7 +4,7 @@
 
 use crate::dissect::{Dissect, Tree};
 use crate::field::{read_array, read_u16, write_u16};
-use crate::{Error, Result};
+use crate::Result;
 
 code_point! {
     /// One ControllerList entry.
@@ -29,20 +29,12 @@ pub mod field {
     pub const OPTION_ROM_BIT: u8 = 0x01;
 }
 
-/// A view of IOUnitInfo.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A view of IOUnitInfo.
+    struct Packet(field::LEN, "dm.iou_info");
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    pub fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        Error::check_len("dm.iou_info", field::LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
     pub fn change_id(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::CHANGE_ID)
     }
@@ -161,11 +153,7 @@ impl Repr {
         buf[field::CONTROLLER_LIST..].copy_from_slice(&self.controller_list);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; field::LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The entry of 1-based `slot`.
     pub fn slot(&self, slot: usize) -> Option<ControllerSlot> {

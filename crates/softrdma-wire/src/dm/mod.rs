@@ -68,6 +68,21 @@ code_point! {
     }
 }
 
+/// A NUL-terminated string field (IOControllerProfile's ID string, a ServiceEntry's name)
+/// read the way C reads it: up to the first NUL, or the whole field if there is none.
+pub(crate) fn nul_str(field: &[u8]) -> String {
+    let n = field.iter().position(|&c| c == 0).unwrap_or(field.len());
+    String::from_utf8_lossy(&field[..n]).into_owned()
+}
+
+/// Fills a NUL-terminated string field from `s`, cut to leave at least one NUL (as the
+/// target's `strcpy`/`snprintf` of a shorter string leaves it); the rest is zero.
+pub(crate) fn set_nul_str(field: &mut [u8], s: &str) {
+    field.fill(0);
+    let n = s.len().min(field.len().saturating_sub(1));
+    field[..n].copy_from_slice(&s.as_bytes()[..n]);
+}
+
 /// Byte offsets of the DM MAD data (after the 24-byte common MAD header).
 pub mod field {
     /// The 40 reserved bytes (ib_srpt: `rmpp_hdr` (12) + `dm_hdr` (28)).
@@ -78,26 +93,12 @@ pub mod field {
     pub const LEN: usize = 232;
 }
 
-/// A view of the DM MAD data (232 bytes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A view of the DM MAD data (232 bytes).
+    struct Packet(field::LEN, "dm");
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    pub fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        Error::check_len("dm", field::LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     pub fn reserved(&self) -> &[u8] {
         &self.buffer.as_ref()[field::RESERVED]
     }
@@ -233,11 +234,7 @@ impl Repr {
         self.attribute.emit(p.data_mut());
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; field::LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for Repr {

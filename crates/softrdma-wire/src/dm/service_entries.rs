@@ -7,7 +7,7 @@
 
 use crate::dissect::{Dissect, Tree};
 use crate::field::{read_array, read_u64, write_u64};
-use crate::{Error, Result};
+use crate::Result;
 
 /// Byte offsets of ServiceEntries.
 pub mod field {
@@ -82,15 +82,12 @@ impl ServiceEntry {
 
     /// The name up to its first NUL.
     pub fn name_str(&self) -> String {
-        let n = self.name.iter().position(|&c| c == 0).unwrap_or(40);
-        String::from_utf8_lossy(&self.name[..n]).into_owned()
+        super::nul_str(&self.name)
     }
 
     /// Sets the name, truncated to 39 bytes (it stays NUL-terminated, as `snprintf` leaves it).
     pub fn set_name(&mut self, s: &str) {
-        self.name = [0; 40];
-        let n = s.len().min(39);
-        self.name[..n].copy_from_slice(&s.as_bytes()[..n]);
+        super::set_nul_str(&mut self.name, s);
     }
 
     /// Whether the entry is empty (all zero).
@@ -99,20 +96,12 @@ impl ServiceEntry {
     }
 }
 
-/// A view of ServiceEntries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A view of ServiceEntries.
+    struct Packet(field::LEN, "dm.service_entries");
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    pub fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        Error::check_len("dm.service_entries", field::LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
     /// Entry `i` (0..4).
     pub fn entry(&self, i: usize) -> Option<ServiceEntry> {
         if i >= field::ENTRIES {
@@ -173,11 +162,7 @@ impl Repr {
         }
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; field::LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for Repr {

@@ -216,11 +216,7 @@ impl Repr {
         }
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// tshark's layer line: `Ethernet II, Src: …, Dst: …`.
     pub fn title(&self) -> String {

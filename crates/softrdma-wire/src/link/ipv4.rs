@@ -307,11 +307,7 @@ impl Repr {
         buf[MIN_HEADER_LEN..].copy_from_slice(&self.options);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// Sets `checksum` to the right value for the other fields.
     pub fn fill_checksum(&mut self) {

@@ -26,26 +26,12 @@ mod field {
 /// The fixed header's length.
 pub const HEADER_LEN: usize = 40;
 
-/// A zero-copy view of an IPv6 header (and what follows it).
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A zero-copy view of an IPv6 header (and what follows it).
+    struct Packet(HEADER_LEN, "ipv6");
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    pub fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("ipv6", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
@@ -163,11 +149,7 @@ impl Repr {
         p.set_dst(self.dst);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; HEADER_LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     pub fn title(&self) -> String {
         format!(

@@ -11,7 +11,7 @@ use super::leaf;
 use super::EtherType;
 use crate::dissect::{Dissect, Tree, Value};
 use crate::field::{read_array, read_u16, read_u32, write_u16, write_u32, Field};
-use crate::{Error, Result};
+use crate::Result;
 
 code_point! {
     /// Where the packet was going relative to the capturing host (`PACKET_*` in
@@ -60,26 +60,12 @@ pub const HEADER_LEN: usize = 16;
 /// SLL2 header length.
 pub const SLL2_HEADER_LEN: usize = 20;
 
-/// A zero-copy view of an SLL v1 header.
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A zero-copy view of an SLL v1 header.
+    struct Packet(HEADER_LEN, "sll");
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    pub fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("sll", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     pub fn pkttype(&self) -> PacketType {
         PacketType(read_u16(self.buffer.as_ref(), field::PKTTYPE))
     }
@@ -189,11 +175,7 @@ impl Repr {
         p.set_protocol(self.protocol);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; HEADER_LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     pub fn title(&self) -> String {
         "Linux cooked capture v1".to_string()
@@ -233,26 +215,12 @@ impl Repr {
     }
 }
 
-/// A zero-copy view of an SLL2 header.
-#[derive(Debug, Clone)]
-pub struct Sll2Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A zero-copy view of an SLL2 header.
+    struct Sll2Packet(SLL2_HEADER_LEN, "sll2");
 }
 
 impl<T: AsRef<[u8]>> Sll2Packet<T> {
-    pub fn new_unchecked(buffer: T) -> Sll2Packet<T> {
-        Sll2Packet { buffer }
-    }
-
-    pub fn new_checked(buffer: T) -> Result<Sll2Packet<T>> {
-        Error::check_len("sll2", SLL2_HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Sll2Packet { buffer })
-    }
-
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     pub fn protocol(&self) -> EtherType {
         EtherType(read_u16(self.buffer.as_ref(), field::v2::PROTOCOL))
     }
@@ -347,11 +315,7 @@ impl Sll2Repr {
         p.set_addr(self.addr);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; SLL2_HEADER_LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     pub fn title(&self) -> String {
         "Linux cooked capture v2".to_string()

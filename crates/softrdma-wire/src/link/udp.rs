@@ -18,26 +18,12 @@ mod field {
     pub const CHECKSUM: usize = 6;
 }
 
-/// A zero-copy view of a UDP datagram.
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A zero-copy view of a UDP datagram.
+    struct Packet(HEADER_LEN, "udp");
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    pub fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("udp", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     pub fn src_port(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::SRC_PORT)
     }
@@ -124,11 +110,7 @@ impl Repr {
         p.set_checksum(self.checksum);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; HEADER_LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     pub fn title(&self) -> String {
         format!(

@@ -18,11 +18,9 @@
 //!     68  TrapQ_Key (32)
 //! ```
 
-use super::{bit_accessors, fixed_view};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits};
 use crate::types::Gid;
-use crate::Result;
 
 /// Size of the attribute.
 pub const LEN: usize = 72;
@@ -173,15 +171,7 @@ impl Repr {
         }
     }
 
-    /// Parses the first 72 bytes of `buf`.
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::from_packet(&Packet::new_checked(buf)?))
-    }
-
-    /// Always 72.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
+    fixed_repr!(Packet, LEN);
 
     /// Writes the attribute into `buf`, which must be exactly 72 bytes long. Values wider
     /// than their field are cut to the field's width.
@@ -211,13 +201,6 @@ impl Repr {
         p.set_trap_hop_limit(self.trap_hop_limit);
         p.set_trap_qp(self.trap_qp);
         p.set_trap_qkey(self.trap_qkey);
-    }
-
-    /// The attribute as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; LEN];
-        self.emit(&mut v);
-        v
     }
 }
 

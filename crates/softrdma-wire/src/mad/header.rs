@@ -11,7 +11,7 @@
 
 use core::fmt;
 
-use super::{bit_accessors, fixed_view, CommonAttrId, InvalidField, Method, MgmtClass};
+use super::{CommonAttrId, InvalidField, Method, MgmtClass};
 use super::{MAD_DATA_LEN, MAD_HEADER_LEN, MAD_LEN};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{Bits, Field};
@@ -239,12 +239,7 @@ impl Repr {
         p.set_attr_mod(self.attr_mod);
     }
 
-    /// The header as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; MAD_HEADER_LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The attribute's name for this header's class, if known.
     pub fn attr_name(&self) -> Option<&'static str> {
@@ -339,12 +334,7 @@ impl Mad {
         p.data_mut().copy_from_slice(&self.data);
     }
 
-    /// The MAD as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; MAD_LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for Mad {

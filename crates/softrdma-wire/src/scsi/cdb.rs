@@ -4,7 +4,6 @@
 
 use super::{ScsiOpcode, ServiceActionIn16};
 use crate::dissect::{Dissect, Tree};
-use crate::srp::{be_fields, srp_view};
 use crate::{Error, Result};
 
 fn check(buf: &[u8], need: usize, what: &'static str) -> Result<()> {
@@ -19,7 +18,7 @@ fn dissect_op(t: &mut Tree, op: ScsiOpcode) {
 // 6-byte CDBs without parameters of note: TEST UNIT READY, REQUEST SENSE
 // ---------------------------------------------------------------------------------------------
 
-srp_view!(
+min_view!(
     /// A view of any 6-byte CDB (TEST UNIT READY, REQUEST SENSE, INQUIRY, MODE SENSE(6),
     /// READ(6), WRITE(6)).
     Cdb6Packet,
@@ -121,7 +120,7 @@ impl InquiryRepr {
 // MODE SENSE(6) (0x1a) / MODE SENSE(10) (0x5a)
 // ---------------------------------------------------------------------------------------------
 
-srp_view!(
+min_view!(
     /// A view of any 10-byte CDB.
     Cdb10Packet,
     10,
@@ -266,7 +265,7 @@ impl ReadCapacity10Repr {
     }
 }
 
-srp_view!(
+min_view!(
     /// A view of any 16-byte CDB.
     Cdb16Packet,
     16,
@@ -455,11 +454,7 @@ impl ReadWriteRepr {
         self.kind.cdb_len()
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// Emits the CDB. Fields wider than the form allows are truncated (a 6-byte CDB carries
     /// a 21-bit LBA and an 8-bit length, a 10-byte one 32 and 16 bits).
@@ -727,11 +722,7 @@ impl Cdb {
         }
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The CDB zero-padded into the 16-byte field of an SRP_CMD (`None` if it is longer).
     pub fn to_cdb16(&self) -> Option<[u8; 16]> {

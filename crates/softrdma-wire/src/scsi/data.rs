@@ -99,11 +99,7 @@ impl StandardInquiry {
         buf[36..].copy_from_slice(&self.extra);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// CMDQUE: command queuing supported.
     pub fn cmdque(&self) -> bool {
@@ -260,11 +256,7 @@ impl VpdPage {
         buf[4..].copy_from_slice(&self.payload);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The payload bytes the page length covers (fewer if the data was truncated).
     fn body(&self) -> &[u8] {
@@ -392,11 +384,7 @@ impl ReadCapacity10Data {
         write_u32(buf, 0, self.last_lba);
         write_u32(buf, 4, self.block_length);
     }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; Self::LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for ReadCapacity10Data {
@@ -458,11 +446,7 @@ impl ReadCapacity16Data {
         buf[13] = self.exponents;
         write_u16(buf, 14, self.lbp_alignment);
     }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; Self::LEN];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
     /// LBPME: logical block provisioning (thin provisioning) enabled.
     pub fn lbpme(&self) -> bool {
         self.lbp_alignment & 0x8000 != 0
@@ -544,11 +528,7 @@ impl ReportLunsData {
             write_u64(buf, 8 + 8 * i, *l);
         }
     }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for ReportLunsData {

@@ -256,11 +256,7 @@ impl SenseRepr {
         }
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     pub fn sense_key(&self) -> SenseKey {
         match self {

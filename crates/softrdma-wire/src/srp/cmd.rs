@@ -13,7 +13,7 @@
 //! descriptors; bytes between the descriptors and the immediate data are stale buffer contents
 //! (seen in the capture), kept in [`Repr::trailing`] so that re-emitting is exact.
 
-use super::{dissect_tag, expect_opcode, Opcode};
+use super::{dissect_tag, Opcode};
 use crate::dissect::{Dissect, Tree};
 use crate::field::{read_u32, read_u64, write_u32, write_u64};
 use crate::{Error, Result};
@@ -59,7 +59,7 @@ pub mod field {
     pub const IMM_BUF_LEN: usize = 4;
 }
 
-srp_view!(
+min_view!(
     /// A view of an SRP_CMD.
     Packet,
     field::ADD_DATA,
@@ -78,6 +78,8 @@ be_fields!(Packet {
     add_cdb_len, set_add_cdb_len: u8 @ field::ADD_CDB_LEN;
     cdb, set_cdb: [u8; 16] @ field::CDB;
 });
+
+iu_view!(Packet, Opcode::CMD, field::OPCODE, "srp.cmd");
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// DATA-OUT BUFFER DESCRIPTOR FORMAT (high nibble).
@@ -315,8 +317,7 @@ pub struct Repr {
 
 impl Repr {
     pub fn parse(buf: &[u8]) -> Result<Repr> {
-        let p = Packet::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::CMD, "srp.cmd.opcode")?;
+        let p = Packet::parse_iu(buf)?;
         let add = p.additional_cdb_len();
         let mut off = p.descriptors_offset();
         let additional_cdb = buf
@@ -360,11 +361,8 @@ impl Repr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.cmd: emit buffer length");
-        buf.fill(0);
         let add = self.add_cdb_len();
-        let mut p = Packet::new_unchecked(&mut *buf);
-        p.set_opcode(Opcode::CMD.0);
+        let mut p = Packet::emit_iu(&mut *buf, self.buffer_len());
         p.set_sol_not(self.sol_not);
         p.set_buf_fmt((self.data_out.format() << 4) | (self.data_in.format() & 0x0f));
         p.set_data_out_desc_cnt(self.data_out.count());
@@ -383,11 +381,7 @@ impl Repr {
         buf[off..].copy_from_slice(&self.trailing);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The CDB bytes: the 16-byte field followed by the additional CDB.
     pub fn full_cdb(&self) -> Vec<u8> {

@@ -20,7 +20,7 @@ pub mod field {
     pub const AER_HDR_LEN: usize = 36;
 }
 
-srp_view!(
+min_view!(
     /// A view of a 16-byte IU that carries only an opcode and a tag (SRP_I_LOGOUT,
     /// SRP_CRED_RSP, SRP_AER_RSP).
     TagOnlyPacket,
@@ -33,7 +33,7 @@ be_fields!(TagOnlyPacket {
     tag, set_tag: u64 @ field::TAG;
 });
 
-srp_view!(
+min_view!(
     /// A view of the 16-byte SRP_CRED_REQ.
     CredReqPacket,
     field::LEN,
@@ -47,6 +47,13 @@ be_fields!(CredReqPacket {
     tag, set_tag: u64 @ field::TAG;
 });
 
+iu_view!(
+    CredReqPacket,
+    Opcode::CRED_REQ,
+    field::OPCODE,
+    "srp.cred_req"
+);
+
 /// SRP_CRED_REQ: the target grants more credit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CredReqRepr {
@@ -57,8 +64,7 @@ pub struct CredReqRepr {
 
 impl CredReqRepr {
     pub fn parse(buf: &[u8]) -> Result<CredReqRepr> {
-        let p = CredReqPacket::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::CRED_REQ, "srp.cred_req.opcode")?;
+        let p = CredReqPacket::parse_iu(buf)?;
         Ok(CredReqRepr {
             sol_not: p.sol_not(),
             req_lim_delta: p.req_lim_delta(),
@@ -71,24 +77,13 @@ impl CredReqRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.cred_req: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = CredReqPacket::new_unchecked(buf);
-        p.set_opcode(Opcode::CRED_REQ.0);
+        let mut p = CredReqPacket::emit_iu(buf, self.buffer_len());
         p.set_sol_not(self.sol_not);
         p.set_req_lim_delta(self.req_lim_delta);
         p.set_tag(self.tag);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for CredReqRepr {
@@ -102,56 +97,11 @@ impl Dissect for CredReqRepr {
     }
 }
 
-/// Parses/emits a tag-only response IU with opcode `$op`.
-macro_rules! tag_only_repr {
-    ($(#[$m:meta])* $name:ident, $op:expr, $what:expr, $key:expr, $label:expr) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-        pub struct $name {
-            pub tag: u64,
-        }
-
-        impl $name {
-            pub fn parse(buf: &[u8]) -> Result<$name> {
-                let p = TagOnlyPacket::new_checked(buf)?;
-                expect_opcode(buf, field::OPCODE, $op, $what)?;
-                Ok($name { tag: p.tag() })
-            }
-
-            pub fn buffer_len(&self) -> usize {
-                field::LEN
-            }
-
-            pub fn emit(&self, buf: &mut [u8]) {
-                assert_eq!(buf.len(), self.buffer_len(), concat!($what, ": emit buffer length"));
-                buf.fill(0);
-                let mut p = TagOnlyPacket::new_unchecked(buf);
-                p.set_opcode($op.0);
-                p.set_tag(self.tag);
-            }
-
-            pub fn to_bytes(&self) -> Vec<u8> {
-                let mut v = vec![0u8; self.buffer_len()];
-                self.emit(&mut v);
-                v
-            }
-        }
-
-        impl Dissect for $name {
-            fn dissect(&self, t: &mut Tree) {
-                t.subtree($key, $label, |t| {
-                    t.code_hex("opcode", "Opcode", $op.0, 2, $op);
-                    dissect_tag(t, self.tag);
-                });
-            }
-        }
-    };
-}
-
 tag_only_repr!(
     /// SRP_CRED_RSP: the initiator acknowledges an SRP_CRED_REQ.
     CredRspRepr,
     Opcode::CRED_RSP,
+    "srp.cred_rsp",
     "srp.cred_rsp",
     "srp_cred_rsp",
     "SRP_CRED_RSP"
@@ -162,11 +112,12 @@ tag_only_repr!(
     AerRspRepr,
     Opcode::AER_RSP,
     "srp.aer_rsp",
+    "srp.aer_rsp",
     "srp_aer_rsp",
     "SRP_AER_RSP"
 );
 
-srp_view!(
+min_view!(
     /// A view of an SRP_AER_REQ (36 bytes + sense data).
     AerReqPacket,
     field::AER_HDR_LEN,
@@ -181,6 +132,8 @@ be_fields!(AerReqPacket {
     lun, set_lun: u64 @ field::AER_LUN;
     sense_data_len, set_sense_data_len: u32 @ field::AER_SENSE_DATA_LEN;
 });
+
+iu_view!(AerReqPacket, Opcode::AER_REQ, field::OPCODE, "srp.aer_req");
 
 impl<T: AsRef<[u8]>> AerReqPacket<T> {
     /// The sense data, if the IU holds all of it.
@@ -208,8 +161,7 @@ pub struct AerReqRepr {
 
 impl AerReqRepr {
     pub fn parse(buf: &[u8]) -> Result<AerReqRepr> {
-        let p = AerReqPacket::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::AER_REQ, "srp.aer_req.opcode")?;
+        let p = AerReqPacket::parse_iu(buf)?;
         Ok(AerReqRepr {
             sol_not: p.sol_not(),
             req_lim_delta: p.req_lim_delta(),
@@ -224,14 +176,7 @@ impl AerReqRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.aer_req: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = AerReqPacket::new_unchecked(&mut *buf);
-        p.set_opcode(Opcode::AER_REQ.0);
+        let mut p = AerReqPacket::emit_iu(&mut *buf, self.buffer_len());
         p.set_sol_not(self.sol_not);
         p.set_req_lim_delta(self.req_lim_delta);
         p.set_tag(self.tag);
@@ -240,11 +185,7 @@ impl AerReqRepr {
         buf[field::AER_HDR_LEN..].copy_from_slice(&self.sense_data);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for AerReqRepr {

@@ -6,7 +6,7 @@
 //! header when the RDMA CM is used), the response in the REP, the reject in a REJ with reason
 //! 28 (consumer defined).
 
-use super::{dissect_tag, expect_opcode, Opcode};
+use super::{dissect_tag, Opcode};
 use crate::dissect::{Dissect, Tree};
 use crate::Result;
 
@@ -95,7 +95,7 @@ pub mod login_req_field {
     pub const LEN: usize = 64;
 }
 
-srp_view!(
+min_view!(
     /// A view of the 64-byte SRP_LOGIN_REQ carried in an IB CM REQ.
     LoginReqPacket,
     login_req_field::LEN,
@@ -112,6 +112,13 @@ be_fields!(LoginReqPacket {
     initiator_port_id, set_initiator_port_id: [u8; 16] @ login_req_field::INITIATOR_PORT_ID;
     target_port_id, set_target_port_id: [u8; 16] @ login_req_field::TARGET_PORT_ID;
 });
+
+iu_view!(
+    LoginReqPacket,
+    Opcode::LOGIN_REQ,
+    login_req_field::OPCODE,
+    "srp.login_req"
+);
 
 /// A login request. The same fields travel in both forms; [`LoginReqRepr`] is the IB CM
 /// layout, [`LoginReqRdmaRepr`] the RDMA CM one, and `From` converts between them (as
@@ -133,13 +140,7 @@ pub struct LoginReqRepr {
 
 impl LoginReqRepr {
     pub fn parse(buf: &[u8]) -> Result<LoginReqRepr> {
-        let p = LoginReqPacket::new_checked(buf)?;
-        expect_opcode(
-            buf,
-            login_req_field::OPCODE,
-            Opcode::LOGIN_REQ,
-            "srp.login_req.opcode",
-        )?;
+        let p = LoginReqPacket::parse_iu(buf)?;
         Ok(LoginReqRepr {
             tag: p.tag(),
             req_it_iu_len: p.req_it_iu_len(),
@@ -156,14 +157,7 @@ impl LoginReqRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.login_req: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = LoginReqPacket::new_unchecked(buf);
-        p.set_opcode(Opcode::LOGIN_REQ.0);
+        let mut p = LoginReqPacket::emit_iu(buf, self.buffer_len());
         p.set_tag(self.tag);
         p.set_req_it_iu_len(self.req_it_iu_len);
         p.set_req_buf_fmt(self.req_buf_fmt);
@@ -173,11 +167,7 @@ impl LoginReqRepr {
         p.set_target_port_id(self.target_port_id);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The multi-channel action (`req_flags & 3`).
     pub fn multichannel_action(&self) -> MultiChannelAction {
@@ -256,7 +246,7 @@ pub mod login_req_rdma_field {
     pub const LEN: usize = 56;
 }
 
-srp_view!(
+min_view!(
     /// A view of the 56-byte SRP_LOGIN_REQ carried after the RDMA CM header.
     LoginReqRdmaPacket,
     login_req_rdma_field::LEN,
@@ -273,6 +263,13 @@ be_fields!(LoginReqRdmaPacket {
     target_port_id, set_target_port_id: [u8; 16] @ login_req_rdma_field::TARGET_PORT_ID;
     imm_data_offset, set_imm_data_offset: u16 @ login_req_rdma_field::IMM_DATA_OFFSET;
 });
+
+iu_view!(
+    LoginReqRdmaPacket,
+    Opcode::LOGIN_REQ,
+    login_req_rdma_field::OPCODE,
+    "srp.login_req_rdma"
+);
 
 /// The RDMA CM form of the login request; see [`LoginReqRepr`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -291,13 +288,7 @@ impl LoginReqRdmaRepr {
     /// the 92 − 36 = 56 bytes are all the login). Like `srpt_rdma_cm_req_recv`, anything
     /// shorter than 56 bytes is refused.
     pub fn parse(buf: &[u8]) -> Result<LoginReqRdmaRepr> {
-        let p = LoginReqRdmaPacket::new_checked(buf)?;
-        expect_opcode(
-            buf,
-            login_req_rdma_field::OPCODE,
-            Opcode::LOGIN_REQ,
-            "srp.login_req_rdma.opcode",
-        )?;
+        let p = LoginReqRdmaPacket::parse_iu(buf)?;
         Ok(LoginReqRdmaRepr {
             tag: p.tag(),
             req_buf_fmt: p.req_buf_fmt(),
@@ -314,28 +305,17 @@ impl LoginReqRdmaRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.login_req_rdma: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = LoginReqRdmaPacket::new_unchecked(buf);
+        let mut p = LoginReqRdmaPacket::emit_iu(buf, self.buffer_len());
         p.set_tag(self.tag);
         p.set_req_buf_fmt(self.req_buf_fmt);
         p.set_req_flags(self.req_flags);
-        p.set_opcode(Opcode::LOGIN_REQ.0);
         p.set_req_it_iu_len(self.req_it_iu_len);
         p.set_initiator_port_id(self.initiator_port_id);
         p.set_target_port_id(self.target_port_id);
         p.set_imm_data_offset(self.imm_data_offset);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl From<LoginReqRdmaRepr> for LoginReqRepr {
@@ -393,7 +373,7 @@ pub mod login_rsp_field {
     pub const LEN: usize = 52;
 }
 
-srp_view!(
+min_view!(
     /// A view of the 52-byte SRP_LOGIN_RSP carried in a CM REP.
     LoginRspPacket,
     login_rsp_field::LEN,
@@ -410,6 +390,13 @@ be_fields!(LoginRspPacket {
     rsp_flags, set_rsp_flags: u8 @ login_rsp_field::RSP_FLAGS;
 });
 
+iu_view!(
+    LoginRspPacket,
+    Opcode::LOGIN_RSP,
+    login_rsp_field::OPCODE,
+    "srp.login_rsp"
+);
+
 /// A login response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LoginRspRepr {
@@ -425,13 +412,7 @@ pub struct LoginRspRepr {
 
 impl LoginRspRepr {
     pub fn parse(buf: &[u8]) -> Result<LoginRspRepr> {
-        let p = LoginRspPacket::new_checked(buf)?;
-        expect_opcode(
-            buf,
-            login_rsp_field::OPCODE,
-            Opcode::LOGIN_RSP,
-            "srp.login_rsp.opcode",
-        )?;
+        let p = LoginRspPacket::parse_iu(buf)?;
         Ok(LoginRspRepr {
             req_lim_delta: p.req_lim_delta(),
             tag: p.tag(),
@@ -447,14 +428,7 @@ impl LoginRspRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.login_rsp: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = LoginRspPacket::new_unchecked(buf);
-        p.set_opcode(Opcode::LOGIN_RSP.0);
+        let mut p = LoginRspPacket::emit_iu(buf, self.buffer_len());
         p.set_req_lim_delta(self.req_lim_delta);
         p.set_tag(self.tag);
         p.set_max_it_iu_len(self.max_it_iu_len);
@@ -463,11 +437,7 @@ impl LoginRspRepr {
         p.set_rsp_flags(self.rsp_flags);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     pub fn multichannel_result(&self) -> MultiChannelResult {
         MultiChannelResult(self.rsp_flags & MULTICHAN_RESULT_MASK)
@@ -526,7 +496,7 @@ pub mod login_rej_field {
     pub const LEN: usize = 32;
 }
 
-srp_view!(
+min_view!(
     /// A view of the 32-byte SRP_LOGIN_REJ carried in a CM REJ (reason 28).
     LoginRejPacket,
     login_rej_field::LEN,
@@ -539,6 +509,13 @@ be_fields!(LoginRejPacket {
     tag, set_tag: u64 @ login_rej_field::TAG;
     buf_fmt, set_buf_fmt: u16 @ login_rej_field::BUF_FMT;
 });
+
+iu_view!(
+    LoginRejPacket,
+    Opcode::LOGIN_REJ,
+    login_rej_field::OPCODE,
+    "srp.login_rej"
+);
 
 impl<T: AsRef<[u8]>> LoginRejPacket<T> {
     pub fn reason(&self) -> LoginRejReason {
@@ -557,13 +534,7 @@ pub struct LoginRejRepr {
 
 impl LoginRejRepr {
     pub fn parse(buf: &[u8]) -> Result<LoginRejRepr> {
-        let p = LoginRejPacket::new_checked(buf)?;
-        expect_opcode(
-            buf,
-            login_rej_field::OPCODE,
-            Opcode::LOGIN_REJ,
-            "srp.login_rej.opcode",
-        )?;
+        let p = LoginRejPacket::parse_iu(buf)?;
         Ok(LoginRejRepr {
             reason: p.reason(),
             tag: p.tag(),
@@ -576,24 +547,13 @@ impl LoginRejRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.login_rej: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = LoginRejPacket::new_unchecked(buf);
-        p.set_opcode(Opcode::LOGIN_REJ.0);
+        let mut p = LoginRejPacket::emit_iu(buf, self.buffer_len());
         p.set_reason_raw(self.reason.0);
         p.set_tag(self.tag);
         p.set_buf_fmt(self.buf_fmt);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for LoginRejRepr {

@@ -28,52 +28,17 @@ pub mod field {
     pub const LEN: usize = 16;
 }
 
-/// SRP_I_LOGOUT: the initiator ends the channel (16 bytes: opcode, 7 reserved, tag).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ILogoutRepr {
-    pub tag: u64,
-}
+tag_only_repr!(
+    /// SRP_I_LOGOUT: the initiator ends the channel (16 bytes: opcode, 7 reserved, tag).
+    ILogoutRepr,
+    Opcode::I_LOGOUT,
+    "srp.i_logout",
+    "srp.i_logout.opcode",
+    "srp_i_logout",
+    "SRP_I_LOGOUT"
+);
 
-impl ILogoutRepr {
-    pub fn parse(buf: &[u8]) -> Result<ILogoutRepr> {
-        let p = TagOnlyPacket::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::I_LOGOUT, "srp.i_logout.opcode")?;
-        Ok(ILogoutRepr { tag: p.tag() })
-    }
-
-    pub fn buffer_len(&self) -> usize {
-        field::LEN
-    }
-
-    pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.i_logout: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = TagOnlyPacket::new_unchecked(buf);
-        p.set_opcode(Opcode::I_LOGOUT.0);
-        p.set_tag(self.tag);
-    }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
-}
-
-impl Dissect for ILogoutRepr {
-    fn dissect(&self, t: &mut Tree) {
-        t.subtree("srp_i_logout", "SRP_I_LOGOUT", |t| {
-            t.code_hex("opcode", "Opcode", Opcode::I_LOGOUT.0, 2, Opcode::I_LOGOUT);
-            dissect_tag(t, self.tag);
-        });
-    }
-}
-
-srp_view!(
+min_view!(
     /// A view of the 16-byte SRP_T_LOGOUT.
     TLogoutPacket,
     field::LEN,
@@ -87,6 +52,13 @@ be_fields!(TLogoutPacket {
     tag, set_tag: u64 @ field::TAG;
 });
 
+iu_view!(
+    TLogoutPacket,
+    Opcode::T_LOGOUT,
+    field::OPCODE,
+    "srp.t_logout"
+);
+
 /// SRP_T_LOGOUT: the target ends the channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TLogoutRepr {
@@ -98,8 +70,7 @@ pub struct TLogoutRepr {
 
 impl TLogoutRepr {
     pub fn parse(buf: &[u8]) -> Result<TLogoutRepr> {
-        let p = TLogoutPacket::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::T_LOGOUT, "srp.t_logout.opcode")?;
+        let p = TLogoutPacket::parse_iu(buf)?;
         Ok(TLogoutRepr {
             sol_not: p.sol_not(),
             reason: TLogoutReason(p.reason_raw()),
@@ -112,24 +83,13 @@ impl TLogoutRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.t_logout: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = TLogoutPacket::new_unchecked(buf);
-        p.set_opcode(Opcode::T_LOGOUT.0);
+        let mut p = TLogoutPacket::emit_iu(buf, self.buffer_len());
         p.set_sol_not(self.sol_not);
         p.set_reason_raw(self.reason.0);
         p.set_tag(self.tag);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for TLogoutRepr {

@@ -14,75 +14,76 @@
 use crate::dissect::{Dissect, Tree};
 use crate::{Error, Result};
 
-/// Declares a zero-copy view type over a buffer at least `$min` bytes long.
-macro_rules! srp_view {
-    ($(#[$m:meta])* $name:ident, $min:expr, $what:expr) => {
+/// The framing every SRP IU's `parse` and `emit` share, as two constructors on its view
+/// (`$pkt`, made with `min_view!` and `be_fields!` with an `opcode` field at `$off`):
+/// `parse_iu` checks the fixed part's length, then that byte `$off` is the IU type `$op`
+/// (the error names `"$what.opcode"`); `emit_iu` checks the buffer is exactly `len` bytes,
+/// zeroes it (reserved bytes are zero) and writes the IU type.
+macro_rules! iu_view {
+    ($pkt:ident, $op:expr, $off:expr, $what:literal) => {
+        impl<'a> $pkt<&'a [u8]> {
+            pub(crate) fn parse_iu(buf: &'a [u8]) -> $crate::Result<Self> {
+                let p = $pkt::new_checked(buf)?;
+                $crate::srp::expect_opcode(buf, $off, $op, concat!($what, ".opcode"))?;
+                Ok(p)
+            }
+        }
+
+        impl<'a> $pkt<&'a mut [u8]> {
+            pub(crate) fn emit_iu(buf: &'a mut [u8], len: usize) -> Self {
+                assert_eq!(buf.len(), len, concat!($what, ": emit buffer length"));
+                buf.fill(0);
+                let mut p = $pkt::new_unchecked(buf);
+                p.set_opcode($op.0);
+                p
+            }
+        }
+    };
+}
+
+/// A `Repr` for a 16-byte IU that carries only an opcode and a tag (SRP_I_LOGOUT,
+/// SRP_CRED_RSP, SRP_AER_RSP), read and written through `TagOnlyPacket`: `$what` names it
+/// in emit's panic, `$op_what` in the opcode error; `$key`/`$label` are its dissect subtree.
+macro_rules! tag_only_repr {
+    ($(#[$m:meta])* $name:ident, $op:expr, $what:expr, $op_what:expr, $key:expr, $label:expr) => {
         $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq)]
-        pub struct $name<T: AsRef<[u8]>> {
-            buffer: T,
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+        pub struct $name {
+            pub tag: u64,
         }
 
-        impl<T: AsRef<[u8]>> $name<T> {
-            /// Wraps a buffer without checking its length (for emitting into a buffer sized
-            /// with `Repr::buffer_len`).
-            pub fn new_unchecked(buffer: T) -> Self {
-                $name { buffer }
+        impl $name {
+            pub fn parse(buf: &[u8]) -> Result<$name> {
+                let p = TagOnlyPacket::new_checked(buf)?;
+                expect_opcode(buf, field::OPCODE, $op, $op_what)?;
+                Ok($name { tag: p.tag() })
             }
 
-            /// Wraps a buffer, checking that the fixed part is there.
-            pub fn new_checked(buffer: T) -> $crate::Result<Self> {
-                $crate::Error::check_len($what, $min, buffer.as_ref().len())?;
-                Ok($name { buffer })
+            pub fn buffer_len(&self) -> usize {
+                field::LEN
             }
 
-            /// The buffer back.
-            pub fn into_inner(self) -> T {
-                self.buffer
+            pub fn emit(&self, buf: &mut [u8]) {
+                assert_eq!(buf.len(), self.buffer_len(), concat!($what, ": emit buffer length"));
+                buf.fill(0);
+                let mut p = TagOnlyPacket::new_unchecked(buf);
+                p.set_opcode($op.0);
+                p.set_tag(self.tag);
             }
 
-            /// The whole buffer.
-            pub fn as_bytes(&self) -> &[u8] {
-                self.buffer.as_ref()
+            to_bytes!();
+        }
+
+        impl Dissect for $name {
+            fn dissect(&self, t: &mut Tree) {
+                t.subtree($key, $label, |t| {
+                    t.code_hex("opcode", "Opcode", $op.0, 2, $op);
+                    dissect_tag(t, self.tag);
+                });
             }
         }
     };
 }
-pub(crate) use srp_view;
-
-/// Getters and setters for big-endian fields at fixed byte offsets of a view.
-macro_rules! be_fields {
-    ($pkt:ident { $( $(#[$m:meta])* $get:ident, $set:ident : $ty:tt @ $off:expr; )* }) => {
-        impl<T: AsRef<[u8]>> $pkt<T> {
-            $(
-                $(#[$m])*
-                #[inline]
-                pub fn $get(&self) -> $ty {
-                    be_fields!(@get $ty, self.buffer.as_ref(), $off)
-                }
-            )*
-        }
-        impl<T: AsRef<[u8]> + AsMut<[u8]>> $pkt<T> {
-            $(
-                #[inline]
-                pub fn $set(&mut self, v: $ty) {
-                    be_fields!(@set $ty, self.buffer.as_mut(), $off, v)
-                }
-            )*
-        }
-    };
-    (@get u8, $b:expr, $o:expr) => { $b[$o] };
-    (@get u16, $b:expr, $o:expr) => { $crate::field::read_u16($b, $o) };
-    (@get u32, $b:expr, $o:expr) => { $crate::field::read_u32($b, $o) };
-    (@get u64, $b:expr, $o:expr) => { $crate::field::read_u64($b, $o) };
-    (@get [u8; $n:literal], $b:expr, $o:expr) => { $crate::field::read_array::<$n>($b, $o) };
-    (@set u8, $b:expr, $o:expr, $v:expr) => { $b[$o] = $v };
-    (@set u16, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u16($b, $o, $v) };
-    (@set u32, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u32($b, $o, $v) };
-    (@set u64, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u64($b, $o, $v) };
-    (@set [u8; $n:literal], $b:expr, $o:expr, $v:expr) => { $b[$o..$o + $n].copy_from_slice(&$v) };
-}
-pub(crate) use be_fields;
 
 pub mod cmd;
 pub mod cred_aer;
@@ -303,11 +304,7 @@ impl SrpIu {
         }
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for SrpIu {

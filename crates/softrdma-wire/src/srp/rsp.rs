@@ -1,7 +1,7 @@
 //! SRP_RSP (SRP r16a §6.9; `struct srp_rsp`, 36 bytes packed, then response data, then sense
 //! data). Built by ib_srpt in `srpt_build_cmd_rsp` / `srpt_build_tskmgmt_rsp`.
 
-use super::{dissect_tag, expect_opcode, Opcode};
+use super::{dissect_tag, Opcode};
 use crate::dissect::{Dissect, Tree};
 use crate::scsi::ScsiStatus;
 use crate::{Error, Result};
@@ -70,7 +70,7 @@ pub mod field {
     pub const DATA: usize = 36;
 }
 
-srp_view!(
+min_view!(
     /// A view of an SRP_RSP.
     Packet,
     field::DATA,
@@ -89,6 +89,8 @@ be_fields!(Packet {
     sense_data_len, set_sense_data_len: u32 @ field::SENSE_DATA_LEN;
     resp_data_len, set_resp_data_len: u32 @ field::RESP_DATA_LEN;
 });
+
+iu_view!(Packet, Opcode::RSP, field::OPCODE, "srp.rsp");
 
 impl<T: AsRef<[u8]>> Packet<T> {
     pub fn flags(&self) -> RspFlags {
@@ -141,8 +143,7 @@ pub struct Repr {
 
 impl Repr {
     pub fn parse(buf: &[u8]) -> Result<Repr> {
-        let p = Packet::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::RSP, "srp.rsp.opcode")?;
+        let p = Packet::parse_iu(buf)?;
         Ok(Repr {
             sol_not: p.sol_not(),
             req_lim_delta: p.req_lim_delta(),
@@ -161,10 +162,7 @@ impl Repr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "srp.rsp: emit buffer length");
-        buf.fill(0);
-        let mut p = Packet::new_unchecked(&mut *buf);
-        p.set_opcode(Opcode::RSP.0);
+        let mut p = Packet::emit_iu(&mut *buf, self.buffer_len());
         p.set_sol_not(self.sol_not);
         p.set_req_lim_delta(self.req_lim_delta);
         p.set_tag(self.tag);
@@ -179,11 +177,7 @@ impl Repr {
         buf[r..].copy_from_slice(&self.sense_data);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 
     /// The task-management RSP_CODE, if 4 bytes of valid response data are present.
     pub fn rsp_code(&self) -> Option<RspCode> {

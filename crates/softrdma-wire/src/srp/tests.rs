@@ -8,7 +8,7 @@ use super::*;
 use crate::dissect::Dissect;
 use crate::scsi::{AscAscq, Cdb, RwKind, ScsiOpcode, ScsiStatus, SenseKey, SenseRepr};
 
-/// A test-only walk of a classic Ethernet pcap down to the RoCEv2 payloads.
+/// The RoCEv2 payloads of the SRP capture (the walk down to them is `crate::test_support`).
 pub(crate) mod capture {
     pub const F_SRP: &[u8] = include_bytes!("../../../../fixtures/captures/f_srp.pcap");
 
@@ -24,60 +24,40 @@ pub(crate) mod capture {
         pub payload: Vec<u8>,
     }
 
-    fn be16(b: &[u8], o: usize) -> usize {
-        usize::from(u16::from_be_bytes([b[o], b[o + 1]]))
-    }
-
     pub fn frames(pcap: &[u8]) -> Vec<Frame> {
-        let mut out = Vec::new();
-        let mut off = 24;
-        let mut no = 0;
-        while off + 16 <= pcap.len() {
-            let incl =
-                u32::from_le_bytes([pcap[off + 8], pcap[off + 9], pcap[off + 10], pcap[off + 11]])
-                    as usize;
-            let f = &pcap[off + 16..off + 16 + incl];
-            off += 16 + incl;
-            no += 1;
-            if f.len() < 14 + 20 + 8 + 12 || f[12..14] != [0x08, 0x00] {
-                continue;
-            }
-            let ihl = usize::from(f[14] & 0x0f) * 4;
-            let udp = 14 + ihl;
-            if be16(f, udp + 2) != 4791 {
-                continue;
-            }
-            let src = f[14 + 15];
-            let bth = &f[udp + 8..];
-            let opcode = bth[0];
-            let pad = usize::from((bth[1] >> 4) & 3);
-            let mut h = 12;
-            let mut reth = None;
-            if matches!(opcode, 0x06 | 0x0a | 0x0c) {
-                let r = &bth[12..28];
-                reth = Some((
-                    u64::from_be_bytes(r[0..8].try_into().unwrap()),
-                    u32::from_be_bytes(r[8..12].try_into().unwrap()),
-                    u32::from_be_bytes(r[12..16].try_into().unwrap()),
-                ));
-                h += 16;
-            }
-            if matches!(opcode, 0x0d | 0x0f | 0x10 | 0x11) {
-                h += 4; // AETH
-            }
-            if opcode == 0x64 {
-                h += 8; // DETH
-            }
-            let end = bth.len() - 4 - pad;
-            out.push(Frame {
-                no,
-                src,
-                opcode,
-                reth,
-                payload: bth[h..end].to_vec(),
-            });
-        }
-        out
+        crate::test_support::roce_v4(pcap)
+            .into_iter()
+            .map(|p| {
+                let bth = p.bth;
+                let opcode = bth[0];
+                let pad = usize::from((bth[1] >> 4) & 3);
+                let mut h = 12;
+                let mut reth = None;
+                if matches!(opcode, 0x06 | 0x0a | 0x0c) {
+                    let r = &bth[12..28];
+                    reth = Some((
+                        u64::from_be_bytes(r[0..8].try_into().unwrap()),
+                        u32::from_be_bytes(r[8..12].try_into().unwrap()),
+                        u32::from_be_bytes(r[12..16].try_into().unwrap()),
+                    ));
+                    h += 16;
+                }
+                if matches!(opcode, 0x0d | 0x0f | 0x10 | 0x11) {
+                    h += 4; // AETH
+                }
+                if opcode == 0x64 {
+                    h += 8; // DETH
+                }
+                let end = bth.len() - 4 - pad;
+                Frame {
+                    no: p.no,
+                    src: p.ip[15],
+                    opcode,
+                    reth,
+                    payload: bth[h..end].to_vec(),
+                }
+            })
+            .collect()
     }
 
     pub fn frame(no: usize) -> Frame {

@@ -1,7 +1,7 @@
 //! SRP_TSK_MGMT (SRP r16a §6.7; `struct srp_tsk_mgmt`, 48 bytes, packed because the LUN sits
 //! at byte 20).
 
-use super::{dissect_tag, expect_opcode, Opcode};
+use super::{dissect_tag, Opcode};
 use crate::dissect::{Dissect, Tree};
 use crate::Result;
 
@@ -27,7 +27,7 @@ pub mod field {
     pub const LEN: usize = 48;
 }
 
-srp_view!(
+min_view!(
     /// A view of an SRP_TSK_MGMT.
     Packet,
     field::LEN,
@@ -43,6 +43,8 @@ be_fields!(Packet {
     task_tag, set_task_tag: u64 @ field::TASK_TAG;
 });
 
+iu_view!(Packet, Opcode::TSK_MGMT, field::OPCODE, "srp.tsk_mgmt");
+
 /// A task management request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Repr {
@@ -57,8 +59,7 @@ pub struct Repr {
 
 impl Repr {
     pub fn parse(buf: &[u8]) -> Result<Repr> {
-        let p = Packet::new_checked(buf)?;
-        expect_opcode(buf, field::OPCODE, Opcode::TSK_MGMT, "srp.tsk_mgmt.opcode")?;
+        let p = Packet::parse_iu(buf)?;
         Ok(Repr {
             sol_not: p.sol_not(),
             tag: p.tag(),
@@ -73,14 +74,7 @@ impl Repr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "srp.tsk_mgmt: emit buffer length"
-        );
-        buf.fill(0);
-        let mut p = Packet::new_unchecked(buf);
-        p.set_opcode(Opcode::TSK_MGMT.0);
+        let mut p = Packet::emit_iu(buf, self.buffer_len());
         p.set_sol_not(self.sol_not);
         p.set_tag(self.tag);
         p.set_lun(self.lun);
@@ -88,11 +82,7 @@ impl Repr {
         p.set_task_tag(self.task_tag);
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    to_bytes!();
 }
 
 impl Dissect for Repr {
