@@ -76,6 +76,9 @@ pub struct Args {
     /// Skip the TCP baseline.
     #[arg(long)]
     pub no_tcp: bool,
+    /// Only the TCP baseline (for profiling it alone).
+    #[arg(long, hide = true, conflicts_with = "no_tcp")]
+    pub tcp_only: bool,
     /// Send one datagram per sendmsg (no UDP GSO), for comparison.
     #[arg(long)]
     pub no_gso: bool,
@@ -178,11 +181,15 @@ pub fn run(args: &Args) -> ExitCode {
                 std::thread::sleep(Duration::from_millis(500));
             }
         }
-        let ours = match measure_ours(args, size, iters, mtu) {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!("perf: {e}");
-                return ExitCode::FAILURE;
+        let ours = if args.tcp_only {
+            Outcome::default()
+        } else {
+            match measure_ours(args, size, iters, mtu) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("perf: {e}");
+                    return ExitCode::FAILURE;
+                }
             }
         };
         let tcp = if args.no_tcp {
@@ -293,6 +300,7 @@ fn measure_ours(args: &Args, size: usize, iters: u64, mtu: Mtu) -> Result<Outcom
     let test = args.test;
     let deadline = args.duration.map(Duration::from_secs_f64);
     let server_stop = stop.clone();
+    let server_waker = server.ep.notifier();
     let server_thread = std::thread::spawn(move || {
         serve(&mut server, &rc, verb, test, size, slots, &server_stop);
         server
@@ -316,12 +324,18 @@ fn measure_ours(args: &Args, size: usize, iters: u64, mtu: Mtu) -> Result<Outcom
     let linger = Instant::now();
     while linger.elapsed() < Duration::from_millis(20) {
         if !client.turn() {
-            client.idle(Duration::from_millis(1));
+            let _ = client.ep.wait_readable(Some(Duration::from_millis(1)));
         }
     }
     stop.store(true, Ordering::Release);
+    let _ = server_waker.notify();
     let server = server_thread.join();
     if args.verbose {
+        let (units, unit) = match (&r, test) {
+            (Ok(o), Test::Lat) => (o.bytes, "round trip"),
+            (Ok(o), Test::Bw) => (o.bytes / size.max(1) as u64, "message"),
+            _ => (1, "run"),
+        };
         let show = |name: &str, n: &Node| {
             let c: Vec<String> = n
                 .stack
@@ -334,6 +348,15 @@ fn measure_ours(args: &Args, size: usize, iters: u64, mtu: Mtu) -> Result<Outcom
                 "  {name} counters: {} send_errors={}",
                 c.join(" "),
                 n.send_errors
+            );
+            let st = n.stats;
+            let per = |v: u64| v as f64 / units.max(1) as f64;
+            println!(
+                "  {name} loop per {unit}: recvmmsg {:.2} (empty {:.2}) epoll sleeps {:.2} sendmsg {:.2}",
+                per(st.recv_calls),
+                per(st.recv_empty),
+                per(st.sleeps),
+                per(st.send_calls)
             );
         };
         show("client", &client);
@@ -420,7 +443,7 @@ fn serve(
         }
         let sent = n.transmit();
         if !progressed && !did && !sent {
-            n.idle(Duration::from_millis(1));
+            n.idle();
         }
     }
 }
@@ -483,7 +506,7 @@ fn client_bw(
             break;
         }
         if !did && !got {
-            n.idle(Duration::from_millis(1));
+            n.idle();
         }
         if t0.elapsed() > Duration::from_secs(600) {
             return Err("bw run took over 10 minutes".into());
@@ -586,7 +609,7 @@ fn client_lat(
             }
             // Once answered, our ACK of the answer leaves with the next request.
             if !answered && !n.transmit() && !did {
-                n.idle(Duration::from_millis(1));
+                n.idle();
             }
             if start.elapsed() > Duration::from_secs(10) {
                 return Err(format!("round trip {i} took over 10 s"));

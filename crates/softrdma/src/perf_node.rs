@@ -49,6 +49,21 @@ pub struct Node {
     metas: Vec<RecvDatagram>,
     /// Send errors other than would-block (counted, the datagrams are lost: RC retransmits).
     pub send_errors: u64,
+    /// The last `recvmmsg` found the socket empty and epoll has not reported it readable since:
+    /// in event mode a receive now would be a wasted syscall (epoll is edge-triggered, so
+    /// anything arriving after that `recvmmsg` ends the next sleep at once).
+    rx_drained: bool,
+    /// Syscall accounting for `-v`: recvmmsg calls, epoll sleeps, sendmsg calls.
+    pub stats: LoopStats,
+}
+
+/// What one node's loop did (for `-v`: syscalls and wake-ups per round trip).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoopStats {
+    pub recv_calls: u64,
+    pub recv_empty: u64,
+    pub sleeps: u64,
+    pub send_calls: u64,
 }
 
 impl Node {
@@ -108,6 +123,8 @@ impl Node {
             rx: vec![0; RX_BUF * RECV_BATCH],
             metas: Vec::with_capacity(RECV_BATCH),
             send_errors: 0,
+            rx_drained: false,
+            stats: LoopStats::default(),
         })
     }
 
@@ -209,12 +226,18 @@ impl Node {
         let mut did = false;
         // Receive a few batches before transmitting, so ACKs are seen before the window is
         // judged.
-        for _ in 0..4 {
+        let batches = if !self.busy && self.rx_drained { 0 } else { 4 };
+        for _ in 0..batches {
             let n = self.recv_once();
             if n == 0 {
                 break;
             }
             did = true;
+            if n < RECV_BATCH {
+                // recvmmsg stops at the first would-block: the queue was empty then. One more
+                // call would be a wasted syscall per wake-up.
+                break;
+            }
         }
         let now = self.now();
         if self.stack.poll_timeout().is_some_and(|t| t <= now) {
@@ -232,7 +255,10 @@ impl Node {
             self.ep.recv_batch_into(&mut slices, &mut self.metas)
         };
         let n = got.unwrap_or(0);
+        self.stats.recv_calls += 1;
+        self.rx_drained = n < RECV_BATCH;
         if n == 0 {
+            self.stats.recv_empty += 1;
             return 0;
         }
         let now = self.now();
@@ -266,6 +292,7 @@ impl Node {
                     segment_size: t.gso_segment_size(),
                 };
                 loop {
+                    self.stats.send_calls += 1;
                     match self.ep.send(&tx) {
                         Ok(()) => break,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -282,19 +309,21 @@ impl Node {
     }
 
     /// Waits for something to do: returns at once when busy-polling, else sleeps in epoll
-    /// until input or the next timer (at most `max`).
-    pub fn idle(&mut self, max: StdDuration) {
+    /// until input, the stack's next timer, or the endpoint's notifier. The timer is the
+    /// endpoint's lazy `timerfd`, so a sleep costs no hrtimer arm/cancel (see
+    /// `softrdma_driver::udp`).
+    pub fn idle(&mut self) {
         if self.busy {
             std::hint::spin_loop();
             return;
         }
-        let now = self.clock.now();
-        let until_timer = self
+        let deadline = self
             .stack
             .poll_timeout()
-            .map(|t| StdDuration::from_micros(t.total_micros().saturating_sub(now)));
-        let wait = until_timer.map_or(max, |t| t.min(max));
-        let _ = self.ep.wait_readable(Some(wait));
+            .map(|t| self.clock.to_std(t.total_micros()));
+        self.stats.sleeps += 1;
+        let _ = self.ep.wait_readable_until(deadline);
+        self.rx_drained = false;
     }
 
     /// Polls one completion.
