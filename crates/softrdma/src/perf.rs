@@ -34,6 +34,28 @@ pub enum Verb {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Pin {
+    Cross,
+    Same,
+}
+
+/// Pins the calling thread to `cpu` (ignored where not allowed).
+fn pin_to(cpu: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    let _ = rustix::thread::sched_setaffinity(None, &set);
+}
+
+/// Which CPU the server side (`server` true) or client side runs on under `pin`.
+fn pin_side(pin: Option<Pin>, server: bool) {
+    match pin {
+        Some(Pin::Cross) => pin_to(usize::from(server)),
+        Some(Pin::Same) => pin_to(0),
+        None => {}
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Test {
     Bw,
     Lat,
@@ -89,6 +111,12 @@ pub struct Args {
     /// during which one started (lab guests share the 2 cores and skew the figures).
     #[arg(long)]
     pub wait_quiet: bool,
+    /// Pin threads: `cross` puts the server side (our server device, TCP's echo) on CPU 1
+    /// and the client side on CPU 0 (like two hosts: every wake-up crosses CPUs), `same` puts
+    /// all on CPU 0. Unpinned, the scheduler's placement sticks to whichever of the two it
+    /// started in, and ours and TCP's may land in different ones.
+    #[arg(long, value_enum)]
+    pub pin: Option<Pin>,
     /// Print both devices' non-zero counters after each run.
     #[arg(short = 'v', long)]
     pub verbose: bool,
@@ -120,6 +148,29 @@ struct Outcome {
     cpu: f64,
     /// Round-trip times, µs (lat): median, mean, p99.
     rtt: Option<(f64, f64, f64)>,
+    /// The TCP baseline measured interleaved with this run (lat).
+    tcp: Option<Tcp>,
+}
+
+/// A TCP outcome (kept apart so `Outcome` stays `Copy` without recursion).
+#[derive(Clone, Copy, Debug, Default)]
+struct Tcp {
+    rounds: u64,
+    secs: f64,
+    cpu: f64,
+    rtt: (f64, f64, f64),
+}
+
+impl From<Tcp> for Outcome {
+    fn from(t: Tcp) -> Outcome {
+        Outcome {
+            bytes: t.rounds,
+            secs: t.secs,
+            cpu: t.cpu,
+            rtt: Some(t.rtt),
+            tcp: None,
+        }
+    }
 }
 
 impl Outcome {
@@ -194,6 +245,8 @@ pub fn run(args: &Args) -> ExitCode {
         };
         let tcp = if args.no_tcp {
             None
+        } else if args.test == Test::Lat && !args.tcp_only {
+            ours.tcp.map(Outcome::from)
         } else {
             match measure_tcp(args, size, iters, &ours) {
                 Ok(t) => Some(t),
@@ -229,10 +282,11 @@ pub fn run(args: &Args) -> ExitCode {
                 );
                 if let Some(t) = tcp {
                     let (tm, tmean, tp99) = t.rtt.unwrap_or_default();
+                    let tper = t.cpu / t.bytes.max(1) as f64 * 1e6;
                     let r = med / tm.max(1e-9);
                     ratios.push(r);
                     line += &format!(
-                        " | TCP median {tm:7.1} mean {tmean:7.1} p99 {tp99:7.1} | ratio {r:.2}x TCP"
+                        " | TCP median {tm:7.1} mean {tmean:7.1} p99 {tp99:7.1} (CPU {tper:.1} us/iter) | ratio {r:.2}x TCP"
                     );
                 }
                 println!("{line}{}", noisy(args));
@@ -299,10 +353,24 @@ fn measure_ours(args: &Args, size: usize, iters: u64, mtu: Mtu) -> Result<Outcom
     let verb = args.verb;
     let test = args.test;
     let deadline = args.duration.map(Duration::from_secs_f64);
+    let pause = Arc::new(AtomicBool::new(false));
     let server_stop = stop.clone();
+    let server_pause = pause.clone();
     let server_waker = server.ep.notifier();
+    let pin = args.pin;
+    pin_side(pin, false);
     let server_thread = std::thread::spawn(move || {
-        serve(&mut server, &rc, verb, test, size, slots, &server_stop);
+        pin_side(pin, true);
+        serve(
+            &mut server,
+            &rc,
+            verb,
+            test,
+            size,
+            slots,
+            &server_stop,
+            &server_pause,
+        );
         server
     });
     let cpu0 = cpu_seconds();
@@ -317,7 +385,26 @@ fn measure_ours(args: &Args, size: usize, iters: u64, mtu: Mtu) -> Result<Outcom
             args.tx_depth,
             deadline,
         ),
-        Test::Lat => client_lat(&mut client, &rs, verb, size, iters, deadline),
+        Test::Lat => {
+            let tcp = if args.no_tcp {
+                None
+            } else {
+                Some(
+                    TcpPing::new(args.server, size, args.pin)
+                        .map_err(|e| format!("tcp baseline: {e}"))?,
+                )
+            };
+            client_lat(
+                &mut client,
+                &rs,
+                verb,
+                size,
+                iters,
+                deadline,
+                tcp,
+                &pause,
+            )
+        }
     };
     let cpu = cpu_seconds() - cpu0;
     // Let the server answer any last retransmission, then stop it.
@@ -365,12 +452,15 @@ fn measure_ours(args: &Args, size: usize, iters: u64, mtu: Mtu) -> Result<Outcom
         }
     }
     let mut o = r?;
-    o.cpu = cpu;
+    if test == Test::Bw {
+        o.cpu = cpu;
+    }
     Ok(o)
 }
 
 /// The server side: keeps receives posted (SEND), bounces WRITEs (WRITE lat) and SENDs (SEND
 /// lat), and otherwise just runs the responder.
+#[allow(clippy::too_many_arguments)]
 fn serve(
     n: &mut Node,
     peer: &Remote,
@@ -379,6 +469,7 @@ fn serve(
     size: usize,
     slots: usize,
     stop: &AtomicBool,
+    pause: &AtomicBool,
 ) {
     let slot_sge = |n: &Node, k: usize| Sge {
         addr: BUF_IOVA + (k * size) as u64,
@@ -443,7 +534,12 @@ fn serve(
         }
         let sent = n.transmit();
         if !progressed && !did && !sent {
-            n.idle();
+            if pause.load(Ordering::Acquire) {
+                // The client runs a TCP block: sleep instead of spinning on its CPU.
+                n.sleep();
+            } else {
+                n.idle();
+            }
         }
     }
 }
@@ -517,6 +613,7 @@ fn client_bw(
         secs: last.duration_since(t0).as_secs_f64(),
         cpu: 0.0,
         rtt: None,
+        tcp: None,
     })
 }
 
@@ -530,6 +627,66 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     (v[v.len() / 2], mean, p99)
 }
 
+/// Round trips per block when ours and TCP's ping-pong alternate.
+const LAT_BLOCK: u64 = 250;
+
+/// A connected TCP ping-pong pair (the baseline), run in blocks between ours.
+struct TcpPing {
+    stream: TcpStream,
+    echo: std::thread::JoinHandle<std::io::Result<()>>,
+    buf: Vec<u8>,
+}
+
+impl TcpPing {
+    fn new(server: IpAddr, size: usize, pin: Option<Pin>) -> std::io::Result<TcpPing> {
+        let listener = TcpListener::bind(SocketAddr::new(server, 0))?;
+        let addr = listener.local_addr()?;
+        let size = size.max(1);
+        let echo = std::thread::spawn(move || -> std::io::Result<()> {
+            pin_side(pin, true);
+            let (mut s, _) = listener.accept()?;
+            s.set_nodelay(true)?;
+            let mut buf = vec![0u8; size];
+            loop {
+                match s.read_exact(&mut buf) {
+                    Ok(()) => s.write_all(&buf)?,
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+        });
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(TcpPing {
+            stream,
+            echo,
+            buf: vec![0u8; size],
+        })
+    }
+
+    /// One blocking write + blocking read round trip, in µs.
+    fn round(&mut self) -> std::io::Result<f64> {
+        let start = Instant::now();
+        self.stream.write_all(&self.buf)?;
+        self.stream.read_exact(&mut self.buf)?;
+        Ok(start.elapsed().as_secs_f64() * 1e6)
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        self.stream.shutdown(std::net::Shutdown::Write)?;
+        self.echo
+            .join()
+            .map_err(|_| std::io::Error::other("echo panicked"))?
+    }
+}
+
+/// Round trips of ours, alternating (when `tcp` is given) with blocks of TCP round trips of
+/// the same size: the scheduler on these VMs sometimes packs both threads of a ping-pong on
+/// one vCPU (a round trip of 16 µs for TCP) and sometimes not (80-120 µs), and switches
+/// between the two within a second; blocks of [`LAT_BLOCK`] keep both measurements in the
+/// same conditions. While TCP runs, the server device sleeps in epoll even when busy-polling
+/// (`pause`), so it does not take a core from TCP's threads.
+#[allow(clippy::too_many_arguments)]
 fn client_lat(
     n: &mut Node,
     peer: &Remote,
@@ -537,6 +694,8 @@ fn client_lat(
     size: usize,
     iters: u64,
     deadline: Option<Duration>,
+    mut tcp: Option<TcpPing>,
+    pause: &AtomicBool,
 ) -> Result<Outcome, String> {
     let sge = Sge {
         addr: BUF_IOVA,
@@ -550,6 +709,8 @@ fn client_lat(
     }
     let t0 = Instant::now();
     let mut rtts = Vec::with_capacity(iters.min(1 << 22) as usize);
+    let mut tcp_rtts = Vec::with_capacity(rtts.capacity());
+    let (mut ours_secs, mut tcp_secs, mut ours_cpu, mut tcp_cpu) = (0.0, 0.0, 0.0, 0.0);
     let mut i: u64 = 0;
     let more = |i: u64| match deadline {
         Some(d) => t0.elapsed() < d,
@@ -559,69 +720,102 @@ fn client_lat(
     let back = tail + size as u64;
     let mut seen = [0u8; 8];
     while more(i) {
-        i += 1;
-        let start = Instant::now();
-        let op = match verb {
-            Verb::Send => SendOp::Send,
-            Verb::Write => {
-                // The counter goes in the message's last 8 bytes (sizes below 8: first bytes).
-                let _ = n.stack.verbs.local_write(n.mr.lkey, tail, &i.to_le_bytes());
-                SendOp::RdmaWrite {
-                    remote_addr: peer.addr + size as u64,
+        let block_end = i + LAT_BLOCK;
+        let (b0, c0) = (Instant::now(), cpu_seconds());
+        while i < block_end && more(i) {
+            i += 1;
+            let start = Instant::now();
+            let op = match verb {
+                Verb::Send => SendOp::Send,
+                Verb::Write => {
+                    // The counter goes in the message's last 8 bytes (sizes below 8: first
+                    // bytes).
+                    let _ = n.stack.verbs.local_write(n.mr.lkey, tail, &i.to_le_bytes());
+                    SendOp::RdmaWrite {
+                        remote_addr: peer.addr + size as u64,
+                        rkey: peer.rkey,
+                    }
+                }
+                Verb::Read => SendOp::RdmaRead {
+                    remote_addr: peer.addr,
                     rkey: peer.rkey,
+                },
+            };
+            let signaled = verb == Verb::Read;
+            let wr = SendWr {
+                signaled,
+                ..SendWr::new(i, op).with_sge(sge)
+            };
+            n.stack
+                .post_send(n.qpn, wr)
+                .map_err(|e| format!("post_send: {e:?}"))?;
+            n.transmit();
+            // Wait for the answer: a completion (SEND: the bounced SEND's receive; READ: the
+            // READ), or for WRITE the counter written back into our memory.
+            let mut answered = false;
+            while !answered {
+                let did = n.receive();
+                while let Some(wc) = n.poll_cq() {
+                    if wc.status != WcStatus::Success {
+                        return Err(format!("completion {wc:?}"));
+                    }
+                    if wc.opcode == softrdma_core::verbs::WcOpcode::Recv {
+                        let _ = n.stack.post_recv(n.qpn, RecvWr::new(wc.wr_id, vec![sge]));
+                    }
+                    if verb != Verb::Write {
+                        answered = true;
+                    }
                 }
-            }
-            Verb::Read => SendOp::RdmaRead {
-                remote_addr: peer.addr,
-                rkey: peer.rkey,
-            },
-        };
-        let signaled = verb == Verb::Read;
-        let wr = SendWr {
-            signaled,
-            ..SendWr::new(i, op).with_sge(sge)
-        };
-        n.stack
-            .post_send(n.qpn, wr)
-            .map_err(|e| format!("post_send: {e:?}"))?;
-        n.transmit();
-        // Wait for the answer: a completion (SEND: the bounced SEND's receive; READ: the
-        // READ), or for WRITE the counter written back into our memory.
-        let mut answered = false;
-        while !answered {
-            let did = n.receive();
-            while let Some(wc) = n.poll_cq() {
-                if wc.status != WcStatus::Success {
-                    return Err(format!("completion {wc:?}"));
-                }
-                if wc.opcode == softrdma_core::verbs::WcOpcode::Recv {
-                    let _ = n.stack.post_recv(n.qpn, RecvWr::new(wc.wr_id, vec![sge]));
-                }
-                if verb != Verb::Write {
+                if verb == Verb::Write
+                    && n.stack.verbs.local_read(n.mr.lkey, back, &mut seen).is_ok()
+                    && u64::from_le_bytes(seen) == i
+                {
                     answered = true;
                 }
+                // Once answered, our ACK of the answer leaves with the next request.
+                if !answered && !n.transmit() && !did {
+                    n.idle();
+                }
+                if start.elapsed() > Duration::from_secs(10) {
+                    return Err(format!("round trip {i} took over 10 s"));
+                }
             }
-            if verb == Verb::Write
-                && n.stack.verbs.local_read(n.mr.lkey, back, &mut seen).is_ok()
-                && u64::from_le_bytes(seen) == i
-            {
-                answered = true;
-            }
-            // Once answered, our ACK of the answer leaves with the next request.
-            if !answered && !n.transmit() && !did {
-                n.idle();
-            }
-            if start.elapsed() > Duration::from_secs(10) {
-                return Err(format!("round trip {i} took over 10 s"));
-            }
+            rtts.push(start.elapsed().as_secs_f64() * 1e6);
         }
-        rtts.push(start.elapsed().as_secs_f64() * 1e6);
+        ours_secs += b0.elapsed().as_secs_f64();
+        ours_cpu += cpu_seconds() - c0;
+        if let Some(t) = tcp.as_mut() {
+            // Our last ACK goes out first, then the server may sleep.
+            n.transmit();
+            pause.store(true, Ordering::Release);
+            let (b0, c0) = (Instant::now(), cpu_seconds());
+            let rounds = rtts.len() - tcp_rtts.len();
+            for _ in 0..rounds {
+                tcp_rtts.push(t.round().map_err(|e| format!("tcp baseline: {e}"))?);
+            }
+            tcp_secs += b0.elapsed().as_secs_f64();
+            tcp_cpu += cpu_seconds() - c0;
+            pause.store(false, Ordering::Release);
+        }
     }
+    let tcp = match tcp {
+        Some(t) => {
+            t.finish().map_err(|e| format!("tcp baseline: {e}"))?;
+            Some(Tcp {
+                rounds: tcp_rtts.len() as u64,
+                secs: tcp_secs,
+                cpu: tcp_cpu,
+                rtt: stats(tcp_rtts),
+            })
+        }
+        None => None,
+    };
     Ok(Outcome {
         bytes: i,
-        secs: t0.elapsed().as_secs_f64(),
-        cpu: 0.0,
+        secs: ours_secs,
+        cpu: ours_cpu,
         rtt: Some(stats(rtts)),
+        tcp,
     })
 }
 
@@ -639,7 +833,10 @@ fn measure_tcp(args: &Args, size: usize, iters: u64, ours: &Outcome) -> std::io:
                 iters * size as u64
             };
             let chunk = size.clamp(1, 1 << 20);
+            let pin = args.pin;
+            pin_side(pin, false);
             let reader = std::thread::spawn(move || -> std::io::Result<(u64, Instant)> {
+                pin_side(pin, true);
                 let (mut s, _) = listener.accept()?;
                 let mut buf = vec![0u8; 1 << 20];
                 let mut got = 0u64;
@@ -672,12 +869,16 @@ fn measure_tcp(args: &Args, size: usize, iters: u64, ours: &Outcome) -> std::io:
                 secs: end.duration_since(t0).as_secs_f64(),
                 cpu,
                 rtt: None,
+                tcp: None,
             })
         }
         Test::Lat => {
             let rounds = if ours.bytes > 0 { ours.bytes } else { iters };
             let size = size.max(1);
+            let pin = args.pin;
+            pin_side(pin, false);
             let echo = std::thread::spawn(move || -> std::io::Result<()> {
+                pin_side(pin, true);
                 let (mut s, _) = listener.accept()?;
                 s.set_nodelay(true)?;
                 let mut buf = vec![0u8; size];
@@ -708,6 +909,7 @@ fn measure_tcp(args: &Args, size: usize, iters: u64, ours: &Outcome) -> std::io:
                 secs,
                 cpu,
                 rtt: Some(stats(rtts)),
+                tcp: None,
             })
         }
     }

@@ -305,6 +305,10 @@ impl Node {
                     }
                 }
             }
+            if !self.batch.is_full() {
+                // A poll stops early only when the batch is full: nothing more to send now.
+                return any;
+            }
         }
     }
 
@@ -317,6 +321,11 @@ impl Node {
             std::hint::spin_loop();
             return;
         }
+        self.sleep();
+    }
+
+    /// Sleeps in epoll until input, the stack's next timer, or the notifier (busy or not).
+    pub fn sleep(&mut self) {
         let deadline = self
             .stack
             .poll_timeout()
