@@ -90,6 +90,20 @@ impl Node {
             .verbs
             .reg_mr(pd, buf_len, BUF_IOVA, access)
             .map_err(err)?;
+        // Fault every page in now, as perftest does by initialising its buffers: a page's
+        // first write in the measurement would cost a page fault (and, after a read had
+        // mapped the zero page, a TLB shootdown IPI to the other CPU).
+        let ones = vec![0xa5u8; 1 << 20];
+        let mut at = 0usize;
+        while at < buf_len {
+            let n = (buf_len - at).min(ones.len());
+            let _ = stack.verbs.local_write(
+                mr.lkey,
+                BUF_IOVA + at as u64,
+                ones.get(..n).unwrap_or_default(),
+            );
+            at += n;
+        }
         let (qpn, _) = stack
             .verbs
             .create_qp(QpInitAttr {

@@ -269,14 +269,15 @@ impl Stack {
     fn pull_send_queue(&mut self, qpn: u32) {
         let Some(info) = self.info(qpn) else { return };
         while let Some(wr) = self.verbs.take_send_wr(qpn) {
-            let data = match memory::gather(&self.verbs, info.pd, &wr) {
-                Ok(d)
-                    if !(wr.op.is_atomic()
-                        || matches!(wr.op, crate::verbs::SendOp::RdmaRead { .. })) =>
-                {
-                    d
-                }
-                Ok(_) => Vec::new(),
+            let responds_into =
+                wr.op.is_atomic() || matches!(wr.op, crate::verbs::SendOp::RdmaRead { .. });
+            let gathered = if responds_into {
+                memory::check_local(&self.verbs, info.pd, &wr).map(|()| Vec::new())
+            } else {
+                memory::gather(&self.verbs, info.pd, &wr)
+            };
+            let data = match gathered {
+                Ok(d) => d,
                 Err(_) => {
                     // A local protection error: the WR completes in error, the QP goes to ERR.
                     self.device.counters.send_err += 1;
