@@ -252,6 +252,15 @@ impl Responder {
                 && rva == va.wrapping_add(off)
                 && u64::from(rlen) + off == u64::from(len);
             if ok {
+                if ctx.verbs.mr_table().by_rkey(rkey).is_err() {
+                    // rxe read_reply() → rxe_recheck_mr(): the MR was invalidated or
+                    // deregistered since the READ first ran, a class C error: remote access
+                    // NAK with the retried PSN, the QP goes to ERR.
+                    self.send_ack(ctx, info, Syndrome::nak(NakCode::REMOTE_ACCESS_ERROR), psn);
+                    self.resources.clear();
+                    ctx.fatal.push(info.qpn);
+                    return;
+                }
                 self.send_read_responses(ctx, info, psn, rkey, rva, rlen);
             }
             return;

@@ -1237,3 +1237,62 @@ fn send_with_invalidate_of_a_user_mr_is_class_j() {
         assert_eq!(wcs[0].status, WcStatus::RetryExcErr, "{name}");
     }
 }
+
+/// rxe read_reply → rxe_recheck_mr: a READ whose responses were lost is retried after the
+/// responder's MR was invalidated; the replay finds no valid MR and answers with a remote
+/// access NAK instead of the data: REM_ACCESS_ERR at the requester, both QPs in ERR.
+#[test]
+fn read_replayed_after_invalidation_gets_a_remote_access_nak() {
+    let (mut sim, a, b, fast) = pair_with_fast_mr(70, &Opts::default());
+    sim.record = true;
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(
+                8,
+                SendOp::RdmaRead {
+                    remote_addr: FAST_VA,
+                    rkey: fast.rkey,
+                },
+            )
+            .with_sge(sge(&a, 0, 2048)),
+        )
+        .expect("read");
+    // Until B has executed the READ; then lose its responses (B down for one step).
+    assert!(
+        sim.run_until(Duration::from_secs(1), |s| s.stacks[1].counters().rcvd_pkts
+            >= 1)
+    );
+    sim.down[1] = true;
+    sim.step();
+    sim.down[1] = false;
+    sim.stacks[1]
+        .verbs
+        .invalidate_mr(fast.lkey)
+        .expect("local invalidate");
+    let wcs = wait_wcs(&mut sim, 0, a.cq, 1, "read");
+    assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
+    assert!(sim.stacks[1].counters().duplicate_request >= 1);
+    let naks: Vec<u8> = sim
+        .tap
+        .iter()
+        .filter(|(f, _, p)| *f == 1 && p.first() == Some(&0x11))
+        .filter_map(|(_, _, p)| {
+            let pkt = RocePacket::new_checked(&p[..]).ok()?;
+            let syndrome = pkt.aeth()?.syndrome().0;
+            Some(syndrome)
+        })
+        .collect();
+    assert_eq!(naks, [0x62]);
+    // No READ response reached A: the data never left the invalidated MR.
+    assert!(!sim
+        .tap
+        .iter()
+        .any(|(f, _, p)| *f == 1 && (0x0d..=0x0f).contains(&p[0])));
+    for (i, q) in [(0, a.qpn), (1, b.qpn)] {
+        assert_eq!(
+            sim.stacks[i].verbs.qp(q).map(|q| q.state()),
+            Ok(QpState::Err)
+        );
+    }
+}
