@@ -38,6 +38,19 @@ softrdma_decode() {
     return 1
   fi
 }
+# pp_check_ipv6: a pingpong scenario run over RoCEv2/IPv6 (conf IPV6=1, PP_*_GIDX on the
+# fd77:: GIDs): every RoCEv2 frame is IPv6, both ends sent some, and the guest's (rxe's)
+# datagrams carry UDP checksum 0 — which the host side only receives because its socket set
+# UDP_NO_CHECK6_RX, so a passing pingpong plus this check keeps that path covered.
+pp_check_ipv6() {
+  _v6=$(count_frames 'ipv6 && udp.port == 4791'); _v4=$(count_frames 'ip && udp.port == 4791')
+  expect "all RoCEv2 traffic is IPv6 ($_v6 frames, $_v4 IPv4)" test "$_v6" -gt 0 -a "$_v4" = 0
+  _g=$(count_frames 'ipv6.src == fd77::10 && udp.dstport == 4791')
+  _g0=$(count_frames 'ipv6.src == fd77::10 && udp.dstport == 4791 && udp.checksum == 0')
+  _h=$(count_frames 'ipv6.src == fd77::1 && udp.dstport == 4791')
+  expect "guest (rxe) -> host RoCEv2/IPv6 frames all with UDP checksum 0 ($_g0 of $_g)" test "$_g" -gt 0 -a "$_g0" = "$_g"
+  expect "host -> guest RoCEv2/IPv6 frames ($_h)" test "$_h" -gt 0
+}
 finish() { if [ "$FAILS" = 0 ]; then echo "PASS"; exit 0; else echo "FAIL ($FAILS checks failed)"; exit 1; fi; }
 # pp_check: the verdict of a pingpong scenario (PP_KIND PP_SIZES PP_N PP_HOST from its pp.env;
 # PP_HOST = server|client|none says which side, if any, is `softrdma pingpong` on the host).

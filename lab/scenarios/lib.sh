@@ -34,12 +34,16 @@ wait_listen() {
 # pp_run SIDE SIZE [PEER]: one pingpong run; SIDE guest = the rdma-core tool, host = $SOFTRDMA
 # Each run is limited to PP_TIMEOUT (15) s: a healthy one takes < 1 s, and a kernel RC QP with
 # the tools' retry_cnt 7 retransmits forever (rxe treats 7 as "infinite") when the peer is silent.
+# RoCEv2 addressing (pp.env may override): the host's device PP_HOST_DEV ($HOST_IP) with GID
+# index PP_HOST_GIDX (1: its address), the guest's GID index PP_GUEST_GIDX (1: ::ffff:IPv4;
+# 2: the IPv6 address, with IPV6=1). PEER is always an IPv4 address: the tools' TCP side
+# channel is IPv4-only in the guest whatever GIDs the QPs use.
 pp_run() {
   _side=$1; _s=$2; shift 2
   if [ "$_side" = host ]; then
-    timeout "${PP_TIMEOUT:-15}" "$SOFTRDMA" pingpong "$PP_KIND" -d "$HOST_IP" -g 1 -s "$_s" -n "$PP_N" -c "$@"
+    timeout "${PP_TIMEOUT:-15}" "$SOFTRDMA" pingpong "$PP_KIND" -d "${PP_HOST_DEV:-$HOST_IP}" -g "${PP_HOST_GIDX:-1}" -s "$_s" -n "$PP_N" -c "$@"
   else
-    timeout "${PP_TIMEOUT:-15}" "ibv_${PP_KIND}_pingpong" -g 1 -s "$_s" -n "$PP_N" -c "$@"
+    timeout "${PP_TIMEOUT:-15}" "ibv_${PP_KIND}_pingpong" -g "${PP_GUEST_GIDX:-1}" -s "$_s" -n "$PP_N" -c "$@"
   fi
 }
 # pp_server SIDE: for each size start a server, announce it (srv.ready.SIZE) once it listens,

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod device;
+pub mod fuzzing;
 pub mod rand;
 pub mod time;
 pub mod transport;

@@ -1020,6 +1020,48 @@ impl Device {
 /// The futures use only `std::task` (the loop thread wakes their `Waker`s), so they run on
 /// any executor — tokio included — without the driver depending on one. Needs a device with
 /// a background loop ([`Progress::Thread`]): an inline device has nobody to wake the future.
+///
+/// # From tokio
+///
+/// Nothing tokio-specific is needed: open the device with [`AsyncDevice::open`] (or wrap a
+/// [`DeviceConfig::background`] device), clone it into the tasks that use it (it is
+/// `Clone + Send + Sync`; clones share one device), and `.await`
+/// [`AsyncDevice::poll_cq_wait`]. Both the multi-thread and the current-thread runtime work
+/// (`tests/device.rs`: `tokio_*_rc_pingpong` run an RC ping-pong whose two ends are tokio tasks
+/// that wait only there, every wait under a timeout):
+///
+/// - The wake-up comes from the device's loop thread, outside the runtime; tokio's `Waker`s
+///   may be woken from any thread, so this needs no runtime handle and no `spawn_blocking`.
+/// - `poll_cq_wait` is **cancel-safe**: completions leave the CQ only in the poll that returns
+///   them, so dropping the future (`tokio::time::timeout`, a losing `tokio::select!` branch)
+///   loses none; the next wait finds them.
+/// - The verbs (`post_send`, `post_recv`, `reg_mr`, `modify_qp`, …) only take the stack's
+///   mutex for a few microseconds and never wait for the network: call them directly from
+///   async code. Do **not** call [`Device::wait_cq`] or [`Device::progress_for`] there: they
+///   block the runtime thread.
+/// - Each wake-up is a thread hand-off (loop thread → tokio worker). For the lowest ping-pong
+///   latency, busy-poll an inline device ([`DeviceConfig::busy_poll`]) on a thread of its own
+///   instead, as `ibv_rc_pingpong` without `-e` does.
+///
+/// ```no_run
+/// # use softrdma_core::verbs::{CqId, SendWr, SendOp, Sge};
+/// # use softrdma_driver::AsyncDevice;
+/// # async fn run(dev: AsyncDevice, qpn: u32, cq: CqId, lkey: u32) -> softrdma_driver::device::Result<()> {
+/// let wr = SendWr::new(1, SendOp::Send).with_sge(Sge { addr: 0x1000, length: 8, lkey });
+/// dev.post_send(qpn, wr)?;
+/// let wcs = tokio::time::timeout(std::time::Duration::from_secs(5), dev.poll_cq_wait(cq, 16))
+///     .await
+///     .expect("no completion in 5 s")?;
+/// assert_eq!(wcs[0].wr_id, 1);
+/// # Ok(()) }
+/// # fn main() {
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+/// let dev = AsyncDevice::open("127.0.0.1".parse().unwrap()).unwrap();
+/// // … alloc_pd / reg_mr / create_cq / create_qp / modify_qp via dev.device() …
+/// # let (qpn, cq, lkey) = (0, todo!(), 0);
+/// rt.block_on(run(dev.clone(), qpn, cq, lkey)).unwrap();
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct AsyncDevice {
     dev: Device,

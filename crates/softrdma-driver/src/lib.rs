@@ -16,8 +16,9 @@
 //! - [`device`]: the device runtime: [`Device`] (one endpoint + one `softrdma_core::Stack` +
 //!   the clock, the blocking verbs API, its event loop on a background thread or inline in the
 //!   caller's CQ polls) and [`AsyncDevice`] (futures that resolve on completions; any
-//!   executor). Its docs say how ICRCs are re-sealed for the socket's source port and GSO IP
-//!   IDs, and what the GID indices of a driver device are.
+//!   executor — its docs say how to use it from tokio). Its docs say how ICRCs are re-sealed
+//!   for the socket's source port and GSO IP IDs, and what the GID indices of a driver device
+//!   are.
 //! - [`tap`]: [`Tap`], the pcap tap (`--pcap FILE`): every datagram sent and received, with
 //!   synthesised Ethernet/IP/UDP headers whose IPv4 IDs make every ICRC verify.
 //!

@@ -442,6 +442,100 @@ fn async_poll_cq_wait() {
     .is_err());
 }
 
+// ----- tokio -----
+//
+// The same futures under tokio: both ends of an RC ping-pong run as tokio tasks that only ever
+// wait in `AsyncDevice::poll_cq_wait`, so each round trip needs the device loop thread (not a
+// tokio thread) to wake a parked tokio worker. Every wait has a timeout: a lost wake-up fails
+// the test instead of being papered over by a polling interval, as `block_on` above would.
+
+/// The next completion on `e`'s CQ: from `backlog` (completions an earlier wait returned
+/// together) or from a `poll_cq_wait` that must resolve within 5 s.
+async fn next_wc(
+    a: &AsyncDevice,
+    e: &End,
+    backlog: &mut std::collections::VecDeque<WorkCompletion>,
+) -> WorkCompletion {
+    if backlog.is_empty() {
+        let wcs = tokio::time::timeout(Duration::from_secs(5), a.poll_cq_wait(e.cq, 4))
+            .await
+            .unwrap_or_else(|_| panic!("poll_cq_wait never woke on {:?}", e.dev))
+            .unwrap();
+        assert!(!wcs.is_empty(), "poll_cq_wait resolved with nothing");
+        backlog.extend(wcs);
+    }
+    let wc = backlog.pop_front().unwrap();
+    assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+    wc
+}
+
+/// `ibv_rc_pingpong` over two AsyncDevices: the server (B) echoes every message the client
+/// (A) sends, each end a separate tokio task; bytes are checked at both ends.
+async fn tokio_rc_pingpong(ipa: IpAddr, ipb: IpAddr, len: usize, iters: u64) {
+    let a = AsyncDevice::open(ipa).unwrap();
+    let b = AsyncDevice::open(ipb).unwrap();
+    let ea = end(a.device().clone(), QpType::Rc, len);
+    let eb = end(b.device().clone(), QpType::Rc, len);
+    connect_rc(&ea, ipb, eb.qpn, 0x10, 0x20);
+    connect_rc(&eb, ipa, ea.qpn, 0x20, 0x10);
+    post_recv(&eb, 1000);
+    let server = tokio::spawn(async move {
+        let mut backlog = Default::default();
+        for i in 0..iters {
+            let wc = next_wc(&b, &eb, &mut backlog).await;
+            assert_eq!((wc.wr_id, wc.byte_len as usize), (1000 + i, len));
+            let mut got = vec![0u8; len];
+            eb.dev.read_mr(eb.lkey, 0x1000, &mut got).unwrap();
+            assert_eq!(got, pattern(len, i as u8), "server, iteration {i}");
+            // Re-arm before answering: the client's next message may follow at once.
+            post_recv(&eb, 1000 + i + 1);
+            send(&eb, 2000 + i, len, None);
+            assert_eq!(next_wc(&b, &eb, &mut backlog).await.wr_id, 2000 + i);
+        }
+        eb.dev.counters()
+    });
+    let client = tokio::spawn(async move {
+        let mut backlog = Default::default();
+        for i in 0..iters {
+            post_recv(&ea, 3000 + i);
+            ea.dev
+                .write_mr(ea.lkey, 0x1000, &pattern(len, i as u8))
+                .unwrap();
+            send(&ea, i, len, None);
+            // The send's ACK and the echo race; both must come, in either order.
+            let mut ids = [0u64; 2];
+            for id in &mut ids {
+                *id = next_wc(&a, &ea, &mut backlog).await.wr_id;
+            }
+            ids.sort_unstable();
+            assert_eq!(ids, [i, 3000 + i], "client, iteration {i}");
+            let mut back = vec![0u8; len];
+            ea.dev.read_mr(ea.lkey, 0x1000, &mut back).unwrap();
+            assert_eq!(back, pattern(len, i as u8), "client, echo {i}");
+        }
+        ea.dev.counters()
+    });
+    for c in [client.await.unwrap(), server.await.unwrap()] {
+        assert_eq!(c.total_drops(), 0, "{c:?}");
+    }
+}
+
+// Addresses of their own (not 127.0.0.1/2): tests run in parallel, and `softrdma perf` or
+// `tests/loopback.rs` may hold 4791 on those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_multi_thread_rc_pingpong() {
+    for len in [8, 65536] {
+        tokio_rc_pingpong(ip(30, 1), ip(30, 2), len, 50).await;
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn tokio_current_thread_rc_pingpong() {
+    for len in [8, 65536] {
+        tokio_rc_pingpong(ip(30, 3), ip(30, 4), len, 50).await;
+    }
+}
+
 #[test]
 fn rc_over_ipv6_two_qps_one_device() {
     let v6: IpAddr = "::1".parse().unwrap();

@@ -341,7 +341,18 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
         cfg = cfg.with_pcap(p);
     }
     let dev =
-        Device::open_with(cfg).map_err(|e| format!("Couldn't get context for {dev_ip}: {e}"))?;
+        Device::open_with(cfg).map_err(|e| {
+            let in_use = matches!(&e, softrdma_driver::Error::Io(io) if io.kind() == std::io::ErrorKind::AddrInUse);
+            let hint = if in_use {
+                format!(
+                    " (another softrdma device already owns {dev_ip}:4791; stop it or name \
+                     another address with -d)"
+                )
+            } else {
+                String::new()
+            };
+            format!("Couldn't get context for {dev_ip}: {e}{hint}")
+        })?;
 
     if kind == Kind::Ud {
         let port = dev

@@ -11,7 +11,8 @@ echo "CM MADs: $attrs"
 expect "CM sequence REQ REP RTU DREQ DREP" [ "$attrs" = "REQ REP RTU DREQ DREP " ]
 v6=$(count_frames 'ipv6 && udp.dstport == 4791'); v4=$(count_frames 'ip && udp.dstport == 4791')
 echo "RoCEv2 frames: IPv6 $v6, IPv4 $v4"
-expect "all RoCEv2 traffic is IPv6 (>= 20 frames, none IPv4)" [ "$v6" -ge 20 ] && [ "$v4" = 0 ]
+expect "RoCEv2 over IPv6 carried the run (>= 20 frames)" [ "$v6" -ge 20 ]
+expect "no RoCEv2 frame went over IPv4" [ "$v4" = 0 ]
 gids=$(tshark -r capture.pcap -Y 'infiniband.mad.attributeid == 0x0010' -T fields -e infiniband.cm.req.prim_localgid -e infiniband.cm.req.prim_remotegid 2>/dev/null | head -1)
 echo "REQ primary path GIDs: $gids"
 expect "REQ carries the IPv6 GIDs fd77::11 -> fd77::10" [ "$gids" = "$(printf 'fd77::11\tfd77::10')" ]

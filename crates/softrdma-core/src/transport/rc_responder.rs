@@ -4,7 +4,9 @@
 //! access NAK, memory untouched), executes SENDs, WRITEs, READs and atomics, acknowledges
 //! packets that ask for it (ACK coalescing: one ACK per AckReq), and answers duplicates:
 //! SEND/WRITE duplicates are re-ACKed, READs replayed from the resource, atomics answered
-//! with the saved result without re-executing.
+//! with the saved result without re-executing. A SEND with Invalidate frees the fast MR its
+//! IETH names (`MrTable::invalidate`, rxe `rxe_invalidate_mr`); when it cannot, the QP
+//! fails as rxe's class J does (see `Fault::Invalidate`).
 
 use softrdma_wire::roce::{
     AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Psn, RethRepr, RnrTimer, RocePacket,
@@ -55,6 +57,8 @@ pub struct Responder {
 enum Fault {
     Rnr,
     Nak(NakCode, WcStatus),
+    /// The IETH of a SEND with Invalidate named no MR this QP may invalidate.
+    Invalidate,
 }
 
 impl Responder {
@@ -199,6 +203,28 @@ impl Responder {
                 self.resources.clear();
                 ctx.fatal.push(info.qpn);
             }
+            Err(Fault::Invalidate) => {
+                // rxe's class J (rxe_resp.c RESPST_ERR_INVALIDATE_RKEY): the receive
+                // completes with REM_INV_REQ_ERR and the QP goes to ERR, but rxe sets no NAK
+                // syndrome for it, so its acknowledge step still sends a plain ACK (MSN not
+                // advanced) if the packet asked for one: the requester's SEND completes
+                // successfully, and only its next request, unanswered, ends in
+                // RETRY_EXC_ERR. Done the same way so a kernel peer sees what rxe does.
+                if let Some(InProgress::Send { wr, .. }) = self.cur.take() {
+                    let wc = WorkCompletion::new(
+                        wr.wr_id,
+                        info.qpn,
+                        WcOpcode::Recv,
+                        WcStatus::RemInvReqErr,
+                    );
+                    ctx.verbs.complete(info.recv_cq, wc);
+                }
+                if bth.ack_req() {
+                    self.send_ack(ctx, info, ACK_UNLIMITED, psn);
+                }
+                self.resources.clear();
+                ctx.fatal.push(info.qpn);
+            }
         }
     }
 
@@ -226,6 +252,15 @@ impl Responder {
                 && rva == va.wrapping_add(off)
                 && u64::from(rlen) + off == u64::from(len);
             if ok {
+                if ctx.verbs.mr_table().by_rkey(rkey).is_err() {
+                    // rxe read_reply() → rxe_recheck_mr(): the MR was invalidated or
+                    // deregistered since the READ first ran, a class C error: remote access
+                    // NAK with the retried PSN, the QP goes to ERR.
+                    self.send_ack(ctx, info, Syndrome::nak(NakCode::REMOTE_ACCESS_ERROR), psn);
+                    self.resources.clear();
+                    ctx.fatal.push(info.qpn);
+                    return;
+                }
                 self.send_read_responses(ctx, info, psn, rkey, rva, rlen);
             }
             return;
@@ -316,6 +351,17 @@ impl Responder {
                 ));
             }
             cur.1 += payload.len() as u64;
+            // SEND with Invalidate: after placing the data, before completing (rxe
+            // execute()); a failure is rxe's class J, not a NAK.
+            if let Some(ieth) = pkt.ieth() {
+                if ctx.verbs.mr_table_mut().invalidate(ieth.r_key()).is_err() {
+                    self.cur = Some(InProgress::Send {
+                        wr: cur.0,
+                        offset: cur.1,
+                    });
+                    return Err(Fault::Invalidate);
+                }
+            }
             if op.is_last() {
                 let mut wc =
                     WorkCompletion::new(cur.0.wr_id, info.qpn, WcOpcode::Recv, WcStatus::Success);

@@ -994,3 +994,305 @@ fn hostile_input_dropped_and_counted() {
     }
     let _ = a;
 }
+
+// ----- SEND with Invalidate -----
+
+const FAST_VA: u64 = 0x20_0000;
+
+/// Runs until stack `i` has `n` completions on `cq` (1 s of virtual time at most).
+fn wait_wcs(sim: &mut Sim, i: usize, cq: CqId, n: usize, what: &str) -> Vec<WorkCompletion> {
+    let mut wcs = Vec::new();
+    assert!(
+        sim.run_until(Duration::from_secs(1), |s| {
+            drain(s, i, cq, &mut wcs);
+            wcs.len() >= n
+        }),
+        "{what}: {wcs:?}"
+    );
+    wcs
+}
+
+/// A posts a SEND with Invalidate naming `rkey` into a receive B posted; returns B's
+/// receive completion after A's SEND completed.
+fn send_with_inv(sim: &mut Sim, a: &End, b: &End, rkey: u32) -> WorkCompletion {
+    sim.stacks[1]
+        .post_recv(b.qpn, RecvWr::new(77, vec![sge(b, 0, 64)]))
+        .expect("recv");
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(
+                5,
+                SendOp::SendWithInv {
+                    invalidate_rkey: rkey,
+                },
+            )
+            .with_sge(sge(a, 0, 16)),
+        )
+        .expect("send with inv");
+    let sent = wait_wcs(sim, 0, a.cq, 1, "send with inv");
+    assert_eq!((sent[0].wr_id, sent[0].status), (5, WcStatus::Success));
+    let got = wait_wcs(sim, 1, b.cq, 1, "receive");
+    assert_eq!(got[0].wr_id, 77);
+    got[0]
+}
+
+/// A pair where B has a fast-registration MR at FAST_VA that A may write, read and use
+/// atomics on.
+fn pair_with_fast_mr(seed: u64, o: &Opts) -> (Sim, End, End, MrKeys) {
+    let (mut sim, a, b) = rc_pair(NetConfig::PERFECT, seed, o);
+    let access = AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC;
+    let fast = sim.stacks[1]
+        .verbs
+        .reg_fast_mr(b.pd, vec![0x5a; 4096], FAST_VA, access)
+        .expect("fast mr");
+    assert_eq!(fast.rkey, fast.lkey);
+    (sim, a, b, fast)
+}
+
+fn remote_op(k: usize, rkey: u32) -> (&'static str, SendOp) {
+    match k {
+        0 => (
+            "write",
+            SendOp::RdmaWrite {
+                remote_addr: FAST_VA,
+                rkey,
+            },
+        ),
+        1 => (
+            "read",
+            SendOp::RdmaRead {
+                remote_addr: FAST_VA,
+                rkey,
+            },
+        ),
+        _ => (
+            "fetch-add",
+            SendOp::AtomicFetchAdd {
+                remote_addr: FAST_VA,
+                add: 1,
+                rkey,
+            },
+        ),
+    }
+}
+
+/// rxe_resp.c execute() → rxe_invalidate_mr: a SEND with Invalidate naming a fast MR's
+/// rkey frees the MR; the receive reports the rkey (IBV_WC_WITH_INV). Afterwards every
+/// remote access with that rkey — WRITE, READ, atomic — gets a remote access NAK, the
+/// requester REM_ACCESS_ERR, and the MR's bytes stay as they were.
+#[test]
+fn send_with_invalidate_revokes_a_fast_mr() {
+    for k in 0..3 {
+        let (mut sim, a, b, fast) = pair_with_fast_mr(40 + k as u64, &Opts::default());
+        // Before: the rkey works.
+        let (name, op) = remote_op(k, fast.rkey);
+        let len = if k == 2 { 8 } else { 64 };
+        sim.stacks[0]
+            .post_send(a.qpn, SendWr::new(1, op).with_sge(sge(&a, 0, len)))
+            .expect("op");
+        let wcs = wait_wcs(&mut sim, 0, a.cq, 1, name);
+        assert_eq!(wcs[0].status, WcStatus::Success, "{name} before");
+
+        let wc = send_with_inv(&mut sim, &a, &b, fast.rkey);
+        assert_eq!(wc.status, WcStatus::Success);
+        assert_eq!(wc.invalidated_rkey, Some(fast.rkey));
+        let mr = sim.stacks[1]
+            .verbs
+            .mr(fast.lkey)
+            .expect("owner still sees it");
+        assert_eq!(mr.state(), MrState::Free);
+        let before = mr.as_slice().to_vec();
+        // The SGE path refuses the invalidated lkey as well (rxe lookup_mr).
+        assert!(sim.stacks[1].verbs.mr_table().by_lkey(fast.lkey).is_err());
+
+        sim.record = true;
+        let (name, op) = remote_op(k, fast.rkey);
+        sim.stacks[0]
+            .post_send(a.qpn, SendWr::new(2, op).with_sge(sge(&a, 0, len)))
+            .expect("op after");
+        let wcs = wait_wcs(&mut sim, 0, a.cq, 1, name);
+        assert_eq!(wcs[0].status, WcStatus::RemAccessErr, "{name} after");
+        let nak = sim
+            .tap
+            .iter()
+            .find(|(f, _, p)| *f == 1 && p.first() == Some(&0x11))
+            .expect("nak");
+        let pkt = RocePacket::new_checked(&nak.2[..]).expect("parse");
+        assert_eq!(pkt.aeth().map(|a| a.syndrome().0), Some(0x62), "{name}");
+        assert_eq!(
+            sim.stacks[1].verbs.mr(fast.lkey).expect("mr").as_slice(),
+            &before[..],
+            "{name}: invalidated MR touched"
+        );
+        for i in 0..2 {
+            let q = if i == 0 { a.qpn } else { b.qpn };
+            assert_eq!(
+                sim.stacks[i].verbs.qp(q).map(|q| q.state()),
+                Ok(QpState::Err)
+            );
+        }
+    }
+}
+
+/// After an invalidation the owner re-registers the MR under a new key byte (rxe
+/// rxe_reg_fast_mr): the new rkey works, the old one stays dead.
+#[test]
+fn invalidated_fast_mr_reregistered_under_a_new_key() {
+    let (mut sim, a, b, fast) = pair_with_fast_mr(50, &Opts::default());
+    send_with_inv(&mut sim, &a, &b, fast.rkey);
+    // Only a free fast MR can be re-registered; a user MR never.
+    let v = &mut sim.stacks[1].verbs;
+    assert!(v
+        .rereg_fast_mr(b.buf.lkey, 1, AccessFlags::LOCAL_WRITE)
+        .is_err());
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+    let new = v
+        .rereg_fast_mr(fast.lkey, (fast.lkey as u8).wrapping_add(1), access)
+        .expect("rereg");
+    assert_eq!(new.lkey >> 8, fast.lkey >> 8);
+    assert_ne!(new.rkey, fast.rkey);
+    assert!(v.rereg_fast_mr(new.lkey, 9, access).is_err(), "valid MR");
+    sim.stacks[0]
+        .verbs
+        .local_write(a.buf.lkey, 0x10_0000, &[0xc3; 32])
+        .expect("fill");
+    for (rkey, want) in [
+        (new.rkey, WcStatus::Success),
+        (fast.rkey, WcStatus::RemAccessErr),
+    ] {
+        sim.stacks[0]
+            .post_send(
+                a.qpn,
+                SendWr::new(
+                    3,
+                    SendOp::RdmaWrite {
+                        remote_addr: FAST_VA,
+                        rkey,
+                    },
+                )
+                .with_sge(sge(&a, 0, 32)),
+            )
+            .expect("write");
+        let wcs = wait_wcs(&mut sim, 0, a.cq, 1, "write");
+        assert_eq!(wcs[0].status, want, "rkey {rkey:#x}");
+    }
+    let mut got = [0u8; 32];
+    sim.stacks[1]
+        .verbs
+        .local_read(new.lkey, FAST_VA, &mut got)
+        .expect("read");
+    assert_eq!(got, [0xc3; 32]);
+}
+
+/// rxe_invalidate_mr fails for a user MR (IB_MR_TYPE_USER) and for a key naming no MR:
+/// rxe's class J. The receive completes with REM_INV_REQ_ERR and the responder's QP goes
+/// to ERR, but no NAK is sent — the packet is ACKed (syndrome 0x1f) and the requester's
+/// SEND completes successfully; the MR stays valid. The requester only learns at its next
+/// request, which nobody answers: RETRY_EXC_ERR.
+#[test]
+fn send_with_invalidate_of_a_user_mr_is_class_j() {
+    for (name, user_mr) in [("user mr", true), ("no such key", false)] {
+        let o = Opts {
+            retry_cnt: 2,
+            ..Opts::default()
+        };
+        let (mut sim, a, b) = rc_pair(NetConfig::PERFECT, 60, &o);
+        sim.record = true;
+        let rkey = if user_mr { b.buf.rkey } else { 0x00ab_cd00 };
+        let wc = send_with_inv(&mut sim, &a, &b, rkey);
+        assert_eq!(wc.status, WcStatus::RemInvReqErr, "{name}");
+        assert_eq!(
+            sim.stacks[1].verbs.qp(b.qpn).map(|q| q.state()),
+            Ok(QpState::Err),
+            "{name}"
+        );
+        let acks: Vec<u8> = sim
+            .tap
+            .iter()
+            .filter(|(f, _, p)| *f == 1 && p.first() == Some(&0x11))
+            .filter_map(|(_, _, p)| {
+                let pkt = RocePacket::new_checked(&p[..]).ok()?;
+                let syndrome = pkt.aeth()?.syndrome().0;
+                Some(syndrome)
+            })
+            .collect();
+        assert_eq!(acks, [0x1f], "{name}: one plain ACK, no NAK");
+        assert_eq!(
+            sim.stacks[1].verbs.mr(b.buf.lkey).expect("mr").state(),
+            MrState::Valid,
+            "{name}"
+        );
+        sim.stacks[0]
+            .post_send(a.qpn, SendWr::new(6, SendOp::Send).with_sge(sge(&a, 0, 16)))
+            .expect("next send");
+        let mut wcs = Vec::new();
+        assert!(sim.run_until(Duration::from_secs(10), |s| {
+            drain(s, 0, a.cq, &mut wcs);
+            !wcs.is_empty()
+        }));
+        assert_eq!(wcs[0].status, WcStatus::RetryExcErr, "{name}");
+    }
+}
+
+/// rxe read_reply → rxe_recheck_mr: a READ whose responses were lost is retried after the
+/// responder's MR was invalidated; the replay finds no valid MR and answers with a remote
+/// access NAK instead of the data: REM_ACCESS_ERR at the requester, both QPs in ERR.
+#[test]
+fn read_replayed_after_invalidation_gets_a_remote_access_nak() {
+    let (mut sim, a, b, fast) = pair_with_fast_mr(70, &Opts::default());
+    sim.record = true;
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(
+                8,
+                SendOp::RdmaRead {
+                    remote_addr: FAST_VA,
+                    rkey: fast.rkey,
+                },
+            )
+            .with_sge(sge(&a, 0, 2048)),
+        )
+        .expect("read");
+    // Until B has executed the READ; then lose its responses (B down for one step).
+    assert!(
+        sim.run_until(Duration::from_secs(1), |s| s.stacks[1].counters().rcvd_pkts
+            >= 1)
+    );
+    sim.down[1] = true;
+    sim.step();
+    sim.down[1] = false;
+    sim.stacks[1]
+        .verbs
+        .invalidate_mr(fast.lkey)
+        .expect("local invalidate");
+    let wcs = wait_wcs(&mut sim, 0, a.cq, 1, "read");
+    assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
+    assert!(sim.stacks[1].counters().duplicate_request >= 1);
+    let naks: Vec<u8> = sim
+        .tap
+        .iter()
+        .filter(|(f, _, p)| *f == 1 && p.first() == Some(&0x11))
+        .filter_map(|(_, _, p)| {
+            let pkt = RocePacket::new_checked(&p[..]).ok()?;
+            let syndrome = pkt.aeth()?.syndrome().0;
+            Some(syndrome)
+        })
+        .collect();
+    assert_eq!(naks, [0x62]);
+    // No READ response reached A: the data never left the invalidated MR.
+    assert!(!sim
+        .tap
+        .iter()
+        .any(|(f, _, p)| *f == 1 && (0x0d..=0x0f).contains(&p[0])));
+    for (i, q) in [(0, a.qpn), (1, b.qpn)] {
+        assert_eq!(
+            sim.stacks[i].verbs.qp(q).map(|q| q.state()),
+            Ok(QpState::Err)
+        );
+    }
+}

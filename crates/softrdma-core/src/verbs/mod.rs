@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub use cq::{rxe_queue_depth, Cq, WcOpcode, WcStatus, WorkCompletion};
 pub use error::VerbsError;
-pub use mr::{AccessFlags, Mr, MrError, MrKeys, MrTable};
+pub use mr::{AccessFlags, Mr, MrError, MrKeys, MrState, MrTable, MrType};
 pub use qp::{Qp, QpAttr, QpCap, QpInitAttr, QpType, GSI_QKEY, GSI_QPN};
 pub use qp_state::{ModifyQpError, QpAttrMask, QpState};
 pub use srq::{Srq, SrqAttr};
@@ -194,30 +194,62 @@ impl Verbs {
         Ok(self.mrs.register(pd, bytes, iova, access)?)
     }
 
+    /// A fast-registration MR of the caller's bytes, valid at once (`ib_alloc_mr` +
+    /// a completed `IB_WR_REG_MR`): the kind of MR a peer's SEND with Invalidate (or
+    /// [`Verbs::invalidate_mr`]) can revoke. See [`mr`]'s docs.
+    pub fn reg_fast_mr(
+        &mut self,
+        pd: PdId,
+        bytes: Vec<u8>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrKeys, VerbsError> {
+        self.check_pd(pd)?;
+        Ok(self.mrs.register_fast(pd, bytes, iova, access)?)
+    }
+
+    /// A local invalidate (`IB_WR_LOCAL_INV`, executed at once rather than in send-queue
+    /// order): the fast-registration MR with this key stops answering to it.
+    pub fn invalidate_mr(&mut self, key: u32) -> Result<(), VerbsError> {
+        Ok(self.mrs.invalidate(key)?)
+    }
+
+    /// Re-registers an invalidated fast-registration MR under a new key byte
+    /// (`IB_WR_REG_MR`, executed at once); returns its new keys.
+    pub fn rereg_fast_mr(
+        &mut self,
+        lkey: u32,
+        key_byte: u8,
+        access: AccessFlags,
+    ) -> Result<MrKeys, VerbsError> {
+        Ok(self.mrs.reregister_fast(lkey, key_byte, access)?)
+    }
+
     /// `ibv_dereg_mr`: returns the MR's bytes.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<Vec<u8>, VerbsError> {
         Ok(self.mrs.deregister(lkey)?)
     }
 
-    /// The MR with this lkey (read its bytes with [`Mr::read`] / [`Mr::slice`]).
+    /// The MR with this lkey (read its bytes with [`Mr::read`] / [`Mr::slice`]); owner
+    /// access, so an invalidated MR is found too.
     pub fn mr(&self, lkey: u32) -> Result<&Mr, VerbsError> {
-        Ok(self.mrs.by_lkey(lkey)?)
+        Ok(self.mrs.owned(lkey)?)
     }
 
     /// The MR with this lkey, mutably (fill a buffer before posting it).
     pub fn mr_mut(&mut self, lkey: u32) -> Result<&mut Mr, VerbsError> {
-        Ok(self.mrs.by_lkey_mut(lkey)?)
+        Ok(self.mrs.owned_mut(lkey)?)
     }
 
-    /// Copies bytes out of an MR (owner access; no access flag needed).
+    /// Copies bytes out of an MR (owner access; no access flag or valid state needed).
     pub fn local_read(&self, lkey: u32, addr: u64, out: &mut [u8]) -> Result<(), VerbsError> {
-        Ok(self.mrs.by_lkey(lkey)?.read(addr, out)?)
+        Ok(self.mrs.owned(lkey)?.read(addr, out)?)
     }
 
     /// Copies bytes into an MR (owner access; no access flag needed: the owner's CPU
     /// writes its own memory, LOCAL_WRITE is about the device writing).
     pub fn local_write(&mut self, lkey: u32, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
-        Ok(self.mrs.by_lkey_mut(lkey)?.write(addr, data)?)
+        Ok(self.mrs.owned_mut(lkey)?.write(addr, data)?)
     }
 
     /// The MR table (the transport resolves rkeys and SGEs through it).

@@ -36,6 +36,19 @@
 //! As rxe (`rxe_mr_init`): `lkey = index << 8 | key_byte`, with the index from the MR pool
 //! (starting at 1) and a random key byte; `rkey = lkey` if the MR allows any remote access,
 //! else 0 (which no lookup ever matches).
+//!
+//! # Invalidation (SEND with Invalidate)
+//!
+//! As in rxe (`rxe_mr.c`), an MR has a type and a state. [`MrType::User`] is what
+//! `reg_mr` makes; [`MrType::MemReg`] is a fast-registration MR (`ib_alloc_mr` +
+//! `IB_WR_REG_MR`), made here by [`MrTable::register_fast`] in the valid state. Only a
+//! `MemReg` MR can be invalidated ([`MrTable::invalidate`], rxe `rxe_invalidate_mr`): by a
+//! peer's SEND with Invalidate naming its rkey, or locally. An invalidated MR is
+//! [`MrState::Free`]: every device access through its keys fails as an unknown key would
+//! (a remote access gets a remote access NAK, an SGE `LOC_PROT_ERR`), until
+//! [`MrTable::reregister_fast`] (rxe `rxe_reg_fast_mr`) makes it valid again under a new
+//! key byte. The owner's own access to its bytes ([`MrTable::owned`]) and deregistration
+//! do not depend on the state.
 
 use core::fmt;
 use core::ops::{BitOr, Range};
@@ -193,6 +206,25 @@ pub struct MrKeys {
     pub rkey: u32,
 }
 
+/// What kind of MR (rxe's `ibmr.type`): decides whether it can be invalidated.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MrType {
+    /// `IB_MR_TYPE_USER`: `ibv_reg_mr`. Never invalidated; an IETH naming it fails.
+    User,
+    /// `IB_MR_TYPE_MEM_REG`: a fast-registration MR, invalidated by SEND with Invalidate
+    /// or a local invalidate, made valid again by a fast re-registration.
+    MemReg,
+}
+
+/// An MR's state (rxe's `enum rxe_mr_state`, without its pre-registration INVALID).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MrState {
+    /// `RXE_MR_STATE_VALID`: its keys reach it.
+    Valid,
+    /// `RXE_MR_STATE_FREE`: invalidated; no key reaches it until it is re-registered.
+    Free,
+}
+
 /// A registered memory region: its bytes and how they may be reached.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Mr {
@@ -200,6 +232,8 @@ pub struct Mr {
     keys: MrKeys,
     iova: u64,
     access: AccessFlags,
+    ty: MrType,
+    state: MrState,
     bytes: Vec<u8>,
 }
 
@@ -212,6 +246,8 @@ impl fmt::Debug for Mr {
             .field("iova", &format_args!("{:#x}", self.iova))
             .field("len", &self.bytes.len())
             .field("access", &self.access)
+            .field("type", &self.ty)
+            .field("state", &self.state)
             .finish()
     }
 }
@@ -255,6 +291,16 @@ impl Mr {
     /// The access it grants.
     pub fn access(&self) -> AccessFlags {
         self.access
+    }
+
+    /// User or fast-registration MR.
+    pub fn mr_type(&self) -> MrType {
+        self.ty
+    }
+
+    /// Valid, or invalidated.
+    pub fn state(&self) -> MrState {
+        self.state
     }
 
     /// The index range of `[addr, addr + len)` in this MR's bytes; the only place an
@@ -388,13 +434,38 @@ impl MrTable {
         }
     }
 
-    /// Registers `bytes` at `iova` in `pd` with `access`.
+    /// Registers `bytes` at `iova` in `pd` with `access` (a user MR, `ibv_reg_mr`).
     pub fn register(
         &mut self,
         pd: PdId,
         bytes: Vec<u8>,
         iova: u64,
         access: AccessFlags,
+    ) -> Result<MrKeys, MrError> {
+        self.insert(pd, bytes, iova, access, MrType::User)
+    }
+
+    /// Registers a fast-registration MR (`IB_MR_TYPE_MEM_REG`), valid at once: what
+    /// `ib_alloc_mr` followed by a completed `IB_WR_REG_MR` leaves. Its rkey is its lkey (rxe
+    /// `rxe_reg_fast_mr` sets both to the WR's key), and a peer's SEND with Invalidate or
+    /// [`MrTable::invalidate`] can revoke it.
+    pub fn register_fast(
+        &mut self,
+        pd: PdId,
+        bytes: Vec<u8>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrKeys, MrError> {
+        self.insert(pd, bytes, iova, access, MrType::MemReg)
+    }
+
+    fn insert(
+        &mut self,
+        pd: PdId,
+        bytes: Vec<u8>,
+        iova: u64,
+        access: AccessFlags,
+        ty: MrType,
     ) -> Result<MrKeys, MrError> {
         // ib_check_mr_access: remote write/atomic need local write.
         if !AccessFlags::KNOWN.contains(access)
@@ -421,7 +492,7 @@ impl MrTable {
         }
         self.next_index = if index >= MAX_MR_INDEX { 1 } else { index + 1 };
         let lkey = (index << 8) | u32::from(self.rng.next_u8());
-        let rkey = if access.intersects(AccessFlags::REMOTE) {
+        let rkey = if access.intersects(AccessFlags::REMOTE) || ty == MrType::MemReg {
             lkey
         } else {
             0
@@ -434,49 +505,118 @@ impl MrTable {
                 keys,
                 iova,
                 access,
+                ty,
+                state: MrState::Valid,
                 bytes,
             },
         );
         Ok(keys)
     }
 
-    /// Removes the MR with this lkey and returns its bytes.
+    /// Removes the MR with this lkey and returns its bytes (valid or invalidated).
     pub fn deregister(&mut self, lkey: u32) -> Result<Vec<u8>, MrError> {
-        self.by_lkey(lkey)?;
+        self.owned(lkey)?;
         self.mrs
             .remove(&(lkey >> 8))
             .map(|mr| mr.bytes)
             .ok_or(MrError::InvalidKey(lkey))
     }
 
-    /// The MR with this lkey.
-    pub fn by_lkey(&self, lkey: u32) -> Result<&Mr, MrError> {
+    /// `rxe_invalidate_mr`: the SEND with Invalidate responder and a local invalidate.
+    /// The MR at `key`'s index must carry `key` as its rkey (its lkey if it grants no
+    /// remote access) and be a fast-registration MR; it becomes [`MrState::Free`].
+    /// As in rxe, neither the PD nor the current state is checked (invalidating a free MR
+    /// again succeeds). A user MR, or a key that names nothing, is an error — the caller's
+    /// to turn into a completion status.
+    pub fn invalidate(&mut self, key: u32) -> Result<(), MrError> {
+        let mr = self
+            .mrs
+            .get_mut(&(key >> 8))
+            .ok_or(MrError::InvalidKey(key))?;
+        let own = if mr.access.intersects(AccessFlags::REMOTE) {
+            mr.keys.rkey
+        } else {
+            mr.keys.lkey
+        };
+        if own != key || mr.ty != MrType::MemReg {
+            return Err(MrError::InvalidKey(key));
+        }
+        mr.state = MrState::Free;
+        Ok(())
+    }
+
+    /// `rxe_reg_fast_mr` (an `IB_WR_REG_MR`): makes an invalidated fast-registration MR
+    /// valid again with a new key byte (only the low 8 bits of a key may change) and
+    /// access. The MR must be free; returns the new keys (lkey = rkey).
+    pub fn reregister_fast(
+        &mut self,
+        lkey: u32,
+        key_byte: u8,
+        access: AccessFlags,
+    ) -> Result<MrKeys, MrError> {
+        if !AccessFlags::KNOWN.contains(access) {
+            return Err(MrError::InvalidAccessFlags(access));
+        }
+        let mr = self.owned_mut(lkey)?;
+        if mr.ty != MrType::MemReg || mr.state != MrState::Free {
+            return Err(MrError::InvalidKey(lkey));
+        }
+        let key = (lkey & !0xff) | u32::from(key_byte);
+        mr.keys = MrKeys {
+            lkey: key,
+            rkey: key,
+        };
+        mr.access = access;
+        mr.state = MrState::Valid;
+        Ok(mr.keys)
+    }
+
+    /// The MR with this lkey whatever its state: the owner's access to its own bytes
+    /// (reading what a peer wrote before it invalidated the MR, deregistering).
+    pub fn owned(&self, lkey: u32) -> Result<&Mr, MrError> {
         match self.mrs.get(&(lkey >> 8)) {
             Some(mr) if mr.keys.lkey == lkey => Ok(mr),
             _ => Err(MrError::InvalidKey(lkey)),
         }
     }
 
-    /// The MR with this lkey, mutably.
-    pub fn by_lkey_mut(&mut self, lkey: u32) -> Result<&mut Mr, MrError> {
+    /// [`MrTable::owned`], mutably.
+    pub fn owned_mut(&mut self, lkey: u32) -> Result<&mut Mr, MrError> {
         match self.mrs.get_mut(&(lkey >> 8)) {
             Some(mr) if mr.keys.lkey == lkey => Ok(mr),
             _ => Err(MrError::InvalidKey(lkey)),
         }
     }
 
-    /// The MR with this rkey (rkey 0 never matches).
+    /// The valid MR with this lkey (device access through an SGE; rxe `lookup_mr` checks
+    /// `RXE_MR_STATE_VALID`).
+    pub fn by_lkey(&self, lkey: u32) -> Result<&Mr, MrError> {
+        match self.mrs.get(&(lkey >> 8)) {
+            Some(mr) if mr.keys.lkey == lkey && mr.state == MrState::Valid => Ok(mr),
+            _ => Err(MrError::InvalidKey(lkey)),
+        }
+    }
+
+    /// The valid MR with this lkey, mutably.
+    pub fn by_lkey_mut(&mut self, lkey: u32) -> Result<&mut Mr, MrError> {
+        match self.mrs.get_mut(&(lkey >> 8)) {
+            Some(mr) if mr.keys.lkey == lkey && mr.state == MrState::Valid => Ok(mr),
+            _ => Err(MrError::InvalidKey(lkey)),
+        }
+    }
+
+    /// The valid MR with this rkey (rkey 0 never matches; an invalidated MR neither).
     pub fn by_rkey(&self, rkey: u32) -> Result<&Mr, MrError> {
         match self.mrs.get(&(rkey >> 8)) {
-            Some(mr) if mr.keys.rkey == rkey && rkey != 0 => Ok(mr),
+            Some(mr) if mr.keys.rkey == rkey && rkey != 0 && mr.state == MrState::Valid => Ok(mr),
             _ => Err(MrError::InvalidKey(rkey)),
         }
     }
 
-    /// The MR with this rkey, mutably.
+    /// The valid MR with this rkey, mutably.
     pub fn by_rkey_mut(&mut self, rkey: u32) -> Result<&mut Mr, MrError> {
         match self.mrs.get_mut(&(rkey >> 8)) {
-            Some(mr) if mr.keys.rkey == rkey && rkey != 0 => Ok(mr),
+            Some(mr) if mr.keys.rkey == rkey && rkey != 0 && mr.state == MrState::Valid => Ok(mr),
             _ => Err(MrError::InvalidKey(rkey)),
         }
     }

@@ -721,6 +721,54 @@ fn mr_keys_and_access_flags() {
     assert!(e.v.mr(k.lkey).is_err());
 }
 
+/// rxe_invalidate_mr / rxe_reg_fast_mr: only a fast-registration MR can be invalidated, by
+/// its own key; a free MR answers to no key for the device but stays the owner's.
+#[test]
+fn fast_mr_invalidate_and_reregister() {
+    let mut e = env();
+    let user =
+        e.v.reg_mr(
+            e.pd,
+            16,
+            0x1000,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ,
+        )
+        .expect("user");
+    assert!(e.v.invalidate_mr(user.rkey).is_err(), "user MR");
+    assert_eq!(e.v.mr(user.lkey).expect("mr").mr_type(), MrType::User);
+    let local_only =
+        e.v.reg_fast_mr(e.pd, vec![1; 16], 0x2000, AccessFlags::LOCAL_WRITE)
+            .expect("fast");
+    assert_eq!(local_only.rkey, local_only.lkey);
+    assert!(
+        e.v.invalidate_mr(local_only.lkey ^ 0x80).is_err(),
+        "key byte"
+    );
+    assert!(e.v.invalidate_mr(0x7fff_ff00).is_err(), "no such index");
+    e.v.invalidate_mr(local_only.lkey).expect("invalidate");
+    e.v.invalidate_mr(local_only.lkey)
+        .expect("again: rxe does not check the state");
+    let t = e.v.mr_table();
+    assert!(t.by_lkey(local_only.lkey).is_err());
+    assert!(t.by_rkey(local_only.rkey).is_err());
+    let mut b = [0u8; 4];
+    e.v.local_read(local_only.lkey, 0x2000, &mut b)
+        .expect("owner");
+    assert_eq!(b, [1; 4]);
+    // Only the key byte changes; the index stays.
+    let k =
+        e.v.rereg_fast_mr(local_only.lkey, 0x42, AccessFlags::LOCAL_WRITE)
+            .expect("rereg");
+    assert_eq!(k.lkey, (local_only.lkey & !0xff) | 0x42);
+    assert_eq!(e.v.mr(k.lkey).expect("mr").state(), MrState::Valid);
+    assert!(e.v.mr(local_only.lkey).is_err() || local_only.lkey == k.lkey);
+    e.v.invalidate_mr(k.lkey).expect("invalidate");
+    assert_eq!(
+        e.v.dereg_mr(k.lkey).expect("dereg of a free MR"),
+        vec![1; 16]
+    );
+}
+
 #[test]
 fn mr_bounds_never_escape() {
     let mut e = env();
