@@ -32,13 +32,13 @@ use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
+use nix::sys::socket::sockopt as sockopt_nix;
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState};
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery, Ipv6PathMtuDiscovery};
 use rustix::time::{
     timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
     Timespec,
 };
-use nix::sys::socket::sockopt as sockopt_nix;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::timer::Notifier;

@@ -394,16 +394,7 @@ fn measure_ours(args: &Args, size: usize, iters: u64, mtu: Mtu) -> Result<Outcom
                         .map_err(|e| format!("tcp baseline: {e}"))?,
                 )
             };
-            client_lat(
-                &mut client,
-                &rs,
-                verb,
-                size,
-                iters,
-                deadline,
-                tcp,
-                &pause,
-            )
+            client_lat(&mut client, &rs, verb, size, iters, deadline, tcp, &pause)
         }
     };
     let cpu = cpu_seconds() - cpu0;
