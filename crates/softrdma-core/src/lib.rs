@@ -11,11 +11,13 @@
 //!   named drop/error counters.
 //! - [`verbs`]: PD, MR (with the memory model described in `docs/memory.md`), CQ, SRQ, QP
 //!   and the QP state machine ([`verbs::qp_state`]).
+//! - [`mad`]: the MAD layer on QP1 (agents, TIDs, timeouts/retries, response matching).
 
 #![forbid(unsafe_code)]
 
 pub mod device;
 pub mod fuzzing;
+pub mod mad;
 pub mod rand;
 pub mod time;
 pub mod transport;

@@ -1,0 +1,229 @@
+//! [`GsiPort`]: a [`MadAgent`] on a [`Stack`]'s QP1, through the ordinary verbs — the way
+//! the kernel's mad.c drives its GSI QP (`ib_mad_port_open`: a PD, a CQ, QP1 taken to RTS
+//! with Q_Key 0x80010000, a ring of 256-byte receive buffers behind a 40-byte GRH area).
+//!
+//! Every MAD the agent hands out becomes one UD SEND WR (so a retransmission takes the next
+//! BTH PSN, as the captures show); every receive completion gives the agent the MAD after the
+//! GRH area and the sender's GID (from the GRH area) and QP (`wc.src_qp`), and the receive
+//! buffer is reposted (`ib_mad_post_receive_mads`).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use softrdma_wire::mad::MAD_LEN;
+use softrdma_wire::Gid;
+
+use super::{MadAddr, MadAgent};
+use crate::time::Instant;
+use crate::transport::ud::GRH_LEN;
+use crate::transport::Stack;
+use crate::verbs::{
+    AccessFlags, AddressVector, CqId, MrKeys, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr,
+    QpState, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, VerbsError, WcOpcode, WcStatus,
+    GSI_QKEY, GSI_QPN,
+};
+
+/// ib_mad's default queue sizes (`mad_sendq_size` 128, `mad_recvq_size` 512).
+pub const SEND_QUEUE_SIZE: u32 = 128;
+pub const RECV_QUEUE_SIZE: u32 = 512;
+
+/// Bytes of one receive slot: the GRH area and one MAD.
+const RECV_SLOT: usize = GRH_LEN + MAD_LEN;
+/// Where the MR starts (an arbitrary IOVA).
+const IOVA: u64 = 0x4000_0000;
+/// wr_ids of receives carry this bit (sends do not).
+const RECV_TAG: u64 = 1 << 63;
+
+/// QP1 of one stack, with its buffers.
+#[derive(Clone, Debug)]
+pub struct GsiPort {
+    pub pd: PdId,
+    pub cq: CqId,
+    pub mr: MrKeys,
+    recv_slots: u32,
+    send_slots: u32,
+    next_send: u32,
+    /// Send WRs that failed to post or completed in error.
+    pub send_errors: u64,
+    /// Receive completions in error (the QP left RTS).
+    pub recv_errors: u64,
+}
+
+impl GsiPort {
+    /// Creates QP1 on `stack`, takes it to RTS (SQ PSN 0, like the kernel's QP1) and posts
+    /// `recv_depth` receive buffers (the kernel posts [`RECV_QUEUE_SIZE`]).
+    pub fn open(stack: &mut Stack, recv_depth: u32) -> Result<GsiPort, VerbsError> {
+        let recv_slots = recv_depth.max(1);
+        let send_slots = SEND_QUEUE_SIZE;
+        let pd = stack.verbs.alloc_pd()?;
+        let cq = stack.verbs.create_cq(recv_slots + send_slots)?;
+        let len = (recv_slots as usize) * RECV_SLOT + (send_slots as usize) * MAD_LEN;
+        let mr = stack
+            .verbs
+            .reg_mr(pd, len, IOVA, AccessFlags::LOCAL_WRITE)?;
+        let (qpn, _) = stack.verbs.create_qp(QpInitAttr {
+            qp_type: QpType::Gsi,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: send_slots,
+                max_recv_wr: recv_slots,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+        })?;
+        debug_assert_eq!(qpn, GSI_QPN);
+        use QpAttrMask as A;
+        stack.modify_qp(
+            qpn,
+            &QpAttr {
+                qp_state: QpState::Init,
+                qkey: GSI_QKEY,
+                ..QpAttr::default()
+            },
+            A::STATE | A::PKEY_INDEX | A::QKEY,
+        )?;
+        stack.modify_qp(
+            qpn,
+            &QpAttr {
+                qp_state: QpState::Rtr,
+                ..QpAttr::default()
+            },
+            A::STATE,
+        )?;
+        stack.modify_qp(
+            qpn,
+            &QpAttr {
+                qp_state: QpState::Rts,
+                sq_psn: 0,
+                ..QpAttr::default()
+            },
+            A::STATE | A::SQ_PSN,
+        )?;
+        let port = GsiPort {
+            pd,
+            cq,
+            mr,
+            recv_slots,
+            send_slots,
+            next_send: 0,
+            send_errors: 0,
+            recv_errors: 0,
+        };
+        for slot in 0..recv_slots {
+            port.post_recv(stack, slot)?;
+        }
+        Ok(port)
+    }
+
+    fn recv_addr(&self, slot: u32) -> u64 {
+        IOVA + u64::from(slot) * RECV_SLOT as u64
+    }
+
+    fn send_addr(&self, slot: u32) -> u64 {
+        IOVA + u64::from(self.recv_slots) * RECV_SLOT as u64 + u64::from(slot) * MAD_LEN as u64
+    }
+
+    fn post_recv(&self, stack: &mut Stack, slot: u32) -> Result<(), VerbsError> {
+        let sge = Sge {
+            addr: self.recv_addr(slot),
+            length: RECV_SLOT as u32,
+            lkey: self.mr.lkey,
+        };
+        stack.post_recv(GSI_QPN, RecvWr::new(RECV_TAG | u64::from(slot), vec![sge]))
+    }
+
+    /// Posts every MAD the agent has to send; returns how many went out.
+    pub fn flush(&mut self, stack: &mut Stack, agent: &mut MadAgent) -> usize {
+        let mut n = 0;
+        while let Some(o) = agent.poll_transmit() {
+            let slot = self.next_send;
+            self.next_send = (self.next_send + 1) % self.send_slots;
+            let addr = self.send_addr(slot);
+            let bytes = o.mad.to_bytes();
+            if stack.verbs.local_write(self.mr.lkey, addr, &bytes).is_err() {
+                self.send_errors += 1;
+                continue;
+            }
+            let dest = UdDest {
+                av: AddressVector {
+                    dgid: o.dest.gid,
+                    ..AddressVector::default()
+                },
+                remote_qpn: o.dest.qpn,
+                remote_qkey: o.dest.qkey,
+            };
+            let wr = SendWr::new(u64::from(slot), SendOp::Send)
+                .with_sge(Sge {
+                    addr,
+                    length: MAD_LEN as u32,
+                    lkey: self.mr.lkey,
+                })
+                .with_ud(dest);
+            match stack.post_send(GSI_QPN, wr) {
+                Ok(()) => n += 1,
+                Err(_) => self.send_errors += 1,
+            }
+        }
+        n
+    }
+
+    /// Takes the completions of QP1: receives go to the agent (and their buffers are
+    /// reposted); send errors are counted. Returns the MADs given to the agent.
+    pub fn poll(&mut self, now: Instant, stack: &mut Stack, agent: &mut MadAgent) -> usize {
+        let mut n = 0;
+        while let Ok(Some(wc)) = stack.poll_cq(self.cq) {
+            if wc.wr_id & RECV_TAG == 0 || wc.opcode != WcOpcode::Recv {
+                if wc.status != WcStatus::Success {
+                    self.send_errors += 1;
+                }
+                continue;
+            }
+            let slot = (wc.wr_id & !RECV_TAG) as u32;
+            if wc.status != WcStatus::Success {
+                // A flushed receive: the QP is in error; nothing to repost into.
+                self.recv_errors += 1;
+                continue;
+            }
+            let len = (wc.byte_len as usize).min(RECV_SLOT);
+            let mut buf = vec![0u8; len];
+            if stack
+                .verbs
+                .local_read(self.mr.lkey, self.recv_addr(slot), &mut buf)
+                .is_ok()
+            {
+                let from = MadAddr {
+                    gid: grh_source(&buf),
+                    qpn: wc.src_qp,
+                    qkey: GSI_QKEY,
+                    pkey_index: wc.pkey_index,
+                };
+                agent.handle_receive(now, from, buf.get(GRH_LEN..).unwrap_or(&[]));
+                n += 1;
+            }
+            if self.post_recv(stack, slot).is_err() {
+                self.recv_errors += 1;
+            }
+        }
+        n
+    }
+}
+
+/// The source GID in a receive buffer's GRH area (rxe's layout: IPv4 header at byte 20, or
+/// an IPv6 header at 0; see [`crate::transport::ud::grh_area`]).
+pub fn grh_source(buf: &[u8]) -> Gid {
+    if buf.get(20).is_some_and(|b| b >> 4 == 4) && buf.get(..20).is_some_and(|z| z == [0; 20]) {
+        if let Some(s) = buf.get(32..36) {
+            return Gid::from(IpAddr::V4(Ipv4Addr::new(s[0], s[1], s[2], s[3])));
+        }
+    }
+    if buf.first().is_some_and(|b| b >> 4 == 6) {
+        if let Some(s) = buf.get(8..24).and_then(|s| <[u8; 16]>::try_from(s).ok()) {
+            return Gid::from(IpAddr::V6(Ipv6Addr::from(s)));
+        }
+    }
+    Gid::ZERO
+}
