@@ -17,9 +17,8 @@ use crate::time::Instant;
 use crate::transport::ud::GRH_LEN;
 use crate::transport::Stack;
 use crate::verbs::{
-    AccessFlags, AddressVector, CqId, MrKeys, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr,
-    QpState, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, VerbsError, WcOpcode, WcStatus,
-    GSI_QKEY, GSI_QPN,
+    AccessFlags, AddressVector, CqId, MrKeys, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
+    QpType, RecvWr, SendOp, SendWr, Sge, UdDest, VerbsError, WcOpcode, WcStatus, GSI_QKEY, GSI_QPN,
 };
 
 /// ib_mad's default queue sizes (`mad_sendq_size` 128, `mad_recvq_size` 512).

@@ -108,7 +108,10 @@ fn request_response_matching_and_duplicates() {
         .expect("send");
     assert_eq!(a.poll_timeout(), Some(at(100)));
     let sent = deliver(at(1), &mut a, gid(1), &mut b);
-    assert_eq!((sent.len(), sent[0].send, sent[0].attempt), (1, Some(id), 0));
+    assert_eq!(
+        (sent.len(), sent[0].send, sent[0].attempt),
+        (1, Some(id), 0)
+    );
     assert!(events(&mut a).is_empty(), "still waiting");
     // b: the Get arrives unsolicited; it answers with a GetResp carrying the same TID.
     let ev = events(&mut b);
@@ -121,7 +124,10 @@ fn request_response_matching_and_duplicates() {
     else {
         panic!("{ev:?}")
     };
-    assert_eq!((*agent, from.gid, from.qpn, *response_to), (pb, gid(1), 1, None));
+    assert_eq!(
+        (*agent, from.gid, from.qpn, *response_to),
+        (pb, gid(1), 1, None)
+    );
     assert_eq!(mad.header.tid, tid);
     let mut resp = (**mad).clone();
     resp.header.method = Method::GET_RESP;
@@ -144,8 +150,10 @@ fn request_response_matching_and_duplicates() {
     // a: the response first, then the send's completion.
     let ev = events(&mut a);
     assert_eq!(ev.len(), 2, "{ev:?}");
-    assert!(matches!(&ev[0], MadEvent::Received { agent, mad, response_to: Some(r), .. }
-        if *agent == pa && *r == id && mad.data[0] == 0x55));
+    assert!(
+        matches!(&ev[0], MadEvent::Received { agent, mad, response_to: Some(r), .. }
+        if *agent == pa && *r == id && mad.data[0] == 0x55)
+    );
     assert_eq!(
         ev[1],
         MadEvent::SendCompleted {
@@ -268,9 +276,15 @@ fn cancel_and_unregister_end_sends_canceled() {
         expects_response: true,
     };
     let mk = |low| Mad::new(MadHeader::cm_send(0x0010, form_tid(cm, low)), &[]);
-    let a = m.send(at(0), cm, MadAddr::gsi(gid(2)), mk(1), p).expect("a");
-    let b = m.send(at(0), cm, MadAddr::gsi(gid(2)), mk(2), p).expect("b");
-    let c = m.send(at(0), cm, MadAddr::gsi(gid(2)), mk(3), p).expect("c");
+    let a = m
+        .send(at(0), cm, MadAddr::gsi(gid(2)), mk(1), p)
+        .expect("a");
+    let b = m
+        .send(at(0), cm, MadAddr::gsi(gid(2)), mk(2), p)
+        .expect("b");
+    let c = m
+        .send(at(0), cm, MadAddr::gsi(gid(2)), mk(3), p)
+        .expect("c");
     assert_eq!(m.poll_transmit().map(|o| o.send), Some(Some(a)));
     // a was sent, b and c are still queued: cancelling withdraws the queued copy.
     m.cancel(a).expect("cancel a");
@@ -297,7 +311,9 @@ fn cancel_and_unregister_end_sends_canceled() {
     );
     m.handle_timeout(at(10_000));
     assert!(m.poll_transmit().is_none());
-    let d = m.send(at(0), cm, MadAddr::gsi(gid(2)), mk(4), p).expect("d");
+    let d = m
+        .send(at(0), cm, MadAddr::gsi(gid(2)), mk(4), p)
+        .expect("d");
     m.unregister(cm).expect("unregister");
     assert_eq!(
         events(&mut m),
@@ -328,9 +344,13 @@ fn cm_sends_are_delivered_unsolicited_and_fire_and_forget_completes_on_send() {
         expects_response: true,
     };
     let req = Mad::new(MadHeader::cm_send(0x0010, tid), &[7; 10]);
-    let id = a.send(at(0), ca, MadAddr::gsi(gid(2)), req, p).expect("req");
+    let id = a
+        .send(at(0), ca, MadAddr::gsi(gid(2)), req, p)
+        .expect("req");
     deliver(at(0), &mut a, gid(1), &mut b);
-    assert!(matches!(&events(&mut b)[..], [MadEvent::Received { agent, response_to: None, .. }] if *agent == cb));
+    assert!(
+        matches!(&events(&mut b)[..], [MadEvent::Received { agent, response_to: None, .. }] if *agent == cb)
+    );
     // The REP is a Send() too, carrying the REQ's TID: the MAD layer does not match it (the
     // CM does, by comm IDs), so the REQ stays outstanding until the CM cancels it.
     let rep = Mad::new(MadHeader::cm_send(0x0013, tid), &[8; 10]);
@@ -349,8 +369,10 @@ fn cm_sends_are_delivered_unsolicited_and_fire_and_forget_completes_on_send() {
         }]
     );
     let ev = events(&mut a);
-    assert!(matches!(&ev[..], [MadEvent::Received { agent, response_to: None, mad, .. }]
-        if *agent == ca && mad.header.attr_id == 0x0013));
+    assert!(
+        matches!(&ev[..], [MadEvent::Received { agent, response_to: None, mad, .. }]
+        if *agent == ca && mad.header.attr_id == 0x0013)
+    );
     assert!(a.is_pending(id));
     a.cancel(id).expect("cancel");
     assert_eq!(a.poll_timeout(), None);
@@ -390,7 +412,10 @@ fn malformed_and_unclaimed_mads_are_dropped_counted_or_answered() {
     assert!(m.poll_transmit().is_none());
     // ...a Get() to an unclaimed class is answered GetResp, status 0x000C, same TID and
     // attribute, back to the sender (generate_unmatched_resp + agent_send_response).
-    let get = Mad::new(header(MgmtClass(0x30), 1, Method::GET, 0xdead, 0x99), &[5; 20]);
+    let get = Mad::new(
+        header(MgmtClass(0x30), 1, Method::GET, 0xdead, 0x99),
+        &[5; 20],
+    );
     m.handle_receive(now, from, &get.to_bytes());
     let o = m.poll_transmit().expect("GetResp");
     assert_eq!((o.dest, o.send), (from, None));
@@ -400,7 +425,10 @@ fn malformed_and_unclaimed_mads_are_dropped_counted_or_answered() {
     assert_eq!(*o.mad, want);
     let set = Mad::new(header(MgmtClass::PERF_MGMT, 1, Method::SET, 2, 0x99), &[]);
     m.handle_receive(now, from, &set.to_bytes());
-    assert_eq!(m.poll_transmit().map(|o| o.mad.header.method), Some(Method::GET_RESP));
+    assert_eq!(
+        m.poll_transmit().map(|o| o.mad.header.method),
+        Some(Method::GET_RESP)
+    );
     // A response for a hi_tid nobody has is dropped, not answered.
     let resp = Mad::new(
         header(MgmtClass::PERF_MGMT, 1, Method::GET_RESP, 9 << 32, 0x99),
@@ -485,8 +513,8 @@ fn get_and_response_over_qp1_and_psn_counts_retransmissions() {
         .mad
         .send(sim.now, pa, MadAddr::gsi(gid(2)), perf_get(tid), p)
         .expect("send");
-    // Node b is silent at first: lose the first two copies by retransmitting before they
-    // are answered (b's agent ignores them: it answers only the third).
+    // b's application leaves the first two copies unanswered: a retransmits on each
+    // timeout; b answers the third.
     let mut got = Vec::new();
     assert!(pump(&mut sim, &mut nodes, |n| {
         got.extend(events(&mut n[1].mad));
@@ -580,13 +608,21 @@ fn golden_cm_req_framing_equals_the_kernels() {
     let n0 = &mut nodes[0];
     n0.port.flush(&mut sim.stacks[0], &mut n0.mad);
     let tx = sim.stacks[0].poll_transmit(sim.now).expect("a packet");
+    // QP1's UDP source port: 55410 on every kernel guest (lab README), and here.
+    assert_eq!(tx.src_port, 0xd872);
     let ours = tx.payload;
     assert_eq!(ours.len(), kernel.len(), "IP length 308 like the kernel's");
     let o = RoceRepr::parse(&ours).expect("our roce");
     // BTH: opcode 0x64 UD SEND only, P_Key 0xffff, dest QP 1, AckReq; PSN 0 (first MAD).
     assert_eq!(o.bth.opcode, Opcode::UD_SEND_ONLY);
-    assert_eq!((o.bth.pkey, o.bth.dest_qp, o.bth.ack_req), (0xffff, 1, true));
-    assert_eq!(o.bth, k.bth, "the whole BTH, PSN included (both first on QP1)");
+    assert_eq!(
+        (o.bth.pkey, o.bth.dest_qp, o.bth.ack_req),
+        (0xffff, 1, true)
+    );
+    assert_eq!(
+        o.bth, k.bth,
+        "the whole BTH, PSN included (both first on QP1)"
+    );
     // DETH: Q_Key 0x80010000, source QP 1.
     assert_eq!(o.deth.map(|d| (d.q_key, d.src_qp)), Some((0x8001_0000, 1)));
     assert_eq!(o.deth, k.deth);
@@ -598,7 +634,10 @@ fn golden_cm_req_framing_equals_the_kernels() {
     nodes[0].mad.handle_timeout(t);
     let n0 = &mut nodes[0];
     n0.port.flush(&mut sim.stacks[0], &mut n0.mad);
-    let re = sim.stacks[0].poll_transmit(t).expect("retransmission").payload;
+    let re = sim.stacks[0]
+        .poll_transmit(t)
+        .expect("retransmission")
+        .payload;
     let r = RoceRepr::parse(&re).expect("re");
     assert_eq!(r.bth.psn.value(), 1);
     assert_eq!(re[12..re.len() - 4], ours[12..ours.len() - 4]);
