@@ -40,8 +40,10 @@
 //!   Get() or Set(), the MAD is answered as `generate_unmatched_resp` does: a copy with method
 //!   GetResp() and status 0x000C ("unsupported method/attribute combination"); other
 //!   methods are dropped silently.
-//! - Not done: RMPP, BM-class response bit, per-method registration (an agent takes every
-//!   request method of its class/version), flow control of outstanding solicited MADs.
+//!   Requests are routed by (class, class version, method): [`MadAgent::register`] takes
+//!   every request method, [`MadAgent::register_methods`] a set (ib_cm takes Send() only).
+//! - Not done: RMPP, the BM class's response bit, vendor classes' OUI routing, flow control
+//!   of outstanding solicited MADs, P_Key-based agent security.
 
 pub mod gsi;
 
@@ -232,6 +234,8 @@ pub struct MadCounters {
 struct Registration {
     class: MgmtClass,
     class_version: u8,
+    /// Request methods taken (`None`: all).
+    methods: Option<Vec<Method>>,
 }
 
 #[derive(Clone, Debug)]
@@ -291,13 +295,32 @@ impl MadAgent {
 
     /// `ib_register_mad_agent` for every request method of (`class`, `class_version`).
     pub fn register(&mut self, class: MgmtClass, class_version: u8) -> Result<AgentId, MadError> {
+        self.register_methods(class, class_version, None)
+    }
+
+    /// `ib_register_mad_agent` with a method mask: only requests with one of `methods` are
+    /// delivered to the agent (`None`: all of them). ib_cm registers Send() only, so a CM
+    /// ClassPortInfo Get() finds no agent and is answered "unsupported"; registering
+    /// `Some(&[Method::SEND])` for the CM reproduces that. Agents of one class and version
+    /// may share it with disjoint methods.
+    pub fn register_methods(
+        &mut self,
+        class: MgmtClass,
+        class_version: u8,
+        methods: Option<&[Method]>,
+    ) -> Result<AgentId, MadError> {
         if class_version >= MAX_MGMT_VERSION {
             return Err(MadError::BadClassVersion);
         }
+        let methods: Option<Vec<Method>> = methods.map(|m| m.to_vec());
+        let overlaps = |r: &Registration| match (&r.methods, &methods) {
+            (Some(a), Some(b)) => a.iter().any(|m| b.contains(m)),
+            _ => true,
+        };
         if self
             .agents
             .values()
-            .any(|r| r.class == class && r.class_version == class_version)
+            .any(|r| r.class == class && r.class_version == class_version && overlaps(r))
         {
             return Err(MadError::ClassTaken);
         }
@@ -320,6 +343,7 @@ impl MadAgent {
             Registration {
                 class,
                 class_version,
+                methods,
             },
         );
         Ok(agent)
@@ -548,7 +572,14 @@ impl MadAgent {
         let agent = self
             .agents
             .iter()
-            .find(|(_, r)| r.class == h.mgmt_class && r.class_version == h.class_version)
+            .find(|(_, r)| {
+                r.class == h.mgmt_class
+                    && r.class_version == h.class_version
+                    && match &r.methods {
+                        None => true,
+                        Some(m) => m.contains(&h.method),
+                    }
+            })
             .map(|(a, _)| *a);
         if let Some(agent) = agent {
             self.counters.rx_delivered += 1;

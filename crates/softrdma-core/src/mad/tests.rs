@@ -90,6 +90,49 @@ fn hi_tid_allocation_is_cyclic_from_zero() {
     assert_eq!(k.register(MgmtClass::PERF_MGMT, 1).map(|x| x.0), Ok(0));
     let mut cm = MadAgent::with_first_hi_tid(2);
     assert_eq!(cm.register(MgmtClass::CM, 2).map(|x| x.0), Ok(2));
+    // Method masks: disjoint sets share a class, overlapping ones do not.
+    let mut p = MadAgent::new();
+    let g = p
+        .register_methods(MgmtClass::PERF_MGMT, 1, Some(&[Method::GET]))
+        .expect("get");
+    let s = p
+        .register_methods(MgmtClass::PERF_MGMT, 1, Some(&[Method::SET, Method::SEND]))
+        .expect("set");
+    assert_eq!(
+        p.register_methods(MgmtClass::PERF_MGMT, 1, Some(&[Method::SEND])),
+        Err(MadError::ClassTaken)
+    );
+    assert_eq!(
+        p.register(MgmtClass::PERF_MGMT, 1),
+        Err(MadError::ClassTaken)
+    );
+    let from = MadAddr::gsi(gid(2));
+    for (m, who) in [(Method::GET, g), (Method::SET, s)] {
+        let mad = Mad::new(header(MgmtClass::PERF_MGMT, 1, m, 1, 0x12), &[]);
+        p.handle_receive(at(0), from, &mad.to_bytes());
+        assert!(matches!(&events(&mut p)[..], [MadEvent::Received { agent, .. }] if *agent == who));
+    }
+}
+
+#[test]
+fn cm_registered_for_send_only_answers_class_port_info_get_unsupported() {
+    // ib_cm registers Send() only: a ClassPortInfo Get() (which validate_mad lets through
+    // for the CM class) finds no agent and gets the unmatched GetResp.
+    let mut m = MadAgent::with_first_hi_tid(2);
+    let cm = m
+        .register_methods(MgmtClass::CM, 2, Some(&[Method::SEND]))
+        .expect("cm");
+    let from = MadAddr::gsi(gid(2));
+    let get = Mad::new(header(MgmtClass::CM, 2, Method::GET, 3, 0x0001), &[]);
+    m.handle_receive(at(0), from, &get.to_bytes());
+    let o = m.poll_transmit().expect("answer");
+    assert_eq!(
+        (o.mad.header.method, o.mad.header.status.0, o.dest),
+        (Method::GET_RESP, 0x000c, from)
+    );
+    let req = Mad::new(MadHeader::cm_send(0x0010, 3), &[]);
+    m.handle_receive(at(0), from, &req.to_bytes());
+    assert!(matches!(&events(&mut m)[..], [MadEvent::Received { agent, .. }] if *agent == cm));
 }
 
 #[test]
