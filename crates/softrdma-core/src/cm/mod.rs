@@ -977,6 +977,10 @@ impl CmEndpoint {
     }
 
     fn issue_dreq(&mut self, now: Instant, id: u32, pd: &[u8]) {
+        self.issue_dreq_with(now, id, pd, false);
+    }
+
+    fn issue_dreq_with(&mut self, now: Instant, id: u32, pd: &[u8], once: bool) {
         let tid = self.own_tid(id);
         let Some(c) = self.conns.get_mut(&id) else {
             return;
@@ -989,11 +993,16 @@ impl CmEndpoint {
             remote_qpn_eecn: c.remote_qpn,
             private_data: pad(pd),
         };
-        let (peer, params) = (c.peer, Self::retry_params(c));
+        let params = if once {
+            SendParams::ONCE
+        } else {
+            Self::retry_params(c)
+        };
+        let peer = c.peer;
         let mad = CmMessage::Dreq(dreq).to_mad(tid, 0);
         if let Some(peer) = peer {
             let m = self.send_msg(now, Some(id), peer, mad, params);
-            if let Some(c) = self.conns.get_mut(&id) {
+            if let Some(c) = self.conns.get_mut(&id).filter(|_| !once) {
                 c.msg = m;
             }
         }
@@ -1161,8 +1170,9 @@ impl CmEndpoint {
             }
             CmState::Established => {
                 // ib_send_cm_dreq, then the DREQ_SENT case: cancel + timewait.
-                self.issue_dreq(now, id, &[]);
-                self.cancel_msg(id);
+                // The kernel's DREQ is already posted when it is cancelled, so it goes out
+                // once; here the MAD layer would withdraw an unsent copy, so send it once.
+                self.issue_dreq_with(now, id, &[], true);
                 self.enter_timewait(now, id);
             }
             CmState::DreqSent => {
