@@ -837,10 +837,12 @@ impl CmEndpoint {
     }
 
     fn rej_mad(&self, local: u32, c: &Conn, reason: RejectReason, ari: &[u8], pd: &[u8]) -> Mad {
-        // cm_format_rej: the comm ID and "message rejected" depend on the state.
+        // cm_format_rej: the comm ID and "message rejected" depend on the state (REQ_RCVD
+        // is the only state that hides our comm ID; REP_SENT says "other").
         let (lid, msg) = match c.state {
-            CmState::ReqRcvd | CmState::MraReqSent => (0, RejMessage::REQ),
-            CmState::RepSent | CmState::MraRepRcvd => (local, RejMessage::REP),
+            CmState::ReqRcvd => (0, RejMessage::REQ),
+            CmState::MraReqSent => (local, RejMessage::REQ),
+            CmState::RepRcvd | CmState::MraRepSent => (local, RejMessage::REP),
             _ => (local, RejMessage::OTHER),
         };
         let rej = RejRepr {
@@ -855,8 +857,8 @@ impl CmEndpoint {
         CmMessage::Rej(rej).to_mad(c.tid, 0)
     }
 
-    /// `ib_send_cm_rej`: the id goes to IDLE (or TIMEWAIT... the kernel: IDLE) and stays
-    /// the user's.
+    /// `ib_send_cm_rej` (`cm_send_rej_locked`): from REP_SENT/MRA_REP_RCVD the id enters
+    /// TIMEWAIT, from the other states it goes back to IDLE; it stays the user's.
     pub fn send_rej(
         &mut self,
         now: Instant,
@@ -882,12 +884,13 @@ impl CmEndpoint {
         if ari.len() > REJ_ARI_LEN || pd.len() > softrdma_wire::cm::REJ_PRIVATE_DATA_LEN {
             return Err(CmError::TooLong);
         }
-        self.issue_rej_from(now, id.0, reason, ari, pd);
-        self.reset_to_idle(id.0);
+        self.send_rej_locked(now, id.0, reason, ari, pd);
         Ok(())
     }
 
-    fn issue_rej_from(
+    /// `cm_send_rej_locked`: the REJ formatted for the current state, then IDLE (or
+    /// TIMEWAIT from REP_SENT/MRA_REP_RCVD).
+    fn send_rej_locked(
         &mut self,
         now: Instant,
         id: u32,
@@ -898,8 +901,14 @@ impl CmEndpoint {
         self.cancel_msg(id);
         let Some(c) = self.conns.get(&id) else { return };
         let mad = self.rej_mad(id, c, reason, ari, pd);
-        if let Some(peer) = c.peer {
+        let (st, peer) = (c.state, c.peer);
+        if let Some(peer) = peer {
             self.send_once(now, peer, mad);
+        }
+        if matches!(st, CmState::RepSent | CmState::MraRepRcvd) {
+            self.enter_timewait(now, id);
+        } else {
+            self.reset_to_idle(id);
         }
     }
 
@@ -1157,7 +1166,7 @@ impl CmEndpoint {
                 self.issue_sidr_rep(now, id, &p);
             }
             CmState::ReqSent | CmState::MraReqRcvd => {
-                self.issue_rej_from(now, id, RejectReason::TIMEOUT, &guid, &[]);
+                self.send_rej_locked(now, id, RejectReason::TIMEOUT, &guid, &[]);
             }
             CmState::ReqRcvd if silent => {}
             CmState::ReqRcvd
@@ -1166,7 +1175,7 @@ impl CmEndpoint {
             | CmState::MraRepRcvd
             | CmState::RepRcvd
             | CmState::MraRepSent => {
-                self.issue_rej_from(now, id, RejectReason::CONSUMER_DEFINED, &[], &[]);
+                self.send_rej_locked(now, id, RejectReason::CONSUMER_DEFINED, &[], &[]);
             }
             CmState::Established => {
                 // ib_send_cm_dreq, then the DREQ_SENT case: cancel + timewait.
@@ -1584,49 +1593,48 @@ impl CmEndpoint {
         let to = match (st, mra.message_mraed) {
             (CmState::ReqSent, MraMessage::REQ) => CmState::MraReqRcvd,
             (CmState::RepSent, MraMessage::REP) => CmState::MraRepRcvd,
-            (CmState::MraReqRcvd, MraMessage::REQ) | (CmState::MraRepRcvd, MraMessage::REP) => {
-                // A repeated MRA restarts the wait too (the kernel: the same modify).
+            (CmState::MraReqRcvd | CmState::MraRepRcvd, _) => {
+                // A repeated MRA: counted and dropped; the wait is not extended again.
                 self.dup(AttrId::MRA);
-                st
+                return;
             }
             _ => {
                 self.counters.rx_dropped += 1;
                 return;
             }
         };
+        // ib_modify_mad(msg, cvt(service_timeout) + cvt(av.timeout)).
         let timeout = cm_convert_to_ms(mra.service_timeout) + cm_convert_to_ms(av_timeout);
         if let Some(m) = msg {
             let _ = self.mad.modify_timeout(now, m, timeout);
         }
-        if to == CmState::MraReqRcvd {
-            if let Some(c) = self.conns.get_mut(&id) {
-                c.remote_id = mra.local_comm_id;
-            }
-        }
-        if c_state(&self.conns, id) != Some(to) {
-            self.set_state(id, to);
-            self.events.push_back(CmEvent::MraReceived {
-                id: CmIdRef(id),
-                service_timeout: mra.service_timeout,
-            });
-        }
+        self.set_state(id, to);
+        self.events.push_back(CmEvent::MraReceived {
+            id: CmIdRef(id),
+            service_timeout: mra.service_timeout,
+        });
     }
 
     /// `cm_rej_handler`.
     fn rej_handler(&mut self, now: Instant, rej: RejRepr) {
-        // cm_acquire_rejected_id: a REJ TIMEOUT names us by the remote-ID table (its comm
-        // IDs may be 0); otherwise the REJ's remote comm ID is our local ID.
-        let id = if rej.reason == RejectReason::TIMEOUT && rej.remote_comm_id == 0 {
-            let guid = u64::from_be_bytes(rej.ari[..8].try_into().unwrap_or([0; 8]));
-            match self.remote_ids.get(&(rej.local_comm_id, guid)) {
-                Some(&i) => i,
-                None => {
-                    self.counters.rx_dropped += 1;
-                    return;
-                }
-            }
+        // cm_acquire_rejected_id: a REJ TIMEOUT is found by (its local comm ID, the GUID in
+        // its ARI) in the remote-ID table; a REJ of a REQ by its remote comm ID alone; any
+        // other by both comm IDs.
+        let id = if rej.reason == RejectReason::TIMEOUT {
+            let guid = u64::from_be_bytes(pad::<8>(&rej.ari));
+            self.remote_ids.get(&(rej.local_comm_id, guid)).copied()
+        } else if rej.message_rejected == RejMessage::REQ {
+            Some(rej.remote_comm_id)
         } else {
-            rej.remote_comm_id
+            Some(rej.remote_comm_id).filter(|i| {
+                self.conns
+                    .get(i)
+                    .is_some_and(|c| c.remote_id == rej.local_comm_id)
+            })
+        };
+        let Some(id) = id else {
+            self.counters.rx_dropped += 1;
+            return;
         };
         let Some(st) = self.conns.get(&id).filter(|c| !c.zombie).map(|c| c.state) else {
             self.counters.rx_dropped += 1;
@@ -1639,15 +1647,16 @@ impl CmEndpoint {
             | CmState::RepSent
             | CmState::MraRepRcvd
             | CmState::ReqRcvd
-            | CmState::MraReqSent
-            | CmState::RepRcvd
-            | CmState::MraRepSent => {
+            | CmState::MraReqSent => {
                 self.cancel_msg(id);
                 if stale {
                     self.enter_timewait(now, id);
                 } else {
                     self.reset_to_idle(id);
                 }
+            }
+            CmState::DreqSent | CmState::RepRcvd | CmState::MraRepSent | CmState::Established => {
+                self.enter_timewait(now, id);
             }
             _ => {
                 self.counters.rx_dropped += 1;
@@ -1666,11 +1675,11 @@ impl CmEndpoint {
         let found = self
             .conns
             .get(&id)
-            .filter(|c| c.remote_id == dreq.local_comm_id)
-            .map(|c| (c.state, c.zombie));
-        let Some((st, zombie)) = found else {
-            // cm_issue_drep: a DREP with no id behind it.
-            self.counters.rx_dropped += 1;
+            .filter(|c| !c.zombie && c.remote_id == dreq.local_comm_id)
+            .map(|c| (c.state, c.local_qpn));
+        let Some((st, local_qpn)) = found else {
+            // cm_issue_drep: a DREP with no id behind it (counted as a duplicate DREQ).
+            self.dup(AttrId::DREQ);
             let drep = DrepRepr {
                 local_comm_id: dreq.remote_comm_id,
                 remote_comm_id: dreq.local_comm_id,
@@ -1679,20 +1688,17 @@ impl CmEndpoint {
             self.send_once(now, from, CmMessage::Drep(drep).to_mad(tid, 0));
             return;
         };
-        if let Some(c) = self.conns.get_mut(&id) {
-            // Responses to the DREQ carry its TID.
-            if matches!(
-                st,
-                CmState::Established | CmState::DreqSent | CmState::RepSent | CmState::MraRepRcvd
-            ) {
-                c.tid = tid;
-            }
+        if local_qpn != dreq.remote_qpn_eecn {
+            self.counters.rx_dropped += 1;
+            return;
         }
         match st {
-            CmState::RepSent | CmState::MraRepRcvd | CmState::Established | CmState::DreqSent
-                if !zombie =>
-            {
+            CmState::RepSent | CmState::MraRepRcvd | CmState::Established | CmState::DreqSent => {
                 self.cancel_msg(id);
+                if let Some(c) = self.conns.get_mut(&id) {
+                    // The DREP answers with the DREQ's TID.
+                    c.tid = tid;
+                }
                 self.set_state(id, CmState::DreqRcvd);
                 self.events.push_back(CmEvent::DreqReceived {
                     id: CmIdRef(id),
@@ -1700,14 +1706,15 @@ impl CmEndpoint {
                 });
             }
             CmState::Timewait => {
+                // The DREP again (cm_format_drep: the stored TID).
                 self.dup(AttrId::DREQ);
                 let m = self.conns.get(&id).and_then(|c| c.last_drep.clone());
-                if let Some(mut m) = m {
-                    m.header.tid = tid;
+                if let Some(m) = m {
                     self.send_once(now, from, m);
                 }
             }
-            _ => self.dup(AttrId::DREQ),
+            CmState::DreqRcvd => self.dup(AttrId::DREQ),
+            _ => self.counters.rx_dropped += 1,
         }
     }
 

@@ -716,7 +716,8 @@ fn destroy_in_each_state_sends_what_the_kernel_sends() {
     e.destroy_silently(at(3), id);
     assert!(sent(&mut e).is_empty());
 
-    // REP_SENT: REJ 28, msg REP, our comm ID.
+    // REP_SENT: REJ 28, msg "other" (cm_format_rej's default), our comm ID; the id goes
+    // through TIMEWAIT, whose remote-ID entry outlives the destroy.
     from_peer(at(4), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
     let Some(CmEvent::ReqReceived { id, .. }) = e.poll_event() else {
         panic!("REQ")
@@ -726,12 +727,20 @@ fn destroy_in_each_state_sends_what_the_kernel_sends() {
     let _ = sent(&mut e);
     e.destroy(at(6), id);
     assert!(matches!(&sent(&mut e)[..], [(_, CmMessage::Rej(r))]
-        if r.reason == RejectReason::CONSUMER_DEFINED && r.local_comm_id == lcid && r.message_rejected == RejMessage::REP));
-    assert!(e.poll_timeout().is_none(), "REP cancelled");
+        if r.reason == RejectReason::CONSUMER_DEFINED && r.local_comm_id == lcid && r.message_rejected == RejMessage::OTHER));
+    assert!(e.mad().poll_timeout().is_none(), "REP cancelled");
 
     // LISTEN: the listener goes away; REQs now get REJ 8.
+    from_peer(at(7), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
+    assert!(
+        sent(&mut e).is_empty() && events(&mut e).is_empty(),
+        "orphaned timewait: dropped"
+    );
     e.destroy(at(7), l);
-    from_peer(at(8), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
+    let mut other = peer_req(SVC);
+    other.local_comm_id = 0x0f67_4df0;
+    other.local_qpn = 0x44;
+    from_peer(at(8), &mut e, CmMessage::Req(other), 0x2_f04d_670f);
     assert!(
         matches!(&sent(&mut e)[..], [(_, CmMessage::Rej(r))] if r.reason == RejectReason::INVALID_SERVICE_ID)
     );
