@@ -32,19 +32,42 @@
 //! the REQ; DREQ and SIDR_REQ form a new TID from the sender's own comm ID.
 //!
 //! Timers (cm.c): REQ `2·cvt(PLT) + cvt(remote_cm_response_timeout)` ms with
-//! `max_cm_retries` retries; the passive side's REP/DREQ use `cvt(REQ.local_cm_response_timeout)`
-//! and the REQ's max_cm_retries; a received MRA modifies the outstanding MAD to
+//! `max_cm_retries` retries (`ib_send_cm_req`); the passive side's REP and DREQ use
+//! `cvt(REQ.local_cm_response_timeout)` ms and the REQ's max_cm_retries (`cm_req_handler`
+//! sets `timeout_ms` from that field alone — anchors.md §1.3 says "+ 2×PLT", cm.c does not
+//! add it); a received MRA modifies the outstanding MAD to
 //! `cvt(service_timeout) + cvt(av.timeout)`; TIMEWAIT lasts `cvt(av.timeout)`
-//! (`av.timeout` = PLT+1, after a REP `cm_ack_timeout(target_ack_delay, av.timeout-1)`).
-//! Retries running out raise REQ_ERROR / REP_ERROR / DREQ_ERROR / SIDR_REQ_ERROR with no REJ
-//! on the wire (`cm_process_send_error`).
+//! (`av.timeout` = PLT+1; the passive side's PLT is the REQ's local ACK timeout − 1; after a
+//! REP, `cm_ack_timeout(target_ack_delay, av.timeout-1)`). Retries running out raise
+//! REQ_ERROR / REP_ERROR / DREQ_ERROR / SIDR_REQ_ERROR with no REJ on the wire
+//! (`cm_process_send_error`).
 //!
-//! Done: everything in the module's tests (connect, reject, no listener, retries, delayed MRA,
-//! duplicates, stale connections, DREQ/DREP, timewait, SIDR, destroy in every state,
-//! init_qp_attr, golden REP against the kernel's).
-//! Not done: LAP/APR (received ones are counted and dropped), alternate paths, XRC, ECE
-//! beyond passing the REQ's/REP's vendor id and attr_mod through, the REJ for an
-//! unbuildable AV (12), CM ClassPortInfo, per-port devices (one endpoint = one port).
+//! Wire rules taken from cm.c (and checked by the tests):
+//! - REJ fields by state (`cm_format_rej`): REQ_RCVD → local comm ID 0, "REQ"; MRA_REQ_SENT
+//!   → our ID, "REQ"; REP_RCVD/MRA_REP_SENT → "REP"; anything else (REQ_SENT, REP_SENT,
+//!   TIMEWAIT...) → "other". After a REJ (`cm_send_rej_locked`) REP_SENT/MRA_REP_RCVD enter
+//!   TIMEWAIT, the other states go back to IDLE.
+//! - Context-less answers (`cm_issue_rej` / `cm_issue_drep`) swap the received comm IDs and
+//!   reuse the received TID: REQ to no listener → REJ 8, local comm ID 0, "REQ"; REQ from a
+//!   known remote QPN → REJ 10 + DREQ to the old connection; DREQ for no id → DREP (counted
+//!   as a duplicate DREQ, as the kernel does).
+//! - Duplicate REQ (`cm_dup_req_handler`): REQ_RCVD drop; MRA_REQ_SENT resend the MRA
+//!   (this is how the delayed MRA gets out); TIMEWAIT → REJ STALE_CONN; an id destroyed in
+//!   TIMEWAIT keeps its remote-ID entry until the timewait ends, and duplicates matching it
+//!   are dropped (`cm_acquire_id` fails). Duplicate REP: ESTABLISHED → RTU again,
+//!   MRA_REP_SENT → MRA again. Duplicate DREQ in TIMEWAIT → DREP again. A repeated MRA is
+//!   counted and does not extend the wait again.
+//! - `destroy` per state = `cm_destroy_id` (see [`CmEndpoint::destroy`]); a DREQ sent by a
+//!   destroy in ESTABLISHED goes out once (the kernel cancels it right after posting it).
+//!
+//! Done: all of the above, SIDR (no listener → SIDR_REP status 1; destroy in SIDR_REQ_RCVD
+//! → status 2; duplicate SIDR_REQs by (request ID, peer GID) dropped), `init_qp_attr`
+//! INIT/RTR/RTS, COMM_EST, counters, golden REP against the kernel's REPs.
+//! Not done: LAP/APR (received ones are counted as dropped), alternate paths, XRC/UC
+//! specifics (e.g. XRC_TGT idle on destroy), ECE beyond passing vendor ID / attr_mod
+//! through, the REJ INVALID_GID (12) for an AV that cannot be built, CM ClassPortInfo
+//! (the MAD layer answers Get() "unsupported", like ib_cm), per-port devices (one endpoint
+//! = one port), `ib_cm_insert_listen` sharing, the destroy-wait timeout.
 
 #[cfg(test)]
 mod tests;
@@ -1532,10 +1555,13 @@ impl CmEndpoint {
             }
         }
         let guid = rep.local_ca_guid.0;
-        if self.remote_ids.contains_key(&(rep.local_comm_id, guid))
-            || self.remote_qpns.contains_key(&(rep.local_qpn, guid))
-        {
-            // REP with a remote ID / QPN collision: REJ STALE_CONN for the REP.
+        if self.remote_ids.contains_key(&(rep.local_comm_id, guid)) {
+            // A REP whose remote ID we already know (cm_insert_remote_id fails): dropped.
+            self.dup(AttrId::REP);
+            return;
+        }
+        if let Some(&old) = self.remote_qpns.get(&(rep.local_qpn, guid)) {
+            // Stale connection: REJ STALE_CONN for the REP, DREQ to the old connection.
             self.issue_rej(
                 now,
                 from,
@@ -1544,6 +1570,9 @@ impl CmEndpoint {
                 RejectReason::STALE_CONN,
                 RejMessage::REP,
             );
+            if c_state(&self.conns, old) == Some(CmState::Established) {
+                self.issue_dreq(now, old, &[]);
+            }
             return;
         }
         self.cancel_msg(id);
@@ -1708,7 +1737,18 @@ impl CmEndpoint {
             CmState::Timewait => {
                 // The DREP again (cm_format_drep: the stored TID).
                 self.dup(AttrId::DREQ);
-                let m = self.conns.get(&id).and_then(|c| c.last_drep.clone());
+                // cm_format_drep from the id, even if it never sent one (e.g. it entered
+                // TIMEWAIT through a REJ).
+                let m = self.conns.get(&id).map(|c| {
+                    c.last_drep.clone().unwrap_or_else(|| {
+                        let drep = DrepRepr {
+                            local_comm_id: id,
+                            remote_comm_id: c.remote_id,
+                            private_data: [0; softrdma_wire::cm::DREP_PRIVATE_DATA_LEN],
+                        };
+                        CmMessage::Drep(drep).to_mad(c.tid, 0)
+                    })
+                });
                 if let Some(m) = m {
                     self.send_once(now, from, m);
                 }

@@ -5,8 +5,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use softrdma_wire::cm::{
-    CmMessage, DreqRepr, MraMessage, Path, PathMtu, RejMessage, RejectReason, RepRepr, ReqRepr,
-    RtuRepr, SidrReqRepr, SidrStatus, TransportType,
+    CmMessage, DreqRepr, MraMessage, MraRepr, Path, PathMtu, RejMessage, RejRepr, RejectReason,
+    RepRepr, ReqRepr, RtuRepr, SidrReqRepr, SidrStatus, TransportType,
 };
 use softrdma_wire::mad::{Mad, MadHeader, Method, MgmtClass};
 use softrdma_wire::{Gid, Guid};
@@ -865,4 +865,174 @@ fn golden_rep_mirrors_the_kernels() {
         );
     }
     let _ = MadHeader::cm_send(0x13, 0);
+}
+
+#[test]
+fn listen_assigns_service_ids_and_refuses_duplicates() {
+    let mut e = ep(GUID_B, 10);
+    let (a, b, c) = (e.create_id(), e.create_id(), e.create_id());
+    assert_eq!(e.listen(&a, ASSIGN_SERVICE_ID), Ok(ASSIGN_SERVICE_ID));
+    assert_eq!(e.listen(&b, ASSIGN_SERVICE_ID), Ok(ASSIGN_SERVICE_ID + 1));
+    assert_eq!(e.listen(&c, ASSIGN_SERVICE_ID + 1), Err(CmError::Busy));
+    assert_eq!(
+        e.listen(&a, SVC),
+        Err(CmError::InvalidState(CmState::Listen))
+    );
+    // Consecutive comm IDs differ in the top byte (the kernel's byte-swapped counter).
+    assert_eq!(
+        (a.local_comm_id() ^ b.local_comm_id()) & 0x00ff_ffff,
+        0,
+        "{:08x} {:08x}",
+        a.local_comm_id(),
+        b.local_comm_id()
+    );
+}
+
+#[test]
+fn stale_rej_to_req_enters_timewait_and_duplicate_mra_is_dropped() {
+    let mut a = ep(GUID_A, 1);
+    let ia = a.create_id();
+    a.send_req(at(0), &ia, &req_params(15)).expect("req");
+    let _ = sent(&mut a);
+    let tid = a.tid(ia.as_ref()).expect("tid");
+    let mra = MraRepr {
+        local_comm_id: PEER_ID,
+        remote_comm_id: ia.local_comm_id(),
+        message_mraed: MraMessage::REQ,
+        service_timeout: 24,
+        private_data: [0; 222],
+    };
+    from_peer(at(10), &mut a, CmMessage::Mra(mra.clone()), tid);
+    let deadline = a.poll_timeout();
+    from_peer(at(20), &mut a, CmMessage::Mra(mra), tid);
+    assert_eq!(
+        a.poll_timeout(),
+        deadline,
+        "a repeated MRA does not extend again"
+    );
+    assert_eq!(a.counters().dup(AttrId::MRA), 1);
+    assert_eq!(events(&mut a).len(), 1);
+    let rej = RejRepr {
+        local_comm_id: 0,
+        remote_comm_id: ia.local_comm_id(),
+        message_rejected: RejMessage::REQ,
+        reject_info_length: 0,
+        reason: RejectReason::STALE_CONN,
+        ari: [0; 72],
+        private_data: [0; 148],
+    };
+    from_peer(at(30), &mut a, CmMessage::Rej(rej), tid);
+    assert!(
+        matches!(&events(&mut a)[..], [CmEvent::RejReceived { rej, .. }] if rej.reason == RejectReason::STALE_CONN)
+    );
+    assert_eq!(a.state(ia.as_ref()), Some(CmState::Timewait));
+    assert!(a.mad().poll_timeout().is_none(), "REQ cancelled");
+}
+
+#[test]
+fn established_duplicates_and_dreq_checks() {
+    let (mut a, mut b, ia, ib) = connect();
+    // A duplicate REP in ESTABLISHED: the RTU again.
+    let rep = RepRepr {
+        local_comm_id: ib.local_comm_id(),
+        remote_comm_id: ia.local_comm_id(),
+        local_qkey: 0,
+        local_qpn: 0x12,
+        vendor_id: 0,
+        local_eecn: 0,
+        starting_psn: 0xabcdef,
+        responder_resources: 4,
+        initiator_depth: 4,
+        target_ack_delay: 15,
+        failover_accepted: softrdma_wire::cm::FailoverAccepted::ACCEPTED,
+        end_to_end_flow_control: true,
+        rnr_retry_count: 7,
+        srq: false,
+        local_ca_guid: Guid(GUID_B),
+        private_data: [0; 196],
+    };
+    let tid = a.tid(ia.as_ref()).expect("tid");
+    a.handle_receive(
+        at(50),
+        MadAddr::gsi(gid(2)),
+        &CmMessage::Rep(rep).to_mad(tid, 0).to_bytes(),
+    );
+    let out = sent(&mut a);
+    assert!(
+        matches!(&out[..], [(m, CmMessage::Rtu(_))] if m.header.tid == tid),
+        "{out:?}"
+    );
+    assert_eq!(a.counters().dup(AttrId::REP), 1);
+    // A DREQ naming the wrong QP is dropped.
+    let mut dreq = DreqRepr {
+        local_comm_id: ia.local_comm_id(),
+        remote_comm_id: ib.local_comm_id(),
+        remote_qpn_eecn: 0x99,
+        private_data: [0; 220],
+    };
+    b.handle_receive(
+        at(51),
+        MadAddr::gsi(gid(1)),
+        &CmMessage::Dreq(dreq.clone()).to_mad(tid, 0).to_bytes(),
+    );
+    assert!(sent(&mut b).is_empty() && events(&mut b).is_empty());
+    // A REJ in ESTABLISHED: timewait.
+    dreq.remote_qpn_eecn = 0x12;
+    let rej = RejRepr {
+        local_comm_id: ia.local_comm_id(),
+        remote_comm_id: ib.local_comm_id(),
+        message_rejected: RejMessage::OTHER,
+        reject_info_length: 0,
+        reason: RejectReason::CONSUMER_DEFINED,
+        ari: [0; 72],
+        private_data: [0; 148],
+    };
+    b.handle_receive(
+        at(52),
+        MadAddr::gsi(gid(1)),
+        &CmMessage::Rej(rej).to_mad(tid, 0).to_bytes(),
+    );
+    assert!(matches!(&events(&mut b)[..], [CmEvent::RejReceived { .. }]));
+    assert_eq!(b.state(ib.as_ref()), Some(CmState::Timewait));
+    // The DREQ now finds the id in TIMEWAIT: a DREP formatted from the id.
+    b.handle_receive(
+        at(53),
+        MadAddr::gsi(gid(1)),
+        &CmMessage::Dreq(dreq).to_mad(tid, 0).to_bytes(),
+    );
+    let out = sent(&mut b);
+    assert!(
+        matches!(&out[..], [(m, CmMessage::Drep(d))]
+        if m.header.tid == tid && d.local_comm_id == ib.local_comm_id() && d.remote_comm_id == ia.local_comm_id()),
+        "{out:?}"
+    );
+    assert_eq!(b.counters().dup(AttrId::DREQ), 1);
+}
+
+#[test]
+fn garbage_never_panics() {
+    let mut e = ep(GUID_B, 11);
+    let l = e.create_id();
+    e.listen(&l, SVC).expect("listen");
+    let mut rng = crate::rand::Rng::new(7);
+    for attr in 0x10u16..=0x1b {
+        for _ in 0..50 {
+            let mut data = [0u8; 232];
+            data.iter_mut().for_each(|b| *b = rng.next_u8());
+            let mad = Mad {
+                header: MadHeader::cm_send(attr, rng.next_u64()),
+                data,
+            };
+            e.handle_receive(at(0), MadAddr::gsi(gid(9)), &mad.to_bytes());
+        }
+    }
+    // Whatever it answered, it answered with CM MADs, and timers run out cleanly.
+    let _ = sent(&mut e);
+    e.handle_timeout(at(10_000_000));
+    while let Some(ev) = e.poll_event() {
+        if let CmEvent::ReqReceived { id, .. } | CmEvent::SidrReqReceived { id, .. } = ev {
+            e.destroy(at(10_000_001), id);
+        }
+    }
+    let _ = sent(&mut e);
 }
