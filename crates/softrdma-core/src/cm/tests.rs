@@ -1036,3 +1036,78 @@ fn garbage_never_panics() {
     }
     let _ = sent(&mut e);
 }
+
+#[test]
+fn golden_rej_timeout_on_destroy_mirrors_the_kernels() {
+    // h_host_req.pcap: rping's REQ retransmitted, then REJ TIMEOUT when rping dies.
+    let mads = kernel_mads(include_bytes!(
+        "../../../../fixtures/captures/h_host_req.pcap"
+    ));
+    let (qm, q) = first(&mads, |m| match m {
+        CmMessage::Req(r) => Some(r),
+        _ => None,
+    });
+    let (jm, j) = first(&mads, |m| match m {
+        CmMessage::Rej(r) if r.local_comm_id == q.local_comm_id => Some(r),
+        _ => None,
+    });
+    assert_eq!(jm.header.tid, qm.header.tid);
+    assert_eq!(j.ari[..8], q.local_ca_guid.0.to_be_bytes());
+    // Ours.
+    let mut a = ep(GUID_A, 12);
+    let ia = a.create_id();
+    a.send_req(at(0), &ia, &req_params(15)).expect("req");
+    let out = sent(&mut a);
+    let (om, _) = &out[0];
+    a.destroy(at(1), ia);
+    let rej_out = sent(&mut a);
+    let [(rm, CmMessage::Rej(r))] = &rej_out[..] else {
+        panic!("{rej_out:?}")
+    };
+    assert_eq!(rm.header.tid, om.header.tid);
+    assert_eq!(
+        (
+            r.reason,
+            r.message_rejected,
+            r.remote_comm_id,
+            r.reject_info_length
+        ),
+        (
+            j.reason,
+            j.message_rejected,
+            j.remote_comm_id,
+            j.reject_info_length
+        )
+    );
+    assert_eq!(r.ari[..8], GUID_A.to_be_bytes());
+    assert_eq!(r.ari[8..], j.ari[8..]);
+    assert_eq!(r.private_data, j.private_data);
+}
+
+#[test]
+fn golden_no_listener_answers_equal_the_kernels_bytes() {
+    // d_reject.pcap: REQ to port 9999 → REJ 8; SIDR_REQ to 7174 → SIDR_REP status 1.
+    let mads = kernel_mads(include_bytes!(
+        "../../../../fixtures/captures/d_reject.pcap"
+    ));
+    let mut e = ep(GUID_B, 13);
+    let mut checked = 0;
+    for (ask, answer) in [(0x10u16, 0x12u16), (0x17, 0x18)] {
+        let q = mads
+            .iter()
+            .find(|m| m.header.attr_id == ask)
+            .expect("request");
+        let k = mads
+            .iter()
+            .find(|m| m.header.attr_id == answer && m.header.tid == q.header.tid)
+            .expect("kernel answer");
+        e.handle_receive(at(0), MadAddr::gsi(gid(1)), &q.to_bytes());
+        let out = sent(&mut e);
+        let [(ours, _)] = &out[..] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(ours.to_bytes(), k.to_bytes(), "attr {answer:#x}");
+        checked += 1;
+    }
+    assert_eq!(checked, 2);
+}
