@@ -11,10 +11,12 @@
 //!   named drop/error counters.
 //! - [`verbs`]: PD, MR (with the memory model described in `docs/memory.md`), CQ, SRQ, QP
 //!   and the QP state machine ([`verbs::qp_state`]).
+//! - [`cm`]: the IB CM (`CmEndpoint`) on top of the MAD layer.
 //! - [`mad`]: the MAD layer on QP1 (agents, TIDs, timeouts/retries, response matching).
 
 #![forbid(unsafe_code)]
 
+pub mod cm;
 pub mod device;
 pub mod fuzzing;
 pub mod mad;
