@@ -174,11 +174,17 @@ macro_rules! bit_accessors {
 ///     pub fn emit(&self, buf: &mut [u8]) { ... }
 /// }
 /// ```
+///
+/// A third argument names the view-to-`Repr` constructor when it is not `from_packet` (the
+/// RoCE headers call it `parse_packet`).
 macro_rules! fixed_repr {
     ($packet:ident, $len:expr) => {
+        fixed_repr!($packet, $len, from_packet);
+    };
+    ($packet:ident, $len:expr, $from:ident) => {
         /// Parses a buffer at least `buffer_len()` long (the length is checked first).
         pub fn parse(buf: &[u8]) -> $crate::Result<Self> {
-            Ok(Self::from_packet(&$packet::new_checked(buf)?))
+            Ok(Self::$from(&$packet::new_checked(buf)?))
         }
 
         /// The structure's fixed size.
@@ -239,14 +245,15 @@ macro_rules! min_view {
     };
 }
 
-/// Getters and setters for big-endian fields at fixed byte offsets of a view.
+/// Getters and setters for big-endian fields at fixed byte offsets of a view. `u24` stands
+/// for a 3-byte field read into a `u32` (QPNs, PSNs, EE contexts).
 macro_rules! be_fields {
     ($pkt:ident { $( $(#[$m:meta])* $get:ident, $set:ident : $ty:tt @ $off:expr; )* }) => {
         impl<T: AsRef<[u8]>> $pkt<T> {
             $(
                 $(#[$m])*
                 #[inline]
-                pub fn $get(&self) -> $ty {
+                pub fn $get(&self) -> be_fields!(@ty $ty) {
                     be_fields!(@get $ty, self.buffer.as_ref(), $off)
                 }
             )*
@@ -254,18 +261,22 @@ macro_rules! be_fields {
         impl<T: AsRef<[u8]> + AsMut<[u8]>> $pkt<T> {
             $(
                 #[inline]
-                pub fn $set(&mut self, v: $ty) {
+                pub fn $set(&mut self, v: be_fields!(@ty $ty)) {
                     be_fields!(@set $ty, self.buffer.as_mut(), $off, v)
                 }
             )*
         }
     };
+    (@ty u24) => { u32 };
+    (@ty $t:ty) => { $t };
     (@get u8, $b:expr, $o:expr) => { $b[$o] };
+    (@get u24, $b:expr, $o:expr) => { $crate::field::read_u24($b, $o) };
     (@get u16, $b:expr, $o:expr) => { $crate::field::read_u16($b, $o) };
     (@get u32, $b:expr, $o:expr) => { $crate::field::read_u32($b, $o) };
     (@get u64, $b:expr, $o:expr) => { $crate::field::read_u64($b, $o) };
     (@get [u8; $n:literal], $b:expr, $o:expr) => { $crate::field::read_array::<$n>($b, $o) };
     (@set u8, $b:expr, $o:expr, $v:expr) => { $b[$o] = $v };
+    (@set u24, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u24($b, $o, $v) };
     (@set u16, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u16($b, $o, $v) };
     (@set u32, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u32($b, $o, $v) };
     (@set u64, $b:expr, $o:expr, $v:expr) => { $crate::field::write_u64($b, $o, $v) };

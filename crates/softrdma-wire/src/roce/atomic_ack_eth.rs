@@ -4,8 +4,7 @@
 //! ATOMIC Acknowledge after the AETH.
 
 use crate::dissect::{Dissect, Tree};
-use crate::field::{self, Field};
-use crate::{Error, Result};
+use crate::field::Field;
 
 pub mod fields {
     use super::Field;
@@ -15,33 +14,15 @@ pub mod fields {
 /// Length of the AtomicAckETH.
 pub const HEADER_LEN: usize = 8;
 
-/// A read/write view of an AtomicAckETH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A read/write view of an AtomicAckETH at the start of a buffer.
+    #[derive(Copy)]
+    struct Packet(HEADER_LEN, "atomic_ack_eth");
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("atomic_ack_eth", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-    pub fn orig_remote_data(&self) -> u64 {
-        field::read_u64(self.buffer.as_ref(), fields::ORIG_REMOTE_DATA.start)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn set_orig_remote_data(&mut self, v: u64) {
-        field::write_u64(self.buffer.as_mut(), fields::ORIG_REMOTE_DATA.start, v);
-    }
-}
+be_fields!(Packet {
+    orig_remote_data, set_orig_remote_data: u64 @ fields::ORIG_REMOTE_DATA.start;
+});
 
 /// A decoded AtomicAckETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -55,18 +36,10 @@ impl Repr {
             orig_remote_data: p.orig_remote_data(),
         }
     }
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::parse_packet(&Packet::new_checked(buf)?))
-    }
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr!(Packet, HEADER_LEN, parse_packet);
     pub fn emit(&self, buf: &mut [u8]) {
         assert_eq!(buf.len(), HEADER_LEN, "atomic_ack_eth: emit buffer length");
         Packet::new_unchecked(buf).set_orig_remote_data(self.orig_remote_data);
-    }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        self.orig_remote_data.to_be_bytes().to_vec()
     }
 }
 
@@ -90,6 +63,7 @@ impl Dissect for Repr {
 #[allow(clippy::unwrap_used)] // tests panic on purpose
 mod tests {
     use super::*;
+    use crate::Error;
 
     #[test]
     fn captured_and_truncated() {

@@ -9,8 +9,7 @@
 //! Carried by CmpSwap and FetchAdd requests (FetchAdd ignores Compare Data).
 
 use crate::dissect::{Dissect, Tree};
-use crate::field::{self, Field};
-use crate::{Error, Result};
+use crate::field::Field;
 
 pub mod fields {
     use super::Field;
@@ -23,51 +22,18 @@ pub mod fields {
 /// Length of the AtomicETH.
 pub const HEADER_LEN: usize = 28;
 
-/// A read/write view of an AtomicETH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A read/write view of an AtomicETH at the start of a buffer.
+    #[derive(Copy)]
+    struct Packet(HEADER_LEN, "atomic_eth");
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("atomic_eth", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-    pub fn va(&self) -> u64 {
-        field::read_u64(self.buffer.as_ref(), fields::VA.start)
-    }
-    pub fn r_key(&self) -> u32 {
-        field::read_u32(self.buffer.as_ref(), fields::R_KEY.start)
-    }
-    pub fn swap_add(&self) -> u64 {
-        field::read_u64(self.buffer.as_ref(), fields::SWAP_ADD.start)
-    }
-    pub fn compare(&self) -> u64 {
-        field::read_u64(self.buffer.as_ref(), fields::COMPARE.start)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn set_va(&mut self, v: u64) {
-        field::write_u64(self.buffer.as_mut(), fields::VA.start, v);
-    }
-    pub fn set_r_key(&mut self, v: u32) {
-        field::write_u32(self.buffer.as_mut(), fields::R_KEY.start, v);
-    }
-    pub fn set_swap_add(&mut self, v: u64) {
-        field::write_u64(self.buffer.as_mut(), fields::SWAP_ADD.start, v);
-    }
-    pub fn set_compare(&mut self, v: u64) {
-        field::write_u64(self.buffer.as_mut(), fields::COMPARE.start, v);
-    }
-}
+be_fields!(Packet {
+    va, set_va: u64 @ fields::VA.start;
+    r_key, set_r_key: u32 @ fields::R_KEY.start;
+    swap_add, set_swap_add: u64 @ fields::SWAP_ADD.start;
+    compare, set_compare: u64 @ fields::COMPARE.start;
+});
 
 /// A decoded AtomicETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -90,12 +56,7 @@ impl Repr {
             compare: p.compare(),
         }
     }
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::parse_packet(&Packet::new_checked(buf)?))
-    }
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr!(Packet, HEADER_LEN, parse_packet);
     pub fn emit(&self, buf: &mut [u8]) {
         assert_eq!(buf.len(), HEADER_LEN, "atomic_eth: emit buffer length");
         let mut p = Packet::new_unchecked(buf);
@@ -103,11 +64,6 @@ impl Repr {
         p.set_r_key(self.r_key);
         p.set_swap_add(self.swap_add);
         p.set_compare(self.compare);
-    }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; HEADER_LEN];
-        self.emit(&mut v);
-        v
     }
 }
 
@@ -130,6 +86,7 @@ impl Dissect for Repr {
 #[allow(clippy::unwrap_used)] // tests panic on purpose
 mod tests {
     use super::*;
+    use crate::Error;
 
     // i_mra_atomic.sll.pcap frame 330, RC CmpSwap: tshark "Virtual Address:
     // 0x00005641ba09f000", "Remote Key: 0x00000606", swap 0, compare 0.

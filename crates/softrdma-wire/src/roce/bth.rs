@@ -15,7 +15,6 @@ use super::opcode::Opcode;
 use super::psn::Psn;
 use crate::dissect::{Dissect, Tree};
 use crate::field::{self, Bits, Field};
-use crate::{Error, Result};
 
 /// Where each BTH field lives.
 pub mod fields {
@@ -36,58 +35,31 @@ pub mod fields {
 /// Length of the BTH.
 pub const HEADER_LEN: usize = 12;
 
-/// A read/write view of a BTH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A read/write view of a BTH at the start of a buffer.
+    #[derive(Copy)]
+    struct Packet(HEADER_LEN, "bth");
 }
 
+bit_accessors! {
+    solicited_event / set_solicited_event: bool = fields::SE;
+    mig_req / set_mig_req: bool = fields::MIG_REQ;
+    pad_count / set_pad_count: u8 = fields::PAD_COUNT;
+    tver / set_tver: u8 = fields::TVER;
+    ack_req / set_ack_req: bool = fields::ACK_REQ;
+    resv7 / set_resv7: u8 = fields::RESV7;
+}
+
+be_fields!(Packet {
+    pkey, set_pkey: u16 @ fields::PKEY.start;
+    resv8a, set_resv8a: u8 @ fields::RESV8A;
+    dest_qp, set_dest_qp: u24 @ fields::DEST_QP.start;
+});
+
+// The two fields with their own types.
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds a whole BTH.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("bth", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     pub fn opcode(&self) -> Opcode {
         Opcode(self.buffer.as_ref()[fields::OPCODE])
-    }
-    pub fn solicited_event(&self) -> bool {
-        fields::SE.get(self.buffer.as_ref()) != 0
-    }
-    pub fn mig_req(&self) -> bool {
-        fields::MIG_REQ.get(self.buffer.as_ref()) != 0
-    }
-    pub fn pad_count(&self) -> u8 {
-        fields::PAD_COUNT.get(self.buffer.as_ref()) as u8
-    }
-    pub fn tver(&self) -> u8 {
-        fields::TVER.get(self.buffer.as_ref()) as u8
-    }
-    pub fn pkey(&self) -> u16 {
-        field::read_u16(self.buffer.as_ref(), fields::PKEY.start)
-    }
-    pub fn resv8a(&self) -> u8 {
-        self.buffer.as_ref()[fields::RESV8A]
-    }
-    pub fn dest_qp(&self) -> u32 {
-        field::read_u24(self.buffer.as_ref(), fields::DEST_QP.start)
-    }
-    pub fn ack_req(&self) -> bool {
-        fields::ACK_REQ.get(self.buffer.as_ref()) != 0
-    }
-    pub fn resv7(&self) -> u8 {
-        fields::RESV7.get(self.buffer.as_ref()) as u8
     }
     pub fn psn(&self) -> Psn {
         Psn::new(field::read_u24(self.buffer.as_ref(), fields::PSN.start))
@@ -97,33 +69,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_opcode(&mut self, v: Opcode) {
         self.buffer.as_mut()[fields::OPCODE] = v.0;
-    }
-    pub fn set_solicited_event(&mut self, v: bool) {
-        fields::SE.set(self.buffer.as_mut(), u64::from(v));
-    }
-    pub fn set_mig_req(&mut self, v: bool) {
-        fields::MIG_REQ.set(self.buffer.as_mut(), u64::from(v));
-    }
-    pub fn set_pad_count(&mut self, v: u8) {
-        fields::PAD_COUNT.set(self.buffer.as_mut(), u64::from(v));
-    }
-    pub fn set_tver(&mut self, v: u8) {
-        fields::TVER.set(self.buffer.as_mut(), u64::from(v));
-    }
-    pub fn set_pkey(&mut self, v: u16) {
-        field::write_u16(self.buffer.as_mut(), fields::PKEY.start, v);
-    }
-    pub fn set_resv8a(&mut self, v: u8) {
-        self.buffer.as_mut()[fields::RESV8A] = v;
-    }
-    pub fn set_dest_qp(&mut self, v: u32) {
-        field::write_u24(self.buffer.as_mut(), fields::DEST_QP.start, v);
-    }
-    pub fn set_ack_req(&mut self, v: bool) {
-        fields::ACK_REQ.set(self.buffer.as_mut(), u64::from(v));
-    }
-    pub fn set_resv7(&mut self, v: u8) {
-        fields::RESV7.set(self.buffer.as_mut(), u64::from(v));
     }
     pub fn set_psn(&mut self, v: Psn) {
         field::write_u24(self.buffer.as_mut(), fields::PSN.start, v.value());
@@ -188,14 +133,8 @@ impl Repr {
         }
     }
 
-    /// Parses the first 12 bytes of `buf`.
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::parse_packet(&Packet::new_checked(buf)?))
-    }
-
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    // `parse` reads the first 12 bytes of the buffer.
+    fixed_repr!(Packet, HEADER_LEN, parse_packet);
 
     /// Writes the header into `buf` (exactly [`HEADER_LEN`] bytes). Values wider than their
     /// field are truncated to it.
@@ -213,12 +152,6 @@ impl Repr {
         p.set_ack_req(self.ack_req);
         p.set_resv7(self.resv7);
         p.set_psn(self.psn);
-    }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; HEADER_LEN];
-        self.emit(&mut v);
-        v
     }
 }
 
@@ -245,6 +178,7 @@ impl Dissect for Repr {
 #[allow(clippy::unwrap_used)] // tests panic on purpose
 mod tests {
     use super::*;
+    use crate::Error;
 
     // b_rping.pcap: RC RDMA READ Request, tshark: Partition Key 65535, DestQP 0x000011,
     // AckReq True, PSN 7959271.

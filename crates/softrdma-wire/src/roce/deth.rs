@@ -8,8 +8,7 @@
 //! Carried by UD SENDs (and RD requests). CM MADs use Q_Key 0x80010000 from QP 1.
 
 use crate::dissect::{Dissect, Tree};
-use crate::field::{self, Field};
-use crate::{Error, Result};
+use crate::field::Field;
 
 pub mod fields {
     use super::Field;
@@ -24,45 +23,17 @@ pub const HEADER_LEN: usize = 8;
 /// The well-known Q_Key of QP 1 (IBTA §13.4.6.1.1; rxe drops QP1 packets with another).
 pub const GSI_QKEY: u32 = 0x8001_0000;
 
-/// A read/write view of a DETH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A read/write view of a DETH at the start of a buffer.
+    #[derive(Copy)]
+    struct Packet(HEADER_LEN, "deth");
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("deth", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-    pub fn q_key(&self) -> u32 {
-        field::read_u32(self.buffer.as_ref(), fields::Q_KEY.start)
-    }
-    pub fn reserved(&self) -> u8 {
-        self.buffer.as_ref()[fields::RESERVED]
-    }
-    pub fn src_qp(&self) -> u32 {
-        field::read_u24(self.buffer.as_ref(), fields::SRC_QP.start)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn set_q_key(&mut self, v: u32) {
-        field::write_u32(self.buffer.as_mut(), fields::Q_KEY.start, v);
-    }
-    pub fn set_reserved(&mut self, v: u8) {
-        self.buffer.as_mut()[fields::RESERVED] = v;
-    }
-    pub fn set_src_qp(&mut self, v: u32) {
-        field::write_u24(self.buffer.as_mut(), fields::SRC_QP.start, v);
-    }
-}
+be_fields!(Packet {
+    q_key, set_q_key: u32 @ fields::Q_KEY.start;
+    reserved, set_reserved: u8 @ fields::RESERVED;
+    src_qp, set_src_qp: u24 @ fields::SRC_QP.start;
+});
 
 /// A decoded DETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -82,23 +53,13 @@ impl Repr {
             src_qp: p.src_qp(),
         }
     }
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::parse_packet(&Packet::new_checked(buf)?))
-    }
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr!(Packet, HEADER_LEN, parse_packet);
     pub fn emit(&self, buf: &mut [u8]) {
         assert_eq!(buf.len(), HEADER_LEN, "deth: emit buffer length");
         let mut p = Packet::new_unchecked(buf);
         p.set_q_key(self.q_key);
         p.set_reserved(self.reserved);
         p.set_src_qp(self.src_qp);
-    }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; HEADER_LEN];
-        self.emit(&mut v);
-        v
     }
 }
 
@@ -117,6 +78,7 @@ impl Dissect for Repr {
 #[allow(clippy::unwrap_used)] // tests panic on purpose
 mod tests {
     use super::*;
+    use crate::Error;
 
     // c_udaddy.pcap, UD SEND only with Immediate: tshark "Queue Key: 0x0000000001234567",
     // "Reserved: 00", "Source Queue Pair: 0x00000011".

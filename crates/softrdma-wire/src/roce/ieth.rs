@@ -3,8 +3,7 @@
 //! The R_Key the responder invalidates on a SEND with Invalidate (last/only packet).
 
 use crate::dissect::{Dissect, Tree};
-use crate::field::{self, Field};
-use crate::{Error, Result};
+use crate::field::Field;
 
 pub mod fields {
     use super::Field;
@@ -14,33 +13,15 @@ pub mod fields {
 /// Length of the IETH.
 pub const HEADER_LEN: usize = 4;
 
-/// A read/write view of an IETH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A read/write view of an IETH at the start of a buffer.
+    #[derive(Copy)]
+    struct Packet(HEADER_LEN, "ieth");
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("ieth", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-    pub fn r_key(&self) -> u32 {
-        field::read_u32(self.buffer.as_ref(), fields::R_KEY.start)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn set_r_key(&mut self, v: u32) {
-        field::write_u32(self.buffer.as_mut(), fields::R_KEY.start, v);
-    }
-}
+be_fields!(Packet {
+    r_key, set_r_key: u32 @ fields::R_KEY.start;
+});
 
 /// A decoded IETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -53,18 +34,10 @@ impl Repr {
     pub fn parse_packet<T: AsRef<[u8]>>(p: &Packet<T>) -> Repr {
         Repr { r_key: p.r_key() }
     }
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::parse_packet(&Packet::new_checked(buf)?))
-    }
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr!(Packet, HEADER_LEN, parse_packet);
     pub fn emit(&self, buf: &mut [u8]) {
         assert_eq!(buf.len(), HEADER_LEN, "ieth: emit buffer length");
         Packet::new_unchecked(buf).set_r_key(self.r_key);
-    }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        self.r_key.to_be_bytes().to_vec()
     }
 }
 
@@ -81,6 +54,7 @@ impl Dissect for Repr {
 #[allow(clippy::unwrap_used)] // tests panic on purpose
 mod tests {
     use super::*;
+    use crate::Error;
 
     #[test]
     fn round_trip_dissect_truncated() {

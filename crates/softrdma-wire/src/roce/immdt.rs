@@ -4,8 +4,7 @@
 //! order by verbs). Carried by SEND/RDMA WRITE "with Immediate" last/only packets.
 
 use crate::dissect::{Dissect, Tree};
-use crate::field::{self, Field};
-use crate::{Error, Result};
+use crate::field::Field;
 
 pub mod fields {
     use super::Field;
@@ -15,33 +14,15 @@ pub mod fields {
 /// Length of the ImmDt.
 pub const HEADER_LEN: usize = 4;
 
-/// A read/write view of an ImmDt at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A read/write view of an ImmDt at the start of a buffer.
+    #[derive(Copy)]
+    struct Packet(HEADER_LEN, "immdt");
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("immdt", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-    pub fn imm_data(&self) -> u32 {
-        field::read_u32(self.buffer.as_ref(), fields::IMM_DATA.start)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn set_imm_data(&mut self, v: u32) {
-        field::write_u32(self.buffer.as_mut(), fields::IMM_DATA.start, v);
-    }
-}
+be_fields!(Packet {
+    imm_data, set_imm_data: u32 @ fields::IMM_DATA.start;
+});
 
 /// A decoded ImmDt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -56,18 +37,10 @@ impl Repr {
             imm_data: p.imm_data(),
         }
     }
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::parse_packet(&Packet::new_checked(buf)?))
-    }
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr!(Packet, HEADER_LEN, parse_packet);
     pub fn emit(&self, buf: &mut [u8]) {
         assert_eq!(buf.len(), HEADER_LEN, "immdt: emit buffer length");
         Packet::new_unchecked(buf).set_imm_data(self.imm_data);
-    }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        self.imm_data.to_be_bytes().to_vec()
     }
 }
 
@@ -85,6 +58,7 @@ impl Dissect for Repr {
 #[allow(clippy::unwrap_used)] // tests panic on purpose
 mod tests {
     use super::*;
+    use crate::Error;
 
     #[test]
     fn captured_and_truncated() {

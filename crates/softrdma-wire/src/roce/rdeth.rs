@@ -7,8 +7,7 @@
 //! Only RD packets carry it; RD is not used on RoCE, this is for completeness of the decoder.
 
 use crate::dissect::{Dissect, Tree};
-use crate::field::{self, Field};
-use crate::{Error, Result};
+use crate::field::Field;
 
 pub mod fields {
     use super::Field;
@@ -19,39 +18,16 @@ pub mod fields {
 /// Length of the RDETH.
 pub const HEADER_LEN: usize = 4;
 
-/// A read/write view of an RDETH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A read/write view of an RDETH at the start of a buffer.
+    #[derive(Copy)]
+    struct Packet(HEADER_LEN, "rdeth");
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("rdeth", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-    pub fn reserved(&self) -> u8 {
-        self.buffer.as_ref()[fields::RESERVED]
-    }
-    pub fn ee_context(&self) -> u32 {
-        field::read_u24(self.buffer.as_ref(), fields::EE_CONTEXT.start)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn set_reserved(&mut self, v: u8) {
-        self.buffer.as_mut()[fields::RESERVED] = v;
-    }
-    pub fn set_ee_context(&mut self, v: u32) {
-        field::write_u24(self.buffer.as_mut(), fields::EE_CONTEXT.start, v);
-    }
-}
+be_fields!(Packet {
+    reserved, set_reserved: u8 @ fields::RESERVED;
+    ee_context, set_ee_context: u24 @ fields::EE_CONTEXT.start;
+});
 
 /// A decoded RDETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -68,22 +44,12 @@ impl Repr {
             ee_context: p.ee_context(),
         }
     }
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::parse_packet(&Packet::new_checked(buf)?))
-    }
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr!(Packet, HEADER_LEN, parse_packet);
     pub fn emit(&self, buf: &mut [u8]) {
         assert_eq!(buf.len(), HEADER_LEN, "rdeth: emit buffer length");
         let mut p = Packet::new_unchecked(buf);
         p.set_reserved(self.reserved);
         p.set_ee_context(self.ee_context);
-    }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; HEADER_LEN];
-        self.emit(&mut v);
-        v
     }
 }
 
@@ -105,6 +71,7 @@ impl Dissect for Repr {
 #[allow(clippy::unwrap_used)] // tests panic on purpose
 mod tests {
     use super::*;
+    use crate::Error;
 
     #[test]
     fn round_trip_and_truncated() {

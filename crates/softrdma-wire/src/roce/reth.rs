@@ -8,8 +8,7 @@
 //! Carried by the first (or only) packet of an RDMA WRITE and by RDMA READ requests.
 
 use crate::dissect::{Dissect, Tree};
-use crate::field::{self, Field};
-use crate::{Error, Result};
+use crate::field::Field;
 
 pub mod fields {
     use super::Field;
@@ -21,45 +20,17 @@ pub mod fields {
 /// Length of the RETH.
 pub const HEADER_LEN: usize = 16;
 
-/// A read/write view of a RETH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+fixed_view! {
+    /// A read/write view of a RETH at the start of a buffer.
+    #[derive(Copy)]
+    struct Packet(HEADER_LEN, "reth");
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        Error::check_len("reth", HEADER_LEN, buffer.as_ref().len())?;
-        Ok(Packet { buffer })
-    }
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-    pub fn va(&self) -> u64 {
-        field::read_u64(self.buffer.as_ref(), fields::VA.start)
-    }
-    pub fn r_key(&self) -> u32 {
-        field::read_u32(self.buffer.as_ref(), fields::R_KEY.start)
-    }
-    pub fn dma_len(&self) -> u32 {
-        field::read_u32(self.buffer.as_ref(), fields::DMA_LEN.start)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn set_va(&mut self, v: u64) {
-        field::write_u64(self.buffer.as_mut(), fields::VA.start, v);
-    }
-    pub fn set_r_key(&mut self, v: u32) {
-        field::write_u32(self.buffer.as_mut(), fields::R_KEY.start, v);
-    }
-    pub fn set_dma_len(&mut self, v: u32) {
-        field::write_u32(self.buffer.as_mut(), fields::DMA_LEN.start, v);
-    }
-}
+be_fields!(Packet {
+    va, set_va: u64 @ fields::VA.start;
+    r_key, set_r_key: u32 @ fields::R_KEY.start;
+    dma_len, set_dma_len: u32 @ fields::DMA_LEN.start;
+});
 
 /// A decoded RETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -79,23 +50,13 @@ impl Repr {
             dma_len: p.dma_len(),
         }
     }
-    pub fn parse(buf: &[u8]) -> Result<Repr> {
-        Ok(Repr::parse_packet(&Packet::new_checked(buf)?))
-    }
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr!(Packet, HEADER_LEN, parse_packet);
     pub fn emit(&self, buf: &mut [u8]) {
         assert_eq!(buf.len(), HEADER_LEN, "reth: emit buffer length");
         let mut p = Packet::new_unchecked(buf);
         p.set_va(self.va);
         p.set_r_key(self.r_key);
         p.set_dma_len(self.dma_len);
-    }
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = vec![0; HEADER_LEN];
-        self.emit(&mut v);
-        v
     }
 }
 
@@ -114,6 +75,7 @@ impl Dissect for Repr {
 #[allow(clippy::unwrap_used)] // tests panic on purpose
 mod tests {
     use super::*;
+    use crate::Error;
 
     // b_rping.pcap RDMA READ Request: tshark "Virtual Address: 0x000055a035508d50",
     // "Remote Key: 0x0000050d", "DMA Length: 64 (0x00000040)".
