@@ -984,59 +984,25 @@ fn check_values(
             "above the port's max MTU",
         ));
     }
-    if mask.contains(QpAttrMask::MAX_QP_RD_ATOMIC)
-        && u32::from(attr.max_rd_atomic) > dattr.max_qp_rd_atom
-    {
-        return Err(invalid(
-            "max_rd_atomic",
-            attr.max_rd_atomic.into(),
-            "above max_qp_rd_atom",
-        ));
-    }
-    if mask.contains(QpAttrMask::MAX_DEST_RD_ATOMIC)
-        && u32::from(attr.max_dest_rd_atomic) > dattr.max_qp_rd_atom
-    {
-        return Err(invalid(
-            "max_dest_rd_atomic",
-            attr.max_dest_rd_atomic.into(),
-            "above max_qp_rd_atom",
-        ));
-    }
-    if mask.contains(QpAttrMask::TIMEOUT) && attr.timeout > 31 {
-        return Err(invalid(
-            "timeout",
-            attr.timeout.into(),
-            "a 5-bit exponent (0..=31)",
-        ));
-    }
-    if mask.contains(QpAttrMask::MIN_RNR_TIMER) && attr.min_rnr_timer > 31 {
-        return Err(invalid(
-            "min_rnr_timer",
-            attr.min_rnr_timer.into(),
-            "a 5-bit code (0..=31)",
-        ));
-    }
-    if mask.contains(QpAttrMask::RETRY_CNT) && attr.retry_cnt > 7 {
-        return Err(invalid(
-            "retry_cnt",
-            attr.retry_cnt.into(),
-            "3 bits (0..=7)",
-        ));
-    }
-    if mask.contains(QpAttrMask::RNR_RETRY) && attr.rnr_retry > 7 {
-        return Err(invalid(
-            "rnr_retry",
-            attr.rnr_retry.into(),
-            "3 bits (0..=7)",
-        ));
-    }
-    for (bit, name, v) in [
-        (QpAttrMask::RQ_PSN, "rq_psn", attr.rq_psn),
-        (QpAttrMask::SQ_PSN, "sq_psn", attr.sq_psn),
-        (QpAttrMask::DEST_QPN, "dest_qp_num", attr.dest_qp_num),
-    ] {
-        if mask.contains(bit) && v > 0x00ff_ffff {
-            return Err(invalid(name, v.into(), "a 24-bit value"));
+    // Upper bounds of the small fields, checked in this order (the first failure is reported):
+    // (mask bit, attribute, value, largest allowed, what the range is).
+    let rd_atom = u64::from(dattr.max_qp_rd_atom);
+    const U24: u64 = 0x00ff_ffff;
+    #[rustfmt::skip]
+    let ranges: [(QpAttrMask, &'static str, u64, u64, &'static str); 9] = [
+        (QpAttrMask::MAX_QP_RD_ATOMIC, "max_rd_atomic", attr.max_rd_atomic.into(), rd_atom, "above max_qp_rd_atom"),
+        (QpAttrMask::MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic", attr.max_dest_rd_atomic.into(), rd_atom, "above max_qp_rd_atom"),
+        (QpAttrMask::TIMEOUT, "timeout", attr.timeout.into(), 31, "a 5-bit exponent (0..=31)"),
+        (QpAttrMask::MIN_RNR_TIMER, "min_rnr_timer", attr.min_rnr_timer.into(), 31, "a 5-bit code (0..=31)"),
+        (QpAttrMask::RETRY_CNT, "retry_cnt", attr.retry_cnt.into(), 7, "3 bits (0..=7)"),
+        (QpAttrMask::RNR_RETRY, "rnr_retry", attr.rnr_retry.into(), 7, "3 bits (0..=7)"),
+        (QpAttrMask::RQ_PSN, "rq_psn", attr.rq_psn.into(), U24, "a 24-bit value"),
+        (QpAttrMask::SQ_PSN, "sq_psn", attr.sq_psn.into(), U24, "a 24-bit value"),
+        (QpAttrMask::DEST_QPN, "dest_qp_num", attr.dest_qp_num.into(), U24, "a 24-bit value"),
+    ];
+    for (bit, name, value, max, reason) in ranges {
+        if mask.contains(bit) && value > max {
+            return Err(invalid(name, value, reason));
         }
     }
     if mask.contains(QpAttrMask::ACCESS_FLAGS) && !AccessFlags::KNOWN.contains(attr.qp_access_flags)

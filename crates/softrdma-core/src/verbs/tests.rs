@@ -56,14 +56,35 @@ fn init_attr(e: &Env, qp_type: QpType) -> QpInitAttr {
     }
 }
 
-/// ibv_rc_pingpong's three modify_qp calls.
-fn rc_to_rts(e: &mut Env, qpn: u32) {
+/// A modify_qp that changes only the state.
+fn set_state(e: &mut Env, qpn: u32, qp_state: QpState) -> Result<(), VerbsError> {
+    let attr = QpAttr {
+        qp_state,
+        ..QpAttr::default()
+    };
+    e.v.modify_qp(&e.dev, qpn, &attr, QpAttrMask::STATE)
+}
+
+/// Asserts that a modify_qp was refused for the value of `attr`.
+#[track_caller]
+fn assert_invalid_value(r: Result<(), VerbsError>, attr: &str) {
+    assert!(
+        matches!(
+            &r,
+            Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue { attr: a, .. })) if *a == attr
+        ),
+        "{r:?}"
+    );
+}
+
+/// RESET -> INIT of an RC QP on P_Key index 0, port 1, with `access`.
+fn rc_to_init(e: &mut Env, qpn: u32, access: AccessFlags) {
     use QpAttrMask as A;
     let init = QpAttr {
         qp_state: QpState::Init,
         pkey_index: 0,
         port_num: 1,
-        qp_access_flags: AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
+        qp_access_flags: access,
         ..QpAttr::default()
     };
     e.v.modify_qp(
@@ -73,6 +94,12 @@ fn rc_to_rts(e: &mut Env, qpn: u32) {
         A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS,
     )
     .expect("INIT");
+}
+
+/// ibv_rc_pingpong's three modify_qp calls.
+fn rc_to_rts(e: &mut Env, qpn: u32) {
+    use QpAttrMask as A;
+    rc_to_init(e, qpn, AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE);
     let rtr = QpAttr {
         qp_state: QpState::Rtr,
         path_mtu: Mtu::Mtu1024,
@@ -256,43 +283,32 @@ fn modify_qp_value_checks() {
         ..QpAttr::default()
     };
     let m = A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS;
-    let bad =
-        |v: &mut Verbs, dev: &Device, a: QpAttr, mask: QpAttrMask| v.modify_qp(dev, qpn, &a, mask);
+    let bad = |e: &mut Env, a: QpAttr, mask: QpAttrMask| e.v.modify_qp(&e.dev, qpn, &a, mask);
     // P_Key index beyond rxe's one-entry table.
-    let r = bad(
-        &mut e.v,
-        &e.dev,
-        QpAttr {
-            pkey_index: 1,
-            ..base
-        },
-        m,
+    assert_invalid_value(
+        bad(
+            &mut e,
+            QpAttr {
+                pkey_index: 1,
+                ..base
+            },
+            m,
+        ),
+        "pkey_index",
     );
-    assert!(matches!(
-        r,
-        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
-            attr: "pkey_index",
-            ..
-        }))
-    ));
-    let r = bad(
-        &mut e.v,
-        &e.dev,
-        QpAttr {
-            port_num: 2,
-            ..base
-        },
-        m,
+    assert_invalid_value(
+        bad(
+            &mut e,
+            QpAttr {
+                port_num: 2,
+                ..base
+            },
+            m,
+        ),
+        "port_num",
     );
-    assert!(matches!(
-        r,
-        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
-            attr: "port_num",
-            ..
-        }))
-    ));
     // CAP is refused by the table, not silently ignored.
-    let r = bad(&mut e.v, &e.dev, base, m | A::CAP);
+    let r = bad(&mut e, base, m | A::CAP);
     assert!(matches!(
         r,
         Err(VerbsError::ModifyQp(ModifyQpError::ForbiddenAttribute {
@@ -315,7 +331,7 @@ fn modify_qp_value_checks() {
         | A::RQ_PSN
         | A::MAX_DEST_RD_ATOMIC
         | A::MIN_RNR_TIMER;
-    let r = bad(&mut e.v, &e.dev, rtr, rm.minus(A::MIN_RNR_TIMER));
+    let r = bad(&mut e, rtr, rm.minus(A::MIN_RNR_TIMER));
     assert_eq!(
         r,
         Err(VerbsError::ModifyQp(ModifyQpError::MissingAttribute {
@@ -327,63 +343,41 @@ fn modify_qp_value_checks() {
     );
     let mut av = rtr;
     av.ah_attr.sgid_index = 2;
-    let r = bad(&mut e.v, &e.dev, av, rm);
-    assert!(matches!(
-        r,
-        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
-            attr: "ah_attr.grh.sgid_index",
-            ..
-        }))
-    ));
-    let r = bad(
-        &mut e.v,
-        &e.dev,
-        QpAttr {
-            max_dest_rd_atomic: 129,
-            ..rtr
-        },
-        rm,
+    assert_invalid_value(bad(&mut e, av, rm), "ah_attr.grh.sgid_index");
+    assert_invalid_value(
+        bad(
+            &mut e,
+            QpAttr {
+                max_dest_rd_atomic: 129,
+                ..rtr
+            },
+            rm,
+        ),
+        "max_dest_rd_atomic",
     );
-    assert!(matches!(
-        r,
-        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
-            attr: "max_dest_rd_atomic",
-            ..
-        }))
-    ));
-    let r = bad(
-        &mut e.v,
-        &e.dev,
-        QpAttr {
-            rq_psn: 0x0100_0000,
-            ..rtr
-        },
-        rm,
+    assert_invalid_value(
+        bad(
+            &mut e,
+            QpAttr {
+                rq_psn: 0x0100_0000,
+                ..rtr
+            },
+            rm,
+        ),
+        "rq_psn",
     );
-    assert!(matches!(
-        r,
-        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
-            attr: "rq_psn",
-            ..
-        }))
-    ));
-    let r = bad(
-        &mut e.v,
-        &e.dev,
-        QpAttr {
-            min_rnr_timer: 32,
-            ..rtr
-        },
-        rm,
+    assert_invalid_value(
+        bad(
+            &mut e,
+            QpAttr {
+                min_rnr_timer: 32,
+                ..rtr
+            },
+            rm,
+        ),
+        "min_rnr_timer",
     );
-    assert!(matches!(
-        r,
-        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
-            attr: "min_rnr_timer",
-            ..
-        }))
-    ));
-    let r = bad(&mut e.v, &e.dev, rtr, rm | A::ALT_PATH);
+    let r = bad(&mut e, rtr, rm | A::ALT_PATH);
     assert_eq!(
         r,
         Err(VerbsError::ModifyQp(ModifyQpError::Unsupported {
@@ -408,35 +402,22 @@ fn modify_qp_value_checks() {
         ..QpAttr::default()
     };
     let sm = A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
-    let r = bad(&mut e.v, &e.dev, rts, sm);
-    assert!(matches!(
-        r,
-        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
-            attr: "timeout",
-            ..
-        }))
-    ));
-    let r = bad(
-        &mut e.v,
-        &e.dev,
-        QpAttr {
-            timeout: 14,
-            retry_cnt: 8,
-            ..rts
-        },
-        sm,
+    assert_invalid_value(bad(&mut e, rts, sm), "timeout");
+    assert_invalid_value(
+        bad(
+            &mut e,
+            QpAttr {
+                timeout: 14,
+                retry_cnt: 8,
+                ..rts
+            },
+            sm,
+        ),
+        "retry_cnt",
     );
-    assert!(matches!(
-        r,
-        Err(VerbsError::ModifyQp(ModifyQpError::InvalidValue {
-            attr: "retry_cnt",
-            ..
-        }))
-    ));
     // Illegal jump.
     let r = bad(
-        &mut e.v,
-        &e.dev,
+        &mut e,
         QpAttr {
             qp_state: QpState::Init,
             ..rts
@@ -456,18 +437,7 @@ fn err_flushes_everything_in_order() {
     let mut e = env();
     let (qpn, _) = e.v.create_qp(init_attr(&e, QpType::Rc)).expect("qp");
     // Receives may be posted from INIT on.
-    let init = QpAttr {
-        qp_state: QpState::Init,
-        ..QpAttr::default()
-    };
-    use QpAttrMask as A;
-    e.v.modify_qp(
-        &e.dev,
-        qpn,
-        &init,
-        A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS,
-    )
-    .expect("INIT");
+    rc_to_init(&mut e, qpn, AccessFlags::NONE);
     // ... sends only from RTS.
     assert!(matches!(
         e.v.post_send(qpn, SendWr::new(1, SendOp::Send)),
@@ -479,16 +449,7 @@ fn err_flushes_everything_in_order() {
     for id in 10..13 {
         e.v.post_recv(qpn, RecvWr::new(id, vec![])).expect("recv");
     }
-    e.v.modify_qp(
-        &e.dev,
-        qpn,
-        &QpAttr {
-            qp_state: QpState::Reset,
-            ..QpAttr::default()
-        },
-        A::STATE,
-    )
-    .expect("RESET");
+    set_state(&mut e, qpn, QpState::Reset).expect("RESET");
     // RESET discards silently.
     assert_eq!(e.v.qp(qpn).map(|q| q.recv_queue_len()), Ok(0));
     assert!(e.v.cq(e.rcq).map(|c| c.is_empty()).unwrap_or(false));
@@ -509,16 +470,7 @@ fn err_flushes_everything_in_order() {
         ),
     )
     .expect("read");
-    e.v.modify_qp(
-        &e.dev,
-        qpn,
-        &QpAttr {
-            qp_state: QpState::Err,
-            ..QpAttr::default()
-        },
-        A::STATE,
-    )
-    .expect("ERR");
+    set_state(&mut e, qpn, QpState::Err).expect("ERR");
     let mut s = Vec::new();
     e.v.poll_cq_into(e.scq, &mut s, 10).expect("poll");
     assert_eq!(
@@ -958,16 +910,7 @@ fn srq_limit_and_last_wqe() {
         Err(VerbsError::Busy { what: "SRQ", .. })
     ));
     rc_to_rts(&mut e, qpn);
-    e.v.modify_qp(
-        &e.dev,
-        qpn,
-        &QpAttr {
-            qp_state: QpState::Err,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE,
-    )
-    .expect("ERR");
+    set_state(&mut e, qpn, QpState::Err).expect("ERR");
     assert_eq!(e.v.poll_event(), Some(AsyncEvent::LastWqeReached(qpn)));
     // SRQ WRs belong to the SRQ: not flushed.
     assert_eq!(e.v.srq(srq).map(|s| s.len()), Ok(1));
@@ -992,15 +935,6 @@ fn sqd_drained_event_and_gsi_qkey() {
     e.v.post_send(gsi, SendWr::new(5, SendOp::Send).with_ud(ud_dest()))
         .expect("post");
     assert_eq!(e.v.take_send_wr(gsi), None);
-    e.v.modify_qp(
-        &e.dev,
-        gsi,
-        &QpAttr {
-            qp_state: QpState::Rts,
-            ..QpAttr::default()
-        },
-        A::STATE,
-    )
-    .expect("RTS");
+    set_state(&mut e, gsi, QpState::Rts).expect("RTS");
     assert_eq!(e.v.take_send_wr(gsi).map(|w| w.wr_id), Some(5));
 }
