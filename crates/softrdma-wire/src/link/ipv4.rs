@@ -5,9 +5,9 @@
 //! flags must be reproduced exactly. The `Repr` therefore keeps every field as captured,
 //! the checksum included; [`checksum`] computes a fresh one for senders.
 
-use super::{group, leaf, set_text};
+use super::{addr_leaf, group, leaf, set_text};
 use crate::dissect::{Dissect, Tree, Value};
-use crate::field::{read_u16, write_u16, Bits, Field};
+use crate::field::{Bits, Field};
 use crate::{Error, Result};
 use std::net::Ipv4Addr;
 
@@ -52,11 +52,35 @@ pub const FLAG_RESERVED: u8 = 0b100;
 pub const FLAG_DF: u8 = 0b010;
 pub const FLAG_MF: u8 = 0b001;
 
+/// The flag bits as tshark shows them: (key, label, name in the Flags summary, bit).
+const FLAG_BITS: [(&str, &str, &str, u8); 3] = [
+    ("rb", "Reserved bit", "Reserved", FLAG_RESERVED),
+    ("df", "Don't fragment", "Don't fragment", FLAG_DF),
+    ("mf", "More fragments", "More fragments", FLAG_MF),
+];
+
 /// A zero-copy view of an IPv4 header (and what follows it).
 #[derive(Debug, Clone)]
 pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
+
+bit_accessors! {
+    version / set_version: u8 = field::VERSION;
+    /// The header length in 32-bit words.
+    ihl / set_ihl: u8 = field::IHL;
+    dscp / set_dscp: u8 = field::DSCP;
+    ecn / set_ecn: u8 = field::ECN;
+    flags / set_flags: u8 = field::FLAGS;
+    frag_offset / set_frag_offset: u16 = field::FRAG_OFFSET;
+}
+
+be_fields!(Packet {
+    total_len, set_total_len: u16 @ field::TOTAL_LEN;
+    ident, set_ident: u16 @ field::IDENT;
+    ttl, set_ttl: u8 @ field::TTL;
+    checksum, set_checksum: u16 @ field::CHECKSUM;
+});
 
 impl<T: AsRef<[u8]>> Packet<T> {
     pub fn new_unchecked(buffer: T) -> Packet<T> {
@@ -88,43 +112,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer.as_ref()
     }
 
-    pub fn version(&self) -> u8 {
-        field::VERSION.get(self.b()) as u8
-    }
-    /// The header length in 32-bit words.
-    pub fn ihl(&self) -> u8 {
-        field::IHL.get(self.b()) as u8
-    }
     /// The header length in bytes.
     pub fn header_len(&self) -> usize {
         usize::from(self.ihl()) * 4
     }
-    pub fn dscp(&self) -> u8 {
-        field::DSCP.get(self.b()) as u8
-    }
-    pub fn ecn(&self) -> u8 {
-        field::ECN.get(self.b()) as u8
-    }
-    pub fn total_len(&self) -> u16 {
-        read_u16(self.b(), field::TOTAL_LEN)
-    }
-    pub fn ident(&self) -> u16 {
-        read_u16(self.b(), field::IDENT)
-    }
-    pub fn flags(&self) -> u8 {
-        field::FLAGS.get(self.b()) as u8
-    }
-    pub fn frag_offset(&self) -> u16 {
-        field::FRAG_OFFSET.get(self.b()) as u16
-    }
-    pub fn ttl(&self) -> u8 {
-        self.b()[field::TTL]
-    }
     pub fn protocol(&self) -> IpProtocol {
         IpProtocol(self.b()[field::PROTOCOL])
-    }
-    pub fn checksum(&self) -> u16 {
-        read_u16(self.b(), field::CHECKSUM)
     }
     pub fn src(&self) -> Ipv4Addr {
         Ipv4Addr::new(self.b()[12], self.b()[13], self.b()[14], self.b()[15])
@@ -154,38 +147,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
     }
-    pub fn set_version(&mut self, v: u8) {
-        field::VERSION.set(self.bm(), v.into());
-    }
-    pub fn set_ihl(&mut self, v: u8) {
-        field::IHL.set(self.bm(), v.into());
-    }
-    pub fn set_dscp(&mut self, v: u8) {
-        field::DSCP.set(self.bm(), v.into());
-    }
-    pub fn set_ecn(&mut self, v: u8) {
-        field::ECN.set(self.bm(), v.into());
-    }
-    pub fn set_total_len(&mut self, v: u16) {
-        write_u16(self.bm(), field::TOTAL_LEN, v);
-    }
-    pub fn set_ident(&mut self, v: u16) {
-        write_u16(self.bm(), field::IDENT, v);
-    }
-    pub fn set_flags(&mut self, v: u8) {
-        field::FLAGS.set(self.bm(), v.into());
-    }
-    pub fn set_frag_offset(&mut self, v: u16) {
-        field::FRAG_OFFSET.set(self.bm(), v.into());
-    }
-    pub fn set_ttl(&mut self, v: u8) {
-        self.bm()[field::TTL] = v;
-    }
     pub fn set_protocol(&mut self, v: IpProtocol) {
         self.bm()[field::PROTOCOL] = v.0;
-    }
-    pub fn set_checksum(&mut self, v: u16) {
-        write_u16(self.bm(), field::CHECKSUM, v);
     }
     pub fn set_src(&mut self, v: Ipv4Addr) {
         self.bm()[field::SRC].copy_from_slice(&v.octets());
@@ -428,16 +391,11 @@ impl Repr {
             Value::Uint(self.ident.into()),
             format!("{:#06x} ({})", self.ident, self.ident),
         );
-        let mut names = Vec::new();
-        if self.flags & FLAG_RESERVED != 0 {
-            names.push("Reserved");
-        }
-        if self.flags & FLAG_DF != 0 {
-            names.push("Don't fragment");
-        }
-        if self.flags & FLAG_MF != 0 {
-            names.push("More fragments");
-        }
+        let names: Vec<&str> = FLAG_BITS
+            .iter()
+            .filter(|(_, _, _, bit)| self.flags & bit != 0)
+            .map(|&(_, _, name, _)| name)
+            .collect();
         let mut fd = format!("{:#x}", self.flags);
         if !names.is_empty() {
             fd.push_str(", ");
@@ -450,28 +408,10 @@ impl Repr {
             Value::Uint(self.flags.into()),
             fd,
             |t| {
-                let f = self.flags;
-                leaf(
-                    t,
-                    "rb",
-                    "Reserved bit",
-                    Value::Bool(f & FLAG_RESERVED != 0),
-                    set_text(f & FLAG_RESERVED != 0),
-                );
-                leaf(
-                    t,
-                    "df",
-                    "Don't fragment",
-                    Value::Bool(f & FLAG_DF != 0),
-                    set_text(f & FLAG_DF != 0),
-                );
-                leaf(
-                    t,
-                    "mf",
-                    "More fragments",
-                    Value::Bool(f & FLAG_MF != 0),
-                    set_text(f & FLAG_MF != 0),
-                );
+                for (key, label, _, bit) in FLAG_BITS {
+                    let set = self.flags & bit != 0;
+                    leaf(t, key, label, Value::Bool(set), set_text(set));
+                }
             },
         );
         t.dec("frag_offset", "Fragment Offset", self.frag_offset);
@@ -481,20 +421,8 @@ impl Repr {
         if !self.options.is_empty() {
             t.bytes("options", "Options", &self.options);
         }
-        leaf(
-            t,
-            "src",
-            "Source Address",
-            Value::Bytes(self.src.octets().to_vec()),
-            self.src.to_string(),
-        );
-        leaf(
-            t,
-            "dst",
-            "Destination Address",
-            Value::Bytes(self.dst.octets().to_vec()),
-            self.dst.to_string(),
-        );
+        addr_leaf(t, "src", "Source Address", self.src.into());
+        addr_leaf(t, "dst", "Destination Address", self.dst.into());
     }
 }
 

@@ -4,10 +4,10 @@
 //! For RoCEv2 the flow label matters: the ICRC masks it (with the traffic class and hop
 //! limit), and rxe derives the UDP source port from it.
 
+use super::addr_leaf;
 use super::ipv4::{dissect_dsfield, IpProtocol};
-use super::leaf;
-use crate::dissect::{Dissect, Tree, Value};
-use crate::field::{read_u16, write_u16, Bits, Field};
+use crate::dissect::{Dissect, Tree};
+use crate::field::{Bits, Field};
 use crate::{Error, Result};
 use std::net::Ipv6Addr;
 
@@ -31,28 +31,24 @@ fixed_view! {
     struct Packet(HEADER_LEN, "ipv6");
 }
 
+bit_accessors! {
+    version / set_version: u8 = field::VERSION;
+    traffic_class / set_traffic_class: u8 = field::TRAFFIC_CLASS;
+    flow_label / set_flow_label: u32 = field::FLOW_LABEL;
+}
+
+be_fields!(Packet {
+    payload_len, set_payload_len: u16 @ field::PAYLOAD_LEN;
+    hop_limit, set_hop_limit: u8 @ field::HOP_LIMIT;
+});
+
 impl<T: AsRef<[u8]>> Packet<T> {
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
 
-    pub fn version(&self) -> u8 {
-        field::VERSION.get(self.b()) as u8
-    }
-    pub fn traffic_class(&self) -> u8 {
-        field::TRAFFIC_CLASS.get(self.b()) as u8
-    }
-    pub fn flow_label(&self) -> u32 {
-        field::FLOW_LABEL.get(self.b()) as u32
-    }
-    pub fn payload_len(&self) -> u16 {
-        read_u16(self.b(), field::PAYLOAD_LEN)
-    }
     pub fn next_header(&self) -> IpProtocol {
         IpProtocol(self.b()[field::NEXT_HEADER])
-    }
-    pub fn hop_limit(&self) -> u8 {
-        self.b()[field::HOP_LIMIT]
     }
     pub fn src(&self) -> Ipv6Addr {
         Ipv6Addr::from(crate::field::read_array::<16>(self.b(), field::SRC.start))
@@ -72,23 +68,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
     }
-    pub fn set_version(&mut self, v: u8) {
-        field::VERSION.set(self.bm(), v.into());
-    }
-    pub fn set_traffic_class(&mut self, v: u8) {
-        field::TRAFFIC_CLASS.set(self.bm(), v.into());
-    }
-    pub fn set_flow_label(&mut self, v: u32) {
-        field::FLOW_LABEL.set(self.bm(), v.into());
-    }
-    pub fn set_payload_len(&mut self, v: u16) {
-        write_u16(self.bm(), field::PAYLOAD_LEN, v);
-    }
     pub fn set_next_header(&mut self, v: IpProtocol) {
         self.bm()[field::NEXT_HEADER] = v.0;
-    }
-    pub fn set_hop_limit(&mut self, v: u8) {
-        self.bm()[field::HOP_LIMIT] = v;
     }
     pub fn set_src(&mut self, v: Ipv6Addr) {
         self.bm()[field::SRC].copy_from_slice(&v.octets());
@@ -181,20 +162,8 @@ impl Repr {
         t.dec("plen", "Payload Length", self.payload_len);
         t.code("nxt", "Next Header", self.next_header.0, self.next_header);
         t.dec("hlim", "Hop Limit", self.hop_limit);
-        leaf(
-            t,
-            "src",
-            "Source Address",
-            Value::Bytes(self.src.octets().to_vec()),
-            self.src.to_string(),
-        );
-        leaf(
-            t,
-            "dst",
-            "Destination Address",
-            Value::Bytes(self.dst.octets().to_vec()),
-            self.dst.to_string(),
-        );
+        addr_leaf(t, "src", "Source Address", self.src.into());
+        addr_leaf(t, "dst", "Destination Address", self.dst.into());
     }
 }
 
