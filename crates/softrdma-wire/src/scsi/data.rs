@@ -10,6 +10,12 @@ use crate::dissect::{Dissect, Tree};
 use crate::field::{read_array, read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
 use crate::{Error, Result};
 
+/// `emit`'s precondition: the buffer is exactly `buffer_len()` bytes (a caller bug otherwise).
+#[track_caller]
+fn check_emit_len(what: &str, buf: &[u8], len: usize) {
+    assert_eq!(buf.len(), len, "{what}: emit buffer length");
+}
+
 fn ascii(b: &[u8]) -> String {
     b.iter()
         .map(|&c| {
@@ -80,11 +86,7 @@ impl StandardInquiry {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "scsi.inquiry_data: emit buffer length"
-        );
+        check_emit_len("scsi.inquiry_data", buf, self.buffer_len());
         buf[0] = (self.qualifier << 5) | (self.device_type.0 & 0x1f);
         buf[1] = if self.rmb { 0x80 } else { 0 };
         buf[2] = self.version;
@@ -249,7 +251,7 @@ impl VpdPage {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(buf.len(), self.buffer_len(), "scsi.vpd: emit buffer length");
+        check_emit_len("scsi.vpd", buf, self.buffer_len());
         buf[0] = self.peripheral;
         buf[1] = self.page_code.0;
         write_u16(buf, 2, self.page_length);
@@ -376,11 +378,7 @@ impl ReadCapacity10Data {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            Self::LEN,
-            "scsi.read_capacity_10_data: emit buffer length"
-        );
+        check_emit_len("scsi.read_capacity_10_data", buf, Self::LEN);
         write_u32(buf, 0, self.last_lba);
         write_u32(buf, 4, self.block_length);
     }
@@ -434,11 +432,7 @@ impl ReadCapacity16Data {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            Self::LEN,
-            "scsi.read_capacity_16_data: emit buffer length"
-        );
+        check_emit_len("scsi.read_capacity_16_data", buf, Self::LEN);
         buf.fill(0);
         write_u64(buf, 0, self.last_lba);
         write_u32(buf, 8, self.block_length);
@@ -517,11 +511,7 @@ impl ReportLunsData {
         8 + 8 * self.luns.len()
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            self.buffer_len(),
-            "scsi.report_luns_data: emit buffer length"
-        );
+        check_emit_len("scsi.report_luns_data", buf, self.buffer_len());
         buf.fill(0);
         write_u32(buf, 0, self.list_length);
         for (i, l) in self.luns.iter().enumerate() {
@@ -572,11 +562,7 @@ impl ModeHeader6Repr {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            Self::LEN,
-            "scsi.mode_header_6: emit buffer length"
-        );
+        check_emit_len("scsi.mode_header_6", buf, Self::LEN);
         buf[0] = self.mode_data_length;
         buf[1] = self.medium_type;
         buf[2] = self.device_specific;
@@ -617,11 +603,7 @@ impl ModeHeader10Repr {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            Self::LEN,
-            "scsi.mode_header_10: emit buffer length"
-        );
+        check_emit_len("scsi.mode_header_10", buf, Self::LEN);
         buf.fill(0);
         write_u16(buf, 0, self.mode_data_length);
         buf[2] = self.medium_type;
@@ -652,46 +634,48 @@ impl BlockDescriptor {
         Self::LEN
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        assert_eq!(
-            buf.len(),
-            Self::LEN,
-            "scsi.block_descriptor: emit buffer length"
-        );
+        check_emit_len("scsi.block_descriptor", buf, Self::LEN);
         write_u32(buf, 0, self.blocks);
         buf[4] = 0;
         crate::field::write_u24(buf, 5, self.block_length);
     }
 }
 
+/// The fields both mode parameter headers share, around `device` (what each says about the
+/// device-specific parameter).
+fn dissect_mode_header(
+    t: &mut Tree,
+    mode_data_length: u16,
+    medium_type: u8,
+    block_descriptor_length: u16,
+    device: impl FnOnce(&mut Tree),
+) {
+    t.subtree("scsi_mode_header", "Mode Parameter Header", |t| {
+        t.dec("mode_data_length", "Mode Data Length", mode_data_length);
+        t.hex("medium_type", "Medium Type", medium_type, 2);
+        device(t);
+        t.dec(
+            "block_descriptor_length",
+            "Block Descriptor Length",
+            block_descriptor_length,
+        );
+    });
+}
+
 impl Dissect for ModeHeader6Repr {
     fn dissect(&self, t: &mut Tree) {
-        t.subtree("scsi_mode_header", "Mode Parameter Header", |t| {
-            t.dec(
-                "mode_data_length",
-                "Mode Data Length",
-                self.mode_data_length,
-            );
-            t.hex("medium_type", "Medium Type", self.medium_type, 2);
+        let (mdl, bdl) = (self.mode_data_length, self.block_descriptor_length);
+        dissect_mode_header(t, mdl.into(), self.medium_type, bdl.into(), |t| {
             t.flag("wp", "WP", self.wp());
             t.flag("dpofua", "DPOFUA", self.dpofua());
-            t.dec(
-                "block_descriptor_length",
-                "Block Descriptor Length",
-                self.block_descriptor_length,
-            );
         });
     }
 }
 
 impl Dissect for ModeHeader10Repr {
     fn dissect(&self, t: &mut Tree) {
-        t.subtree("scsi_mode_header", "Mode Parameter Header", |t| {
-            t.dec(
-                "mode_data_length",
-                "Mode Data Length",
-                self.mode_data_length,
-            );
-            t.hex("medium_type", "Medium Type", self.medium_type, 2);
+        let (mdl, bdl) = (self.mode_data_length, self.block_descriptor_length);
+        dissect_mode_header(t, mdl, self.medium_type, bdl, |t| {
             t.hex(
                 "device_specific",
                 "Device-Specific Parameter",
@@ -699,11 +683,6 @@ impl Dissect for ModeHeader10Repr {
                 2,
             );
             t.flag("longlba", "LONGLBA", self.longlba);
-            t.dec(
-                "block_descriptor_length",
-                "Block Descriptor Length",
-                self.block_descriptor_length,
-            );
         });
     }
 }
