@@ -21,6 +21,7 @@ pub mod device;
 pub mod fuzzing;
 pub mod mad;
 pub mod rand;
+pub mod rdma_cm;
 pub mod time;
 pub mod transport;
 pub mod verbs;
