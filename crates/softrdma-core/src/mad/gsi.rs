@@ -32,6 +32,27 @@ const IOVA: u64 = 0x4000_0000;
 /// wr_ids of receives carry this bit (sends do not).
 const RECV_TAG: u64 = 1 << 63;
 
+/// The source GID index for a MAD to `dgid`: the first RoCEv2 entry of the same network
+/// (IPv4-mapped or IPv6), like the kernel's route to the peer picks the netdev address; on a
+/// device with a MAC, index 0 is the link-local IPv6 GID, which an IPv4 peer cannot get.
+fn sgid_for(stack: &Stack, dgid: &Gid) -> u16 {
+    let v4 = dgid.to_ipv4().is_some();
+    stack
+        .device
+        .port(crate::device::PORT_NUM)
+        .ok()
+        .and_then(|p| {
+            p.gids
+                .entries()
+                .iter()
+                .find(|e| {
+                    e.gid_type == crate::device::GidType::RoceV2 && e.gid.to_ipv4().is_some() == v4
+                })
+                .map(|e| e.index)
+        })
+        .unwrap_or(0)
+}
+
 /// QP1 of one stack, with its buffers.
 #[derive(Clone, Debug)]
 pub struct GsiPort {
@@ -150,6 +171,7 @@ impl GsiPort {
             let dest = UdDest {
                 av: AddressVector {
                     dgid: o.dest.gid,
+                    sgid_index: sgid_for(stack, &o.dest.gid),
                     ..AddressVector::default()
                 },
                 remote_qpn: o.dest.qpn,

@@ -368,6 +368,13 @@ impl RdmaCm {
         }
         let (mut a, m) = self.cm.init_qp_attr(&i.cm, QpState::Rtr)?;
         a.max_dest_rd_atomic = i.param.responder_resources;
+        // The id's source GID (cma's sgid_attr): the RoCEv2 entry of its local address.
+        if let Some((ip, _)) = i.local {
+            a.ah_attr.sgid_index = stack
+                .device
+                .find_gid(PORT_NUM, &Gid::from(ip), GidType::RoceV2)
+                .map_err(|_| RdmaCmError::NoDevice)?;
+        }
         stack.modify_qp(qpn, &a, m)?;
         let (mut a, m) = self.cm.init_qp_attr(&i.cm, QpState::Rts)?;
         a.max_rd_atomic = i.param.initiator_depth;
