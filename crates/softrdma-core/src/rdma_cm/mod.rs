@@ -161,7 +161,8 @@ struct Id {
     local: Option<(IpAddr, u16)>,
     remote: Option<(IpAddr, u16)>,
     qpn: Option<u32>,
-    sq_psn: u32,
+    /// `id_priv->seq_num`: our starting PSN (REQ or REP), where our RQ starts.
+    seq_num: u32,
     param: ConnParam,
     /// A DISCONNECTED event was raised (raise it once).
     disconnected: bool,
@@ -225,7 +226,7 @@ impl RdmaCm {
                 local: None,
                 remote: None,
                 qpn: None,
-                sq_psn: 0,
+                seq_num: 0,
                 param: ConnParam::default(),
                 disconnected: false,
             },
@@ -350,7 +351,7 @@ impl RdmaCm {
             i.local = Some((src, src_port));
             i.remote = Some((dst, port));
             i.qpn = Some(qpn);
-            i.sq_psn = psn;
+            i.seq_num = psn;
             i.param = param.clone();
         }
         Ok(id)
@@ -368,6 +369,9 @@ impl RdmaCm {
         }
         let (mut a, m) = self.cm.init_qp_attr(&i.cm, QpState::Rtr)?;
         a.max_dest_rd_atomic = i.param.responder_resources;
+        // rdma_init_qp_attr: RTR's rq_psn is the id's seq_num (the passive side moves the QP
+        // before its REP is formatted).
+        a.rq_psn = i.seq_num;
         // The id's source GID (cma's sgid_attr): the RoCEv2 entry of its local address.
         if let Some((ip, _)) = i.local {
             a.ah_attr.sgid_index = stack
@@ -378,7 +382,6 @@ impl RdmaCm {
         stack.modify_qp(qpn, &a, m)?;
         let (mut a, m) = self.cm.init_qp_attr(&i.cm, QpState::Rts)?;
         a.max_rd_atomic = i.param.initiator_depth;
-        a.sq_psn = i.sq_psn;
         stack.modify_qp(qpn, &a, m)?;
         Ok(())
     }
@@ -396,7 +399,7 @@ impl RdmaCm {
         {
             let i = self.ids.get_mut(&id.0).ok_or(RdmaCmError::NoSuchId)?;
             i.qpn = Some(qpn);
-            i.sq_psn = psn;
+            i.seq_num = psn;
             i.param = param.clone();
         }
         self.qp_to_rts(stack, id)?;
@@ -588,7 +591,7 @@ impl RdmaCm {
                 local: Some(local),
                 remote: Some(remote),
                 qpn: None,
-                sq_psn: 0,
+                seq_num: 0,
                 param: ConnParam::default(),
                 disconnected: false,
             },
