@@ -158,7 +158,7 @@ impl Cb {
         let mut wcs = Vec::new();
         loop {
             while let Some(e) = self.cm.poll_event() {
-                dbg_log!(self, "cma_event type {:?}", e.event);
+                dbg_log!(self, "cma_event type {}", e.event.as_str());
                 match e.event {
                     RdmaCmEventType::Disconnected => {
                         eprintln!(
@@ -172,7 +172,7 @@ impl Cb {
                         return Ok(Got::Disconnected);
                     }
                     RdmaCmEventType::Established | RdmaCmEventType::TimewaitExit => {}
-                    other => return Err(Fail(format!("cma event {other:?}"))),
+                    other => return Err(Fail(format!("cma event {}", other.as_str()))),
                 }
             }
             wcs.clear();
@@ -464,14 +464,13 @@ fn run_client(args: &Args) -> Result<(), Fail> {
             }
             continue;
         };
-        dbg_log!(cb, "cma_event type {:?}", e.event);
+        dbg_log!(cb, "cma_event type {}", e.event.as_str());
         match e.event {
             RdmaCmEventType::Established => break,
             other => {
-                eprintln!(
-                    "cma event {other:?}, error {:?}",
-                    e.reject_reason.map(|r| r.0)
-                );
+                // rping: "cma event RDMA_CM_EVENT_REJECTED, error 28" (status = the reason).
+                let status = e.reject_reason.map(|r| i32::from(r.0)).unwrap_or(-110);
+                eprintln!("cma event {}, error {status}", other.as_str());
                 return Err(Fail("connect error".into()));
             }
         }

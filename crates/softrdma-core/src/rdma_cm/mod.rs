@@ -87,6 +87,21 @@ pub enum RdmaCmEventType {
     TimewaitExit,
 }
 
+impl RdmaCmEventType {
+    /// `rdma_event_str`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RdmaCmEventType::ConnectRequest => "RDMA_CM_EVENT_CONNECT_REQUEST",
+            RdmaCmEventType::ConnectError => "RDMA_CM_EVENT_CONNECT_ERROR",
+            RdmaCmEventType::Unreachable => "RDMA_CM_EVENT_UNREACHABLE",
+            RdmaCmEventType::Rejected => "RDMA_CM_EVENT_REJECTED",
+            RdmaCmEventType::Established => "RDMA_CM_EVENT_ESTABLISHED",
+            RdmaCmEventType::Disconnected => "RDMA_CM_EVENT_DISCONNECTED",
+            RdmaCmEventType::TimewaitExit => "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+        }
+    }
+}
+
 /// `struct rdma_cm_event`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RdmaCmEvent {
