@@ -373,3 +373,46 @@ fn req_that_fails_the_checks_is_rejected_28_without_data() {
     assert_eq!(e.private_data, vec![0u8; 148]);
     assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ, AttrId::REJ]);
 }
+
+/// The delayed MRA (`ib_prepare_cm_mra`): nothing is sent while the consumer thinks, but a
+/// retransmitted REQ is answered with MRA service timeout 24 (CMA_CM_MRA_SETTING); the
+/// accept that follows still connects.
+#[test]
+fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
+    let (mut sim, mut n) = pair();
+    let (a, b) = (sim.addrs[0], sim.addrs[1]);
+    n[1].cm.listen(b, 7174).expect("listen");
+    let qa = n[0].qpn;
+    n[0].cm
+        .connect(sim.now, &mut sim.stacks[0], a, b, 7174, qa, &param(b""))
+        .expect("connect");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ]);
+    // The active side's REQ timer runs out: it retransmits.
+    let t = n[0].cm.cm().poll_timeout().expect("req timer");
+    sim.now = sim.now.max(t);
+    let now = sim.now;
+    n[0].cm.handle_timeout(now, &mut sim.stacks[0]);
+    pump(&mut sim, &mut n, |_| false);
+    let log = cm_log(&sim);
+    assert_eq!(attrs(&log), vec![AttrId::REQ, AttrId::REQ, AttrId::MRA]);
+    let CmMessage::Mra(mra) = &log[2].1 else {
+        panic!()
+    };
+    assert_eq!(mra.service_timeout, 24);
+    let qb = n[1].qpn;
+    n[1].cm
+        .accept(sim.now, &mut sim.stacks[1], req.id, qb, &param(b""))
+        .expect("accept");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Established
+    ) && has(
+        &n[1],
+        RdmaCmEventType::Established
+    )));
+}
