@@ -16,8 +16,9 @@
 //! - [`RdmaCm::accept`] (`cma_accept_ib`): QP to RTR then RTS from `init_qp_attr` with the
 //!   connection parameters' responder resources / initiator depth, then REP (no rdma_cm
 //!   header in a REP). RTU → ESTABLISHED.
-//! - [`RdmaCm::connect`] (`cma_connect_ib`): REQ with the header (random source port),
-//!   random flow label and starting PSN, CM response timeouts 20, 15 CM retries, packet
+//! - [`RdmaCm::connect`] (`cma_connect_ib`): REQ with the header (random source port, flow
+//!   label `(sport·31 + dport) & 0xfffff` as cma computes it), random starting PSN, CM
+//!   response timeouts 20, 15 CM retries, packet
 //!   lifetime 18 (local ACK timeout 19), hop limit 64, the port's active MTU. On REP: QP to
 //!   RTR/RTS, RTU, ESTABLISHED (`cma_rep_recv`).
 //! - [`RdmaCm::reject`]: REJ 28 with the consumer's private data; the active side sees
@@ -59,6 +60,12 @@ pub const CMA_CM_RESPONSE_TIMEOUT: u8 = 20;
 pub const CMA_MAX_CM_RETRIES: u8 = 15;
 /// The hop limit of a RoCEv2 path to an IPv4 peer off-link rules aside (the lab's REQs).
 pub const ROCE_HOP_LIMIT: u8 = 64;
+
+/// `cma_get_roce_udp_flow_label` (no IPv6 flowinfo given): `(sport·31 + dport)` masked to
+/// 20 bits. b_rping.pcap: IP CM source port 0x90f2 to 7174 → flow label 0x1a954.
+pub fn roce_udp_flow_label(src_port: u16, dst_port: u16) -> u32 {
+    (u32::from(src_port) * 31 + u32::from(dst_port)) & 0xf_ffff
+}
 
 /// `struct rdma_conn_param` (the fields RC uses).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -314,10 +321,7 @@ impl RdmaCm {
             .unwrap_or(3);
         // The kernel binds an ephemeral port (inet_get_local_port_range 32768..60999).
         let src_port = 32768 + (self.rng.next_u32() % 28232) as u16;
-        let mut flow_label = self.rng.next_u32() & 0xf_ffff;
-        if flow_label == 0 {
-            flow_label = 1;
-        }
+        let flow_label = roce_udp_flow_label(src_port, port);
         let psn = self.rng.next_psn();
         let mut pd = IpCmHeader::new(src, src_port, dst).to_bytes();
         pd.extend_from_slice(&param.private_data);

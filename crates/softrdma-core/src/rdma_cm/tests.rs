@@ -216,7 +216,12 @@ fn connect_accept_send_disconnect() {
         ),
         (20, 20, 15, 7, 7, 64, 19, 3)
     );
-    assert_ne!(req.primary_path.flow_label, 0);
+    assert_eq!(
+        req.primary_path.flow_label,
+        roce_udp_flow_label(h.src_port, 7174)
+    );
+    // The kernel's (b_rping.pcap): source port 0x90f2 → 0x1a954.
+    assert_eq!(roce_udp_flow_label(0x90f2, 7174), 0x1a954);
     let CmMessage::Rep(rep) = &log[1].1 else {
         panic!()
     };
