@@ -18,9 +18,12 @@
 //!   header in a REP). RTU → ESTABLISHED.
 //! - [`RdmaCm::connect`] (`cma_connect_ib`): REQ with the header (random source port, flow
 //!   label `(sport·31 + dport) & 0xfffff` as cma computes it), random starting PSN, CM
-//!   response timeouts 20, 15 CM retries, packet
-//!   lifetime 18 (local ACK timeout 19), hop limit 64, the port's active MTU. On REP: QP to
-//!   RTR/RTS, RTU, ESTABLISHED (`cma_rep_recv`).
+//!   response timeouts 20, 15 CM retries, packet lifetime 18 (local ACK timeout 19), hop
+//!   limit 64, the port's active MTU. On REP: QP to RTR/RTS, RTU, ESTABLISHED
+//!   (`cma_rep_recv`).
+//! - PSNs as cm.c/cma.c set them: a REQ's or REP's starting PSN is where its *sender's* RQ
+//!   starts (`rdma_init_qp_attr`: RTR `rq_psn = seq_num`); each side's SQ starts at the
+//!   PSN the peer announced (rxe's first SEND as active side carried our REP's PSN).
 //! - [`RdmaCm::reject`]: REJ 28 with the consumer's private data; the active side sees
 //!   REJECTED with [`RdmaCmEvent::consumer_reject_data`].
 //! - [`RdmaCm::disconnect`]: QP to ERR, then DREQ (ESTABLISHED) or DREP (after a DREQ).
