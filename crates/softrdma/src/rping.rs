@@ -75,6 +75,10 @@ pub struct Args {
     /// Debug printfs.
     #[arg(short = 'd')]
     pub debug: bool,
+    /// Server: wait this many milliseconds before accepting (not an rping flag; lets a
+    /// retransmitted REQ draw the RDMA CM's delayed MRA).
+    #[arg(long, default_value_t = 0)]
+    pub accept_delay: u64,
     /// Record every datagram to this pcap file.
     #[arg(long)]
     pub pcap: Option<std::path::PathBuf>,
@@ -307,6 +311,13 @@ fn run_server(args: &Args) -> Result<(), Fail> {
         }
     };
     dbg_log!(cb, "child cma {:?}", req.id);
+    if args.accept_delay > 0 {
+        let end = Instant::now() + Duration::from_millis(args.accept_delay);
+        while Instant::now() < end {
+            // keep the CM running: a retransmitted REQ is answered with the MRA
+            let _ = cb.cm.wait_event(Duration::from_millis(50));
+        }
+    }
     // rdma_accept(id, NULL): librdmacm answers with the request's resources and retry
     // counts 7.
     let p = ConnParam {
