@@ -12,6 +12,7 @@
 //! - [`verbs`]: PD, MR (with the memory model described in `docs/memory.md`), CQ, SRQ, QP
 //!   and the QP state machine ([`verbs::qp_state`]).
 //! - [`cm`]: the IB CM (`CmEndpoint`) on top of the MAD layer.
+//! - [`rdma_cm`]: a minimal RDMA CM (RC, TCP port space) on top of the IB CM.
 //! - [`mad`]: the MAD layer on QP1 (agents, TIDs, timeouts/retries, response matching).
 
 #![forbid(unsafe_code)]
@@ -21,6 +22,7 @@ pub mod device;
 pub mod fuzzing;
 pub mod mad;
 pub mod rand;
+pub mod rdma_cm;
 pub mod time;
 pub mod transport;
 pub mod verbs;

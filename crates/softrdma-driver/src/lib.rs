@@ -122,6 +122,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod cm;
 pub mod device;
 pub mod tap;
 pub mod timer;

@@ -8,6 +8,7 @@ mod perf;
 mod perf_node;
 mod pingpong;
 mod pingpong_exch;
+mod rping;
 
 /// softrdma: the Linux RDMA connection-management stack (IB CM, RDMA CM, SRP) in userspace,
 /// over RoCEv2.
@@ -29,6 +30,9 @@ enum Command {
     /// perftest-style bandwidth / latency between two softrdma devices on loopback, with a
     /// TCP baseline in the same run.
     Perf(perf::Args),
+    /// A peer of rdma-core's rping (RDMA CM + RC SEND/RDMA READ/RDMA WRITE) over a softrdma
+    /// device and softrdma's own IB CM / RDMA CM.
+    Rping(rping::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,5 +41,6 @@ fn main() -> ExitCode {
         Command::Decode(args) => decode::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Perf(args) => perf::run(&args),
+        Command::Rping(args) => rping::run(&args),
     }
 }

@@ -774,7 +774,9 @@ impl CmEndpoint {
         c.path = path;
         c.path_mtu = p.path_mtu;
         c.pkey = p.partition_key;
-        c.sq_psn = p.starting_psn;
+        // cm.c (ib_send_cm_req): a message's starting PSN is what its sender's RQ expects
+        // (the peer's SQ starts there): rq_psn from our REQ, sq_psn from the peer's REP.
+        c.rq_psn = p.starting_psn;
         c.responder_resources = p.responder_resources;
         c.initiator_depth = p.initiator_depth;
         c.retry_count = p.retry_count;
@@ -819,7 +821,8 @@ impl CmEndpoint {
             private_data: pad(&p.private_data),
         };
         c.local_qpn = p.qp_num;
-        c.sq_psn = p.starting_psn;
+        // ib_send_cm_rep: rq_psn = the REP's starting PSN (cm_req_handler took sq_psn from the REQ).
+        c.rq_psn = p.starting_psn;
         c.responder_resources = p.responder_resources;
         c.initiator_depth = p.initiator_depth;
         c.rnr_retry_count = p.rnr_retry_count;
@@ -1506,7 +1509,7 @@ impl CmEndpoint {
         c.path = path;
         c.path_mtu = req.path_mtu;
         c.pkey = req.partition_key;
-        c.rq_psn = req.starting_psn;
+        c.sq_psn = req.starting_psn;
         c.responder_resources = req.initiator_depth;
         c.initiator_depth = req.responder_resources;
         c.retry_count = req.retry_count;
@@ -1581,7 +1584,7 @@ impl CmEndpoint {
             c.remote_id = rep.local_comm_id;
             c.remote_ca_guid = guid;
             c.remote_qpn = rep.local_qpn;
-            c.rq_psn = rep.starting_psn;
+            c.sq_psn = rep.starting_psn; // cm_rep_handler
             c.initiator_depth = rep.responder_resources;
             c.responder_resources = rep.initiator_depth;
             c.av_timeout = cm_ack_timeout(ack_delay, c.av_timeout.saturating_sub(1));

@@ -195,21 +195,25 @@ fn active_passive_connect_and_disconnect() {
         (a.tid(ia.as_ref()), b.tid(ib.as_ref())),
         (Some(tid), Some(tid))
     );
-    // QP attributes from the CM state.
+    // QP attributes from the CM state. As in cm.c, a message's starting PSN is where its
+    // sender's RQ starts: A (REQ PSN 0x123456) receives from 0x123456 and sends from the
+    // REP's 0xabcdef; B the other way round.
     let (rtr, mask) = a.init_qp_attr(&ia, QpState::Rtr).expect("rtr");
     assert_eq!(
         (rtr.dest_qp_num, rtr.rq_psn, rtr.max_dest_rd_atomic),
-        (0x12, 0xabcdef, 4)
+        (0x12, 0x123456, 4)
     );
     assert_eq!(rtr.ah_attr.dgid, gid(2));
     assert!(mask.contains(QpAttrMask::DEST_QPN | QpAttrMask::RQ_PSN | QpAttrMask::AV));
     let (rts, _) = a.init_qp_attr(&ia, QpState::Rts).expect("rts");
     assert_eq!(
         (rts.sq_psn, rts.timeout, rts.retry_cnt, rts.rnr_retry),
-        (0x123456, 19, 7, 7)
+        (0xabcdef, 19, 7, 7)
     );
     let (rtr_b, _) = b.init_qp_attr(&ib, QpState::Rtr).expect("rtr b");
-    assert_eq!((rtr_b.dest_qp_num, rtr_b.rq_psn), (0x11, 0x123456));
+    assert_eq!((rtr_b.dest_qp_num, rtr_b.rq_psn), (0x11, 0xabcdef));
+    let (rts_b, _) = b.init_qp_attr(&ib, QpState::Rts).expect("rts b");
+    assert_eq!(rts_b.sq_psn, 0x123456);
     assert_eq!(rtr_b.ah_attr.dgid, gid(1));
     let (init, _) = b.init_qp_attr(&ib, QpState::Init).expect("init");
     assert!(init.qp_access_flags.0 & AccessFlags::REMOTE_READ.0 != 0);

@@ -32,6 +32,34 @@ const IOVA: u64 = 0x4000_0000;
 /// wr_ids of receives carry this bit (sends do not).
 const RECV_TAG: u64 = 1 << 63;
 
+/// The source GID index for a MAD to `dgid` (the kernel answers from the GID of the route
+/// to the peer): a RoCEv2 entry of the same network — for IPv4, the first IPv4-mapped
+/// entry; for IPv6, one on the destination's /64, else the first non-link-local one (the
+/// link-local one only for a link-local peer). On a device with a MAC, index 0 is the
+/// link-local GID, which an IPv4 peer cannot be answered from.
+fn sgid_for(stack: &Stack, dgid: &Gid) -> u16 {
+    let Ok(port) = stack.device.port(crate::device::PORT_NUM) else {
+        return 0;
+    };
+    let v2 = || {
+        port.gids
+            .entries()
+            .iter()
+            .filter(|e| e.gid_type == crate::device::GidType::RoceV2)
+    };
+    let link_local = |g: &Gid| g.0[0] == 0xfe && g.0[1] & 0xc0 == 0x80;
+    let pick = if dgid.to_ipv4().is_some() {
+        v2().find(|e| e.gid.to_ipv4().is_some())
+    } else {
+        v2().find(|e| e.gid.to_ipv4().is_none() && e.gid.0[..8] == dgid.0[..8])
+            .or_else(|| {
+                v2().find(|e| e.gid.to_ipv4().is_none() && !link_local(&e.gid) && !link_local(dgid))
+            })
+            .or_else(|| v2().find(|e| e.gid.to_ipv4().is_none()))
+    };
+    pick.map(|e| e.index).unwrap_or(0)
+}
+
 /// QP1 of one stack, with its buffers.
 #[derive(Clone, Debug)]
 pub struct GsiPort {
@@ -150,6 +178,7 @@ impl GsiPort {
             let dest = UdDest {
                 av: AddressVector {
                     dgid: o.dest.gid,
+                    sgid_index: sgid_for(stack, &o.dest.gid),
                     ..AddressVector::default()
                 },
                 remote_qpn: o.dest.qpn,
