@@ -79,6 +79,11 @@ pub struct Args {
     /// retransmitted REQ draw the RDMA CM's delayed MRA).
     #[arg(long, default_value_t = 0)]
     pub accept_delay: u64,
+    /// Server, test aid (not an rping flag): answer every connection request with
+    /// rdma_reject (REJ reason 28, consumer defined) carrying the private data
+    /// "softrdma-reject"; never accepts, runs until killed.
+    #[arg(long)]
+    pub reject: bool,
     /// Record every datagram to this pcap file.
     #[arg(long)]
     pub pcap: Option<std::path::PathBuf>,
@@ -298,6 +303,9 @@ fn setup(args: &Args, local: IpAddr, client: bool) -> Result<Cb, Fail> {
     Ok(cb)
 }
 
+/// The private data `--reject` puts in its REJ (reason 28).
+const REJECT_PRIVATE_DATA: &[u8] = b"softrdma-reject";
+
 fn run_server(args: &Args) -> Result<(), Fail> {
     let mut cb = setup(args, args.addr, false)?;
     let (ip, port) = (args.addr, args.port);
@@ -306,6 +314,13 @@ fn run_server(args: &Args) -> Result<(), Fail> {
     let req = loop {
         if let Some(e) = cb.cm.wait_event(Duration::from_secs(1)) {
             if e.event == RdmaCmEventType::ConnectRequest {
+                if args.reject {
+                    cb.cm
+                        .with(|cm, _, now| cm.reject(now, e.id, REJECT_PRIVATE_DATA))
+                        .map_err(|err| Fail(format!("rdma_reject: {err}")))?;
+                    println!("rejected connect request (--reject)");
+                    continue;
+                }
                 break e;
             }
         }
