@@ -639,13 +639,7 @@ fn rkey_and_bounds_violations_nak_and_leave_memory_untouched() {
             "{name}"
         );
         // The NAK on the wire: ACK opcode, syndrome 0x62 (NAK remote access error).
-        let nak = sim
-            .tap
-            .iter()
-            .find(|(f, _, p)| *f == 1 && p.first() == Some(&0x11))
-            .expect("nak");
-        let pkt = RocePacket::new_checked(&nak.2[..]).expect("parse");
-        assert_eq!(pkt.aeth().map(|a| a.syndrome().0), Some(0x62), "{name}");
+        assert_eq!(ack_syndromes(&sim, 1).first(), Some(&0x62), "{name}");
         assert_eq!(
             sim.stacks[0].verbs.qp(a.qpn).map(|q| q.state()),
             Ok(QpState::Err)
@@ -1000,6 +994,15 @@ fn hostile_input_dropped_and_counted() {
 const FAST_VA: u64 = 0x20_0000;
 
 /// Runs until stack `i` has `n` completions on `cq` (1 s of virtual time at most).
+/// The AETH syndromes of the ACK-opcode packets stack `from` put on the wire, in order.
+fn ack_syndromes(sim: &Sim, from: usize) -> Vec<u8> {
+    sim.tap
+        .iter()
+        .filter(|(f, _, p)| *f == from && p.first() == Some(&0x11))
+        .filter_map(|(_, _, p)| Some(RocePacket::new_checked(&p[..]).ok()?.aeth()?.syndrome().0))
+        .collect()
+}
+
 fn wait_wcs(sim: &mut Sim, i: usize, cq: CqId, n: usize, what: &str) -> Vec<WorkCompletion> {
     let mut wcs = Vec::new();
     assert!(
@@ -1116,13 +1119,7 @@ fn send_with_invalidate_revokes_a_fast_mr() {
             .expect("op after");
         let wcs = wait_wcs(&mut sim, 0, a.cq, 1, name);
         assert_eq!(wcs[0].status, WcStatus::RemAccessErr, "{name} after");
-        let nak = sim
-            .tap
-            .iter()
-            .find(|(f, _, p)| *f == 1 && p.first() == Some(&0x11))
-            .expect("nak");
-        let pkt = RocePacket::new_checked(&nak.2[..]).expect("parse");
-        assert_eq!(pkt.aeth().map(|a| a.syndrome().0), Some(0x62), "{name}");
+        assert_eq!(ack_syndromes(&sim, 1).first(), Some(&0x62), "{name}");
         assert_eq!(
             sim.stacks[1].verbs.mr(fast.lkey).expect("mr").as_slice(),
             &before[..],
@@ -1210,16 +1207,7 @@ fn send_with_invalidate_of_a_user_mr_is_class_j() {
             Ok(QpState::Err),
             "{name}"
         );
-        let acks: Vec<u8> = sim
-            .tap
-            .iter()
-            .filter(|(f, _, p)| *f == 1 && p.first() == Some(&0x11))
-            .filter_map(|(_, _, p)| {
-                let pkt = RocePacket::new_checked(&p[..]).ok()?;
-                let syndrome = pkt.aeth()?.syndrome().0;
-                Some(syndrome)
-            })
-            .collect();
+        let acks = ack_syndromes(&sim, 1);
         assert_eq!(acks, [0x1f], "{name}: one plain ACK, no NAK");
         assert_eq!(
             sim.stacks[1].verbs.mr(b.buf.lkey).expect("mr").state(),
@@ -1273,16 +1261,7 @@ fn read_replayed_after_invalidation_gets_a_remote_access_nak() {
     let wcs = wait_wcs(&mut sim, 0, a.cq, 1, "read");
     assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
     assert!(sim.stacks[1].counters().duplicate_request >= 1);
-    let naks: Vec<u8> = sim
-        .tap
-        .iter()
-        .filter(|(f, _, p)| *f == 1 && p.first() == Some(&0x11))
-        .filter_map(|(_, _, p)| {
-            let pkt = RocePacket::new_checked(&p[..]).ok()?;
-            let syndrome = pkt.aeth()?.syndrome().0;
-            Some(syndrome)
-        })
-        .collect();
+    let naks = ack_syndromes(&sim, 1);
     assert_eq!(naks, [0x62]);
     // No READ response reached A: the data never left the invalidated MR.
     assert!(!sim
