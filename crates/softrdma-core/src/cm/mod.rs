@@ -69,8 +69,11 @@
 //! (the MAD layer answers Get() "unsupported", like ib_cm), per-port devices (one endpoint
 //! = one port), `ib_cm_insert_listen` sharing, the destroy-wait timeout.
 
+mod single;
 #[cfg(test)]
 mod tests;
+
+pub use single::SinglePortCm;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -84,7 +87,7 @@ use softrdma_wire::mad::{Mad, Method, MgmtClass};
 use softrdma_wire::Guid;
 
 use crate::device::Mtu;
-use crate::mad::{form_tid, AgentId, MadAddr, MadAgent, MadEvent, OutMad, SendId, SendParams};
+use crate::mad::{form_tid, AgentId, MadAddr, MadAgent, MadEvent, MadOp, SendId, SendParams};
 use crate::mad::{MadError, SendStatus};
 use crate::rand::Rng;
 use crate::time::{Duration, Instant};
@@ -161,6 +164,18 @@ impl PartialEq<CmIdRef> for CmId {
     }
 }
 
+/// A port the CM runs on (one device's QP1), as [`CmEndpoint::add_port`] numbered it. Only
+/// the CM makes these.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash, Default)]
+pub struct CmPort(u16);
+
+impl CmPort {
+    /// The port's number in the order ports were added (0, 1, ...).
+    pub fn index(&self) -> usize {
+        usize::from(self.0)
+    }
+}
+
 /// A listening id (the `listen_id` of REQ/SIDR_REQ events).
 pub type ListenId = CmIdRef;
 
@@ -168,6 +183,8 @@ pub type ListenId = CmIdRef;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReqInfo {
     pub req: ReqRepr,
+    /// The port it arrived on (the new id lives there).
+    pub port: CmPort,
     /// Where it came from (the peer's QP1).
     pub peer: MadAddr,
     /// The MAD's AttributeModifier (ECE attr_mod).
@@ -235,11 +252,25 @@ pub enum CmEvent {
         id: CmIdRef,
         rep: Box<SidrRepRepr>,
     },
+    /// The id's outstanding REQ/REP/DREQ/SIDR_REQ went unanswered and was sent again
+    /// (the kernel only counts these, in `cm_tx_retries`; tools print them).
+    Retry {
+        id: CmIdRef,
+        /// The message resent.
+        msg: AttrId,
+        /// This retransmission's number (1 = first) and how many the message may have.
+        attempt: u32,
+        max: u32,
+        /// When this copy's wait ends.
+        next_deadline: Instant,
+    },
 }
 
 /// `ib_cm_req_param` (RoCE: one path, no alternate).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReqParams {
+    /// The port (device) to send from.
+    pub port: CmPort,
     /// The peer's QP1.
     pub peer: MadAddr,
     pub primary_path: Path,
@@ -285,6 +316,8 @@ pub struct RepParams {
 /// `ib_cm_sidr_req_param`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SidrReqParams {
+    /// The port (device) to send from.
+    pub port: CmPort,
     pub peer: MadAddr,
     pub service_id: u64,
     pub partition_key: u16,
@@ -314,6 +347,8 @@ pub enum CmError {
     TooLong,
     /// Unknown id.
     NoSuchId,
+    /// The port was never added to this CM.
+    NoSuchPort,
     Mad(MadError),
 }
 
@@ -324,6 +359,7 @@ impl fmt::Display for CmError {
             CmError::Busy => f.write_str("service ID in use"),
             CmError::TooLong => f.write_str("private data too long"),
             CmError::NoSuchId => f.write_str("no such CM id"),
+            CmError::NoSuchPort => f.write_str("no such CM port"),
             CmError::Mad(e) => write!(f, "MAD layer: {e}"),
         }
     }
@@ -393,8 +429,6 @@ pub struct CmConfig {
     pub node_guid: Guid,
     /// The CA's ACK delay (rxe: 15).
     pub ca_ack_delay: u8,
-    /// The MAD agent's first hi_tid (2 reproduces an rxe host, see [`crate::mad`]).
-    pub first_hi_tid: u32,
     /// Seed of the comm-ID operand.
     pub seed: u64,
 }
@@ -403,6 +437,8 @@ pub struct CmConfig {
 #[derive(Clone, Debug)]
 struct Conn {
     state: CmState,
+    /// The port it lives on (set by send_req/sidr_req or by the arriving REQ).
+    port: CmPort,
     /// Dropped by the user while in TIMEWAIT: kept only for the remote-ID tables until
     /// the timewait ends (the kernel's orphaned `timewait_info`).
     zombie: bool,
@@ -445,6 +481,7 @@ impl Conn {
     fn new() -> Conn {
         Conn {
             state: CmState::Idle,
+            port: CmPort(0),
             zombie: false,
             peer: None,
             tid: 0,
@@ -479,8 +516,12 @@ impl Conn {
 /// The IB CM of one port.
 #[derive(Debug)]
 pub struct CmEndpoint {
-    mad: MadAgent,
-    agent: AgentId,
+    /// The CM's agent on each port's MAD layer, by [`CmPort`] index.
+    ports: Vec<AgentId>,
+    /// What the ports' MAD layers are to do, in order ([`CmEndpoint::poll_mad`]).
+    out: VecDeque<(CmPort, MadOp)>,
+    /// The CM numbers its own sends (unique across ports).
+    next_send: u64,
     cfg: CmConfig,
     rng: Rng,
     operand: u32,
@@ -504,15 +545,14 @@ pub struct CmEndpoint {
 }
 
 impl CmEndpoint {
-    /// A new endpoint with its own MAD agent.
+    /// A new CM on no port yet ([`CmEndpoint::add_port`]).
     pub fn new(cfg: CmConfig) -> Result<CmEndpoint, CmError> {
-        let mut mad = MadAgent::with_first_hi_tid(cfg.first_hi_tid);
-        let agent = mad.register_methods(MgmtClass::CM, CM_CLASS_VERSION, Some(&[Method::SEND]))?;
         let mut rng = Rng::new(cfg.seed);
         let operand = rng.next_u32();
         Ok(CmEndpoint {
-            mad,
-            agent,
+            ports: Vec::new(),
+            out: VecDeque::new(),
+            next_send: 1,
             cfg,
             rng,
             operand,
@@ -531,52 +571,60 @@ impl CmEndpoint {
         })
     }
 
-    /// The MAD agent (for the driver / GsiPort).
-    pub fn mad(&self) -> &MadAgent {
-        &self.mad
+    /// `cm_add_one` for one port: registers the CM on that port's MAD layer (class CM,
+    /// version 2, method Send() only, as ib_cm does) and returns the port's name.
+    pub fn add_port(&mut self, mad: &mut MadAgent) -> Result<CmPort, CmError> {
+        let n = u16::try_from(self.ports.len()).map_err(|_| CmError::NoSuchPort)?;
+        let agent = mad.register_methods(MgmtClass::CM, CM_CLASS_VERSION, Some(&[Method::SEND]))?;
+        self.ports.push(agent);
+        Ok(CmPort(n))
     }
-    /// The MAD agent, mutably; call [`CmEndpoint::process`] after feeding it.
-    pub fn mad_mut(&mut self) -> &mut MadAgent {
-        &mut self.mad
+    /// The CM's agent (hi_tid) on `port`'s MAD layer.
+    pub fn agent(&self, port: CmPort) -> Option<AgentId> {
+        self.ports.get(port.index()).copied()
     }
-    /// The CM agent's id (hi_tid).
-    pub fn agent(&self) -> AgentId {
-        self.agent
+    /// The ports added so far.
+    pub fn ports(&self) -> impl Iterator<Item = CmPort> + '_ {
+        (0..self.ports.len()).map(|i| CmPort(i as u16))
     }
-    /// Counters (with the MAD layer's retransmissions).
+    /// Counters.
     pub fn counters(&self) -> CmCounters {
-        let mut c = self.counters;
-        c.tx_retries = self.mad.counters().retransmits;
-        c
+        self.counters
     }
     /// The state of an id (`None`: gone).
     pub fn state(&self, id: CmIdRef) -> Option<CmState> {
         self.conns.get(&id.0).filter(|c| !c.zombie).map(|c| c.state)
     }
+    /// The port an id lives on.
+    pub fn port_of(&self, id: CmIdRef) -> Option<CmPort> {
+        self.conns.get(&id.0).filter(|c| !c.zombie).map(|c| c.port)
+    }
     /// The id's current TID.
     pub fn tid(&self, id: CmIdRef) -> Option<u64> {
         self.conns.get(&id.0).map(|c| c.tid)
     }
-    /// Next MAD for QP1.
-    pub fn poll_transmit(&mut self) -> Option<OutMad> {
-        self.mad.poll_transmit()
+    /// The next thing a port's MAD layer is to do: apply it with
+    /// `MadAgent::apply(agent, op)` on that port's layer, in the order given.
+    pub fn poll_mad(&mut self) -> Option<(CmPort, AgentId, MadOp)> {
+        let (port, op) = self.out.pop_front()?;
+        let agent = self.agent(port)?;
+        Some((port, agent, op))
+    }
+    /// Whether MAD operations are queued.
+    pub fn has_mad_ops(&self) -> bool {
+        !self.out.is_empty()
     }
     /// Next event for the user.
     pub fn poll_event(&mut self) -> Option<CmEvent> {
         self.events.pop_front()
     }
-    /// When [`CmEndpoint::handle_timeout`] wants to run.
+    /// When [`CmEndpoint::handle_timeout`] wants to run (the CM's own timers: timewait;
+    /// retransmissions are the MAD layers' timers).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let tw = self.conns.values().filter_map(|c| c.timewait_until).min();
-        match (self.mad.poll_timeout(), tw) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.conns.values().filter_map(|c| c.timewait_until).min()
     }
-    /// Runs retransmissions, send errors and timewait exits due by `now`.
+    /// Runs the timewait exits due by `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.mad.handle_timeout(now);
-        self.process(now);
         let due: Vec<u32> = self
             .conns
             .iter()
@@ -587,28 +635,50 @@ impl CmEndpoint {
             self.timewait_exit(id);
         }
     }
-    /// A MAD arrived on QP1.
-    pub fn handle_receive(&mut self, now: Instant, from: MadAddr, bytes: &[u8]) {
-        self.mad.handle_receive(now, from, bytes);
-        self.process(now);
-    }
 
-    /// Takes the MAD layer's events (received CM MADs, send completions).
-    pub fn process(&mut self, now: Instant) {
-        while let Some(ev) = self.mad.poll_event() {
-            match ev {
-                MadEvent::Received {
-                    agent, mad, from, ..
-                } if agent == self.agent => self.dispatch(now, from, &mad),
-                MadEvent::SendCompleted { id, status, .. } => {
-                    let local = self.sends.remove(&id);
-                    if status == SendStatus::TimedOut {
-                        if let Some(l) = local {
-                            self.send_error(now, l, id);
-                        }
+    /// An event of `port`'s MAD layer for the CM's agent there (received CM MADs, send
+    /// completions, retransmissions). Events of other agents are ignored.
+    pub fn handle_mad(&mut self, now: Instant, port: CmPort, ev: MadEvent) {
+        if self.agent(port) != Some(ev.agent()) {
+            return;
+        }
+        match ev {
+            MadEvent::Received { mad, from, .. } => self.dispatch(now, port, from, &mad),
+            MadEvent::SendCompleted { id, status, .. } => {
+                let local = self.sends.remove(&id);
+                if status == SendStatus::TimedOut {
+                    if let Some(l) = local {
+                        self.send_error(now, l, id);
                     }
                 }
-                MadEvent::Received { .. } => {}
+            }
+            MadEvent::Retransmitted {
+                id,
+                attempt,
+                retries_left,
+                next_deadline,
+                ..
+            } => {
+                self.counters.tx_retries += 1;
+                let Some(&local) = self.sends.get(&id) else {
+                    return;
+                };
+                let msg = self.conns.get(&local).map(|c| match c.state {
+                    CmState::ReqSent => AttrId::REQ,
+                    CmState::RepSent | CmState::MraRepRcvd => AttrId::REP,
+                    CmState::DreqSent => AttrId::DREQ,
+                    CmState::SidrReqSent => AttrId::SIDR_REQ,
+                    _ => AttrId::REQ,
+                });
+                if let Some(msg) = msg {
+                    self.events.push_back(CmEvent::Retry {
+                        id: CmIdRef(local),
+                        msg,
+                        attempt,
+                        max: attempt + retries_left,
+                        next_deadline,
+                    });
+                }
             }
         }
     }
@@ -633,8 +703,9 @@ impl CmEndpoint {
         CmId(id)
     }
 
-    fn own_tid(&self, local: u32) -> u64 {
-        form_tid(self.agent, local.swap_bytes())
+    fn own_tid(&self, port: CmPort, local: u32) -> u64 {
+        let agent = self.agent(port).unwrap_or(AgentId(0));
+        form_tid(agent, local.swap_bytes())
     }
 
     fn set_state(&mut self, id: u32, to: CmState) {
@@ -681,16 +752,29 @@ impl CmEndpoint {
 
     // ---- sending ------------------------------------------------------------------------
 
+    #[allow(clippy::too_many_arguments)]
     fn send_msg(
         &mut self,
         now: Instant,
+        port: CmPort,
         local: Option<u32>,
         dest: MadAddr,
         mad: Mad,
         params: SendParams,
     ) -> Option<SendId> {
         CmCounters::bump(&mut self.counters.tx, AttrId(mad.header.attr_id));
-        let id = self.mad.send(now, self.agent, dest, mad, params).ok()?;
+        let id = SendId(self.next_send);
+        self.next_send += 1;
+        self.out.push_back((
+            port,
+            MadOp::Send {
+                id,
+                at: now,
+                dest,
+                mad: Box::new(mad),
+                params,
+            },
+        ));
         if let Some(l) = local {
             if params.expects_response {
                 self.sends.insert(id, l);
@@ -699,14 +783,17 @@ impl CmEndpoint {
         Some(id)
     }
 
-    fn send_once(&mut self, now: Instant, dest: MadAddr, mad: Mad) {
-        let _ = self.send_msg(now, None, dest, mad, SendParams::ONCE);
+    fn send_once(&mut self, now: Instant, port: CmPort, dest: MadAddr, mad: Mad) {
+        let _ = self.send_msg(now, port, None, dest, mad, SendParams::ONCE);
     }
 
     fn cancel_msg(&mut self, id: u32) {
-        if let Some(m) = self.conns.get_mut(&id).and_then(|c| c.msg.take()) {
-            self.sends.remove(&m);
-            let _ = self.mad.cancel(m);
+        if let Some(c) = self.conns.get_mut(&id) {
+            if let Some(m) = c.msg.take() {
+                let port = c.port;
+                self.sends.remove(&m);
+                self.out.push_back((port, MadOp::Cancel(m)));
+            }
         }
     }
 
@@ -759,11 +846,15 @@ impl CmEndpoint {
             sap_supported: false,
             private_data: pad(&p.private_data),
         };
-        let tid = self.own_tid(id.0);
+        if self.agent(p.port).is_none() {
+            return Err(CmError::NoSuchPort);
+        }
+        let tid = self.own_tid(p.port, id.0);
         let timeout = cm_convert_to_ms(p.packet_life_time)
             + cm_convert_to_ms(p.packet_life_time)
             + cm_convert_to_ms(p.remote_cm_response_timeout);
         let c = self.conns.get_mut(&id.0).ok_or(CmError::NoSuchId)?;
+        c.port = p.port;
         c.peer = Some(p.peer);
         c.tid = tid;
         c.service_id = p.service_id;
@@ -783,7 +874,7 @@ impl CmEndpoint {
         c.rnr_retry_count = p.rnr_retry_count;
         let params = Self::retry_params(c);
         let mad = CmMessage::Req(req).to_mad(tid, p.ece_attr_mod);
-        let m = self.send_msg(now, Some(id.0), p.peer, mad, params);
+        let m = self.send_msg(now, p.port, Some(id.0), p.peer, mad, params);
         if let Some(c) = self.conns.get_mut(&id.0) {
             c.msg = m;
         }
@@ -826,10 +917,10 @@ impl CmEndpoint {
         c.responder_resources = p.responder_resources;
         c.initiator_depth = p.initiator_depth;
         c.rnr_retry_count = p.rnr_retry_count;
-        let (tid, peer, params) = (c.tid, c.peer, Self::retry_params(c));
+        let (tid, peer, params, port) = (c.tid, c.peer, Self::retry_params(c), c.port);
         let peer = peer.ok_or(CmError::NoSuchId)?;
         let mad = CmMessage::Rep(rep).to_mad(tid, p.ece_attr_mod);
-        let m = self.send_msg(now, Some(id.0), peer, mad, params);
+        let m = self.send_msg(now, port, Some(id.0), peer, mad, params);
         if let Some(c) = self.conns.get_mut(&id.0) {
             c.msg = m;
         }
@@ -854,10 +945,11 @@ impl CmEndpoint {
         };
         let mad = CmMessage::Rtu(rtu).to_mad(c.tid, 0);
         let peer = c.peer.ok_or(CmError::NoSuchId)?;
+        let port = c.port;
         if let Some(c) = self.conns.get_mut(&id.0) {
             c.last_rtu = Some(mad.clone());
         }
-        self.send_once(now, peer, mad);
+        self.send_once(now, port, peer, mad);
         self.set_state(id.0, CmState::Established);
         Ok(())
     }
@@ -927,9 +1019,9 @@ impl CmEndpoint {
         self.cancel_msg(id);
         let Some(c) = self.conns.get(&id) else { return };
         let mad = self.rej_mad(id, c, reason, ari, pd);
-        let (st, peer) = (c.state, c.peer);
+        let (st, peer, port) = (c.state, c.peer, c.port);
         if let Some(peer) = peer {
-            self.send_once(now, peer, mad);
+            self.send_once(now, port, peer, mad);
         }
         if matches!(st, CmState::RepSent | CmState::MraRepRcvd) {
             self.enter_timewait(now, id);
@@ -994,7 +1086,7 @@ impl CmEndpoint {
         };
         let mad = CmMessage::Mra(mra).to_mad(c.tid, 0);
         if let Some(peer) = c.peer {
-            self.send_once(now, peer, mad);
+            self.send_once(now, c.port, peer, mad);
         }
     }
 
@@ -1016,7 +1108,10 @@ impl CmEndpoint {
     }
 
     fn issue_dreq_with(&mut self, now: Instant, id: u32, pd: &[u8], once: bool) {
-        let tid = self.own_tid(id);
+        let Some(port) = self.conns.get(&id).map(|c| c.port) else {
+            return;
+        };
+        let tid = self.own_tid(port, id);
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
@@ -1036,7 +1131,7 @@ impl CmEndpoint {
         let peer = c.peer;
         let mad = CmMessage::Dreq(dreq).to_mad(tid, 0);
         if let Some(peer) = peer {
-            let m = self.send_msg(now, Some(id), peer, mad, params);
+            let m = self.send_msg(now, port, Some(id), peer, mad, params);
             if let Some(c) = self.conns.get_mut(&id).filter(|_| !once) {
                 c.msg = m;
             }
@@ -1065,12 +1160,12 @@ impl CmEndpoint {
             private_data: pad(pd),
         };
         let mad = CmMessage::Drep(drep).to_mad(c.tid, 0);
-        let peer = c.peer;
+        let (peer, port) = (c.peer, c.port);
         if let Some(c) = self.conns.get_mut(&id) {
             c.last_drep = Some(mad.clone());
         }
         if let Some(peer) = peer {
-            self.send_once(now, peer, mad);
+            self.send_once(now, port, peer, mad);
         }
         self.enter_timewait(now, id);
     }
@@ -1100,7 +1195,10 @@ impl CmEndpoint {
         if p.private_data.len() > softrdma_wire::cm::SIDR_REQ_PRIVATE_DATA_LEN {
             return Err(CmError::TooLong);
         }
-        let tid = self.own_tid(id.0);
+        if self.agent(p.port).is_none() {
+            return Err(CmError::NoSuchPort);
+        }
+        let tid = self.own_tid(p.port, id.0);
         let req = SidrReqRepr {
             request_id: id.0,
             partition_key: p.partition_key,
@@ -1108,6 +1206,7 @@ impl CmEndpoint {
             private_data: pad(&p.private_data),
         };
         let c = self.conns.get_mut(&id.0).ok_or(CmError::NoSuchId)?;
+        c.port = p.port;
         c.tid = tid;
         c.peer = Some(p.peer);
         c.service_id = p.service_id;
@@ -1115,7 +1214,7 @@ impl CmEndpoint {
         c.max_cm_retries = p.max_cm_retries;
         let params = Self::retry_params(c);
         let mad = CmMessage::SidrReq(req).to_mad(tid, 0);
-        let m = self.send_msg(now, Some(id.0), p.peer, mad, params);
+        let m = self.send_msg(now, p.port, Some(id.0), p.peer, mad, params);
         if let Some(c) = self.conns.get_mut(&id.0) {
             c.msg = m;
         }
@@ -1153,10 +1252,10 @@ impl CmEndpoint {
             private_data: pad(&p.private_data),
         };
         let mad = CmMessage::SidrRep(rep).to_mad(c.tid, 0);
-        let peer = c.peer;
+        let (peer, port) = (c.peer, c.port);
         let key = (c.sidr_request_id, peer.map(|p| p.gid.0).unwrap_or_default());
         if let Some(peer) = peer {
-            self.send_once(now, peer, mad);
+            self.send_once(now, port, peer, mad);
         }
         self.remote_sidr.remove(&key);
         self.set_state(id, CmState::Idle);
@@ -1389,7 +1488,7 @@ impl CmEndpoint {
 
     // ---- receiving ----------------------------------------------------------------------
 
-    fn dispatch(&mut self, now: Instant, from: MadAddr, mad: &Mad) {
+    fn dispatch(&mut self, now: Instant, port: CmPort, from: MadAddr, mad: &Mad) {
         let attr = AttrId(mad.header.attr_id);
         let msg = match CmMessage::from_mad(mad) {
             Ok(m) => m,
@@ -1401,14 +1500,14 @@ impl CmEndpoint {
         CmCounters::bump(&mut self.counters.rx, attr);
         let tid = mad.header.tid;
         match msg {
-            CmMessage::Req(r) => self.req_handler(now, from, tid, mad.header.attr_mod, r),
+            CmMessage::Req(r) => self.req_handler(now, (port, from), tid, mad.header.attr_mod, r),
             CmMessage::Mra(r) => self.mra_handler(now, r),
             CmMessage::Rej(r) => self.rej_handler(now, r),
-            CmMessage::Rep(r) => self.rep_handler(now, from, tid, r),
+            CmMessage::Rep(r) => self.rep_handler(now, (port, from), tid, r),
             CmMessage::Rtu(r) => self.rtu_handler(r),
-            CmMessage::Dreq(r) => self.dreq_handler(now, from, tid, r),
+            CmMessage::Dreq(r) => self.dreq_handler(now, (port, from), tid, r),
             CmMessage::Drep(r) => self.drep_handler(now, r),
-            CmMessage::SidrReq(r) => self.sidr_req_handler(now, from, tid, r),
+            CmMessage::SidrReq(r) => self.sidr_req_handler(now, (port, from), tid, r),
             CmMessage::SidrRep(r) => self.sidr_rep_handler(r),
             _ => self.counters.rx_dropped += 1,
         }
@@ -1423,7 +1522,7 @@ impl CmEndpoint {
     fn issue_rej(
         &mut self,
         now: Instant,
-        to: MadAddr,
+        (port, to): (CmPort, MadAddr),
         tid: u64,
         (rcv_local, rcv_remote): (u32, u32),
         reason: RejectReason,
@@ -1438,11 +1537,18 @@ impl CmEndpoint {
             ari: [0; REJ_ARI_LEN],
             private_data: [0; softrdma_wire::cm::REJ_PRIVATE_DATA_LEN],
         };
-        self.send_once(now, to, CmMessage::Rej(rej).to_mad(tid, 0));
+        self.send_once(now, port, to, CmMessage::Rej(rej).to_mad(tid, 0));
     }
 
     /// `cm_req_handler`.
-    fn req_handler(&mut self, now: Instant, from: MadAddr, tid: u64, attr_mod: u32, req: ReqRepr) {
+    fn req_handler(
+        &mut self,
+        now: Instant,
+        (port, from): (CmPort, MadAddr),
+        tid: u64,
+        attr_mod: u32,
+        req: ReqRepr,
+    ) {
         let guid = req.local_ca_guid.0;
         // cm_match_req: a REQ we already know (by remote comm ID and CA GUID)?
         if let Some(&old) = self.remote_ids.get(&(req.local_comm_id, guid)) {
@@ -1456,7 +1562,7 @@ impl CmEndpoint {
                     let mad = self.rej_mad(old, c, RejectReason::STALE_CONN, &[], &[]);
                     let mut mad = mad;
                     mad.header.tid = tid;
-                    self.send_once(now, from, mad);
+                    self.send_once(now, port, from, mad);
                 }
                 _ => {}
             }
@@ -1466,7 +1572,7 @@ impl CmEndpoint {
         if let Some(&old) = self.remote_qpns.get(&(req.local_qpn, guid)) {
             self.issue_rej(
                 now,
-                from,
+                (port, from),
                 tid,
                 (req.local_comm_id, 0),
                 RejectReason::STALE_CONN,
@@ -1480,7 +1586,7 @@ impl CmEndpoint {
         let Some(&listen) = self.listeners.get(&req.service_id) else {
             self.issue_rej(
                 now,
-                from,
+                (port, from),
                 tid,
                 (req.local_comm_id, 0),
                 RejectReason::INVALID_SERVICE_ID,
@@ -1490,6 +1596,7 @@ impl CmEndpoint {
         };
         let id = self.alloc_local_id();
         let mut c = Conn::new();
+        c.port = port;
         c.peer = Some(from);
         c.tid = tid;
         c.service_id = req.service_id;
@@ -1523,6 +1630,7 @@ impl CmEndpoint {
             listen: CmIdRef(listen),
             req: Box::new(ReqInfo {
                 req,
+                port,
                 peer: from,
                 attr_mod,
             }),
@@ -1530,7 +1638,7 @@ impl CmEndpoint {
     }
 
     /// `cm_rep_handler`.
-    fn rep_handler(&mut self, now: Instant, from: MadAddr, tid: u64, rep: RepRepr) {
+    fn rep_handler(&mut self, now: Instant, (port, from): (CmPort, MadAddr), tid: u64, rep: RepRepr) {
         let id = rep.remote_comm_id;
         let Some(c) = self.conns.get(&id).filter(|c| !c.zombie) else {
             self.counters.rx_dropped += 1;
@@ -1543,7 +1651,7 @@ impl CmEndpoint {
             CmState::Established => {
                 self.dup(AttrId::REP);
                 if let (Some(m), Some(p)) = (rtu, peer) {
-                    self.send_once(now, p, m);
+                    self.send_once(now, port, p, m);
                 }
                 return;
             }
@@ -1567,7 +1675,7 @@ impl CmEndpoint {
             // Stale connection: REJ STALE_CONN for the REP, DREQ to the old connection.
             self.issue_rej(
                 now,
-                from,
+                (port, from),
                 tid,
                 (rep.local_comm_id, id),
                 RejectReason::STALE_CONN,
@@ -1638,7 +1746,15 @@ impl CmEndpoint {
         // ib_modify_mad(msg, cvt(service_timeout) + cvt(av.timeout)).
         let timeout = cm_convert_to_ms(mra.service_timeout) + cm_convert_to_ms(av_timeout);
         if let Some(m) = msg {
-            let _ = self.mad.modify_timeout(now, m, timeout);
+            let port = c.port;
+            self.out.push_back((
+                port,
+                MadOp::Modify {
+                    id: m,
+                    at: now,
+                    timeout,
+                },
+            ));
         }
         self.set_state(id, to);
         self.events.push_back(CmEvent::MraReceived {
@@ -1702,7 +1818,7 @@ impl CmEndpoint {
     }
 
     /// `cm_dreq_handler`.
-    fn dreq_handler(&mut self, now: Instant, from: MadAddr, tid: u64, dreq: DreqRepr) {
+    fn dreq_handler(&mut self, now: Instant, (port, from): (CmPort, MadAddr), tid: u64, dreq: DreqRepr) {
         let id = dreq.remote_comm_id;
         let found = self
             .conns
@@ -1717,7 +1833,7 @@ impl CmEndpoint {
                 remote_comm_id: dreq.local_comm_id,
                 private_data: [0; softrdma_wire::cm::DREP_PRIVATE_DATA_LEN],
             };
-            self.send_once(now, from, CmMessage::Drep(drep).to_mad(tid, 0));
+            self.send_once(now, port, from, CmMessage::Drep(drep).to_mad(tid, 0));
             return;
         };
         if local_qpn != dreq.remote_qpn_eecn {
@@ -1753,7 +1869,7 @@ impl CmEndpoint {
                     })
                 });
                 if let Some(m) = m {
-                    self.send_once(now, from, m);
+                    self.send_once(now, port, from, m);
                 }
             }
             CmState::DreqRcvd => self.dup(AttrId::DREQ),
@@ -1775,7 +1891,13 @@ impl CmEndpoint {
     }
 
     /// `cm_sidr_req_handler`.
-    fn sidr_req_handler(&mut self, now: Instant, from: MadAddr, tid: u64, req: SidrReqRepr) {
+    fn sidr_req_handler(
+        &mut self,
+        now: Instant,
+        (port, from): (CmPort, MadAddr),
+        tid: u64,
+        req: SidrReqRepr,
+    ) {
         let key = (req.request_id, from.gid.0);
         if self.remote_sidr.contains_key(&key) {
             self.dup(AttrId::SIDR_REQ);
@@ -1794,11 +1916,12 @@ impl CmEndpoint {
                 additional_info: [0; softrdma_wire::cm::SIDR_REP_INFO_LEN],
                 private_data: [0; softrdma_wire::cm::SIDR_REP_PRIVATE_DATA_LEN],
             };
-            self.send_once(now, from, CmMessage::SidrRep(rep).to_mad(tid, 0));
+            self.send_once(now, port, from, CmMessage::SidrRep(rep).to_mad(tid, 0));
             return;
         };
         let id = self.alloc_local_id();
         let mut c = Conn::new();
+        c.port = port;
         c.peer = Some(from);
         c.tid = tid;
         c.service_id = req.service_id;

@@ -28,24 +28,26 @@ fn at(ms: u64) -> Instant {
     Instant::from_millis(ms)
 }
 
-fn ep(guid: u64, seed: u64) -> CmEndpoint {
-    let mut e = CmEndpoint::new(CmConfig {
-        node_guid: Guid(guid),
-        ca_ack_delay: RXE_CA_ACK_DELAY,
-        first_hi_tid: 2,
-        seed,
-    })
+fn ep(guid: u64, seed: u64) -> SinglePortCm {
+    let mut e = SinglePortCm::new(
+        CmConfig {
+            node_guid: Guid(guid),
+            ca_ack_delay: RXE_CA_ACK_DELAY,
+            seed,
+        },
+        2,
+    )
     .expect("endpoint");
     e.trace = true;
     e
 }
 
-fn events(e: &mut CmEndpoint) -> Vec<CmEvent> {
+fn events(e: &mut SinglePortCm) -> Vec<CmEvent> {
     std::iter::from_fn(|| e.poll_event()).collect()
 }
 
 /// What `e` puts on the wire, parsed.
-fn sent(e: &mut CmEndpoint) -> Vec<(Mad, CmMessage)> {
+fn sent(e: &mut SinglePortCm) -> Vec<(Mad, CmMessage)> {
     std::iter::from_fn(|| e.poll_transmit())
         .map(|o| {
             let m = CmMessage::from_mad(&o.mad).expect("cm");
@@ -55,7 +57,7 @@ fn sent(e: &mut CmEndpoint) -> Vec<(Mad, CmMessage)> {
 }
 
 /// Moves everything `a` sends into `b` (a at gid(1), b at gid(2)) and back until quiet.
-fn pump(now: Instant, a: &mut CmEndpoint, b: &mut CmEndpoint) -> Vec<CmMessage> {
+fn pump(now: Instant, a: &mut SinglePortCm, b: &mut SinglePortCm) -> Vec<CmMessage> {
     let mut log = Vec::new();
     loop {
         let mut moved = false;
@@ -89,6 +91,7 @@ fn path() -> Path {
 
 fn req_params(max_cm_retries: u8) -> ReqParams {
     ReqParams {
+        port: CmPort::default(),
         peer: MadAddr::gsi(gid(2)),
         primary_path: path(),
         packet_life_time: 18,
@@ -127,7 +130,7 @@ fn rep_params() -> RepParams {
 }
 
 /// A (active, gid 1) connected to B (passive, gid 2): returns both endpoints and ids.
-fn connect() -> (CmEndpoint, CmEndpoint, CmId, CmId) {
+fn connect() -> (SinglePortCm, SinglePortCm, CmId, CmId) {
     let (mut a, mut b) = (ep(GUID_A, 1), ep(GUID_B, 2));
     let lid = b.create_id();
     assert_eq!(b.listen(&lid, SVC), Ok(SVC));
@@ -361,7 +364,7 @@ fn peer_req(service_id: u64) -> ReqRepr {
 }
 
 /// The peer sends `msg` to `e` (as if from gid(9)).
-fn from_peer(now: Instant, e: &mut CmEndpoint, msg: CmMessage, tid: u64) {
+fn from_peer(now: Instant, e: &mut SinglePortCm, msg: CmMessage, tid: u64) {
     let (mut m, a) = peer();
     m.send(
         now,
@@ -426,14 +429,29 @@ fn req_retries_exhausted_gives_req_error_and_no_rej() {
         a.handle_timeout(now);
     }
     assert_eq!(times, vec![0, 6144, 12288]);
-    assert_eq!(events(&mut a), vec![CmEvent::ReqError { id: ia.as_ref() }]);
+    let retry = |attempt, next| CmEvent::Retry {
+        id: ia.as_ref(),
+        msg: AttrId::REQ,
+        attempt,
+        max: 2,
+        next_deadline: at(next),
+    };
+    assert_eq!(
+        events(&mut a),
+        vec![
+            retry(1, 12288),
+            retry(2, 18432),
+            CmEvent::ReqError { id: ia.as_ref() }
+        ]
+    );
+    assert_eq!(a.counters().tx_retries, 2);
     assert_eq!(a.state(ia.as_ref()), Some(CmState::Idle));
     assert!(sent(&mut a).is_empty(), "no REJ");
     assert_eq!(a.counters().tx_retries, 2);
 }
 
 /// A listener on `e` that received the peer's REQ; returns the new id.
-fn passive_req(e: &mut CmEndpoint) -> (CmId, CmId) {
+fn passive_req(e: &mut SinglePortCm) -> (CmId, CmId) {
     let l = e.create_id();
     e.listen(&l, SVC).expect("listen");
     from_peer(at(0), e, CmMessage::Req(peer_req(SVC)), peer_tid());
@@ -505,7 +523,7 @@ fn mra_received_extends_req_wait() {
 }
 
 /// The peer connects to `e` and disconnects; `e`'s id ends in TIMEWAIT.
-fn passive_to_timewait(e: &mut CmEndpoint) -> CmId {
+fn passive_to_timewait(e: &mut SinglePortCm) -> CmId {
     let (_l, id) = passive_req(e);
     e.send_rep(at(1), &id, &rep_params()).expect("rep");
     let _ = sent(e);
@@ -619,6 +637,7 @@ fn sidr_success_and_unsupported() {
     b.listen(&l, 0x0111_1c06).expect("listen");
     let ia = a.create_id();
     let p = SidrReqParams {
+        port: CmPort::default(),
         peer: MadAddr::gsi(gid(2)),
         service_id: 0x0111_1c06,
         partition_key: 0xffff,

@@ -46,6 +46,9 @@
 //!   of outstanding solicited MADs, P_Key-based agent security.
 
 pub mod gsi;
+pub mod port;
+
+pub use port::MadPort;
 
 #[cfg(test)]
 mod tests;
@@ -163,6 +166,53 @@ pub enum MadEvent {
         id: SendId,
         status: SendStatus,
     },
+    /// A send's wait ended unanswered and a copy went back on the queue (mad.c
+    /// `retry_send`; the kernel tells its clients only the total at completion, ib_cm counts
+    /// `cm_tx_retries` from it). `attempt` is the retransmission's number (1 = first
+    /// retransmission), `retries_left` how many may follow, `next_deadline` when this copy's
+    /// wait ends.
+    Retransmitted {
+        agent: AgentId,
+        id: SendId,
+        attempt: u32,
+        retries_left: u32,
+        next_deadline: Instant,
+    },
+}
+
+impl MadEvent {
+    /// The agent the event is for.
+    pub fn agent(&self) -> AgentId {
+        match self {
+            MadEvent::Received { agent, .. }
+            | MadEvent::SendCompleted { agent, .. }
+            | MadEvent::Retransmitted { agent, .. } => *agent,
+        }
+    }
+}
+
+/// What a client asks of the MAD layer it is registered with, as data: a client that serves
+/// several ports (the CM) queues these per port and the runtime applies each to that port's
+/// [`MadAgent`] with [`MadAgent::apply`], in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MadOp {
+    /// `ib_post_send_mad`, under an id the client chose (unique among its outstanding
+    /// sends). `at` is when the client decided to send: the first wait starts then.
+    Send {
+        id: SendId,
+        at: Instant,
+        dest: MadAddr,
+        mad: Box<Mad>,
+        params: SendParams,
+    },
+    /// `ib_cancel_mad`.
+    Cancel(SendId),
+    /// `ib_modify_mad` at time `at`.
+    Modify {
+        id: SendId,
+        at: Instant,
+        timeout: Duration,
+    },
 }
 
 /// A MAD to put on QP1.
@@ -170,8 +220,8 @@ pub enum MadEvent {
 pub struct OutMad {
     pub dest: MadAddr,
     pub mad: Box<Mad>,
-    /// The send it belongs to (`None`: an answer the layer generated itself).
-    pub send: Option<SendId>,
+    /// The agent and send it belongs to (`None`: an answer the layer generated itself).
+    pub send: Option<(AgentId, SendId)>,
     /// 0 for the first transmission, n for the n-th retransmission.
     pub attempt: u32,
 }
@@ -189,6 +239,8 @@ pub enum MadError {
     NoSuchAgent,
     /// No such outstanding send (completed, cancelled, or never sent).
     NoSuchSend,
+    /// The client's send id is already outstanding.
+    SendIdInUse,
 }
 
 impl fmt::Display for MadError {
@@ -199,6 +251,7 @@ impl fmt::Display for MadError {
             MadError::NoHiTid => "no free hi_tid",
             MadError::NoSuchAgent => "no such MAD agent",
             MadError::NoSuchSend => "no such outstanding send",
+            MadError::SendIdInUse => "send id already outstanding for this agent",
         })
     }
 }
@@ -245,10 +298,15 @@ struct Pending {
     mad: Box<Mad>,
     timeout: Duration,
     retries_left: u32,
+    /// Retransmissions so far.
+    retransmissions: u32,
     attempts: u32,
     /// When the current wait ends (`None`: not waiting, i.e. no response expected).
     deadline: Option<Instant>,
 }
+
+/// An outstanding send: the client's agent and its id.
+type SendKey = (AgentId, SendId);
 
 /// The GSI MAD layer of one port.
 #[derive(Clone, Debug)]
@@ -256,7 +314,8 @@ pub struct MadAgent {
     agents: BTreeMap<AgentId, Registration>,
     next_hi_tid: u32,
     next_send: u64,
-    pending: BTreeMap<SendId, Pending>,
+    /// Keyed by agent and send id: each client numbers its own sends.
+    pending: BTreeMap<(AgentId, SendId), Pending>,
     out: VecDeque<OutMad>,
     events: VecDeque<MadEvent>,
     counters: MadCounters,
@@ -280,7 +339,8 @@ impl MadAgent {
         MadAgent {
             agents: BTreeMap::new(),
             next_hi_tid: first.min(MAX_HI_TID),
-            next_send: 1,
+            // Ids chosen by the layer itself sit in the top half, clients' ids below.
+            next_send: 1 << 63,
             pending: BTreeMap::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
@@ -352,19 +412,20 @@ impl MadAgent {
     /// `ib_unregister_mad_agent`: its outstanding sends end `Canceled`.
     pub fn unregister(&mut self, agent: AgentId) -> Result<(), MadError> {
         self.agents.remove(&agent).ok_or(MadError::NoSuchAgent)?;
-        let ids: Vec<SendId> = self
+        let keys: Vec<SendKey> = self
             .pending
-            .iter()
-            .filter(|(_, p)| p.agent == agent)
-            .map(|(id, _)| *id)
+            .keys()
+            .filter(|(a, _)| *a == agent)
+            .copied()
             .collect();
-        for id in ids {
-            self.finish(id, SendStatus::Canceled);
+        for k in keys {
+            self.finish(k, SendStatus::Canceled);
         }
         Ok(())
     }
 
-    /// `ib_post_send_mad`: queues `mad` for `dest`; the caller set its TID (see [`form_tid`]).
+    /// `ib_post_send_mad`: queues `mad` for `dest` under an id the layer chooses; the caller
+    /// set its TID (see [`form_tid`]).
     pub fn send(
         &mut self,
         now: Instant,
@@ -373,31 +434,69 @@ impl MadAgent {
         mad: Mad,
         params: SendParams,
     ) -> Result<SendId, MadError> {
+        let id = SendId(self.next_send);
+        self.next_send += 1;
+        self.send_as(now, agent, id, dest, Box::new(mad), params)?;
+        Ok(id)
+    }
+
+    /// [`MadAgent::send`] under the client's own id (see [`MadOp::Send`]).
+    pub fn send_as(
+        &mut self,
+        now: Instant,
+        agent: AgentId,
+        id: SendId,
+        dest: MadAddr,
+        mad: Box<Mad>,
+        params: SendParams,
+    ) -> Result<(), MadError> {
         if !self.agents.contains_key(&agent) {
             return Err(MadError::NoSuchAgent);
         }
-        let id = SendId(self.next_send);
-        self.next_send += 1;
-        let mad = Box::new(mad);
+        let key = (agent, id);
+        if self.pending.contains_key(&key) {
+            return Err(MadError::SendIdInUse);
+        }
         self.out.push_back(OutMad {
             dest,
             mad: mad.clone(),
-            send: Some(id),
+            send: Some(key),
             attempt: 0,
         });
         self.pending.insert(
-            id,
+            key,
             Pending {
                 agent,
                 dest,
                 mad,
                 timeout: params.timeout,
                 retries_left: params.retries,
+                retransmissions: 0,
                 attempts: 0,
                 deadline: params.expects_response.then(|| now + params.timeout),
             },
         );
-        Ok(id)
+        Ok(())
+    }
+
+    /// Carries out a client's [`MadOp`] for `agent`.
+    pub fn apply(&mut self, agent: AgentId, op: MadOp) -> Result<(), MadError> {
+        match op {
+            MadOp::Send {
+                id,
+                at,
+                dest,
+                mad,
+                params,
+            } => self.send_as(at, agent, id, dest, mad, params),
+            MadOp::Cancel(id) => self.cancel_key((agent, id)),
+            MadOp::Modify { id, at, timeout } => self.modify_key(at, (agent, id), timeout),
+        }
+    }
+
+    /// The key of a layer-chosen id (unique across agents).
+    fn key_of(&self, id: SendId) -> Option<SendKey> {
+        self.pending.keys().find(|(_, s)| *s == id).copied()
     }
 
     /// `ib_modify_mad` (what an MRA does): the wait restarts now with `timeout`, which the
@@ -408,9 +507,14 @@ impl MadAgent {
         id: SendId,
         timeout: Duration,
     ) -> Result<(), MadError> {
-        let p = self.pending.get_mut(&id).ok_or(MadError::NoSuchSend)?;
+        let key = self.key_of(id).ok_or(MadError::NoSuchSend)?;
+        self.modify_key(now, key, timeout)
+    }
+
+    fn modify_key(&mut self, now: Instant, key: SendKey, timeout: Duration) -> Result<(), MadError> {
+        let p = self.pending.get_mut(&key).ok_or(MadError::NoSuchSend)?;
         if timeout == Duration::ZERO {
-            self.finish(id, SendStatus::Canceled);
+            self.finish(key, SendStatus::Canceled);
             return Ok(());
         }
         p.timeout = timeout;
@@ -422,26 +526,41 @@ impl MadAgent {
 
     /// `ib_cancel_mad`: the send ends `Canceled` (no more retransmissions).
     pub fn cancel(&mut self, id: SendId) -> Result<(), MadError> {
-        if !self.pending.contains_key(&id) {
+        let key = self.key_of(id).ok_or(MadError::NoSuchSend)?;
+        self.cancel_key(key)
+    }
+
+    fn cancel_key(&mut self, key: SendKey) -> Result<(), MadError> {
+        if !self.pending.contains_key(&key) {
             return Err(MadError::NoSuchSend);
         }
-        self.finish(id, SendStatus::Canceled);
+        self.finish(key, SendStatus::Canceled);
         Ok(())
     }
 
-    /// Whether `id` is still outstanding.
+    /// Whether `id` (a layer-chosen id) is still outstanding.
     pub fn is_pending(&self, id: SendId) -> bool {
-        self.pending.contains_key(&id)
+        self.key_of(id).is_some()
     }
 
-    fn finish(&mut self, id: SendId, status: SendStatus) {
-        if let Some(p) = self.pending.remove(&id) {
+    /// Whether `agent`'s send `id` is still outstanding.
+    pub fn is_pending_for(&self, agent: AgentId, id: SendId) -> bool {
+        self.pending.contains_key(&(agent, id))
+    }
+
+    /// How many sends are outstanding (all agents).
+    pub fn outstanding(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn finish(&mut self, key: SendKey, status: SendStatus) {
+        if let Some(p) = self.pending.remove(&key) {
             // A copy not yet handed out is withdrawn (the kernel cannot recall a posted WR,
             // but nothing here has been posted until poll_transmit).
-            self.out.retain(|o| o.send != Some(id));
+            self.out.retain(|o| o.send != Some(key));
             self.events.push_back(MadEvent::SendCompleted {
                 agent: p.agent,
-                id,
+                id: key.1,
                 status,
             });
         }
@@ -451,11 +570,11 @@ impl MadAgent {
     pub fn poll_transmit(&mut self) -> Option<OutMad> {
         let o = self.out.pop_front()?;
         self.counters.tx += 1;
-        if let Some(id) = o.send {
-            if let Some(p) = self.pending.get_mut(&id) {
+        if let Some(key) = o.send {
+            if let Some(p) = self.pending.get_mut(&key) {
                 p.attempts += 1;
                 if p.deadline.is_none() {
-                    self.finish(id, SendStatus::Ok);
+                    self.finish(key, SendStatus::Ok);
                 }
             }
         }
@@ -475,35 +594,45 @@ impl MadAgent {
     /// Retransmits or times out every send whose wait ended by `now` (mad.c `timeout_sends`
     /// / `retry_send`).
     pub fn handle_timeout(&mut self, now: Instant) {
-        let due: Vec<SendId> = self
+        let due: Vec<SendKey> = self
             .pending
             .iter()
             .filter(|(_, p)| p.deadline.is_some_and(|d| d <= now))
-            .map(|(id, _)| *id)
+            .map(|(k, _)| *k)
             .collect();
-        for id in due {
-            let Some(p) = self.pending.get_mut(&id) else {
+        for key in due {
+            let Some(p) = self.pending.get_mut(&key) else {
                 continue;
             };
             if p.retries_left == 0 {
                 self.counters.timeouts += 1;
-                self.finish(id, SendStatus::TimedOut);
+                self.finish(key, SendStatus::TimedOut);
                 continue;
             }
             p.retries_left -= 1;
-            p.deadline = Some(now + p.timeout);
+            p.retransmissions += 1;
+            let next_deadline = now + p.timeout;
+            p.deadline = Some(next_deadline);
             self.counters.retransmits += 1;
             let copy = OutMad {
                 dest: p.dest,
                 mad: p.mad.clone(),
-                send: Some(id),
+                send: Some(key),
                 attempt: p.attempts,
+            };
+            let ev = MadEvent::Retransmitted {
+                agent: p.agent,
+                id: key.1,
+                attempt: p.retransmissions,
+                retries_left: p.retries_left,
+                next_deadline,
             };
             // One copy in the queue at a time (a retransmission not yet handed out replaces
             // nothing: the previous copy is still the same bytes).
-            if !self.out.iter().any(|o| o.send == Some(id)) {
+            if !self.out.iter().any(|o| o.send == Some(key)) {
                 self.out.push_back(copy);
             }
+            self.events.push_back(ev);
         }
     }
 
@@ -552,7 +681,7 @@ impl MadAgent {
                 && p.mad.header.mgmt_class == mad.header.mgmt_class
                 && p.dest.gid == from.gid
         });
-        let Some((&id, _)) = hit else {
+        let Some((&key, _)) = hit else {
             self.counters.rx_unmatched_response += 1;
             return;
         };
@@ -562,9 +691,9 @@ impl MadAgent {
             agent,
             mad: Box::new(mad),
             from,
-            response_to: Some(id),
+            response_to: Some(key.1),
         });
-        self.finish(id, SendStatus::Ok);
+        self.finish(key, SendStatus::Ok);
     }
 
     fn receive_request(&mut self, from: MadAddr, mad: Mad) {

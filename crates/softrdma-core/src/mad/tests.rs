@@ -52,8 +52,78 @@ fn perf_get(tid: u64) -> Mad {
 /// + 2^(20-8) ms response timeout (cm.c, `cm_convert_to_ms`).
 const CM_REQ_TIMEOUT_MS: u64 = 2 * (1 << (18 - 8)) + (1 << (20 - 8));
 
+/// The agent's events, retransmission notices left out (`retransmission_notices` checks them).
 fn events(m: &mut MadAgent) -> Vec<MadEvent> {
-    std::iter::from_fn(|| m.poll_event()).collect()
+    std::iter::from_fn(|| m.poll_event())
+        .filter(|e| !matches!(e, MadEvent::Retransmitted { .. }))
+        .collect()
+}
+
+#[test]
+fn retransmission_notices_name_the_attempt_and_the_next_deadline() {
+    let mut m = MadAgent::with_first_hi_tid(2);
+    let cm = m
+        .register_methods(MgmtClass::CM, 2, Some(&[Method::SEND]))
+        .expect("cm");
+    let p = SendParams {
+        timeout: ms(16),
+        retries: 2,
+        expects_response: true,
+    };
+    let mad = Mad::new(MadHeader::cm_send(0x0010, form_tid(cm, 1)), &[]);
+    let id = SendId(7);
+    m.apply(
+        cm,
+        MadOp::Send {
+            id,
+            at: at(0),
+            dest: MadAddr::gsi(gid(2)),
+            mad: Box::new(mad),
+            params: p,
+        },
+    )
+    .expect("send");
+    assert!(m.is_pending_for(cm, id));
+    let mut seen = vec![];
+    for t in [16, 32, 48] {
+        m.handle_timeout(at(t));
+        seen.extend(std::iter::from_fn(|| m.poll_event()));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            MadEvent::Retransmitted {
+                agent: cm,
+                id,
+                attempt: 1,
+                retries_left: 1,
+                next_deadline: at(32)
+            },
+            MadEvent::Retransmitted {
+                agent: cm,
+                id,
+                attempt: 2,
+                retries_left: 0,
+                next_deadline: at(48)
+            },
+            MadEvent::SendCompleted {
+                agent: cm,
+                id,
+                status: SendStatus::TimedOut
+            },
+        ]
+    );
+    // The same id may not be outstanding twice for one agent, but another agent may use it.
+    let perf = m.register(MgmtClass::PERF_MGMT, 1).expect("perf");
+    let mk = || Box::new(Mad::new(MadHeader::cm_send(0x0010, 9), &[]));
+    m.send_as(at(50), cm, id, MadAddr::gsi(gid(2)), mk(), p)
+        .expect("free again");
+    assert_eq!(
+        m.send_as(at(50), cm, id, MadAddr::gsi(gid(2)), mk(), p),
+        Err(MadError::SendIdInUse)
+    );
+    m.send_as(at(50), perf, id, MadAddr::gsi(gid(2)), mk(), p)
+        .expect("other agent");
 }
 
 /// Moves every MAD `from` has to send into `to` (which sees it coming from `from_gid`'s
@@ -153,7 +223,7 @@ fn request_response_matching_and_duplicates() {
     let sent = deliver(at(1), &mut a, gid(1), &mut b);
     assert_eq!(
         (sent.len(), sent[0].send, sent[0].attempt),
-        (1, Some(id), 0)
+        (1, Some((pa, id)), 0)
     );
     assert!(events(&mut a).is_empty(), "still waiting");
     // b: the Get arrives unsolicited; it answers with a GetResp carrying the same TID.
@@ -245,7 +315,7 @@ fn cm_req_retries_with_exact_timing_then_times_out() {
         assert!(m.poll_transmit().is_none() && m.poll_event().is_none());
         now = next;
         m.handle_timeout(now);
-        if let Some(ev) = m.poll_event() {
+        if let Some(ev) = events(&mut m).pop() {
             assert_eq!(
                 ev,
                 MadEvent::SendCompleted {
@@ -328,7 +398,7 @@ fn cancel_and_unregister_end_sends_canceled() {
     let c = m
         .send(at(0), cm, MadAddr::gsi(gid(2)), mk(3), p)
         .expect("c");
-    assert_eq!(m.poll_transmit().map(|o| o.send), Some(Some(a)));
+    assert_eq!(m.poll_transmit().map(|o| o.send), Some(Some((cm, a))));
     // a was sent, b and c are still queued: cancelling withdraws the queued copy.
     m.cancel(a).expect("cancel a");
     m.cancel(b).expect("cancel b");

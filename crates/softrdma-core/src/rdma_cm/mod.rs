@@ -46,10 +46,11 @@ use softrdma_wire::rdma_cm::{
 use softrdma_wire::Gid;
 
 use crate::cm::{
-    CmConfig, CmEndpoint, CmError, CmEvent, CmId, CmState, RepParams, ReqParams, CMA_CM_MRA_SETTING,
+    CmConfig, CmEndpoint, CmError, CmEvent, CmId, CmPort, CmState, RepParams, ReqParams,
+    CMA_CM_MRA_SETTING,
 };
 use crate::device::{GidType, PORT_NUM};
-use crate::mad::MadAddr;
+use crate::mad::{AgentId, MadAddr, MadAgent, MadEvent, MadOp};
 use crate::rand::Rng;
 use crate::time::Instant;
 use crate::transport::Stack;
@@ -193,12 +194,15 @@ struct Id {
     disconnected: bool,
 }
 
-/// The RDMA CM of one device port.
+/// The RDMA CM, on every port its IB CM was given ([`RdmaCm::add_port`]).
 #[derive(Debug)]
 pub struct RdmaCm {
     cm: CmEndpoint,
     ids: BTreeMap<u32, Id>,
     events: VecDeque<RdmaCmEvent>,
+    /// IB CM events that are not the RDMA CM's: ids and listeners created on the IB CM
+    /// directly ([`RdmaCm::cm_mut`]), and every id's retransmission notices.
+    ib_events: VecDeque<CmEvent>,
     rng: Rng,
 }
 
@@ -209,21 +213,53 @@ impl RdmaCm {
             cm: CmEndpoint::new(cfg)?,
             ids: BTreeMap::new(),
             events: VecDeque::new(),
+            ib_events: VecDeque::new(),
             rng,
         })
     }
 
-    /// The IB CM underneath (to move MADs: `cm_mut().mad_mut()` with a GsiPort).
+    /// The IB CM underneath.
     pub fn cm(&self) -> &CmEndpoint {
         &self.cm
     }
 
+    /// The IB CM underneath, for ids of its own (their events come out of
+    /// [`RdmaCm::poll_ib_event`]). Commands issued here queue MAD operations and events
+    /// like any other; the runtime drains both after the call.
     pub fn cm_mut(&mut self) -> &mut CmEndpoint {
         &mut self.cm
     }
 
+    /// Registers the CM on one more port's MAD layer (see [`CmEndpoint::add_port`]).
+    pub fn add_port(&mut self, mad: &mut MadAgent) -> Result<CmPort, RdmaCmError> {
+        Ok(self.cm.add_port(mad)?)
+    }
+
+    /// The next RDMA CM event.
     pub fn poll_event(&mut self) -> Option<RdmaCmEvent> {
         self.events.pop_front()
+    }
+
+    /// The next IB CM event that is not the RDMA CM's (see [`RdmaCm::cm_mut`]), or a
+    /// [`CmEvent::Retry`] notice of any id.
+    pub fn poll_ib_event(&mut self) -> Option<CmEvent> {
+        self.ib_events.pop_front()
+    }
+
+    /// The next MAD operation for a port's MAD layer ([`CmEndpoint::poll_mad`]).
+    pub fn poll_mad(&mut self) -> Option<(CmPort, AgentId, MadOp)> {
+        self.cm.poll_mad()
+    }
+
+    /// When [`RdmaCm::handle_timeout`] wants to run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.cm.poll_timeout()
+    }
+
+    /// The port an id lives on (the device whose stack its commands need).
+    pub fn port_of(&self, id: RdmaId) -> Option<CmPort> {
+        let i = self.ids.get(&id.0)?;
+        self.cm.port_of(i.cm.as_ref())
     }
 
     /// The IB CM state of an id (for tests and diagnostics).
@@ -306,10 +342,11 @@ impl RdmaCm {
     pub fn connect(
         &mut self,
         now: Instant,
+        port: CmPort,
         stack: &mut Stack,
         src: IpAddr,
         dst: IpAddr,
-        port: u16,
+        dst_port: u16,
         qpn: u32,
         param: &ConnParam,
     ) -> Result<RdmaId, RdmaCmError> {
@@ -317,6 +354,8 @@ impl RdmaCm {
             .device
             .find_gid(PORT_NUM, &Gid::from(src), GidType::RoceV2)
             .map_err(|_| RdmaCmError::NoDevice)?;
+        let port_num = port;
+        let port = dst_port;
         let mtu = stack
             .device
             .port(PORT_NUM)
@@ -329,6 +368,7 @@ impl RdmaCm {
         let mut pd = IpCmHeader::new(src, src_port, dst).to_bytes();
         pd.extend_from_slice(&param.private_data);
         let p = ReqParams {
+            port: port_num,
             peer: MadAddr::gsi(Gid::from(dst)),
             primary_path: Path {
                 local_lid: 0xffff,
@@ -417,6 +457,19 @@ impl RdmaCm {
         qpn: u32,
         param: &ConnParam,
     ) -> Result<(), RdmaCmError> {
+        let r = self.accept_inner(now, stack, id, qpn, param);
+        self.drain(now, Some(stack));
+        r
+    }
+
+    fn accept_inner(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        id: RdmaId,
+        qpn: u32,
+        param: &ConnParam,
+    ) -> Result<(), RdmaCmError> {
         let psn = self.rng.next_psn();
         {
             let i = self.ids.get_mut(&id.0).ok_or(RdmaCmError::NoSuchId)?;
@@ -489,32 +542,69 @@ impl RdmaCm {
         }
     }
 
-    /// Takes the IB CM's events and turns them into RDMA CM events (and answers: REJ for
-    /// bad REQs, RTU after a REP).
-    pub fn process(&mut self, now: Instant, stack: &mut Stack) {
-        self.cm.process(now);
-        while let Some(ev) = self.cm.poll_event() {
-            self.on_cm_event(now, stack, ev);
-        }
+    /// An event of `port`'s MAD layer (`stack` is that port's device): into the IB CM,
+    /// whose events become RDMA CM events (and answers: REJ for bad REQs, RTU after a REP).
+    pub fn handle_mad(&mut self, now: Instant, port: CmPort, stack: &mut Stack, ev: MadEvent) {
+        self.cm.handle_mad(now, port, ev);
+        self.drain(now, Some(stack));
     }
 
-    /// `CmEndpoint::handle_timeout` followed by [`RdmaCm::process`].
-    pub fn handle_timeout(&mut self, now: Instant, stack: &mut Stack) {
+    /// The IB CM's timers (timewait exits).
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.cm.handle_timeout(now);
-        self.process(now, stack);
+        self.drain(now, None);
+    }
+
+    /// Takes the IB CM's queued events: call after commands issued through
+    /// [`RdmaCm::cm_mut`], with the stack of the port they concern.
+    pub fn process(&mut self, now: Instant, stack: &mut Stack) {
+        self.drain(now, Some(stack));
+    }
+
+    fn drain(&mut self, now: Instant, mut stack: Option<&mut Stack>) {
+        while let Some(ev) = self.cm.poll_event() {
+            self.on_cm_event(now, stack.as_deref_mut(), ev);
+        }
     }
 
     fn push(&mut self, event: RdmaCmEventType, id: u32) {
         self.events.push_back(RdmaCmEvent::new(event, RdmaId(id)));
     }
 
-    fn on_cm_event(&mut self, now: Instant, stack: &mut Stack, ev: CmEvent) {
+    fn on_cm_event(&mut self, now: Instant, stack: Option<&mut Stack>, ev: CmEvent) {
         use RdmaCmEventType as T;
+        // Ids the RDMA CM does not own (the IB CM's own users), and retry notices.
+        let owner = match &ev {
+            CmEvent::ReqReceived { listen, .. } | CmEvent::SidrReqReceived { listen, .. } => {
+                Some(listen.0)
+            }
+            CmEvent::Retry { .. } => None,
+            CmEvent::ReqError { id }
+            | CmEvent::RepReceived { id, .. }
+            | CmEvent::RepError { id }
+            | CmEvent::RtuReceived { id }
+            | CmEvent::UserEstablished { id }
+            | CmEvent::DreqReceived { id, .. }
+            | CmEvent::DreqError { id }
+            | CmEvent::DrepReceived { id }
+            | CmEvent::TimewaitExit { id }
+            | CmEvent::MraReceived { id, .. }
+            | CmEvent::RejReceived { id, .. }
+            | CmEvent::SidrReqError { id }
+            | CmEvent::SidrRepReceived { id, .. } => Some(id.0),
+        };
+        if owner.is_none_or(|o| !self.ids.contains_key(&o)) {
+            self.ib_events.push_back(ev);
+            return;
+        }
         match ev {
-            CmEvent::ReqReceived { id, listen, req } => self.on_req(now, stack, id, listen.0, &req),
+            CmEvent::ReqReceived { id, listen, req } => match stack {
+                Some(stack) => self.on_req(now, stack, id, listen.0, &req),
+                None => self.cm.destroy(now, id),
+            },
             CmEvent::RepReceived { id, rep } => {
                 let r = RdmaId(id.0);
-                let ok = self.qp_to_rts(stack, r).is_ok()
+                let ok = stack.is_some_and(|s| self.qp_to_rts(s, r).is_ok())
                     && self
                         .ids
                         .get(&id.0)

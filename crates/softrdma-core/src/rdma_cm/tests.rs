@@ -11,12 +11,14 @@ use softrdma_wire::Guid;
 
 use super::*;
 use crate::cm::{CmConfig, RXE_CA_ACK_DELAY};
-use crate::mad::gsi::GsiPort;
+use crate::cm::CmPort;
+use crate::mad::MadPort;
 use crate::sim::{NetConfig, Sim};
 use crate::verbs::{CqId, QpCap, QpInitAttr, QpType};
 
 struct Node {
-    port: GsiPort,
+    mad: MadPort,
+    port: CmPort,
     cm: RdmaCm,
     cq: CqId,
     qpn: u32,
@@ -26,7 +28,7 @@ struct Node {
 
 fn node(sim: &mut Sim, i: usize) -> Node {
     let s = &mut sim.stacks[i];
-    let port = GsiPort::open(s, 16).expect("qp1");
+    let mut mad = MadPort::open(s, 2, 16).expect("qp1");
     let pd = s.verbs.alloc_pd().expect("pd");
     let cq = s.verbs.create_cq(64).expect("cq");
     let (qpn, _) = s
@@ -52,14 +54,15 @@ fn node(sim: &mut Sim, i: usize) -> Node {
         .verbs
         .reg_mr(pd, 64, 0x1000, crate::verbs::AccessFlags::LOCAL_WRITE)
         .expect("mr");
-    let cm = RdmaCm::new(CmConfig {
+    let mut cm = RdmaCm::new(CmConfig {
         node_guid: Guid(0x5054_00ff_fe77_0000 + i as u64),
         ca_ack_delay: RXE_CA_ACK_DELAY,
-        first_hi_tid: 2,
         seed: 11 + i as u64,
     })
     .expect("cm");
+    let port = cm.add_port(mad.agent_mut()).expect("port");
     Node {
+        mad,
         port,
         cm,
         cq,
@@ -81,11 +84,7 @@ fn pump(sim: &mut Sim, nodes: &mut [Node], mut done: impl FnMut(&[Node]) -> bool
     for _ in 0..10_000 {
         let now = sim.now;
         for (i, n) in nodes.iter_mut().enumerate() {
-            let s = &mut sim.stacks[i];
-            n.port.poll(now, s, n.cm.cm_mut().mad_mut());
-            n.cm.process(now, s);
-            n.port.flush(s, n.cm.cm_mut().mad_mut());
-            n.events.extend(std::iter::from_fn(|| n.cm.poll_event()));
+            turn(now, n, &mut sim.stacks[i]);
         }
         if done(nodes) {
             return true;
@@ -95,6 +94,28 @@ fn pump(sim: &mut Sim, nodes: &mut [Node], mut done: impl FnMut(&[Node]) -> bool
         }
     }
     false
+}
+
+/// The call order of `crate::mad::port` on one node (no other MAD clients).
+fn turn(now: Instant, n: &mut Node, s: &mut Stack) {
+    n.mad.poll(now, s);
+    n.mad.handle_timeout(now);
+    while let Some(ev) = n.mad.poll_event() {
+        n.cm.handle_mad(now, n.port, s, ev);
+    }
+    if n.cm.poll_timeout().is_some_and(|t| t <= now) {
+        n.cm.handle_timeout(now);
+    }
+    apply_ops(n);
+    n.mad.flush(s);
+    n.events.extend(std::iter::from_fn(|| n.cm.poll_event()));
+}
+
+fn apply_ops(n: &mut Node) {
+    while let Some((port, agent, op)) = n.cm.poll_mad() {
+        assert_eq!(port, n.port);
+        let _ = n.mad.agent_mut().apply(agent, op);
+    }
 }
 
 fn has(n: &Node, t: RdmaCmEventType) -> bool {
@@ -149,6 +170,7 @@ fn connected(sim: &mut Sim, n: &mut [Node]) -> (RdmaId, RdmaId) {
         .cm
         .connect(
             sim.now,
+            n[0].port,
             &mut sim.stacks[0],
             a,
             b,
@@ -257,15 +279,12 @@ fn connect_accept_send_disconnect() {
     for _ in 0..10 {
         let t = [0, 1]
             .iter()
-            .filter_map(|&i| n[i].cm.cm().poll_timeout())
+            .filter_map(|&i| n[i].cm.poll_timeout())
             .min();
         let Some(t) = t else { break };
         sim.now = sim.now.max(t);
         for (i, x) in n.iter_mut().enumerate() {
-            x.cm.handle_timeout(sim.now, &mut sim.stacks[i]);
-            while let Some(e) = x.cm.poll_event() {
-                x.events.push(e);
-            }
+            turn(sim.now, x, &mut sim.stacks[i]);
         }
     }
     assert!(has(&n[0], RdmaCmEventType::TimewaitExit));
@@ -338,7 +357,7 @@ fn reject_carries_consumer_data() {
     n[1].cm.listen(b, 7174).expect("listen");
     let qa = n[0].qpn;
     n[0].cm
-        .connect(sim.now, &mut sim.stacks[0], a, b, 7174, qa, &param(b"x"))
+        .connect(sim.now, CmPort::default(), &mut sim.stacks[0], a, b, 7174, qa, &param(b"x"))
         .expect("connect");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[1],
@@ -366,7 +385,7 @@ fn req_that_fails_the_checks_is_rejected_28_without_data() {
     m[1].cm.listen(other, 7175).expect("listen");
     let q = m[0].qpn;
     m[0].cm
-        .connect(sim.now, &mut sim.stacks[0], a, b, 7175, q, &param(b""))
+        .connect(sim.now, CmPort::default(), &mut sim.stacks[0], a, b, 7175, q, &param(b""))
         .expect("connect");
     assert!(pump(&mut sim, &mut m, |m| has(
         &m[0],
@@ -389,7 +408,7 @@ fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
     n[1].cm.listen(b, 7174).expect("listen");
     let qa = n[0].qpn;
     n[0].cm
-        .connect(sim.now, &mut sim.stacks[0], a, b, 7174, qa, &param(b""))
+        .connect(sim.now, CmPort::default(), &mut sim.stacks[0], a, b, 7174, qa, &param(b""))
         .expect("connect");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[1],
@@ -398,10 +417,10 @@ fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
     let req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
     assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ]);
     // The active side's REQ timer runs out: it retransmits.
-    let t = n[0].cm.cm().poll_timeout().expect("req timer");
+    let t = n[0].mad.poll_timeout().expect("req timer");
     sim.now = sim.now.max(t);
     let now = sim.now;
-    n[0].cm.handle_timeout(now, &mut sim.stacks[0]);
+    turn(now, &mut n[0], &mut sim.stacks[0]);
     pump(&mut sim, &mut n, |_| false);
     let log = cm_log(&sim);
     assert_eq!(attrs(&log), vec![AttrId::REQ, AttrId::REQ, AttrId::MRA]);
