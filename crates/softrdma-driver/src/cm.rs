@@ -1,134 +1,399 @@
-//! The connection managers on a [`Device`]: QP1 ([`GsiPort`], the stack's GSI QP), the IB
-//! CM and the RDMA CM ([`RdmaCm`]), driven from the caller's thread.
+//! The connection manager of a process: one [`Cm`] (IB CM + RDMA CM) spanning every device
+//! added to it, run by the devices' own event loops.
 //!
-//! The device's own loop (background thread or inline) moves datagrams in and out of the
-//! stack; [`CmDriver::turn`] takes the received MADs off QP1's CQ into the CM, runs the
-//! CM's timers, and posts what the CM sends on QP1 — all under the stack lock, through
-//! [`Device::with_stack`]. Call it often (every millisecond or so) while connections are
-//! being set up or torn down; [`CmDriver::wait_event`] does that until an event comes.
+//! The CM is a [`MadClient`] of each device's QP1 ([`crate::mad`]): a CM MAD is handled in
+//! the loop turn that received it, the CM's retransmissions are the MAD layer's timers and
+//! its timewait timers are asked for by every loop, so with [`Progress::Thread`] devices
+//! nobody needs to poll — events wait in the CM's queue for [`Cm::wait_event`] (blocking),
+//! [`Cm::next_event`] (async) or [`Cm::poll_event`] (non-blocking). With
+//! [`Progress::Inline`] devices the CM runs when the caller's thread turns their loops:
+//! [`Cm::wait_event`] does that itself; [`Cm::poll_event`] does one non-blocking turn; an
+//! async waiter on an inline device is never woken, as for any polled device.
+//!
+//! # Threads and locks
+//!
+//! Each device has its state lock (stack, QP1, MAD layer); the CM has one lock. The order is
+//! always **device, then CM**: a loop holds its device's lock and takes the CM's to hand it a
+//! MAD; a command ([`Cm::with`]) takes the id's device lock, then the CM's. Nothing takes a
+//! device lock while holding the CM's, and no code holds two device locks. A CM step on one
+//! device that has to send on another (e.g. a stale-connection DREQ for an id that lives on
+//! another device) queues the MAD operation in that device's [`crate::mad::MadInbox`] and
+//! wakes its loop. Events are signalled after the locks are released.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant as StdInstant};
 
-use softrdma_core::cm::{CmConfig, RXE_CA_ACK_DELAY};
-use softrdma_core::mad::gsi::GsiPort;
-use softrdma_core::rdma_cm::{RdmaCm, RdmaCmEvent};
+use softrdma_core::cm::{CmConfig, CmCounters, CmEvent, CmPort, RXE_CA_ACK_DELAY};
+use softrdma_core::mad::{AgentId, MadAgent, MadEvent};
+use softrdma_core::rdma_cm::{RdmaCm, RdmaCmError, RdmaCmEvent, RdmaId};
 use softrdma_core::time::Instant;
 use softrdma_core::Stack;
+use softrdma_wire::Guid;
 
-use crate::clock::Clock;
-use crate::device::{Device, Result};
+use crate::device::{Device, Progress};
+use crate::mad::{MadClient, MadInbox, PortCtx};
 
-/// QP1 receive buffers (the kernel posts 512; a handful of connections need few).
-const RECV_DEPTH: u32 = 64;
-
-/// QP1 + IB CM + RDMA CM on one device.
-pub struct CmDriver {
-    dev: Device,
-    port: GsiPort,
-    cm: RdmaCm,
-    clock: Clock,
-    events: VecDeque<RdmaCmEvent>,
+/// What the CM tells the application.
+#[derive(Debug)]
+pub enum Event {
+    /// An RDMA CM event.
+    Rdma(RdmaCmEvent),
+    /// An IB CM event of an id created on the IB CM directly ([`Cm::with`] →
+    /// `RdmaCm::cm_mut`), or a retransmission notice ([`CmEvent::Retry`]) of any id.
+    Ib(CmEvent),
 }
 
-impl CmDriver {
-    /// Opens QP1 on `dev` and starts a CM (node GUID from the device, `seed` for comm IDs
-    /// and PSNs).
-    pub fn open(dev: &Device, seed: u64) -> Result<CmDriver> {
-        let port = dev.with_stack(|s| GsiPort::open(s, RECV_DEPTH))?;
-        let guid = dev.query_device().node_guid;
-        let cm = RdmaCm::new(CmConfig {
-            node_guid: guid,
+/// Why a CM call failed.
+#[derive(Debug)]
+pub enum Error {
+    /// The port was not added to this CM.
+    NoSuchPort,
+    /// The RDMA CM id is unknown (destroyed, or never bound to a device).
+    NoSuchId,
+    /// The RDMA CM refused.
+    Rdma(RdmaCmError),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::NoSuchPort => f.write_str("no such device in this CM"),
+            Error::NoSuchId => f.write_str("no such RDMA CM id"),
+            Error::Rdma(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<RdmaCmError> for Error {
+    fn from(e: RdmaCmError) -> Self {
+        Error::Rdma(e)
+    }
+}
+
+struct Inner {
+    rdma: RdmaCm,
+    /// By CmPort index.
+    devices: Vec<Device>,
+    inboxes: Vec<Arc<MadInbox>>,
+    events: VecDeque<Event>,
+}
+
+impl Inner {
+    /// Hands the CM's queued MAD operations to the MAD layers: `here` (whose layer the
+    /// caller holds) directly, the others through their inboxes.
+    fn route(&mut self, here: Option<(CmPort, &mut MadAgent)>) {
+        let mut here = here;
+        while let Some((port, agent, op)) = self.rdma.poll_mad() {
+            match here.as_mut() {
+                Some((p, mad)) if *p == port => {
+                    // A cancel of a send that already ended is the only failure.
+                    let _ = mad.apply(agent, op);
+                }
+                _ => {
+                    if let (Some(inbox), Some(dev)) = (
+                        self.inboxes.get(port.index()),
+                        self.devices.get(port.index()),
+                    ) {
+                        inbox.push(agent, op);
+                        dev.wake();
+                    }
+                }
+            }
+        }
+        self.events
+            .extend(std::iter::from_fn(|| self.rdma.poll_event()).map(Event::Rdma));
+        self.events
+            .extend(std::iter::from_fn(|| self.rdma.poll_ib_event()).map(Event::Ib));
+    }
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    cv: Condvar,
+    wakers: Mutex<Vec<Waker>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn signal(&self) {
+        self.cv.notify_all();
+        for w in std::mem::take(&mut *lock(&self.wakers)) {
+            w.wake();
+        }
+    }
+}
+
+/// The CM's client on one device's QP1.
+struct PortClient {
+    cm: Weak<Shared>,
+    port: CmPort,
+    agent: AgentId,
+}
+
+impl MadClient for PortClient {
+    fn owns(&self, agent: AgentId) -> bool {
+        agent == self.agent
+    }
+
+    fn handle_mad(&self, ctx: &mut PortCtx<'_>, ev: MadEvent) {
+        let Some(cm) = self.cm.upgrade() else { return };
+        let had = {
+            let mut g = lock(&cm.inner);
+            g.rdma.handle_mad(ctx.now, self.port, ctx.stack, ev);
+            g.route(Some((self.port, &mut *ctx.mad)));
+            !g.events.is_empty()
+        };
+        if had {
+            cm.signal();
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let cm = self.cm.upgrade()?;
+        let t = lock(&cm.inner).rdma.poll_timeout();
+        t
+    }
+
+    fn handle_timeout(&self, ctx: &mut PortCtx<'_>) {
+        let Some(cm) = self.cm.upgrade() else { return };
+        {
+            let mut g = lock(&cm.inner);
+            g.rdma.handle_timeout(ctx.now);
+            g.route(Some((self.port, &mut *ctx.mad)));
+        }
+        cm.signal();
+    }
+}
+
+/// The process's connection manager (cheap to clone; see the module docs).
+#[derive(Clone)]
+pub struct Cm {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Cm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = lock(&self.shared.inner);
+        f.debug_struct("Cm")
+            .field("devices", &g.devices.len())
+            .field("queued_events", &g.events.len())
+            .finish()
+    }
+}
+
+impl Cm {
+    /// A CM on no device yet; `seed` seeds comm IDs, PSNs and ports.
+    pub fn new(seed: u64) -> Cm {
+        Cm::with_config(CmConfig {
+            node_guid: Guid(0),
             ca_ack_delay: RXE_CA_ACK_DELAY,
-            // ib_cm is the second MAD agent on an rxe host (lab README: hi_tid 2).
-            first_hi_tid: 2,
             seed,
         })
-        .map_err(|e| crate::device::Error::Io(std::io::Error::other(e.to_string())))?;
-        Ok(CmDriver {
-            dev: dev.clone(),
-            port,
-            cm,
-            clock: Clock::new(),
-            events: VecDeque::new(),
-        })
     }
 
-    /// The CM's time now.
-    pub fn now(&self) -> Instant {
-        Instant::from_micros(self.clock.now())
+    /// A CM with an explicit configuration (the node GUID is each device's own).
+    pub fn with_config(cfg: CmConfig) -> Cm {
+        let rdma = match RdmaCm::new(cfg) {
+            Ok(r) => r,
+            // RdmaCm::new cannot fail without a MAD layer to register on.
+            Err(e) => unreachable!("RdmaCm::new: {e}"),
+        };
+        Cm {
+            shared: Arc::new(Shared {
+                inner: Mutex::new(Inner {
+                    rdma,
+                    devices: Vec::new(),
+                    inboxes: Vec::new(),
+                    events: VecDeque::new(),
+                }),
+                cv: Condvar::new(),
+                wakers: Mutex::new(Vec::new()),
+            }),
+        }
     }
 
-    /// One pass: QP1 receives → CM, timers, CM sends → QP1. Events are queued.
-    pub fn turn(&mut self) {
-        let now = self.now();
-        let CmDriver {
-            dev,
-            port,
-            cm,
-            events,
-            ..
-        } = self;
-        dev.with_stack(|s| {
-            port.poll(now, s, cm.cm_mut().mad_mut());
-            if cm.cm().poll_timeout().is_some_and(|t| t <= now) {
-                cm.handle_timeout(now, s);
-            } else {
-                cm.process(now, s);
-            }
-            port.flush(s, cm.cm_mut().mad_mut());
+    /// Runs the CM on `dev` too (`cm_add_one`): the CM registers on its QP1 and its loop
+    /// drives the CM from now on. Returns the device's port name in this CM.
+    pub fn add_device(&self, dev: &Device) -> Result<CmPort, Error> {
+        let guid = dev.query_device().node_guid;
+        let weak = Arc::downgrade(&self.shared);
+        let inbox = dev.mad_inbox();
+        let client = dev.attach_mad_client(|mad, _stack| {
+            let mut g = lock(&self.shared.inner);
+            let port = g.rdma.add_port_with_guid(mad, guid)?;
+            let agent = g.rdma.cm().agent(port).ok_or(Error::NoSuchPort)?;
+            g.devices.push(dev.clone());
+            g.inboxes.push(inbox);
+            Ok::<_, Error>(Arc::new(PortClient {
+                cm: weak,
+                port,
+                agent,
+            }))
+        })?;
+        Ok(client.port)
+    }
+
+    /// The device of `port`.
+    pub fn device(&self, port: CmPort) -> Option<Device> {
+        lock(&self.shared.inner).devices.get(port.index()).cloned()
+    }
+
+    /// The ports of the devices added, with their devices.
+    pub fn devices(&self) -> Vec<(CmPort, Device)> {
+        let g = lock(&self.shared.inner);
+        g.rdma.cm().ports().zip(g.devices.iter().cloned()).collect()
+    }
+
+    /// The port (device) that holds `ip` as a RoCEv2 GID, if any.
+    pub fn port_for_ip(&self, ip: std::net::IpAddr) -> Option<CmPort> {
+        self.devices()
+            .into_iter()
+            .find(|(_, d)| d.local_addr().ip() == ip)
+            .map(|(p, _)| p)
+    }
+
+    /// Runs `f` on the RDMA CM with `port`'s stack (connect, accept, disconnect, the IB CM
+    /// through `cm_mut`…), then puts what it sent on the wire and queues its events.
+    pub fn with<R>(
+        &self,
+        port: CmPort,
+        f: impl FnOnce(&mut RdmaCm, &mut Stack, Instant) -> R,
+    ) -> Result<R, Error> {
+        let dev = self.device(port).ok_or(Error::NoSuchPort)?;
+        let r = dev.with_mad(|ctx| {
+            let mut g = lock(&self.shared.inner);
+            let r = f(&mut g.rdma, ctx.stack, ctx.now);
+            g.route(Some((port, &mut *ctx.mad)));
+            r
         });
-        events.extend(std::iter::from_fn(|| cm.poll_event()));
+        self.shared.signal();
+        Ok(r)
     }
 
-    /// The next event, turning the loop (1 ms naps) until one comes or `timeout` passes.
-    pub fn wait_event(&mut self, timeout: Duration) -> Option<RdmaCmEvent> {
+    /// [`Cm::with`] on the device `id` lives on.
+    pub fn with_id<R>(
+        &self,
+        id: RdmaId,
+        f: impl FnOnce(&mut RdmaCm, &mut Stack, Instant) -> R,
+    ) -> Result<R, Error> {
+        let port = lock(&self.shared.inner)
+            .rdma
+            .port_of(id)
+            .ok_or(Error::NoSuchId)?;
+        self.with(port, f)
+    }
+
+    /// Runs `f` on the RDMA CM alone (listen, queries); MADs it queues go out through the
+    /// devices' inboxes.
+    pub fn with_cm<R>(&self, f: impl FnOnce(&mut RdmaCm) -> R) -> R {
+        let r = {
+            let mut g = lock(&self.shared.inner);
+            let r = f(&mut g.rdma);
+            g.route(None);
+            r
+        };
+        self.shared.signal();
+        r
+    }
+
+    /// The next event, without waiting (with inline devices: after one non-blocking turn
+    /// of each).
+    pub fn poll_event(&self) -> Option<Event> {
+        for d in self.inline_devices() {
+            let _ = d.poll_once();
+        }
+        lock(&self.shared.inner).events.pop_front()
+    }
+
+    fn inline_devices(&self) -> Vec<Device> {
+        lock(&self.shared.inner)
+            .devices
+            .iter()
+            .filter(|d| d.progress() == Progress::Inline)
+            .cloned()
+            .collect()
+    }
+
+    /// The next event, waiting up to `timeout` (`None` when it passed). Threaded devices
+    /// deliver it the moment their loop handles the MAD; inline devices are turned here.
+    pub fn wait_event(&self, timeout: Duration) -> Option<Event> {
         let end = StdInstant::now() + timeout;
+        let inline = self.inline_devices();
         loop {
-            self.turn();
-            if let Some(e) = self.events.pop_front() {
-                return Some(e);
-            }
-            if StdInstant::now() >= end {
-                return None;
-            }
-            if self.dev.progress_for(Duration::from_millis(1)).is_err()
-                || self.dev.progress() != crate::device::Progress::Inline
             {
-                std::thread::sleep(Duration::from_millis(1));
+                let mut g = lock(&self.shared.inner);
+                if let Some(e) = g.events.pop_front() {
+                    return Some(e);
+                }
+                let left = end.saturating_duration_since(StdInstant::now());
+                if left.is_zero() {
+                    return None;
+                }
+                if inline.is_empty() {
+                    let (mut g, _) = self
+                        .shared
+                        .cv
+                        .wait_timeout(g, left)
+                        .unwrap_or_else(|p| p.into_inner());
+                    if let Some(e) = g.events.pop_front() {
+                        return Some(e);
+                    }
+                    continue;
+                }
+            }
+            // One device: wait in its loop until input or the deadline; several: share
+            // the time in slices so none starves.
+            let slice = if inline.len() == 1 {
+                end
+            } else {
+                end.min(StdInstant::now() + Duration::from_millis(1))
+            };
+            for d in &inline {
+                let _ = d.progress_until(slice);
             }
         }
     }
 
-    /// An event already taken off the CM, if any (no waiting).
-    pub fn poll_event(&mut self) -> Option<RdmaCmEvent> {
-        self.turn();
-        self.events.pop_front()
+    /// The next event, as a future (threaded devices; see the module docs).
+    pub fn next_event(&self) -> NextEvent<'_> {
+        NextEvent { cm: self }
     }
 
-    /// Runs `f` on the RDMA CM and the stack (connect, accept, disconnect...), then sends
-    /// what it queued.
-    pub fn with<R>(&mut self, f: impl FnOnce(&mut RdmaCm, &mut Stack, Instant) -> R) -> R {
-        let now = self.now();
-        let CmDriver { dev, port, cm, .. } = self;
-        dev.with_stack(|s| {
-            let r = f(cm, s, now);
-            port.flush(s, cm.cm_mut().mad_mut());
-            r
-        })
+    /// Whether an event is queued.
+    pub fn has_event(&self) -> bool {
+        !lock(&self.shared.inner).events.is_empty()
     }
 
-    /// The IB CM's and QP1's counters (diagnostics).
-    pub fn cm_counters(&self) -> (softrdma_core::cm::CmCounters, u64, u64) {
-        (
-            self.cm.cm().counters(),
-            self.port.send_errors,
-            self.port.recv_errors,
-        )
+    /// The IB CM's counters.
+    pub fn counters(&self) -> CmCounters {
+        lock(&self.shared.inner).rdma.cm().counters()
     }
+}
 
-    /// The device.
-    pub fn device(&self) -> &Device {
-        &self.dev
+/// [`Cm::next_event`].
+pub struct NextEvent<'a> {
+    cm: &'a Cm,
+}
+
+impl Future for NextEvent<'_> {
+    type Output = Event;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Event> {
+        let shared = &self.cm.shared;
+        // Register before looking, so a signal between the look and the registration is
+        // not lost.
+        lock(&shared.wakers).push(cx.waker().clone());
+        match lock(&shared.inner).events.pop_front() {
+            Some(e) => Poll::Ready(e),
+            None => Poll::Pending,
+        }
     }
 }

@@ -74,6 +74,7 @@ use std::time::{Duration, Instant as StdInstant};
 use softrdma_core::device::{
     Counters, DeviceAttr, GidEntry, GidType, PortAttr, QueryError, PORT_NUM,
 };
+use softrdma_core::mad::{MadAgent, MadCounters};
 use softrdma_core::time::Instant;
 use softrdma_core::transport::emit::{Train, TransmitBatch};
 use softrdma_core::verbs::{
@@ -84,6 +85,7 @@ use softrdma_core::Stack;
 use softrdma_wire::icrc::ROCE_V2_PORT;
 
 use crate::clock::{duration_to_micros, Clock, Micros};
+use crate::mad::{MadClient, MadInbox, MadPort, MadState, PortCtx};
 use crate::tap::{mac_for_ip, Tap};
 use crate::timer::{wait_for_input, Input, PollMode};
 use crate::udp::{
@@ -127,6 +129,23 @@ pub struct DeviceConfig {
     pub gso_coalesce: bool,
     /// Seed of the stack's keys and PSNs (default: from the clock and the process id).
     pub seed: u64,
+    /// QP1's receive buffers (default [`softrdma_core::mad::port::DEFAULT_RECV_DEPTH`]).
+    pub qp1_recv_depth: u32,
+    /// Test aid: received datagrams for which this returns true are dropped before the
+    /// stack sees them (and counted in [`DriverCounters::rx_filtered`]).
+    pub rx_drop: Option<RxDropFilter>,
+}
+
+/// A receive-side fault injector: `(source, UDP payload) → drop?`.
+#[derive(Clone)]
+pub struct RxDropFilter(Arc<RxDropFn>);
+
+type RxDropFn = dyn Fn(SocketAddr, &[u8]) -> bool + Send + Sync;
+
+impl fmt::Debug for RxDropFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RxDropFilter")
+    }
 }
 
 impl DeviceConfig {
@@ -147,6 +166,8 @@ impl DeviceConfig {
             endpoint: EndpointConfig::default(),
             gso_coalesce: true,
             seed: t ^ (u64::from(std::process::id()) << 32),
+            qp1_recv_depth: softrdma_core::mad::port::DEFAULT_RECV_DEPTH,
+            rx_drop: None,
         }
     }
 
@@ -197,6 +218,15 @@ impl DeviceConfig {
     /// Sets the seed.
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// Test aid: drops received datagrams for which `f(source, payload)` is true.
+    pub fn with_rx_drop(
+        mut self,
+        f: impl Fn(SocketAddr, &[u8]) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.rx_drop = Some(RxDropFilter(Arc::new(f)));
         self
     }
 }
@@ -276,6 +306,8 @@ pub struct DriverCounters {
     pub pcap_packets: u64,
     /// Pcap write errors (the tap is closed after the first).
     pub pcap_errors: u64,
+    /// Datagrams dropped by [`DeviceConfig::with_rx_drop`].
+    pub rx_filtered: u64,
 }
 
 /// The longest a background loop sleeps without looking at the stack's timers.
@@ -291,10 +323,22 @@ const RX_BUF_LEN: usize = 65_536;
 
 struct State {
     stack: Stack,
+    /// QP1 and the management classes on it (crate::mad).
+    mad: MadState,
     tap: Option<Tap>,
     counters: DriverCounters,
     /// The GSO trains of one flush (memory reused).
     batch: TransmitBatch,
+}
+
+impl State {
+    /// The loop's next deadline: the transport's, the MAD layer's or a client's timer.
+    fn poll_timeout(&self) -> Option<Instant> {
+        match (self.stack.poll_timeout(), self.mad.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 struct RxBufs {
@@ -319,6 +363,7 @@ pub(crate) struct Shared {
     progress: Progress,
     wait: PollMode,
     coalesce: bool,
+    rx_drop: Option<RxDropFilter>,
     state: Mutex<State>,
     rx: Mutex<RxBufs>,
     /// Signalled after every loop turn that handled input or timers, and after posts.
@@ -360,7 +405,6 @@ impl Shared {
             return;
         }
         let next = st
-            .stack
             .poll_timeout()
             .map(|t| t.total_micros())
             .unwrap_or(u64::MAX);
@@ -384,6 +428,7 @@ impl Shared {
             batch,
             tap,
             counters,
+            ..
         } = st;
         batch.max_segments = if self.coalesce {
             self.ep.max_gso_segments()
@@ -473,7 +518,7 @@ impl Shared {
                 Some((user_deadline, mode)) => {
                     let stack_deadline = {
                         let st = self.state();
-                        let d = st.stack.poll_timeout().map(|t| t.total_micros());
+                        let d = st.poll_timeout().map(|t| t.total_micros());
                         let d = match (d, user_deadline) {
                             (Some(a), Some(b)) => Some(a.min(b)),
                             (a, b) => a.or(b),
@@ -504,6 +549,10 @@ impl Shared {
                         st.counters.pcap_errors += 1;
                     }
                 }
+                if self.rx_drop.as_ref().is_some_and(|f| (f.0)(rec.src, seg)) {
+                    st.counters.rx_filtered += 1;
+                    continue;
+                }
                 st.stack.handle_datagram(now, rec.src, dst.ip(), seg);
             }
         }
@@ -512,6 +561,11 @@ impl Shared {
                 st.stack.handle_timeout(now);
                 worked = true;
             }
+        }
+        // QP1: received MADs to their classes, MAD timers, what the classes send.
+        {
+            let State { stack, mad, .. } = &mut *st;
+            worked |= mad.turn(now, stack);
         }
         if let Some(tap) = st.tap.as_ref() {
             st.counters.pcap_packets = tap.packets;
@@ -614,6 +668,17 @@ impl Device {
         // Everything leaves from the one socket: seal for its source port (the core's default
         // is rxe's per-QP port, which a single socket cannot send from).
         stack.set_udp_src_port(Some(local.port()));
+        // QP1 exists from the start, as on an rxe port.
+        let mad = MadState {
+            port: MadPort::open(
+                &mut stack,
+                softrdma_core::mad::port::RXE_FIRST_CLIENT_HI_TID,
+                config.qp1_recv_depth,
+            )?,
+            clients: Vec::new(),
+            inbox: Arc::new(MadInbox::default()),
+            orphaned: 0,
+        };
         let max_segs = ep.max_gso_segments();
         let max_train = if local.is_ipv6() {
             MAX_UDP_PAYLOAD_V6
@@ -632,8 +697,10 @@ impl Device {
             progress: config.progress,
             wait: config.wait,
             coalesce: config.gso_coalesce,
+            rx_drop: config.rx_drop,
             state: Mutex::new(State {
                 stack,
+                mad,
                 tap,
                 counters: DriverCounters::default(),
                 batch: TransmitBatch::new(max_segs, max_train),
@@ -675,9 +742,73 @@ impl Device {
         self.shared.local
     }
 
+    /// The device's clock (what the stack and the CM are given as `now`).
+    pub fn now(&self) -> Instant {
+        self.shared.now()
+    }
+
     /// Where the event loop runs.
     pub fn progress(&self) -> Progress {
         self.shared.progress
+    }
+
+    /// Attaches a management class to QP1 (see [`crate::mad`]): `register` runs under the
+    /// device lock to register the client's agents on the MAD layer and build the client.
+    pub fn attach_mad_client<C: MadClient + 'static, E>(
+        &self,
+        register: impl FnOnce(&mut MadAgent, &Stack) -> std::result::Result<Arc<C>, E>,
+    ) -> std::result::Result<Arc<C>, E> {
+        let mut st = self.shared.state();
+        let State { stack, mad, .. } = &mut *st;
+        let c = register(mad.port.agent_mut(), stack)?;
+        mad.clients.push(c.clone());
+        Ok(c)
+    }
+
+    /// The inbox other devices' clients queue this device's MAD operations in (see
+    /// [`crate::mad::MadInbox`]); wake the loop with [`Device::wake`] after pushing.
+    pub fn mad_inbox(&self) -> Arc<MadInbox> {
+        self.shared.state().mad.inbox.clone()
+    }
+
+    /// Wakes the background loop (if any) for a turn.
+    pub fn wake(&self) {
+        // A failed eventfd write leaves the loop to its next tick (≤ 5 ms).
+        let _ = self.shared.ep.notifier().notify();
+    }
+
+    /// Runs `f` with the stack and the MAD layer under the device lock, as a client does
+    /// in the loop, then puts what it queued on QP1 and the wire.
+    pub fn with_mad<R>(&self, f: impl FnOnce(&mut PortCtx<'_>) -> R) -> R {
+        let mut st = self.shared.state();
+        let now = self.shared.now();
+        let r = {
+            let State { stack, mad, .. } = &mut *st;
+            let mut ctx = PortCtx {
+                now,
+                stack,
+                mad: mad.port.agent_mut(),
+            };
+            let r = f(&mut ctx);
+            mad.port.flush(stack);
+            r
+        };
+        self.shared.flush(&mut st);
+        self.shared.kick_loop(&st);
+        drop(st);
+        self.shared.signal();
+        r
+    }
+
+    /// The MAD layer's counters, QP1's send/receive errors, and MADs for agents no
+    /// attached client owns.
+    pub fn mad_counters(&self) -> (MadCounters, (u64, u64), u64) {
+        let st = self.shared.state();
+        (
+            *st.mad.port.agent().counters(),
+            st.mad.port.errors(),
+            st.mad.orphaned,
+        )
     }
 
     /// Runs `f` on the stack under its lock, then sends what it queued (the escape hatch for
@@ -892,11 +1023,26 @@ impl Device {
         max: usize,
         timeout: Option<Duration>,
     ) -> Result<usize> {
+        self.wait_cq_or(cq, out, max, timeout, &|| false)
+    }
+
+    /// [`Device::wait_cq`] that also returns (with 0) as soon as `stop()` is true, checked
+    /// whenever the loop signals its waiters — e.g. when a CM event arrived on this device
+    /// ([`crate::cm::Cm::has_event`]), so one thread can wait for completions and CM events
+    /// together without naps.
+    pub fn wait_cq_or(
+        &self,
+        cq: CqId,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+        timeout: Option<Duration>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<usize> {
         let start = StdInstant::now();
         let deadline = timeout.map(|t| start + t);
         match self.shared.progress {
-            Progress::Inline => self.wait_inline(cq, out, max, deadline),
-            Progress::Thread(_) => self.wait_thread(cq, out, max, start, deadline),
+            Progress::Inline => self.wait_inline(cq, out, max, deadline, stop),
+            Progress::Thread(_) => self.wait_thread(cq, out, max, start, deadline, stop),
         }
     }
 
@@ -906,6 +1052,7 @@ impl Device {
         out: &mut Vec<WorkCompletion>,
         max: usize,
         deadline: Option<StdInstant>,
+        stop: &dyn Fn() -> bool,
     ) -> Result<usize> {
         let sh = &self.shared;
         let user_deadline = deadline.map(|d| sh.clock.from_std(d).saturating_add(1));
@@ -914,7 +1061,7 @@ impl Device {
             if n > 0 {
                 return Ok(n);
             }
-            if deadline.is_some_and(|d| StdInstant::now() >= d) {
+            if deadline.is_some_and(|d| StdInstant::now() >= d) || stop() {
                 return Ok(0);
             }
             match sh.rx.try_lock() {
@@ -940,6 +1087,7 @@ impl Device {
         max: usize,
         start: StdInstant,
         deadline: Option<StdInstant>,
+        stop: &dyn Fn() -> bool,
     ) -> Result<usize> {
         let sh = &self.shared;
         let spin_until = match sh.wait {
@@ -957,6 +1105,9 @@ impl Device {
             }
             let now = StdInstant::now();
             if deadline.is_some_and(|d| now >= d) {
+                return Ok(0);
+            }
+            if stop() {
                 return Ok(0);
             }
             if spin_until.is_some_and(|s| now < s) {
@@ -995,6 +1146,30 @@ impl Device {
                 }
                 Err(_) => std::thread::sleep(Duration::from_micros(100)),
             }
+        }
+        Ok(())
+    }
+
+    /// [`Progress::Inline`]: one turn of the loop that waits (as the device's [`PollMode`]
+    /// says) until input, a timer or `until`; returns whether it handled anything. Returns
+    /// at once if another thread is turning the loop, or for a threaded device.
+    pub fn progress_until(&self, until: StdInstant) -> Result<bool> {
+        if self.shared.progress != Progress::Inline {
+            return Ok(false);
+        }
+        let deadline = self.shared.clock.from_std(until);
+        match self.shared.rx.try_lock() {
+            Ok(mut rx) => Ok(self
+                .shared
+                .turn(&mut rx, Some((Some(deadline), self.shared.wait)))?),
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// [`Progress::Inline`]: one non-blocking turn of the loop.
+    pub fn poll_once(&self) -> Result<()> {
+        if self.shared.progress == Progress::Inline {
+            self.shared.turn_inline()?;
         }
         Ok(())
     }

@@ -124,6 +124,7 @@
 pub mod clock;
 pub mod cm;
 pub mod device;
+pub mod mad;
 pub mod tap;
 pub mod timer;
 pub mod udp;

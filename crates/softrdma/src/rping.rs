@@ -16,13 +16,16 @@ use std::net::{IpAddr, UdpSocket};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use softrdma_core::cm::{CmEvent, CmPort};
+use softrdma_core::rdma_cm::RdmaCmEvent;
 use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEventType, RdmaId};
 use softrdma_core::verbs::{
     AccessFlags, CqId, MrKeys, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge, WcOpcode,
     WcStatus, WorkCompletion,
 };
-use softrdma_driver::cm::CmDriver;
+use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::{Device, DeviceConfig};
+use softrdma_wire::cm::AttrId;
 
 /// `RPING_BUFSIZE`.
 const RPING_BUFSIZE: u32 = 64 * 1024;
@@ -104,7 +107,8 @@ macro_rules! dbg_log {
 /// The control block (`struct rping_cb`).
 struct Cb {
     dev: Device,
-    cm: CmDriver,
+    cm: Cm,
+    port: CmPort,
     cq: CqId,
     qpn: u32,
     recv: MrKeys,
@@ -166,7 +170,7 @@ impl Cb {
     fn wait(&mut self) -> Result<Got, Fail> {
         let mut wcs = Vec::new();
         loop {
-            while let Some(e) = self.cm.poll_event() {
+            while let Some(e) = self.next_rdma_event(None) {
                 dbg_log!(self, "cma_event type {}", e.event.as_str());
                 match e.event {
                     RdmaCmEventType::Disconnected => {
@@ -185,8 +189,15 @@ impl Cb {
                 }
             }
             wcs.clear();
-            self.dev
-                .wait_cq(self.cq, &mut wcs, 1, Some(Duration::from_millis(1)))?;
+            // Completions and CM events (DISCONNECTED) both end the wait at once.
+            let cm = self.cm.clone();
+            self.dev.wait_cq_or(
+                self.cq,
+                &mut wcs,
+                1,
+                Some(Duration::from_secs(1)),
+                &move || cm.has_event(),
+            )?;
             for wc in wcs.drain(..) {
                 if wc.status == WcStatus::WrFlushErr {
                     continue;
@@ -227,7 +238,46 @@ impl Cb {
 
     fn disconnect(&mut self) {
         if let Some(id) = self.id {
-            let _ = self.cm.with(|cm, s, now| cm.disconnect(now, s, id));
+            let _ = self.cm.with_id(id, |cm, s, now| cm.disconnect(now, s, id));
+        }
+    }
+
+    /// The next RDMA CM event (waiting up to `wait`; `None`: no waiting), printing IB CM
+    /// retry notices with `-d`.
+    fn next_rdma_event(&self, wait: Option<Duration>) -> Option<RdmaCmEvent> {
+        let end = wait.map(|w| Instant::now() + w);
+        loop {
+            let e = match end {
+                Some(end) => self
+                    .cm
+                    .wait_event(end.saturating_duration_since(Instant::now()))?,
+                None => self.cm.poll_event()?,
+            };
+            match e {
+                Event::Rdma(e) => return Some(e),
+                Event::Ib(CmEvent::Retry {
+                    msg,
+                    attempt,
+                    max,
+                    next_deadline,
+                    ..
+                }) => {
+                    let next = next_deadline.saturating_duration_since(self.dev.now());
+                    let what = match msg {
+                        AttrId::REQ => "REQ",
+                        AttrId::REP => "REP",
+                        AttrId::DREQ => "DREQ",
+                        AttrId::SIDR_REQ => "SIDR_REQ",
+                        _ => "CM MAD",
+                    };
+                    dbg_log!(
+                        self,
+                        "{what} retry {attempt}/{max}, next in {:.1} s",
+                        next.total_micros() as f64 / 1e6
+                    );
+                }
+                Event::Ib(_) => {}
+            }
         }
     }
 }
@@ -254,7 +304,8 @@ fn setup(args: &Args, local: IpAddr, client: bool) -> Result<Cb, Fail> {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(1)
         ^ u64::from(std::process::id());
-    let cm = CmDriver::open(&dev, seed)?;
+    let cm = Cm::new(seed);
+    let port = cm.add_device(&dev)?;
     let pd = dev.alloc_pd()?;
     let cq = dev.create_cq(SQ_DEPTH * 2)?;
     let (qpn, _) = dev.create_qp(QpInitAttr {
@@ -289,6 +340,7 @@ fn setup(args: &Args, local: IpAddr, client: bool) -> Result<Cb, Fail> {
     let cb = Cb {
         dev,
         cm,
+        port,
         cq,
         qpn,
         recv,
@@ -309,14 +361,17 @@ const REJECT_PRIVATE_DATA: &[u8] = b"softrdma-reject";
 fn run_server(args: &Args) -> Result<(), Fail> {
     let mut cb = setup(args, args.addr, false)?;
     let (ip, port) = (args.addr, args.port);
-    cb.cm.with(|cm, _, _| cm.listen(ip, port))?;
+    cb.cm.with_cm(|cm| cm.listen(ip, port))?;
     dbg_log!(cb, "rdma_listen");
     let req = loop {
-        if let Some(e) = cb.cm.wait_event(Duration::from_secs(1)) {
+        if let Some(e) = cb.next_rdma_event(Some(Duration::from_secs(1))) {
             if e.event == RdmaCmEventType::ConnectRequest {
                 if args.reject {
                     cb.cm
-                        .with(|cm, _, now| cm.reject(now, e.id, REJECT_PRIVATE_DATA))
+                        .with(cb.port, |cm, _, now| {
+                            cm.reject(now, e.id, REJECT_PRIVATE_DATA)
+                        })
+                        .map_err(|err| Fail(format!("rdma_reject: {err}")))?
                         .map_err(|err| Fail(format!("rdma_reject: {err}")))?;
                     println!("rejected connect request (--reject)");
                     continue;
@@ -329,8 +384,9 @@ fn run_server(args: &Args) -> Result<(), Fail> {
     if args.accept_delay > 0 {
         let end = Instant::now() + Duration::from_millis(args.accept_delay);
         while Instant::now() < end {
-            // keep the CM running: a retransmitted REQ is answered with the MRA
-            let _ = cb.cm.wait_event(Duration::from_millis(50));
+            // The CM runs in the device's loop: a retransmitted REQ is answered with the
+            // MRA meanwhile.
+            std::thread::sleep(end.saturating_duration_since(Instant::now()));
         }
     }
     // rdma_accept(id, NULL): librdmacm answers with the request's resources and retry
@@ -345,17 +401,14 @@ fn run_server(args: &Args) -> Result<(), Fail> {
     };
     let qpn = cb.qpn;
     cb.cm
-        .with(|cm, s, now| cm.accept(now, s, req.id, qpn, &p))
+        .with_id(req.id, |cm, s, now| cm.accept(now, s, req.id, qpn, &p))
+        .map_err(|e| Fail(format!("rdma_accept: {e}")))?
         .map_err(|e| Fail(format!("rdma_accept: {e}")))?;
     cb.id = Some(req.id);
     // The server waits for ESTABLISHED then for the first RECV (rping_accept + test).
     let r = server_loop(&mut cb, args);
+    // After a DREQ this sends the DREP (on the wire before it returns).
     cb.disconnect();
-    // Let the DREP out.
-    for _ in 0..50 {
-        cb.cm.turn();
-        std::thread::sleep(Duration::from_millis(2));
-    }
     r
 }
 
@@ -471,20 +524,18 @@ fn run_client(args: &Args) -> Result<(), Fail> {
         rnr_retry_count: 7,
     };
     let (dst, port, qpn) = (args.addr, args.port, cb.qpn);
+    let cm_port = cb.port;
     let id = cb
         .cm
-        .with(|cm, s, now| cm.connect(now, s, local, dst, port, qpn, &p))
+        .with(cm_port, |cm, s, now| {
+            cm.connect(now, cm_port, s, local, dst, port, qpn, &p)
+        })
+        .map_err(|e| Fail(format!("rdma_connect: {e}")))?
         .map_err(|e| Fail(format!("rdma_connect: {e}")))?;
     cb.id = Some(id);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let Some(e) = cb.cm.wait_event(Duration::from_secs(1)) else {
-            dbg_log!(
-                cb,
-                "waiting: {:?} {:?}",
-                cb.dev.driver_counters(),
-                cb.cm.cm_counters()
-            );
+        let Some(e) = cb.next_rdma_event(Some(Duration::from_secs(1))) else {
             if Instant::now() > deadline {
                 return Err(Fail("wait for CONNECTED: timeout".into()));
             }
@@ -508,7 +559,7 @@ fn run_client(args: &Args) -> Result<(), Fail> {
         // Wait for the DREP (DISCONNECTED) a little, as rping's teardown does.
         let end = Instant::now() + Duration::from_secs(3);
         while Instant::now() < end {
-            match cb.cm.wait_event(Duration::from_millis(100)) {
+            match cb.next_rdma_event(Some(Duration::from_millis(100))) {
                 Some(e) if e.event == RdmaCmEventType::Disconnected => break,
                 _ => {}
             }

@@ -516,8 +516,9 @@ impl Conn {
 /// The IB CM of one port.
 #[derive(Debug)]
 pub struct CmEndpoint {
-    /// The CM's agent on each port's MAD layer, by [`CmPort`] index.
-    ports: Vec<AgentId>,
+    /// The CM's agent on each port's MAD layer and the port's node GUID, by [`CmPort`]
+    /// index.
+    ports: Vec<(AgentId, Guid)>,
     /// What the ports' MAD layers are to do, in order ([`CmEndpoint::poll_mad`]).
     out: VecDeque<(CmPort, MadOp)>,
     /// The CM numbers its own sends (unique across ports).
@@ -574,14 +575,30 @@ impl CmEndpoint {
     /// `cm_add_one` for one port: registers the CM on that port's MAD layer (class CM,
     /// version 2, method Send() only, as ib_cm does) and returns the port's name.
     pub fn add_port(&mut self, mad: &mut MadAgent) -> Result<CmPort, CmError> {
+        self.add_port_with_guid(mad, self.cfg.node_guid)
+    }
+    /// [`CmEndpoint::add_port`] for a device whose node GUID is `guid` (what its REQs, REPs
+    /// and REJ TIMEOUTs carry; the kernel takes it from the cm_id's device).
+    pub fn add_port_with_guid(
+        &mut self,
+        mad: &mut MadAgent,
+        guid: Guid,
+    ) -> Result<CmPort, CmError> {
         let n = u16::try_from(self.ports.len()).map_err(|_| CmError::NoSuchPort)?;
         let agent = mad.register_methods(MgmtClass::CM, CM_CLASS_VERSION, Some(&[Method::SEND]))?;
-        self.ports.push(agent);
+        self.ports.push((agent, guid));
         Ok(CmPort(n))
     }
     /// The CM's agent (hi_tid) on `port`'s MAD layer.
     pub fn agent(&self, port: CmPort) -> Option<AgentId> {
-        self.ports.get(port.index()).copied()
+        self.ports.get(port.index()).map(|p| p.0)
+    }
+    /// The node GUID of `port`'s device.
+    pub fn port_guid(&self, port: CmPort) -> Guid {
+        self.ports
+            .get(port.index())
+            .map(|p| p.1)
+            .unwrap_or(self.cfg.node_guid)
     }
     /// The ports added so far.
     pub fn ports(&self) -> impl Iterator<Item = CmPort> + '_ {
@@ -821,7 +838,7 @@ impl CmEndpoint {
             local_comm_id: id.0,
             vendor_id: p.ece_vendor_id & 0x00ff_ffff,
             service_id: p.service_id,
-            local_ca_guid: self.cfg.node_guid,
+            local_ca_guid: self.port_guid(p.port),
             local_qkey: 0,
             local_qpn: p.qp_num,
             responder_resources: p.responder_resources,
@@ -891,6 +908,7 @@ impl CmEndpoint {
         if p.private_data.len() > softrdma_wire::cm::REP_PRIVATE_DATA_LEN {
             return Err(CmError::TooLong);
         }
+        let guid = self.port_guid(self.conn(id)?.port);
         let c = self.conns.get_mut(&id.0).ok_or(CmError::NoSuchId)?;
         let v = p.ece_vendor_id & 0x00ff_ffff;
         let rep = RepRepr {
@@ -908,7 +926,7 @@ impl CmEndpoint {
             end_to_end_flow_control: p.flow_control,
             rnr_retry_count: p.rnr_retry_count,
             srq: p.srq,
-            local_ca_guid: self.cfg.node_guid,
+            local_ca_guid: guid,
             private_data: pad(&p.private_data),
         };
         c.local_qpn = p.qp_num;
@@ -1274,10 +1292,10 @@ impl CmEndpoint {
     }
 
     fn destroy_id(&mut self, now: Instant, id: u32, silent: bool) {
-        let Some(st) = self.conns.get(&id).map(|c| c.state) else {
+        let Some((st, port)) = self.conns.get(&id).map(|c| (c.state, c.port)) else {
             return;
         };
-        let guid = self.cfg.node_guid.0.to_be_bytes();
+        let guid = self.port_guid(port).0.to_be_bytes();
         match st {
             CmState::Listen => {
                 self.listeners.retain(|_, v| *v != id);
@@ -1638,7 +1656,13 @@ impl CmEndpoint {
     }
 
     /// `cm_rep_handler`.
-    fn rep_handler(&mut self, now: Instant, (port, from): (CmPort, MadAddr), tid: u64, rep: RepRepr) {
+    fn rep_handler(
+        &mut self,
+        now: Instant,
+        (port, from): (CmPort, MadAddr),
+        tid: u64,
+        rep: RepRepr,
+    ) {
         let id = rep.remote_comm_id;
         let Some(c) = self.conns.get(&id).filter(|c| !c.zombie) else {
             self.counters.rx_dropped += 1;
@@ -1818,7 +1842,13 @@ impl CmEndpoint {
     }
 
     /// `cm_dreq_handler`.
-    fn dreq_handler(&mut self, now: Instant, (port, from): (CmPort, MadAddr), tid: u64, dreq: DreqRepr) {
+    fn dreq_handler(
+        &mut self,
+        now: Instant,
+        (port, from): (CmPort, MadAddr),
+        tid: u64,
+        dreq: DreqRepr,
+    ) {
         let id = dreq.remote_comm_id;
         let found = self
             .conns

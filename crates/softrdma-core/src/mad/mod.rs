@@ -511,7 +511,12 @@ impl MadAgent {
         self.modify_key(now, key, timeout)
     }
 
-    fn modify_key(&mut self, now: Instant, key: SendKey, timeout: Duration) -> Result<(), MadError> {
+    fn modify_key(
+        &mut self,
+        now: Instant,
+        key: SendKey,
+        timeout: Duration,
+    ) -> Result<(), MadError> {
         let p = self.pending.get_mut(&key).ok_or(MadError::NoSuchSend)?;
         if timeout == Duration::ZERO {
             self.finish(key, SendStatus::Canceled);

@@ -235,6 +235,15 @@ impl RdmaCm {
         Ok(self.cm.add_port(mad)?)
     }
 
+    /// [`RdmaCm::add_port`] for a device with its own node GUID.
+    pub fn add_port_with_guid(
+        &mut self,
+        mad: &mut MadAgent,
+        guid: softrdma_wire::Guid,
+    ) -> Result<CmPort, RdmaCmError> {
+        Ok(self.cm.add_port_with_guid(mad, guid)?)
+    }
+
     /// The next RDMA CM event.
     pub fn poll_event(&mut self) -> Option<RdmaCmEvent> {
         self.events.pop_front()
@@ -593,7 +602,7 @@ impl RdmaCm {
             | CmEvent::SidrReqError { id }
             | CmEvent::SidrRepReceived { id, .. } => Some(id.0),
         };
-        if owner.is_none_or(|o| !self.ids.contains_key(&o)) {
+        if !owner.is_some_and(|o| self.ids.contains_key(&o)) {
             self.ib_events.push_back(ev);
             return;
         }

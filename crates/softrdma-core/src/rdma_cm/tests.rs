@@ -10,8 +10,8 @@ use softrdma_wire::roce::RoceRepr;
 use softrdma_wire::Guid;
 
 use super::*;
-use crate::cm::{CmConfig, RXE_CA_ACK_DELAY};
 use crate::cm::CmPort;
+use crate::cm::{CmConfig, RXE_CA_ACK_DELAY};
 use crate::mad::MadPort;
 use crate::sim::{NetConfig, Sim};
 use crate::verbs::{CqId, QpCap, QpInitAttr, QpType};
@@ -277,10 +277,7 @@ fn connect_accept_send_disconnect() {
     }
     // TIMEWAIT_EXIT after the timewait.
     for _ in 0..10 {
-        let t = [0, 1]
-            .iter()
-            .filter_map(|&i| n[i].cm.poll_timeout())
-            .min();
+        let t = [0, 1].iter().filter_map(|&i| n[i].cm.poll_timeout()).min();
         let Some(t) = t else { break };
         sim.now = sim.now.max(t);
         for (i, x) in n.iter_mut().enumerate() {
@@ -357,7 +354,16 @@ fn reject_carries_consumer_data() {
     n[1].cm.listen(b, 7174).expect("listen");
     let qa = n[0].qpn;
     n[0].cm
-        .connect(sim.now, CmPort::default(), &mut sim.stacks[0], a, b, 7174, qa, &param(b"x"))
+        .connect(
+            sim.now,
+            CmPort::default(),
+            &mut sim.stacks[0],
+            a,
+            b,
+            7174,
+            qa,
+            &param(b"x"),
+        )
         .expect("connect");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[1],
@@ -385,7 +391,16 @@ fn req_that_fails_the_checks_is_rejected_28_without_data() {
     m[1].cm.listen(other, 7175).expect("listen");
     let q = m[0].qpn;
     m[0].cm
-        .connect(sim.now, CmPort::default(), &mut sim.stacks[0], a, b, 7175, q, &param(b""))
+        .connect(
+            sim.now,
+            CmPort::default(),
+            &mut sim.stacks[0],
+            a,
+            b,
+            7175,
+            q,
+            &param(b""),
+        )
         .expect("connect");
     assert!(pump(&mut sim, &mut m, |m| has(
         &m[0],
@@ -408,7 +423,16 @@ fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
     n[1].cm.listen(b, 7174).expect("listen");
     let qa = n[0].qpn;
     n[0].cm
-        .connect(sim.now, CmPort::default(), &mut sim.stacks[0], a, b, 7174, qa, &param(b""))
+        .connect(
+            sim.now,
+            CmPort::default(),
+            &mut sim.stacks[0],
+            a,
+            b,
+            7174,
+            qa,
+            &param(b""),
+        )
         .expect("connect");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[1],
