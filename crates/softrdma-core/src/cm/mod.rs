@@ -1,12 +1,17 @@
 //! The IB connection manager (DESIGN.md §1; kernel `drivers/infiniband/core/cm.c`,
 //! `include/rdma/ib_cm.h`) as a sans-IO [`CmEndpoint`] on top of a [`MadAgent`].
 //!
-//! **Ownership of the MAD layer**: the endpoint *owns* its [`MadAgent`] (registered for the
-//! CM class, version 2, method Send() only, like ib_cm). The driver moves MADs with
-//! [`CmEndpoint::poll_transmit`] / [`CmEndpoint::handle_receive`] (or reaches the agent with
-//! [`CmEndpoint::mad_mut`] to hand it to a [`crate::mad::gsi::GsiPort`]); time comes in as a
-//! parameter ([`CmEndpoint::poll_timeout`] / [`CmEndpoint::handle_timeout`]). After feeding
-//! the agent directly, call [`CmEndpoint::process`].
+//! **The MAD layer is not the CM's.** QP1 and its MAD layer belong to the port
+//! ([`crate::mad::MadPort`]); the CM is one client among the management classes, registered
+//! on each port it runs on with [`CmEndpoint::add_port`] (class CM, version 2, method Send()
+//! only, like ib_cm's `cm_add_one`). One endpoint spans any number of ports: each id lives on
+//! the port its REQ was sent from or arrived on. The endpoint never touches a MAD layer
+//! itself: the port's events come in through [`CmEndpoint::handle_mad`], and what the CM
+//! wants done (send under its own send id, cancel, modify the timeout for an MRA) comes out
+//! of [`CmEndpoint::poll_mad`] as [`MadOp`]s addressed to a port, which the runtime applies
+//! to that port's layer in order. Retransmissions are the MAD layer's timers; the CM's own
+//! are the timewaits ([`CmEndpoint::poll_timeout`]). [`SinglePortCm`] bundles an endpoint
+//! with one MAD layer for tests and simulations. The call order is in [`crate::mad::port`].
 //!
 //! **Ownership of ids (the `ib_cm_handler` contract, by types)**: there are no callbacks.
 //! [`CmEndpoint::create_id`] returns a [`CmId`], which is not `Clone`; every command takes
