@@ -389,3 +389,38 @@ fn help_describes_json_lines_and_stdin() {
         assert!(help.contains(want), "{want:?} missing in\n{help}");
     }
 }
+
+#[test]
+fn damaged_frames_are_described_not_debug_printed() {
+    // Every 23rd byte past the link header of every frame flipped: layers fail to parse
+    // and show as "[Malformed: <what>]", in words, in the text and JSON views alike.
+    let dir = std::env::temp_dir().join(format!("softrdma-damaged-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["f_srp.pcap", "i_mra_atomic.sll.pcap"] {
+        let mut d = std::fs::read(capture(name)).unwrap();
+        let mut off = 24;
+        while off + 16 <= d.len() {
+            let cap = u32::from_le_bytes(d[off + 8..off + 12].try_into().unwrap()) as usize;
+            for i in (off + 16 + 16..off + 16 + cap).step_by(23) {
+                d[i] ^= 0x5a;
+            }
+            off += 16 + cap;
+        }
+        let f = dir.join(name);
+        std::fs::write(&f, &d).unwrap();
+        let (code, text, err) = run(&["decode", f.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(text.contains("[Malformed: "), "{name}: nothing malformed");
+        let (code, json, err) = run(&["decode", "--json", f.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        for l in json.lines() {
+            serde_json::from_str::<serde_json::Value>(l).unwrap();
+        }
+        for out in [&text, &json] {
+            for debug in ["Some(", "{ what:", "{ field:", "Gid(", "Guid(", "Opcode(0x"] {
+                assert!(!out.contains(debug), "{name}: Debug format {debug:?}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
