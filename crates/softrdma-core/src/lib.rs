@@ -1,4 +1,4 @@
-//! The sans-IO heart of softrdma (DESIGN.md §2): a software RDMA device that behaves like a
+//! The sans-IO heart of softrdma (`docs/architecture.md`): a software RDMA device that behaves like a
 //! Linux `rdma_rxe` device, its verbs objects and the QP state machine.
 //!
 //! Nothing in this crate touches a socket, a clock, a thread or a global random number

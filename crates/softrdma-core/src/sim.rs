@@ -1,4 +1,4 @@
-//! A deterministic network simulation for transport tests (DESIGN.md §5): a virtual clock,
+//! A deterministic network simulation for transport tests (`docs/architecture.md`): a virtual clock,
 //! N [`Stack`]s on addresses 10.0.0.1.., and a seeded network that loses, duplicates,
 //! delays and reorders datagrams. The same seed replays the same run.
 

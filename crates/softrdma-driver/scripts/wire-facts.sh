@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures what the kernel puts in the IPv4 ID of our datagrams (crate docs, "Wire facts").
+# Measures what the kernel puts in the IPv4 ID of our datagrams (docs/measurements.md, "Wire facts").
 # Needs root (dumpcap on lo, a network namespace), dumpcap and tshark. Loopback only: the second
 # half runs in a private network namespace whose lo has gso_max_segs 1, so the kernel segments
 # GSO sends in software before the capture point, as it does for a device without UDP

@@ -43,7 +43,7 @@
 //! port is only ECMP entropy, and rxe replies to 4791 whatever the source port was); the
 //! device tells the stack so ([`Stack::set_udp_src_port`]) and every ICRC is sealed for it,
 //! with the IPv4 ID of the datagram's place in its GSO send (0 for a datagram sent alone; see
-//! the crate docs for the measurement), DF set. A train whose source address is not the
+//! `docs/measurements.md` for the measurement), DF set. A train whose source address is not the
 //! device's address (a GID index whose IP the socket cannot send from) is dropped and counted
 //! in [`DriverCounters::tx_wrong_source`], as a kernel would fail to route it.
 //!

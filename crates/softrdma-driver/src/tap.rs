@@ -7,7 +7,7 @@
 //!
 //! - **IPv4 identification as it went on the wire.** Sent: the index of the datagram within the
 //!   GSO send that carried it (0 for a datagram sent alone), DF set — what the kernel puts there
-//!   for our unconnected `IP_PMTUDISC_DO` socket (measured; see the crate docs). Received: the
+//!   for our unconnected `IP_PMTUDISC_DO` socket (measured; see `docs/measurements.md`). Received: the
 //!   ID (and DF) that makes the datagram's ICRC verify, solved with
 //!   [`icrc::verify_udp`]; a datagram whose ICRC does not verify for any ID is written with
 //!   ID 0 and DF, so the file shows it as bad, as the stack counted it.

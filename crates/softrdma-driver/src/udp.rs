@@ -5,7 +5,7 @@
 //! options quinn-udp does not set the way RoCE needs them:
 //!
 //! - **Unconnected**: a connected UDP socket numbers its IPv4 IDs from a per-socket random
-//!   counter; an unconnected one with DF set sends ID 0 (see the crate docs for the
+//!   counter; an unconnected one with DF set sends ID 0 (see `docs/measurements.md` for the
 //!   measurements), and the ICRC covers the ID, so the sender must know it.
 //! - **DF set** with `IP_MTU_DISCOVER = IP_PMTUDISC_DO` (and `IPV6_MTU_DISCOVER =
 //!   IPV6_PMTUDISC_DO` + `IPV6_DONTFRAG` for IPv6): RoCE packets are never fragmented, an

@@ -23,7 +23,7 @@
 //! writes nor sees them:
 //!
 //! - **Sending**: an unconnected UDP socket with `IP_MTU_DISCOVER = IP_PMTUDISC_DO` on Linux
-//!   sends IP ID 0 with DF set (see `DESIGN.md` §3), so a sender computes its ICRC with
+//!   sends IP ID 0 with DF set (see `docs/wire-facts.md`), so a sender computes its ICRC with
 //!   [`Ipv4Ident::LINUX_UNCONNECTED_DF`] ([`seal_udp`]).
 //! - **Receiving**: the CRC is affine in the 16 ID bits, so [`verify_udp`] solves for the ID
 //!   that would make the received ICRC right, first with DF set, then with DF clear. It
@@ -278,7 +278,7 @@ pub struct Ipv4Ident {
 
 impl Ipv4Ident {
     /// What Linux puts in the header of an unconnected UDP socket with DF set
-    /// (`IP_PMTUDISC_DO`): ID 0, DF. (`DESIGN.md` §3; rxe's own packets use other IDs.)
+    /// (`IP_PMTUDISC_DO`): ID 0, DF. (`docs/wire-facts.md`; rxe's own packets use other IDs.)
     pub const LINUX_UNCONNECTED_DF: Ipv4Ident = Ipv4Ident {
         id: 0,
         dont_fragment: true,

@@ -14,7 +14,7 @@
 //!   `parse` never panics; `emit` never panics as long as the buffer has the right length.
 //!
 //! Protocol code points (opcodes, attribute IDs, reject reasons, statuses, ...) are open
-//! newtypes made with [`code_point!`]: an unknown value on the wire is kept as a value, never
+//! newtypes (made with the `code_point!` macro; e.g. [`roce::Opcode`]): an unknown value on the wire is kept as a value, never
 //! a parse error. Parse errors are [`Error`]s naming the field at fault.
 //!
 //! Every `Repr` also implements [`dissect::Dissect`], which lays its fields out as a named

@@ -151,6 +151,25 @@ fn rd_u32(b: &[u8], off: usize, be: bool) -> Option<u32> {
 }
 
 impl<'a> Reader<'a> {
+    /// This reader — its place in the file and what it has learnt (format, pcapng
+    /// interfaces) — over `data`, which must begin with the bytes this reader was given (and
+    /// may hold more). For input that arrives bit by bit (a pipe): keep
+    /// `reader.continue_on(&[])` before each `next()`, and when that ends in
+    /// [`PcapError::Truncated`] or `None` while more may come, read more and go on with
+    /// `saved.continue_on(&longer)`.
+    pub fn continue_on<'b>(&self, data: &'b [u8]) -> Reader<'b> {
+        Reader {
+            data,
+            pos: self.pos,
+            format: self.format,
+            big_endian: self.big_endian,
+            linktype: self.linktype,
+            nanos: self.nanos,
+            interfaces: self.interfaces.clone(),
+            done: false,
+        }
+    }
+
     /// Recognises the file and reads its header.
     pub fn new(data: &'a [u8]) -> Result<Reader<'a>, PcapError> {
         let Some(magic_le) = rd_u32(data, 0, false) else {
@@ -566,6 +585,52 @@ mod tests {
         w.write_packet(Duration::new(1_796_045_179, 1_000), &[4; 60])
             .unwrap();
         w.into_inner()
+    }
+
+    /// Fed a byte at a time, as from a pipe, a reader that goes on where it stopped yields
+    /// every packet of a file once, pcap and pcapng alike.
+    #[test]
+    fn continue_on_longer_input() {
+        let ng = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../fixtures/captures/d_reject.pcapng"),
+        )
+        .unwrap();
+        for file in [sample(), ng] {
+            let whole: Vec<Vec<u8>> = Reader::new(&file)
+                .unwrap()
+                .map(|r| r.unwrap().data.to_vec())
+                .collect();
+            let mut got = Vec::new();
+            let mut saved: Option<Reader<'static>> = None;
+            let mut n = 0;
+            while n <= file.len() {
+                let buf = &file[..n];
+                let mut r = match &saved {
+                    Some(s) => s.continue_on(buf),
+                    None => match Reader::new(buf) {
+                        Ok(r) => r,
+                        Err(_) => {
+                            n += 1;
+                            continue;
+                        }
+                    },
+                };
+                let before = r.continue_on(&[]);
+                match r.next() {
+                    Some(Ok(rec)) => {
+                        got.push(rec.data.to_vec());
+                        saved = Some(r.continue_on(&[]));
+                    }
+                    Some(Err(PcapError::Truncated { .. })) | None => {
+                        saved = Some(before);
+                        n += 1;
+                    }
+                    Some(Err(e)) => panic!("{e}"),
+                }
+            }
+            assert_eq!(got, whole);
+        }
     }
 
     #[test]

@@ -253,7 +253,7 @@ impl Repr {
 
     fn dissect_addr(t: &mut Tree, key: &'static str, label: &str, v: u8, b: &[u8; 16]) {
         match addr_ip(v, b) {
-            Some(ip) => t.text(key, label, ip.to_string()),
+            Some(ip) => t.ip(key, label, ip),
             None => t.bytes(key, label, b),
         }
     }

@@ -2,6 +2,7 @@
 //! the lab's kernel captures) and a walk from a capture down to its RoCEv2 packets, on top of
 //! the crate's own [`crate::pcap`] reader rather than a private one per module.
 
+use crate::dissect::Tree;
 use crate::link::LinkType;
 use crate::pcap;
 use std::path::PathBuf;
@@ -78,4 +79,20 @@ pub fn roce_v4(file: &[u8]) -> Vec<RocePacket<'_>> {
             })
         })
         .collect()
+}
+
+/// Renders a tree both ways (text, and JSON when the `serde` feature is on), checking that its
+/// JSON object would lose no field (keys unique among siblings).
+pub fn render(t: &Tree) {
+    assert!(
+        t.duplicate_key().is_none(),
+        "duplicate key {:?}",
+        t.duplicate_key()
+    );
+    let _ = t.to_text(0);
+    #[cfg(feature = "serde")]
+    {
+        let json = serde_json::to_string(t).unwrap_or_default();
+        assert!(json.starts_with('{'), "{json}");
+    }
 }

@@ -1,69 +1,239 @@
-//! `softrdma decode FILE [--json] [-c COUNT] [--only-roce]`: every frame of a capture, every
-//! layer by field name, the way `tshark -V` prints it (or one JSON object per frame).
+//! `softrdma decode FILE|- [--json] [-c COUNT] [--only-roce]`: every frame of a capture, every
+//! layer by field name, the way `tshark -V` prints it (or JSON Lines: one JSON object per
+//! frame, one per line).
+//!
+//! Whatever goes wrong is said in one line on stderr — what was wrong and what to do — and the
+//! exit status is 1, as tshark does.
 
 use softrdma_wire::dissect::{Node, Tree, Value};
 use softrdma_wire::frame::{dissect_frame, FrameInfo};
-use softrdma_wire::pcap::{Reader, Record};
-use std::io::{self, BufWriter, Write};
+use softrdma_wire::pcap::{PcapError, Reader, Record};
+use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// The JSON format, for `softrdma decode --help`.
+const JSON_HELP: &str = "\
+JSON (--json) is JSON Lines: one object per frame, one frame per line (jq, jq -s, or any
+JSON Lines reader). Keys are the fields of the text view: {\"frame\":{...},\"eth\":{...},
+\"ip\":{...},\"udp\":{...},\"infiniband\":{\"bth\":{...},...}}.
+  - 64-bit fields (GUIDs, TIDs, service IDs, virtual addresses, SRP tags, LUNs, LBAs) are
+    strings \"0x%016x\", so that no JSON reader rounds them (jq and JavaScript keep only 53 bits
+    of a number); narrower integers are numbers.
+  - IP addresses are \"10.77.0.1\" / \"fd77::10\", GIDs IPv6 text (\"::ffff:10.77.0.1\"), MACs
+    \"52:54:00:77:00:0a\"; other bytes are lowercase hex strings.
+  - infiniband.icrc_status: true if the ICRC is correct, false if not (the text view shows the
+    right value), null if it could not be checked (e.g. the frame was cut short).
+
+Examples:
+  softrdma decode --json b_rping.pcap | jq -r '.infiniband.cm_req.local_ca_guid // empty'
+  tcpdump -U -i eth0 -w - udp port 4791 | softrdma decode -";
+
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = JSON_HELP)]
 pub struct Args {
-    /// The capture file (classic pcap or pcapng; Ethernet, Linux cooked v1/v2 or raw IP).
+    /// The capture file (classic pcap or pcapng; Ethernet, Linux cooked v1/v2 or raw IP), or
+    /// `-` to read it from standard input.
+    #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// Print one JSON object per frame, one per line, instead of the text tree.
+    /// Print JSON Lines (one JSON object per frame, one per line) instead of the text tree;
+    /// `--help` describes the format.
     #[arg(long)]
     pub json: bool,
-    /// Stop after this many frames (counting only the frames shown).
-    #[arg(short = 'c', long = "count", value_name = "COUNT")]
-    pub count: Option<u64>,
+    /// Stop after COUNT frames (at least 1; counting only the frames shown).
+    #[arg(
+        short = 'c',
+        long = "count",
+        value_name = "COUNT",
+        allow_negative_numbers = true
+    )]
+    pub count: Option<String>,
     /// Show only RoCEv2 frames (UDP port 4791); frame numbers stay those of the file.
     #[arg(long)]
     pub only_roce: bool,
 }
 
+/// Says what was wrong, in one line, and gives the exit status for it.
+fn refuse(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("softrdma decode: {msg}");
+    ExitCode::from(1)
+}
+
+/// `-c COUNT`: a whole number of frames, at least 1 (tshark refuses 0 too).
+fn parse_count(c: &str) -> Result<u64, String> {
+    match c.parse::<u64>() {
+        Ok(0) => Err("-c 0: the count must be at least 1; leave -c out to show every frame".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "-c {c}: not a number of frames; give a whole number of at least 1, or leave -c out \
+             to show every frame"
+        )),
+    }
+}
+
+/// Where the capture comes from: a whole file, or standard input read as it arrives (so
+/// `tcpdump -U -w - | softrdma decode -` shows each packet when it comes, as tshark does).
+struct Input {
+    name: String,
+    buf: Vec<u8>,
+    stdin: Option<io::StdinLock<'static>>,
+}
+
+impl Input {
+    /// Opens the input, or says in one line why it cannot be had.
+    fn open(args: &Args) -> Result<Input, String> {
+        if args.file.as_os_str() == "-" {
+            let name = "standard input".to_string();
+            let stdin = io::stdin().lock();
+            if stdin.is_terminal() {
+                return Err(format!(
+                    "{name} is a terminal, not a capture; pipe one in \
+                     (tcpdump -U -w - ... | softrdma decode -) or give a file name"
+                ));
+            }
+            return Ok(Input {
+                name,
+                buf: Vec::new(),
+                stdin: Some(stdin),
+            });
+        }
+        let name = args.file.display().to_string();
+        match std::fs::read(&args.file) {
+            Ok(buf) => Ok(Input {
+                name,
+                buf,
+                stdin: None,
+            }),
+            Err(e) => Err(match e.kind() {
+                io::ErrorKind::NotFound => {
+                    format!("{name}: no such file; give the path of a .pcap or .pcapng capture")
+                }
+                io::ErrorKind::IsADirectory => format!(
+                    "{name}: is a directory; give the path of a .pcap or .pcapng capture in it"
+                ),
+                io::ErrorKind::PermissionDenied => format!(
+                    "{name}: permission denied; make the file readable (chmod a+r) or run as \
+                     its owner"
+                ),
+                _ => format!("cannot read {name}: {}", io_text(&e)),
+            }),
+        }
+    }
+
+    /// Whether more bytes may still come.
+    fn open_ended(&self) -> bool {
+        self.stdin.is_some()
+    }
+
+    /// Reads what the pipe has now (waiting for at least one byte); at its end, closes it.
+    fn fill(&mut self) -> Result<(), String> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Ok(());
+        };
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut chunk) {
+                Ok(0) => {
+                    self.stdin = None;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("cannot read {}: {}", self.name, io_text(&e))),
+            }
+        }
+    }
+}
+
+/// An I/O error as a sentence, without the `(os error N)` tail.
+fn io_text(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// A capture that cannot be opened: what is wrong with it and, where there is one, what to do.
+fn open_error(name: &str, len: usize, e: &PcapError) -> String {
+    match e {
+        PcapError::NotACapture { magic: None } if len == 0 => format!(
+            "{name}: empty, not a capture; write captures with `tcpdump -w`, `dumpcap -w` or \
+             `--pcap FILE`"
+        ),
+        PcapError::NotACapture { magic: None } => format!(
+            "{name}: not a pcap or pcapng capture file (only {len} bytes); write captures with \
+             `tcpdump -w`, `dumpcap -w` or `--pcap FILE`"
+        ),
+        _ => format!("{name}: {e}"),
+    }
+}
+
 pub fn run(args: &Args) -> ExitCode {
-    let path = args.file.display();
-    let bytes = match std::fs::read(&args.file) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            eprintln!("softrdma decode: {path}: no such file; give the path of a .pcap or .pcapng capture");
-            return ExitCode::from(1);
-        }
-        Err(e) => {
-            eprintln!("softrdma decode: cannot read {path}: {e}");
-            return ExitCode::from(1);
-        }
+    let count = match args.count.as_deref().map(parse_count).transpose() {
+        Ok(c) => c,
+        Err(msg) => return refuse(msg),
     };
-    let reader = match Reader::new(&bytes) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("softrdma decode: {path}: {e}");
-            return ExitCode::from(1);
-        }
+    let mut input = match Input::open(args) {
+        Ok(i) => i,
+        Err(msg) => return refuse(msg),
     };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut shown = 0u64;
+    let mut number = 0u64;
     let mut first_ts: Option<Duration> = None;
     let mut prev_ts: Option<Duration> = None;
-    let mut status = ExitCode::SUCCESS;
-    for (i, rec) in reader.enumerate() {
-        if args.count.is_some_and(|c| shown >= c) {
-            break;
-        }
-        let rec = match rec {
-            Ok(r) => r,
-            Err(e) => {
+    // The reader's place between packets, kept apart from the buffer it reads so that the
+    // buffer can grow while a pipe delivers more.
+    let mut saved: Option<Reader<'static>> = None;
+    while count.is_none_or(|c| shown < c) {
+        let mut reader = match &saved {
+            Some(s) => s.continue_on(&input.buf),
+            None => match Reader::new(&input.buf) {
+                Ok(r) => r,
+                Err(PcapError::NotACapture { magic: None } | PcapError::Truncated { .. })
+                    if input.open_ended() =>
+                {
+                    if let Err(msg) = input.fill() {
+                        return refuse(msg);
+                    }
+                    continue;
+                }
+                Err(e) => return refuse(open_error(&input.name, input.buf.len(), &e)),
+            },
+        };
+        let before = reader.continue_on(&[]);
+        let rec = match reader.next() {
+            Some(Ok(rec)) => rec,
+            None | Some(Err(PcapError::Truncated { .. })) if input.open_ended() => {
+                // The pipe has not delivered the whole packet yet: show what we have, wait.
+                saved = Some(before);
+                if out.flush().is_err() {
+                    return ExitCode::SUCCESS;
+                }
+                if let Err(msg) = input.fill() {
+                    return refuse(msg);
+                }
+                continue;
+            }
+            None => break,
+            Some(Err(e)) => {
                 let _ = out.flush();
-                eprintln!("softrdma decode: {path}: {e}");
-                status = ExitCode::from(1);
-                break;
+                return refuse(format!(
+                    "{}: {e}; the {shown} frame{} before it {} shown",
+                    input.name,
+                    if shown == 1 { "" } else { "s" },
+                    if shown == 1 { "was" } else { "were" }
+                ));
             }
         };
-        let number = i as u64 + 1;
+        saved = Some(reader.continue_on(&[]));
+        number += 1;
         let (tree, info) = dissect_frame(rec.linktype, rec.data);
         let first = *first_ts.get_or_insert(rec.timestamp);
         let delta = prev_ts.map_or(Duration::ZERO, |p| rec.timestamp.saturating_sub(p));
@@ -83,17 +253,24 @@ pub fn run(args: &Args) -> ExitCode {
         full.push(frame);
         full.nodes.extend(tree.nodes);
         let r = if args.json {
-            writeln!(out, "{}", full.to_json())
+            write_json(&mut out, &full)
         } else {
             write_text(&mut out, &full)
         };
         if r.is_err() {
             // Broken pipe (`| head`): stop quietly.
-            return status;
+            return ExitCode::SUCCESS;
         }
     }
     let _ = out.flush();
-    status
+    ExitCode::SUCCESS
+}
+
+/// One JSON Lines record: the frame's tree as one object (serde, `softrdma-wire`'s `serde`
+/// feature), then a newline.
+fn write_json(out: &mut impl Write, t: &Tree) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, t)?;
+    out.write_all(b"\n")
 }
 
 fn write_text(out: &mut impl Write, t: &Tree) -> io::Result<()> {

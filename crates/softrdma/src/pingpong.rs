@@ -85,7 +85,7 @@ pub struct Args {
     /// Listen on / connect to TCP port PORT for the address exchange.
     #[arg(short = 'p', long = "port", default_value = "18515", value_parser = parse_u16)]
     pub port: u16,
-    /// The softrdma device, named by its IP address (it binds <ip>:4791). Default: 127.0.0.1
+    /// The softrdma device, named by its IP address (it binds IP:4791). Default: 127.0.0.1
     /// for a server; for a client 127.0.0.2 when the server is 127.0.0.1, else the address
     /// routed towards the server.
     #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]

@@ -1,4 +1,4 @@
-//! The IB connection manager (DESIGN.md §1; kernel `drivers/infiniband/core/cm.c`,
+//! The IB connection manager (`docs/architecture.md`; kernel `drivers/infiniband/core/cm.c`,
 //! `include/rdma/ib_cm.h`) as a sans-IO [`CmEndpoint`] on top of a [`MadAgent`].
 //!
 //! **The MAD layer is not the CM's.** QP1 and its MAD layer belong to the port
@@ -39,7 +39,7 @@
 //! Timers (cm.c): REQ `2·cvt(PLT) + cvt(remote_cm_response_timeout)` ms with
 //! `max_cm_retries` retries (`ib_send_cm_req`); the passive side's REP and DREQ use
 //! `cvt(REQ.local_cm_response_timeout)` ms and the REQ's max_cm_retries (`cm_req_handler`
-//! sets `timeout_ms` from that field alone — anchors.md §1.3 says "+ 2×PLT", cm.c does not
+//! sets `timeout_ms` from that field alone; `docs/cm-timers.md` — no "+ 2×PLT", cm.c does not
 //! add it); a received MRA modifies the outstanding MAD to
 //! `cvt(service_timeout) + cvt(av.timeout)`; TIMEWAIT lasts `cvt(av.timeout)`
 //! (`av.timeout` = PLT+1; the passive side's PLT is the REQ's local ACK timeout − 1; after a
@@ -1285,7 +1285,7 @@ impl CmEndpoint {
     }
 
     /// `ib_destroy_cm_id` (`cm_destroy_id`): what goes on the wire depends on the state
-    /// (anchors.md §1.1).
+    /// (`docs/cm-timers.md`, "Destroying an id").
     pub fn destroy(&mut self, now: Instant, id: CmId) {
         self.destroy_id(now, id.0, false);
     }

@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn lab_guest_table() {
-        // /work/shared/lab/README.md: index 0 = fe80::5054:ff:fe77:a, index 1 = ::ffff:10.77.0.10.
+        // lab/README.md: index 0 = fe80::5054:ff:fe77:a, index 1 = ::ffff:10.77.0.10.
         let t = lab_table();
         assert_eq!(t.len(), 2);
         let e0 = t.get(0).copied();

@@ -1,4 +1,4 @@
-//! The MAD layer (DESIGN.md §1): the GSI agent on QP1 — agent registration and transaction
+//! The MAD layer (`docs/architecture.md`): the GSI agent on QP1 — agent registration and transaction
 //! IDs, sends with timeout and retries, response matching and unsolicited delivery — modelled
 //! on the kernel's `drivers/infiniband/core/mad.c` (`ib_register_mad_agent`, `ib_post_send_mad`,
 //! `ib_modify_mad`, `ib_cancel_mad`, `ib_mad_recv_done`), sans-IO.

@@ -1,5 +1,5 @@
 //! Building outgoing RoCEv2 datagrams: the UDP source port rule, packet emission and the
-//! ICRC seal (IPv4 ID 0 + DF, DESIGN.md §3).
+//! ICRC seal (IPv4 ID 0 + DF, `docs/wire-facts.md`).
 //!
 //! Two ways out of the core:
 //!
@@ -10,7 +10,7 @@
 //!   and port) and one size, the last of a train possibly shorter, at most
 //!   [`TransmitBatch::max_segments`] of them and at most [`TransmitBatch::max_train_bytes`]
 //!   bytes (one UDP datagram's worth: what one GSO `sendmsg` may carry). Linux numbers the IPv4
-//!   IDs of the segments of one GSO send 0, 1, 2, … (softrdma-driver's crate docs: measured),
+//!   IDs of the segments of one GSO send 0, 1, 2, … (measured: `docs/measurements.md`),
 //!   so segment *k* of a train is sealed for ID *k*. The driver must send each train as one
 //!   GSO send — never split it (a split would restart the IDs at 0) — or not at all.
 

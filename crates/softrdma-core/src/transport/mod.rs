@@ -1,4 +1,4 @@
-//! The RoCEv2 transport, sans-IO (DESIGN.md §2): a [`Stack`] owns one [`Device`] and its
+//! The RoCEv2 transport, sans-IO (`docs/architecture.md`): a [`Stack`] owns one [`Device`] and its
 //! [`Verbs`] objects and turns posted work requests into datagrams and datagrams into
 //! completions.
 //!
@@ -129,7 +129,7 @@ impl Stack {
 
     /// Seals every packet for UDP source port `port` (`None`: rxe's rule, a port derived from
     /// the QP's flow label, see [`emit::rc_src_port`]). A driver that sends everything from
-    /// its one socket bound to `<ip>:4791` sets `Some(4791)` (DESIGN.md §3: any source port is
+    /// its one socket bound to `<ip>:4791` sets `Some(4791)` (`docs/wire-facts.md`: any source port is
     /// legal; the ICRC must match the one actually used).
     pub fn set_udp_src_port(&mut self, port: Option<u16>) {
         self.src_port = port;

@@ -289,7 +289,7 @@ impl Repr {
 impl Dissect for Repr {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("dm_ioc_profile", "IOControllerProfile", |t| {
-            t.text("guid", "GUID", self.guid.to_string());
+            t.guid("guid", "GUID", self.guid);
             t.hex("vendor_id", "VendorID", self.vendor_id, 8);
             t.hex("device_id", "DeviceID", self.device_id, 8);
             t.hex("device_version", "DeviceVersion", self.device_version, 4);

@@ -181,7 +181,7 @@ impl Dissect for Repr {
             t.dec("max_controllers", "MaxControllers", self.max_controllers);
             t.flag("diag_device_id", "DiagDeviceID", self.diag_device_id);
             t.flag("option_rom", "OptionROM", self.option_rom);
-            t.subtree("controller_list", "ControllerList", |t| {
+            t.list("controller_list", "ControllerList", |t| {
                 for s in 1..=usize::from(self.max_controllers) {
                     if let Some(v) = self.slot(s) {
                         t.code("slot", &format!("Slot {s}"), v.0, v);

@@ -167,7 +167,7 @@ impl Repr {
 
 impl Dissect for Repr {
     fn dissect(&self, t: &mut Tree) {
-        t.subtree("dm_service_entries", "ServiceEntries", |t| {
+        t.list("dm_service_entries", "ServiceEntries", |t| {
             for (i, e) in self.entries.iter().enumerate() {
                 if e.is_empty() {
                     continue;

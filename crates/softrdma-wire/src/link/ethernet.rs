@@ -230,8 +230,8 @@ impl Repr {
 
 fn mac_node(t: &mut Tree, key: &'static str, label: &str, m: &[u8; 6]) {
     let s = mac_to_string(m);
-    group(t, key, label, Value::Bytes(m.to_vec()), s.clone(), |t| {
-        leaf(t, "addr", "Address", Value::Bytes(m.to_vec()), s);
+    group(t, key, label, Value::Mac(*m), s.clone(), |t| {
+        leaf(t, "addr", "Address", Value::Mac(*m), s);
         let lg = m[0] & 0x02 != 0;
         let ig = m[0] & 0x01 != 0;
         leaf(

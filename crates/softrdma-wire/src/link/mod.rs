@@ -58,13 +58,9 @@ pub(crate) fn leaf(t: &mut Tree, key: &'static str, label: &str, value: Value, d
     });
 }
 
-/// Adds an IP address field: its octets as the value, the usual text as the display.
+/// Adds an IP address field, shown (and put in JSON) in its usual text form.
 pub(crate) fn addr_leaf(t: &mut Tree, key: &'static str, label: &str, addr: std::net::IpAddr) {
-    let octets = match addr {
-        std::net::IpAddr::V4(a) => a.octets().to_vec(),
-        std::net::IpAddr::V6(a) => a.octets().to_vec(),
-    };
-    leaf(t, key, label, Value::Bytes(octets), addr.to_string());
+    t.ip(key, label, addr);
 }
 
 /// Adds a field that has a value, a display text and sub-fields (tshark's "Flags: 0x2, Don't

@@ -140,7 +140,10 @@ fn dissect_addr(t: &mut Tree, addr: &[u8; 8], halen: usize) {
         t,
         "src",
         "Source",
-        Value::Bytes(addr.get(..n).unwrap_or(&[]).to_vec()),
+        match addr.get(..n).and_then(|a| <[u8; 6]>::try_from(a).ok()) {
+            Some(mac) => Value::Mac(mac),
+            None => Value::Bytes(addr.get(..n).unwrap_or(&[]).to_vec()),
+        },
         addr_text(addr, halen),
     );
     // tshark shows the padding after a 6-byte address as "Unused".

@@ -331,7 +331,7 @@ impl Dissect for VpdPage {
                         t.text("serial", "Product Serial Number", self.serial_number())
                     }
                     VpdPageCode::DEVICE_IDENTIFICATION => match self.designators() {
-                        Ok(ds) => {
+                        Ok(ds) => t.list("designators", "Designation Descriptors", |t| {
                             for d in ds {
                                 t.subtree("designator", "Designation Descriptor", |t| {
                                     t.dec("protocol_id", "Protocol Identifier", d.protocol_id);
@@ -342,7 +342,7 @@ impl Dissect for VpdPage {
                                     t.bytes("designator", "Designator", &d.designator);
                                 });
                             }
-                        }
+                        }),
                         Err(_) => t.bytes("payload", "Page Data", &self.payload),
                     },
                     _ => t.bytes("payload", "Page Data", &self.payload),
@@ -525,9 +525,11 @@ impl Dissect for ReportLunsData {
     fn dissect(&self, t: &mut Tree) {
         t.subtree("scsi_report_luns_data", "REPORT LUNS Data", |t| {
             t.dec("list_length", "LUN List Length", self.list_length);
-            for l in &self.luns {
-                t.hex("lun", "LUN", *l, 16);
-            }
+            t.list("luns", "LUN List", |t| {
+                for l in &self.luns {
+                    t.hex("lun", "LUN", *l, 16);
+                }
+            });
         });
     }
 }

@@ -454,11 +454,13 @@ fn dissect_desc(t: &mut Tree, key: &'static str, label: &str, d: &DataDescriptor
                 direct(t, &i.table)
             });
             t.dec("total_len", "Total Length", i.total_len);
-            for (n, b) in i.descs.iter().enumerate() {
-                t.subtree("desc", format!("Partial Memory Descriptor {n}"), |t| {
-                    direct(t, b)
-                });
-            }
+            t.list("descs", "Partial Memory Descriptors", |t| {
+                for (n, b) in i.descs.iter().enumerate() {
+                    t.subtree("desc", format!("Partial Memory Descriptor {n}"), |t| {
+                        direct(t, b)
+                    });
+                }
+            });
         }),
         DataDescriptor::Immediate(m) => t.subtree(key, format!("{label} (immediate)"), |t| {
             t.dec("len", "Data Length", m.len);
@@ -494,7 +496,7 @@ impl Dissect for Repr {
             t.dec(
                 "add_cdb_len",
                 "Additional CDB Length",
-                self.add_cdb_len() as u64,
+                self.add_cdb_len() as u8,
             );
             t.bytes("cdb", "CDB", &self.cdb);
             if let Ok(c) = crate::scsi::Cdb::parse(&self.cdb) {

@@ -199,7 +199,7 @@ impl Dissect for AerReqRepr {
             t.dec(
                 "sense_data_len",
                 "Sense Data List Length",
-                self.sense_data.len() as u64,
+                self.sense_data.len() as u32,
             );
             t.bytes("sense_data", "Sense Data", &self.sense_data);
         });

@@ -229,12 +229,12 @@ impl Dissect for Repr {
             t.dec(
                 "sense_data_len",
                 "Sense Data List Length",
-                self.sense_data.len() as u64,
+                self.sense_data.len() as u32,
             );
             t.dec(
                 "resp_data_len",
                 "Response Data List Length",
-                self.response_data.len() as u64,
+                self.response_data.len() as u32,
             );
             if !self.response_data.is_empty() {
                 t.bytes("response_data", "Response Data", &self.response_data);
