@@ -4,7 +4,7 @@
 //! by class, version and method.
 //!
 //! The clients never touch QP1: they take [`MadEvent`]s (received MADs, send completions,
-//! retransmissions) that name their agent, and give back [`MadOp`]s or call the agent's
+//! retransmissions) that name their agent, and give back [`MadOp`](super::MadOp)s or call the agent's
 //! `send`. The call order on one port, once per turn of the runtime:
 //!
 //! ```text
