@@ -29,10 +29,12 @@ use std::time::{Duration, Instant as StdInstant};
 
 use softrdma_core::cm::{CmConfig, CmCounters, CmEvent, CmPort, RXE_CA_ACK_DELAY};
 use softrdma_core::mad::{AgentId, MadAgent, MadEvent};
-use softrdma_core::rdma_cm::{RdmaCm, RdmaCmError, RdmaCmEvent, RdmaId};
+use softrdma_core::rdma_cm::{RdmaCm, RdmaCmError, RdmaCmEvent, RdmaCmId, RdmaId};
 use softrdma_core::time::Instant;
 use softrdma_core::Stack;
 use softrdma_wire::Guid;
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 
 use crate::device::{Device, Progress};
 use crate::mad::{MadClient, MadInbox, PortCtx};
@@ -224,12 +226,11 @@ impl Cm {
     /// Runs the CM on `dev` too (`cm_add_one`): the CM registers on its QP1 and its loop
     /// drives the CM from now on. Returns the device's port name in this CM.
     pub fn add_device(&self, dev: &Device) -> Result<CmPort, Error> {
-        let guid = dev.query_device().node_guid;
         let weak = Arc::downgrade(&self.shared);
         let inbox = dev.mad_inbox();
-        let client = dev.attach_mad_client(|mad, _stack| {
+        let client = dev.attach_mad_client(|mad, stack| {
             let mut g = lock(&self.shared.inner);
-            let port = g.rdma.add_port_with_guid(mad, guid)?;
+            let port = g.rdma.add_port(mad, stack)?;
             let agent = g.rdma.cm().agent(port).ok_or(Error::NoSuchPort)?;
             g.devices.push(dev.clone());
             g.inboxes.push(inbox);
@@ -303,6 +304,19 @@ impl Cm {
         };
         self.shared.signal();
         r
+    }
+
+    /// `rdma_resolve_addr`: without `src` (and an id not bound to an address), the source is
+    /// the address the OS routing table picks towards `dst`, as the kernel's
+    /// `rdma_resolve_ip` does. ADDR_RESOLVED / ADDR_ERROR follow as events.
+    pub fn resolve_addr(
+        &self,
+        id: &RdmaCmId,
+        src: Option<IpAddr>,
+        dst: SocketAddr,
+    ) -> Result<(), Error> {
+        let src = src.or_else(|| route_source(dst.ip()));
+        Ok(self.with_cm(|r| r.resolve_addr(id, src, dst))?)
     }
 
     /// The next event, without waiting (with inline devices: after one non-blocking turn
@@ -396,4 +410,32 @@ impl Future for NextEvent<'_> {
             None => Poll::Pending,
         }
     }
+}
+
+/// The source address the OS routing table picks towards `dst` (a connected UDP socket's
+/// local address; nothing is sent).
+pub fn route_source(dst: IpAddr) -> Option<IpAddr> {
+    let any: IpAddr = if dst.is_ipv4() {
+        IpAddr::from([0u8, 0, 0, 0])
+    } else {
+        IpAddr::from([0u16; 8])
+    };
+    let s = UdpSocket::bind((any, 0)).ok()?;
+    s.connect((dst, 4791)).ok()?;
+    s.local_addr().ok().map(|a| a.ip())
+}
+
+/// Resolves `host` (a name or an address) as `getaddrinfo` does, preferring `family` when
+/// given (`true` = IPv4).
+pub fn resolve_host(host: &str, port: u16, v4: Option<bool>) -> std::io::Result<SocketAddr> {
+    let mut addrs: Vec<SocketAddr> = (host, port).to_socket_addrs()?.collect();
+    if let Some(v4) = v4 {
+        addrs.retain(|a| a.is_ipv4() == v4);
+    }
+    addrs.into_iter().next().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{host}: no address of the requested family"),
+        )
+    })
 }

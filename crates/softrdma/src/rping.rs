@@ -12,13 +12,13 @@
 //! After COUNT pings the client disconnects (DREQ); the server sees DISCONNECTED, answers
 //! DREP and exits 0.
 
-use std::net::{IpAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use softrdma_core::cm::{CmEvent, CmPort};
 use softrdma_core::rdma_cm::RdmaCmEvent;
-use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEventType, RdmaId};
+use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEventType, RdmaCmId};
 use softrdma_core::verbs::{
     AccessFlags, CqId, MrKeys, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge, WcOpcode,
     WcStatus, WorkCompletion,
@@ -117,7 +117,9 @@ struct Cb {
     start: Option<MrKeys>,
     size: u32,
     debug: bool,
-    id: Option<RdmaId>,
+    id: Option<RdmaCmId>,
+    /// The listener (server).
+    listener: Option<RdmaCmId>,
 }
 
 /// What a wait ended with.
@@ -229,6 +231,22 @@ impl Cb {
         }
     }
 
+    /// Waits for one event of type `want` (rping's `cma_event_handler` for address and
+    /// route resolution).
+    fn expect_event(&self, want: RdmaCmEventType) -> Result<(), Fail> {
+        match self.next_rdma_event(Some(Duration::from_secs(2))) {
+            Some(e) if e.event == want => {
+                dbg_log!(self, "cma_event type {}", e.event.as_str());
+                Ok(())
+            }
+            Some(e) => {
+                eprintln!("cma event {}, error {}", e.event.as_str(), e.status);
+                Err(Fail(format!("waiting for {}", want.as_str())))
+            }
+            None => Err(Fail(format!("waiting for {}: timeout", want.as_str()))),
+        }
+    }
+
     fn cstr(&self, lkey: u32, iova: u64) -> Result<String, Fail> {
         let mut b = vec![0u8; self.size as usize];
         self.dev.read_mr(lkey, iova, &mut b)?;
@@ -237,8 +255,17 @@ impl Cb {
     }
 
     fn disconnect(&mut self) {
-        if let Some(id) = self.id {
-            let _ = self.cm.with_id(id, |cm, s, now| cm.disconnect(now, s, id));
+        if let Some(id) = &self.id {
+            let _ = self
+                .cm
+                .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id));
+        }
+    }
+
+    /// `rdma_destroy_id` of everything (the DREQ or DREP of a destroy goes out at once).
+    fn destroy(&mut self) {
+        for id in [self.id.take(), self.listener.take()].into_iter().flatten() {
+            self.cm.with_cm(|cm| cm.destroy(self.dev.now(), id));
         }
     }
 
@@ -280,17 +307,6 @@ impl Cb {
             }
         }
     }
-}
-
-fn local_ip_towards(dst: IpAddr) -> Option<IpAddr> {
-    let any: IpAddr = if dst.is_ipv4() {
-        "0.0.0.0".parse().ok()?
-    } else {
-        "::".parse().ok()?
-    };
-    let s = UdpSocket::bind((any, 0)).ok()?;
-    s.connect((dst, 4791)).ok()?;
-    s.local_addr().ok().map(|a| a.ip())
 }
 
 fn setup(args: &Args, local: IpAddr, client: bool) -> Result<Cb, Fail> {
@@ -350,6 +366,7 @@ fn setup(args: &Args, local: IpAddr, client: bool) -> Result<Cb, Fail> {
         size: args.size,
         debug: args.debug,
         id: None,
+        listener: None,
     };
     cb.post_recv()?;
     Ok(cb)
@@ -361,26 +378,34 @@ const REJECT_PRIVATE_DATA: &[u8] = b"softrdma-reject";
 fn run_server(args: &Args) -> Result<(), Fail> {
     let mut cb = setup(args, args.addr, false)?;
     let (ip, port) = (args.addr, args.port);
-    cb.cm.with_cm(|cm| cm.listen(ip, port))?;
+    let l = cb
+        .cm
+        .with_cm(|cm| cm.listen_on(SocketAddr::new(ip, port), 0))
+        .map_err(|e| Fail(format!("rdma_listen on {ip}:{port}: {e}")))?;
+    cb.listener = Some(l);
     dbg_log!(cb, "rdma_listen");
-    let req = loop {
-        if let Some(e) = cb.next_rdma_event(Some(Duration::from_secs(1))) {
+    let (req, id) = loop {
+        if let Some(mut e) = cb.next_rdma_event(Some(Duration::from_secs(1))) {
             if e.event == RdmaCmEventType::ConnectRequest {
+                let Some(id) = e.new_id.take() else { continue };
                 if args.reject {
                     cb.cm
                         .with(cb.port, |cm, _, now| {
-                            cm.reject(now, e.id, REJECT_PRIVATE_DATA)
+                            cm.reject(now, id, REJECT_PRIVATE_DATA).map_err(|(id, e)| {
+                                cm.destroy(now, id);
+                                e
+                            })
                         })
                         .map_err(|err| Fail(format!("rdma_reject: {err}")))?
                         .map_err(|err| Fail(format!("rdma_reject: {err}")))?;
                     println!("rejected connect request (--reject)");
                     continue;
                 }
-                break e;
+                break (e, id);
             }
         }
     };
-    dbg_log!(cb, "child cma {:?}", req.id);
+    dbg_log!(cb, "child cma {}", id.name().value());
     if args.accept_delay > 0 {
         let end = Instant::now() + Duration::from_millis(args.accept_delay);
         while Instant::now() < end {
@@ -400,15 +425,17 @@ fn run_server(args: &Args) -> Result<(), Fail> {
         rnr_retry_count: 7,
     };
     let qpn = cb.qpn;
-    cb.cm
-        .with_id(req.id, |cm, s, now| cm.accept(now, s, req.id, qpn, &p))
-        .map_err(|e| Fail(format!("rdma_accept: {e}")))?
-        .map_err(|e| Fail(format!("rdma_accept: {e}")))?;
-    cb.id = Some(req.id);
+    let r = cb
+        .cm
+        .with_id(id.name(), |cm, s, now| cm.accept(now, s, &id, qpn, &p))
+        .map_err(|e| Fail(format!("rdma_accept: {e}")));
+    cb.id = Some(id);
+    r?.map_err(|e| Fail(format!("rdma_accept: {e}")))?;
     // The server waits for ESTABLISHED then for the first RECV (rping_accept + test).
     let r = server_loop(&mut cb, args);
     // After a DREQ this sends the DREP (on the wire before it returns).
     cb.disconnect();
+    cb.destroy();
     r
 }
 
@@ -512,7 +539,7 @@ fn ping_text(ping: u32, start: u8, size: usize) -> Vec<u8> {
 fn run_client(args: &Args) -> Result<(), Fail> {
     let local = args
         .source
-        .or_else(|| local_ip_towards(args.addr))
+        .or_else(|| softrdma_driver::cm::route_source(args.addr))
         .ok_or_else(|| Fail(format!("no route to {}", args.addr)))?;
     let mut cb = setup(args, local, true)?;
     let p = ConnParam {
@@ -523,16 +550,25 @@ fn run_client(args: &Args) -> Result<(), Fail> {
         retry_count: 7,
         rnr_retry_count: 7,
     };
-    let (dst, port, qpn) = (args.addr, args.port, cb.qpn);
-    let cm_port = cb.port;
-    let id = cb
-        .cm
-        .with(cm_port, |cm, s, now| {
-            cm.connect(now, cm_port, s, local, dst, port, qpn, &p)
+    let (dst, qpn) = (SocketAddr::new(args.addr, args.port), cb.qpn);
+    let id = cb.cm.with_cm(|cm| cm.create_id());
+    let id = cb.id.insert(id);
+    cb.cm
+        .resolve_addr(id, Some(local), dst)
+        .map_err(|e| Fail(format!("rdma_resolve_addr: {e}")))?;
+    cb.expect_event(RdmaCmEventType::AddrResolved)?;
+    let id = cb.id.as_ref().ok_or_else(|| Fail("no id".into()))?;
+    cb.cm
+        .with_cm(|cm| cm.resolve_route(id))
+        .map_err(|e| Fail(format!("rdma_resolve_route: {e}")))?;
+    cb.expect_event(RdmaCmEventType::RouteResolved)?;
+    let id = cb.id.as_ref().ok_or_else(|| Fail("no id".into()))?;
+    cb.cm
+        .with_id(id.name(), |cm, s, now| {
+            cm.connect(now, s, id, Some(qpn), &p)
         })
         .map_err(|e| Fail(format!("rdma_connect: {e}")))?
         .map_err(|e| Fail(format!("rdma_connect: {e}")))?;
-    cb.id = Some(id);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let Some(e) = cb.next_rdma_event(Some(Duration::from_secs(1))) else {
@@ -565,6 +601,7 @@ fn run_client(args: &Args) -> Result<(), Fail> {
             }
         }
     }
+    cb.destroy();
     r
 }
 

@@ -169,7 +169,7 @@ impl RdmaCmEvent {
     /// `rdma_reject_msg`: the IB CM's text for the reject reason (`ibcm_reject_msg`).
     pub fn reject_msg(&self) -> &'static str {
         match self.reject_reason {
-            Some(r) => r.name().unwrap_or("unrecognized reason"),
+            Some(r) => r.description().unwrap_or("unrecognized reason"),
             None => "unrecognized event",
         }
     }

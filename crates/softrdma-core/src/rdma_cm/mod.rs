@@ -1,43 +1,68 @@
-//! A minimal RDMA CM (kernel `drivers/infiniband/core/cma.c`, RoCE, RC over the TCP port
-//! space) on top of the IB CM [`CmEndpoint`].
+//! The RDMA CM for connected QPs (kernel `drivers/infiniband/core/cma.c` and `ucma.c`, with
+//! librdmacm's calls; RoCE, RC over the TCP port space) on top of the IB CM
+//! [`CmEndpoint`], over every port the IB CM was given.
 //!
-//! What it does, following cma.c:
-//! - [`RdmaCm::listen`] binds an IP and port and listens on the IB CM service ID
-//!   `0x0106 << 16 | port` (`cma_get_service_id`).
-//! - A REQ to that service ID is checked like `cma_ib_req_handler` /
-//!   `cma_save_net_info` / `cma_ib_acquire_dev`: the 36-byte IP CM header must have
-//!   version 0 and IP version 4 or 6, its destination must be the bound address (unless the
-//!   listener is bound to the wildcard address), and our GID table must hold a RoCEv2 entry
-//!   for that destination (the new id's source address). Otherwise the id is destroyed in
-//!   REQ_RCVD, which puts REJ 28 (consumer defined) with no private data on the wire.
-//!   Then the delayed MRA is prepared (`ib_prepare_cm_mra`, service timeout
-//!   [`CMA_CM_MRA_SETTING`]) and [`RdmaCmEventType::ConnectRequest`] carries the
-//!   consumer's private data (after the header).
-//! - [`RdmaCm::accept`] (`cma_accept_ib`): QP to RTR then RTS from `init_qp_attr` with the
-//!   connection parameters' responder resources / initiator depth, then REP (no rdma_cm
-//!   header in a REP). RTU → ESTABLISHED.
-//! - [`RdmaCm::connect`] (`cma_connect_ib`): REQ with the header (random source port, flow
-//!   label `(sport·31 + dport) & 0xfffff` as cma computes it), random starting PSN, CM
-//!   response timeouts 20, 15 CM retries, packet lifetime 18 (local ACK timeout 19), hop
-//!   limit 64, the port's active MTU. On REP: QP to RTR/RTS, RTU, ESTABLISHED
-//!   (`cma_rep_recv`).
-//! - PSNs as cm.c/cma.c set them: a REQ's or REP's starting PSN is where its *sender's* RQ
-//!   starts (`rdma_init_qp_attr`: RTR `rq_psn = seq_num`); each side's SQ starts at the
-//!   PSN the peer announced (rxe's first SEND as active side carried our REP's PSN).
-//! - [`RdmaCm::reject`]: REJ 28 with the consumer's private data; the active side sees
-//!   REJECTED with [`RdmaCmEvent::consumer_reject_data`].
+//! Ids: [`RdmaCm::create_id`] returns an owned [`RdmaCmId`]; commands borrow it;
+//! [`RdmaCm::destroy`] and [`RdmaCm::reject`] consume it. A CONNECT_REQUEST hands a new
+//! owned id to the user inside its event. Events name ids by [`RdmaId`]. After an id is
+//! destroyed no event for it is delivered (queued ones are withdrawn).
+//!
+//! What each call does, following cma.c:
+//! - [`RdmaCm::bind_addr`] (`rdma_bind_addr`): the address must be the wildcard (0.0.0.0 /
+//!   ::, every device) or a RoCEv2 GID of one of the CM's ports, which binds the id to that
+//!   device; port 0 takes an ephemeral port chosen at random in 32768..=60999 and then the
+//!   next free one (`cma_alloc_any_port`); two ids on one port conflict when their
+//!   addresses are equal or either is the wildcard (`cma_check_port`, no REUSEADDR yet).
+//! - [`RdmaCm::resolve_addr`] (`rdma_resolve_addr`): the source address is the bound one or
+//!   the one the caller's routing table gave; the id is bound to the device that owns it
+//!   (`cma_acquire_dev_by_src_ip`) → ADDR_RESOLVED, or ADDR_ERROR with `-ENODEV`.
+//! - [`RdmaCm::resolve_route`] (`cma_resolve_iboe_route`): the path is built locally — GIDs
+//!   from the addresses, hop limit 64, the port's active MTU, packet lifetime
+//!   [`ROCE_PACKET_LIFE_TIME`]; the flow label is computed at connect from the ports →
+//!   ROUTE_RESOLVED, or ROUTE_ERROR (`-ENETUNREACH`) for mixed address families.
+//! - [`RdmaCm::listen`] (`rdma_listen`) on the IB CM service ID `0x0106 << 16 | port`
+//!   (`cma_get_service_id`). Listeners of one port with different addresses share one IB CM
+//!   listener (`ib_cm_insert_listen`); a REQ goes to the listener bound to its destination
+//!   address, else to a wildcard one. The backlog is ucma's: CONNECT_REQUESTs queued and not
+//!   yet taken by [`RdmaCm::poll_event`]; a REQ beyond it is dropped without a REJ (the IB
+//!   CM id is destroyed silently, `-ENOMEM`), so the peer retransmits it and is served once
+//!   the application catches up.
+//! - A REQ is checked as `cma_ib_req_handler` / `cma_save_net_info` / `cma_ib_acquire_dev`
+//!   do: the 36-byte IP CM header must have version 0 and IP version 4 or 6, a listener
+//!   must match its destination, and the new id is bound to the device the REQ arrived on,
+//!   which must match the listener (its bound device, or any for the wildcard), be up, and
+//!   hold a RoCEv2 GID for the destination address. Any failure destroys the IB CM id in
+//!   REQ_RCVD: REJ 28 (consumer defined) without private data. Then the delayed MRA is
+//!   prepared (`ib_prepare_cm_mra`, service timeout [`CMA_CM_MRA_SETTING`]).
+//! - [`RdmaCm::connect`] (`cma_connect_ib`): REQ with the header (the bound or an ephemeral
+//!   source port, flow label `(sport·31 + dport) & 0xfffff`), random starting PSN, CM
+//!   response timeouts 20, 15 CM retries. With a QP, a REP moves it to RTR/RTS, sends the
+//!   RTU and raises ESTABLISHED (`cma_rep_recv`); without one, CONNECT_RESPONSE, and the
+//!   user moves its own QP and calls [`RdmaCm::establish`].
+//! - [`RdmaCm::accept`] (`cma_accept_ib`): QP to RTR then RTS, then REP. RTU → ESTABLISHED.
+//! - [`RdmaCm::reject`]: REJ 28 with the consumer's private data.
 //! - [`RdmaCm::disconnect`]: QP to ERR, then DREQ (ESTABLISHED) or DREP (after a DREQ).
-//!   DREQ received / DREP received / DREQ timeout → DISCONNECTED; the end of the timewait →
-//!   TIMEWAIT_EXIT.
+//! - Events with the kernel's statuses (`cma_ib_handler`): UNREACHABLE with `-ETIMEDOUT`
+//!   when the REQ or REP ran out of retries; REJECTED with the reason as status, its private
+//!   data, and the QP moved to ERR; DISCONNECTED once per connection (DREQ or DREP
+//!   received, or the DREQ timed out: status `-ETIMEDOUT`); TIMEWAIT_EXIT.
+//! - PSNs as cm.c/cma.c set them: a REQ's or REP's starting PSN is where its *sender's* RQ
+//!   starts (`rdma_init_qp_attr`: RTR `rq_psn = seq_num`).
 //!
-//! Not done: address/route resolution (the caller gives both IPs), UD/SIDR, IPv6 flow-label
-//! rules, listen backlogs, ECE, `rdma_set_option`.
+//! Not done here (the next layer): UD/SIDR, PS_IB, options (TOS, REUSEADDR, AFONLY, ACK
+//! timeout), ECE.
 
+mod event;
 #[cfg(test)]
 mod tests;
 
+pub use event::{
+    ConnParam, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId, EADDRNOTAVAIL, ENETUNREACH, ENODEV,
+    ETIMEDOUT,
+};
+
 use std::collections::{BTreeMap, VecDeque};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use softrdma_wire::cm::{Path, PathMtu, RejectReason, TransportType};
 use softrdma_wire::rdma_cm::{
@@ -49,7 +74,7 @@ use crate::cm::{
     CmConfig, CmEndpoint, CmError, CmEvent, CmId, CmPort, CmState, RepParams, ReqParams,
     CMA_CM_MRA_SETTING,
 };
-use crate::device::{GidType, PORT_NUM};
+use crate::device::{GidType, PortState, PORT_NUM};
 use crate::mad::{AgentId, MadAddr, MadAgent, MadEvent, MadOp};
 use crate::rand::Rng;
 use crate::time::Instant;
@@ -62,8 +87,12 @@ pub const ROCE_PACKET_LIFE_TIME: u8 = 18;
 pub const CMA_CM_RESPONSE_TIMEOUT: u8 = 20;
 /// `CMA_MAX_CM_RETRIES`.
 pub const CMA_MAX_CM_RETRIES: u8 = 15;
-/// The hop limit of a RoCEv2 path to an IPv4 peer off-link rules aside (the lab's REQs).
+/// The hop limit of a RoCEv2 path (the lab's REQs).
 pub const ROCE_HOP_LIMIT: u8 = 64;
+/// ucma's default and largest backlog (`max_backlog`, net.rdma_ucm.max_backlog = 1024).
+pub const MAX_BACKLOG: u32 = 1024;
+/// `inet_get_local_port_range`'s default range, where ephemeral ports come from.
+pub const EPHEMERAL_PORTS: std::ops::RangeInclusive<u16> = 32768..=60999;
 
 /// `cma_get_roce_udp_flow_label` (no IPv6 flowinfo given): `(sport·31 + dport)` masked to
 /// 20 bits. b_rping.pcap: IP CM source port 0x90f2 to 7174 → flow label 0x1a954.
@@ -71,99 +100,35 @@ pub fn roce_udp_flow_label(src_port: u16, dst_port: u16) -> u32 {
     (u32::from(src_port) * 31 + u32::from(dst_port)) & 0xf_ffff
 }
 
-/// `struct rdma_conn_param` (the fields RC uses).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConnParam {
-    pub private_data: Vec<u8>,
-    pub responder_resources: u8,
-    pub initiator_depth: u8,
-    pub flow_control: bool,
-    pub retry_count: u8,
-    pub rnr_retry_count: u8,
-}
-
-/// An RDMA CM id (a copyable name; the id lives in the [`RdmaCm`]).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
-pub struct RdmaId(pub u32);
-
-/// `enum rdma_cm_event_type` (the ones this module raises).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum RdmaCmEventType {
-    ConnectRequest,
-    ConnectError,
-    Unreachable,
-    Rejected,
-    Established,
-    Disconnected,
-    TimewaitExit,
-}
-
-impl RdmaCmEventType {
-    /// `rdma_event_str`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            RdmaCmEventType::ConnectRequest => "RDMA_CM_EVENT_CONNECT_REQUEST",
-            RdmaCmEventType::ConnectError => "RDMA_CM_EVENT_CONNECT_ERROR",
-            RdmaCmEventType::Unreachable => "RDMA_CM_EVENT_UNREACHABLE",
-            RdmaCmEventType::Rejected => "RDMA_CM_EVENT_REJECTED",
-            RdmaCmEventType::Established => "RDMA_CM_EVENT_ESTABLISHED",
-            RdmaCmEventType::Disconnected => "RDMA_CM_EVENT_DISCONNECTED",
-            RdmaCmEventType::TimewaitExit => "RDMA_CM_EVENT_TIMEWAIT_EXIT",
-        }
-    }
-}
-
-/// `struct rdma_cm_event`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RdmaCmEvent {
-    pub event: RdmaCmEventType,
-    pub id: RdmaId,
-    /// CONNECT_REQUEST: the listener.
-    pub listen_id: Option<RdmaId>,
-    /// The event's private data (REQ: after the IP CM header; REP; REJ).
-    pub private_data: Vec<u8>,
-    /// REJECTED: the reason (the kernel's event status).
-    pub reject_reason: Option<RejectReason>,
-    /// CONNECT_REQUEST: the peer's responder resources / initiator depth etc.
-    pub param: ConnParam,
-}
-
-impl RdmaCmEvent {
-    fn new(event: RdmaCmEventType, id: RdmaId) -> RdmaCmEvent {
-        RdmaCmEvent {
-            event,
-            id,
-            listen_id: None,
-            private_data: Vec::new(),
-            reject_reason: None,
-            param: ConnParam::default(),
-        }
-    }
-
-    /// `rdma_consumer_reject_data`: the private data of a REJECTED event whose reason is
-    /// consumer defined (28); `None` otherwise.
-    pub fn consumer_reject_data(&self) -> Option<&[u8]> {
-        (self.event == RdmaCmEventType::Rejected
-            && self.reject_reason == Some(RejectReason::CONSUMER_DEFINED))
-        .then_some(&self.private_data[..])
-    }
-}
-
-/// Why an RDMA CM call failed.
+/// Why an RDMA CM call failed (the errno librdmacm would return, as a variant).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum RdmaCmError {
+    /// Unknown id (`-EINVAL` / `-ENOENT`).
     NoSuchId,
     /// Not a state for this call (`-EINVAL`).
     InvalidState,
-    /// No RoCEv2 GID for the local address (`-ENODEV`).
+    /// No device holds the address (`-ENODEV` / `-EADDRNOTAVAIL`).
     NoDevice,
+    /// The address and port are taken (`-EADDRINUSE`).
+    AddrInUse,
+    /// Every ephemeral port is taken (`-EADDRNOTAVAIL`).
+    NoFreePort,
+    /// The addresses are of different families (`-EINVAL`).
+    FamilyMismatch,
+    /// Private data too long for the message (`-EINVAL`).
+    TooLong,
+    /// The IB CM refused.
     Cm(CmError),
+    /// A QP transition failed.
     Verbs(VerbsError),
 }
 
 impl From<CmError> for RdmaCmError {
     fn from(e: CmError) -> Self {
-        RdmaCmError::Cm(e)
+        match e {
+            CmError::TooLong => RdmaCmError::TooLong,
+            e => RdmaCmError::Cm(e),
+        }
     }
 }
 
@@ -175,23 +140,100 @@ impl From<VerbsError> for RdmaCmError {
 
 impl std::fmt::Display for RdmaCmError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self:?}")
+        match self {
+            RdmaCmError::NoSuchId => f.write_str("no such RDMA CM id"),
+            RdmaCmError::InvalidState => f.write_str("the id is not in a state for this call"),
+            RdmaCmError::NoDevice => f.write_str("no RDMA device has this address"),
+            RdmaCmError::AddrInUse => f.write_str("address and port already in use"),
+            RdmaCmError::NoFreePort => f.write_str("no free ephemeral port"),
+            RdmaCmError::FamilyMismatch => {
+                f.write_str("source and destination are of different address families")
+            }
+            RdmaCmError::TooLong => f.write_str("private data too long"),
+            RdmaCmError::Cm(e) => write!(f, "IB CM: {e}"),
+            RdmaCmError::Verbs(e) => write!(f, "QP: {e}"),
+        }
     }
 }
 
 impl std::error::Error for RdmaCmError {}
 
+/// `enum rdma_cm_state` (the states this module uses).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CmaState {
+    Idle,
+    AddrBound,
+    AddrResolved,
+    RouteResolved,
+    Connect,
+    Disconnect,
+    Listen,
+}
+
+/// A port's addresses and state, as the CM saw them when the port was added.
+#[derive(Clone, Debug)]
+struct PortInfo {
+    /// RoCEv2 GIDs of the port, as addresses.
+    addrs: Vec<IpAddr>,
+    active_mtu: u8,
+    up: bool,
+}
+
+/// A route (`struct rdma_route` for RoCE).
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    hop_limit: u8,
+    mtu: u8,
+    packet_life_time: u8,
+}
+
 #[derive(Debug)]
 struct Id {
-    cm: CmId,
-    local: Option<(IpAddr, u16)>,
-    remote: Option<(IpAddr, u16)>,
+    state: CmaState,
+    /// The IB CM id (connecting or connected ids).
+    cm: Option<CmId>,
+    /// The device the id is bound to.
+    port: Option<CmPort>,
+    local: Option<SocketAddr>,
+    remote: Option<SocketAddr>,
+    route: Option<Route>,
     qpn: Option<u32>,
     /// `id_priv->seq_num`: our starting PSN (REQ or REP), where our RQ starts.
     seq_num: u32,
     param: ConnParam,
-    /// A DISCONNECTED event was raised (raise it once).
-    disconnected: bool,
+    /// Listeners: the backlog and how many CONNECT_REQUESTs are queued.
+    backlog: u32,
+    pending: u32,
+    /// Passive ids: the listener whose backlog slot the CONNECT_REQUEST holds.
+    parent: Option<u32>,
+}
+
+impl Id {
+    fn new() -> Id {
+        Id {
+            state: CmaState::Idle,
+            cm: None,
+            port: None,
+            local: None,
+            remote: None,
+            route: None,
+            qpn: None,
+            seq_num: 0,
+            param: ConnParam::default(),
+            backlog: 0,
+            pending: 0,
+            parent: None,
+        }
+    }
+}
+
+/// What the RDMA CM counts (the kernel has no such counters; drops made visible).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct RdmaCmCounters {
+    /// REQs dropped because the listener's backlog was full (the peer retries).
+    pub backlog_drops: u64,
+    /// REQs refused with REJ 28: bad IP CM header, no matching listener, device refused.
+    pub req_refused: u64,
 }
 
 /// The RDMA CM, on every port its IB CM was given ([`RdmaCm::add_port`]).
@@ -199,10 +241,17 @@ struct Id {
 pub struct RdmaCm {
     cm: CmEndpoint,
     ids: BTreeMap<u32, Id>,
+    next_id: u32,
+    ports: Vec<PortInfo>,
+    /// IB CM listeners by service ID, with the RDMA CM listeners sharing each.
+    listens: BTreeMap<u64, (CmId, Vec<u32>)>,
+    /// IB CM comm ID → RDMA CM id.
+    by_cm: BTreeMap<u32, u32>,
     events: VecDeque<RdmaCmEvent>,
     /// IB CM events that are not the RDMA CM's: ids and listeners created on the IB CM
     /// directly ([`RdmaCm::cm_mut`]), and every id's retransmission notices.
     ib_events: VecDeque<CmEvent>,
+    counters: RdmaCmCounters,
     rng: Rng,
 }
 
@@ -212,8 +261,13 @@ impl RdmaCm {
         Ok(RdmaCm {
             cm: CmEndpoint::new(cfg)?,
             ids: BTreeMap::new(),
+            next_id: 1,
+            ports: Vec::new(),
+            listens: BTreeMap::new(),
+            by_cm: BTreeMap::new(),
             events: VecDeque::new(),
             ib_events: VecDeque::new(),
+            counters: RdmaCmCounters::default(),
             rng,
         })
     }
@@ -230,23 +284,35 @@ impl RdmaCm {
         &mut self.cm
     }
 
-    /// Registers the CM on one more port's MAD layer (see [`CmEndpoint::add_port`]).
-    pub fn add_port(&mut self, mad: &mut MadAgent) -> Result<CmPort, RdmaCmError> {
-        Ok(self.cm.add_port(mad)?)
+    /// The counters.
+    pub fn counters(&self) -> RdmaCmCounters {
+        self.counters
     }
 
-    /// [`RdmaCm::add_port`] for a device with its own node GUID.
-    pub fn add_port_with_guid(
-        &mut self,
-        mad: &mut MadAgent,
-        guid: softrdma_wire::Guid,
-    ) -> Result<CmPort, RdmaCmError> {
-        Ok(self.cm.add_port_with_guid(mad, guid)?)
+    /// Runs the RDMA CM on one more port (`stack`'s device, whose MAD layer is `mad`).
+    pub fn add_port(&mut self, mad: &mut MadAgent, stack: &Stack) -> Result<CmPort, RdmaCmError> {
+        let guid = stack.device.query_device().node_guid;
+        let p = self.cm.add_port_with_guid(mad, guid)?;
+        self.ports.push(port_info(stack));
+        Ok(p)
     }
 
-    /// The next RDMA CM event.
+    /// Refreshes what the CM knows of a port's addresses and state (after a change).
+    pub fn update_port(&mut self, port: CmPort, stack: &Stack) {
+        if let Some(p) = self.ports.get_mut(port.index()) {
+            *p = port_info(stack);
+        }
+    }
+
+    /// The next RDMA CM event. Taking a CONNECT_REQUEST frees its listener's backlog slot.
     pub fn poll_event(&mut self) -> Option<RdmaCmEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front()?;
+        if e.event == RdmaCmEventType::ConnectRequest {
+            if let Some(l) = e.listen_id.and_then(|l| self.ids.get_mut(&l.0)) {
+                l.pending = l.pending.saturating_sub(1);
+            }
+        }
+        Some(e)
     }
 
     /// The next IB CM event that is not the RDMA CM's (see [`RdmaCm::cm_mut`]), or a
@@ -265,15 +331,20 @@ impl RdmaCm {
         self.cm.poll_timeout()
     }
 
-    /// The port an id lives on (the device whose stack its commands need).
+    /// The device an id is bound to (whose stack its commands need).
     pub fn port_of(&self, id: RdmaId) -> Option<CmPort> {
-        let i = self.ids.get(&id.0)?;
-        self.cm.port_of(i.cm.as_ref())
+        self.ids.get(&id.0).and_then(|i| i.port)
+    }
+
+    /// The id's state.
+    pub fn state(&self, id: RdmaId) -> Option<CmaState> {
+        self.ids.get(&id.0).map(|i| i.state)
     }
 
     /// The IB CM state of an id (for tests and diagnostics).
     pub fn cm_state(&self, id: RdmaId) -> Option<CmState> {
-        self.cm.state(crate::cm::CmIdRef(id.0))
+        let i = self.ids.get(&id.0)?;
+        self.cm.state(i.cm.as_ref()?.as_ref())
     }
 
     /// The QP attached by `connect`/`accept`.
@@ -281,46 +352,213 @@ impl RdmaCm {
         self.ids.get(&id.0).and_then(|i| i.qpn)
     }
 
-    /// The peer's address (CONNECT_REQUEST: from the header; active: the destination).
-    pub fn remote_addr(&self, id: RdmaId) -> Option<(IpAddr, u16)> {
+    /// `rdma_get_local_addr`.
+    pub fn local_addr(&self, id: RdmaId) -> Option<SocketAddr> {
+        self.ids.get(&id.0).and_then(|i| i.local)
+    }
+
+    /// `rdma_get_peer_addr`.
+    pub fn remote_addr(&self, id: RdmaId) -> Option<SocketAddr> {
         self.ids.get(&id.0).and_then(|i| i.remote)
     }
 
-    fn new_id(&mut self) -> RdmaId {
-        let cm = self.cm.create_id();
-        let r = RdmaId(cm.local_comm_id());
-        self.ids.insert(
-            r.0,
-            Id {
-                cm,
-                local: None,
-                remote: None,
-                qpn: None,
-                seq_num: 0,
-                param: ConnParam::default(),
-                disconnected: false,
-            },
-        );
-        r
+    /// How many ids exist (listeners and connections).
+    pub fn id_count(&self) -> usize {
+        self.ids.len()
     }
 
-    /// `rdma_bind_addr` + `rdma_listen` (RDMA_PS_TCP).
-    pub fn listen(&mut self, ip: IpAddr, port: u16) -> Result<RdmaId, RdmaCmError> {
-        let id = self.new_id();
+    fn id_mut(&mut self, id: &RdmaCmId) -> Result<&mut Id, RdmaCmError> {
+        self.ids.get_mut(&id.0).ok_or(RdmaCmError::NoSuchId)
+    }
+
+    fn alloc_id(&mut self, i: Id) -> u32 {
+        loop {
+            let n = self.next_id;
+            self.next_id = self.next_id.wrapping_add(1).max(1);
+            if let std::collections::btree_map::Entry::Vacant(e) = self.ids.entry(n) {
+                e.insert(i);
+                return n;
+            }
+        }
+    }
+
+    /// `rdma_create_id(RDMA_PS_TCP, IB_QPT_RC)`.
+    pub fn create_id(&mut self) -> RdmaCmId {
+        RdmaCmId(self.alloc_id(Id::new()))
+    }
+
+    /// The port whose RoCEv2 GIDs hold `ip`.
+    fn port_for(&self, ip: IpAddr) -> Option<CmPort> {
+        self.cm
+            .ports()
+            .zip(self.ports.iter())
+            .find(|(_, p)| p.addrs.contains(&ip))
+            .map(|(c, _)| c)
+    }
+
+    fn port_taken(&self, skip: u32, ip: IpAddr, port: u16) -> bool {
+        self.ids.iter().any(|(&k, i)| {
+            k != skip
+                && i.parent.is_none()
+                && i.local.is_some_and(|l| {
+                    l.port() == port
+                        && l.is_ipv4() == ip.is_ipv4()
+                        && (l.ip() == ip || l.ip().is_unspecified() || ip.is_unspecified())
+                })
+        })
+    }
+
+    fn alloc_port(&mut self, skip: u32, ip: IpAddr) -> Result<u16, RdmaCmError> {
+        let (lo, hi) = (*EPHEMERAL_PORTS.start(), *EPHEMERAL_PORTS.end());
+        let n = u32::from(hi - lo) + 1;
+        let start = self.rng.next_u32() % n;
+        (0..n)
+            .map(|k| lo + ((start + k) % n) as u16)
+            .find(|&p| !self.port_taken(skip, ip, p))
+            .ok_or(RdmaCmError::NoFreePort)
+    }
+
+    /// `rdma_bind_addr`. Returns the bound address (with the port chosen for port 0).
+    pub fn bind_addr(
+        &mut self,
+        id: &RdmaCmId,
+        addr: SocketAddr,
+    ) -> Result<SocketAddr, RdmaCmError> {
+        if self.id_mut(id)?.state != CmaState::Idle {
+            return Err(RdmaCmError::InvalidState);
+        }
+        let port = if addr.ip().is_unspecified() {
+            None
+        } else {
+            Some(self.port_for(addr.ip()).ok_or(RdmaCmError::NoDevice)?)
+        };
+        let p = if addr.port() == 0 {
+            self.alloc_port(id.0, addr.ip())?
+        } else if self.port_taken(id.0, addr.ip(), addr.port()) {
+            return Err(RdmaCmError::AddrInUse);
+        } else {
+            addr.port()
+        };
+        let bound = SocketAddr::new(addr.ip(), p);
+        let i = self.id_mut(id)?;
+        i.local = Some(bound);
+        i.port = port;
+        i.state = CmaState::AddrBound;
+        Ok(bound)
+    }
+
+    /// `rdma_resolve_addr`: `src` is the address to use (the bound one if the id is bound;
+    /// the caller's routing table otherwise); the id is bound to the device that holds it.
+    /// ADDR_RESOLVED or ADDR_ERROR follows as an event.
+    pub fn resolve_addr(
+        &mut self,
+        id: &RdmaCmId,
+        src: Option<IpAddr>,
+        dst: SocketAddr,
+    ) -> Result<(), RdmaCmError> {
+        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        let bound = match i.state {
+            CmaState::Idle => None,
+            CmaState::AddrBound => i.local,
+            _ => return Err(RdmaCmError::InvalidState),
+        };
+        let src_ip = match (bound.map(|b| b.ip()).filter(|b| !b.is_unspecified()), src) {
+            (Some(b), _) => b,
+            (None, Some(s)) => s,
+            (None, None) => return Err(RdmaCmError::NoDevice),
+        };
+        if src_ip.is_ipv4() != dst.is_ipv4() {
+            return Err(RdmaCmError::FamilyMismatch);
+        }
+        let Some(port) = self.port_for(src_ip) else {
+            self.events
+                .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrError, id.0).with_status(ENODEV));
+            return Ok(());
+        };
+        let sport = match bound.map(|b| b.port()).filter(|&p| p != 0) {
+            Some(p) => p,
+            None => self.alloc_port(id.0, src_ip)?,
+        };
+        let i = self.id_mut(id)?;
+        i.port = Some(port);
+        i.local = Some(SocketAddr::new(src_ip, sport));
+        i.remote = Some(dst);
+        i.state = CmaState::AddrResolved;
+        self.events
+            .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrResolved, id.0));
+        Ok(())
+    }
+
+    /// `rdma_resolve_route` for RoCE (`cma_resolve_iboe_route`): built locally.
+    pub fn resolve_route(&mut self, id: &RdmaCmId) -> Result<(), RdmaCmError> {
+        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        if i.state != CmaState::AddrResolved {
+            return Err(RdmaCmError::InvalidState);
+        }
+        let info = i.port.and_then(|p| self.ports.get(p.index())).cloned();
+        let (Some(info), Some(local), Some(remote)) = (info, i.local, i.remote) else {
+            return Err(RdmaCmError::InvalidState);
+        };
+        if local.is_ipv4() != remote.is_ipv4() || !info.up {
+            self.events.push_back(
+                RdmaCmEvent::new(RdmaCmEventType::RouteError, id.0).with_status(ENETUNREACH),
+            );
+            return Ok(());
+        }
+        let i = self.id_mut(id)?;
+        i.route = Some(Route {
+            hop_limit: ROCE_HOP_LIMIT,
+            mtu: info.active_mtu,
+            packet_life_time: ROCE_PACKET_LIFE_TIME,
+        });
+        i.state = CmaState::RouteResolved;
+        self.events
+            .push_back(RdmaCmEvent::new(RdmaCmEventType::RouteResolved, id.0));
+        Ok(())
+    }
+
+    /// `rdma_listen` (the id must be bound; `backlog` 0 or above [`MAX_BACKLOG`] means the
+    /// maximum, as ucma clamps it).
+    pub fn listen(&mut self, id: &RdmaCmId, backlog: u32) -> Result<(), RdmaCmError> {
+        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        if i.state != CmaState::AddrBound {
+            return Err(RdmaCmError::InvalidState);
+        }
+        let port = i.local.map(|l| l.port()).ok_or(RdmaCmError::InvalidState)?;
         let sid = service_id(PortSpace::TCP, port);
+        if let Some((_, l)) = self.listens.get_mut(&sid) {
+            l.push(id.0);
+        } else {
+            let cm = self.cm.create_id();
+            if let Err(e) = self.cm.listen(&cm, sid) {
+                self.cm.destroy(Instant::ZERO, cm);
+                return Err(e.into());
+            }
+            self.listens.insert(sid, (cm, vec![id.0]));
+        }
+        let i = self.id_mut(id)?;
+        i.backlog = if backlog == 0 || backlog > MAX_BACKLOG {
+            MAX_BACKLOG
+        } else {
+            backlog
+        };
+        i.state = CmaState::Listen;
+        Ok(())
+    }
+
+    /// The convenience of `rping -s`: create, bind and listen in one call.
+    pub fn listen_on(&mut self, addr: SocketAddr, backlog: u32) -> Result<RdmaCmId, RdmaCmError> {
+        let id = self.create_id();
         let r = self
-            .ids
-            .get(&id.0)
-            .ok_or(RdmaCmError::NoSuchId)
-            .and_then(|i| self.cm.listen(&i.cm, sid).map_err(RdmaCmError::from));
-        if let Err(e) = r {
-            self.destroy(Instant::ZERO, id);
-            return Err(e);
+            .bind_addr(&id, addr)
+            .and_then(|_| self.listen(&id, backlog));
+        match r {
+            Ok(()) => Ok(id),
+            Err(e) => {
+                self.destroy(Instant::ZERO, id);
+                Err(e)
+            }
         }
-        if let Some(i) = self.ids.get_mut(&id.0) {
-            i.local = Some((ip, port));
-        }
-        Ok(id)
     }
 
     /// `rdma_create_qp`'s transition: the new QP to INIT (P_Key index 0, port 1, local and
@@ -345,55 +583,51 @@ impl RdmaCm {
         Ok(())
     }
 
-    /// `rdma_connect` (after `rdma_resolve_addr/route`, which the caller does by naming
-    /// both addresses): REQ on `qpn` (in INIT or RESET).
-    #[allow(clippy::too_many_arguments)]
+    /// `rdma_connect` after the route is resolved; `stack` is the id's device
+    /// ([`RdmaCm::port_of`]). `qpn`: the QP (in INIT or RESET) the CM moves; `None` when the
+    /// user moves its own QP (then CONNECT_RESPONSE, and [`RdmaCm::establish`]).
     pub fn connect(
         &mut self,
         now: Instant,
-        port: CmPort,
         stack: &mut Stack,
-        src: IpAddr,
-        dst: IpAddr,
-        dst_port: u16,
-        qpn: u32,
+        id: &RdmaCmId,
+        qpn: Option<u32>,
         param: &ConnParam,
-    ) -> Result<RdmaId, RdmaCmError> {
-        stack
-            .device
-            .find_gid(PORT_NUM, &Gid::from(src), GidType::RoceV2)
-            .map_err(|_| RdmaCmError::NoDevice)?;
-        let port_num = port;
-        let port = dst_port;
-        let mtu = stack
-            .device
-            .port(PORT_NUM)
-            .map(|p| p.attr.active_mtu.to_enum())
-            .unwrap_or(3);
-        // The kernel binds an ephemeral port (inet_get_local_port_range 32768..60999).
-        let src_port = 32768 + (self.rng.next_u32() % 28232) as u16;
-        let flow_label = roce_udp_flow_label(src_port, port);
+    ) -> Result<(), RdmaCmError> {
+        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        if i.state != CmaState::RouteResolved {
+            return Err(RdmaCmError::InvalidState);
+        }
+        let (Some(port), Some(local), Some(remote), Some(route)) =
+            (i.port, i.local, i.remote, i.route)
+        else {
+            return Err(RdmaCmError::InvalidState);
+        };
+        if param.private_data.len() + IP_CM_HEADER_LEN > softrdma_wire::cm::REQ_PRIVATE_DATA_LEN {
+            return Err(RdmaCmError::TooLong);
+        }
+        let flow_label = roce_udp_flow_label(local.port(), remote.port());
         let psn = self.rng.next_psn();
-        let mut pd = IpCmHeader::new(src, src_port, dst).to_bytes();
+        let mut pd = IpCmHeader::new(local.ip(), local.port(), remote.ip()).to_bytes();
         pd.extend_from_slice(&param.private_data);
         let p = ReqParams {
-            port: port_num,
-            peer: MadAddr::gsi(Gid::from(dst)),
+            port,
+            peer: MadAddr::gsi(Gid::from(remote.ip())),
             primary_path: Path {
                 local_lid: 0xffff,
                 remote_lid: 0xffff,
-                local_gid: Gid::from(src),
-                remote_gid: Gid::from(dst),
+                local_gid: Gid::from(local.ip()),
+                remote_gid: Gid::from(remote.ip()),
                 flow_label,
-                hop_limit: ROCE_HOP_LIMIT,
-                local_ack_timeout: ROCE_PACKET_LIFE_TIME + 1,
+                hop_limit: route.hop_limit,
+                local_ack_timeout: route.packet_life_time + 1,
                 ..Path::default()
             },
-            packet_life_time: ROCE_PACKET_LIFE_TIME,
-            path_mtu: PathMtu(mtu),
+            packet_life_time: route.packet_life_time,
+            path_mtu: PathMtu(route.mtu),
             partition_key: 0xffff,
-            service_id: service_id(PortSpace::TCP, port),
-            qp_num: qpn,
+            service_id: service_id(PortSpace::TCP, remote.port()),
+            qp_num: qpn.unwrap_or(0),
             transport: TransportType::RC,
             starting_psn: psn,
             private_data: pd,
@@ -409,49 +643,47 @@ impl RdmaCm {
             ece_vendor_id: 0,
             ece_attr_mod: 0,
         };
-        let id = self.new_id();
-        let r = match self.ids.get(&id.0) {
-            Some(i) => self.cm.send_req(now, &i.cm, &p).map_err(RdmaCmError::from),
-            None => Err(RdmaCmError::NoSuchId),
-        };
-        if let Err(e) = r {
-            self.destroy(now, id);
-            return Err(e);
+        let cm = self.cm.create_id();
+        if let Err(e) = self.cm.send_req(now, &cm, &p) {
+            self.cm.destroy(now, cm);
+            return Err(e.into());
         }
-        if let Some(i) = self.ids.get_mut(&id.0) {
-            i.local = Some((src, src_port));
-            i.remote = Some((dst, port));
-            i.qpn = Some(qpn);
-            i.seq_num = psn;
-            i.param = param.clone();
-        }
-        Ok(id)
+        let _ = stack;
+        self.by_cm.insert(cm.local_comm_id(), id.0);
+        let i = self.id_mut(id)?;
+        i.cm = Some(cm);
+        i.qpn = qpn;
+        i.seq_num = psn;
+        i.param = param.clone();
+        i.state = CmaState::Connect;
+        Ok(())
     }
 
     /// The QP of `id` to RTR then RTS from the CM's attributes (`cma_modify_qp_rtr/rts`),
     /// with the connection parameters' resources.
-    fn qp_to_rts(&mut self, stack: &mut Stack, id: RdmaId) -> Result<(), RdmaCmError> {
-        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+    fn qp_to_rts(&mut self, stack: &mut Stack, id: u32) -> Result<(), RdmaCmError> {
+        let i = self.ids.get(&id).ok_or(RdmaCmError::NoSuchId)?;
         let qpn = i.qpn.ok_or(RdmaCmError::InvalidState)?;
+        let cm = i.cm.as_ref().ok_or(RdmaCmError::InvalidState)?;
         let cur = stack.verbs.qp(qpn)?.state();
         if cur == QpState::Reset {
-            let (a, m) = self.cm.init_qp_attr(&i.cm, QpState::Init)?;
+            let (a, m) = self.cm.init_qp_attr(cm, QpState::Init)?;
             stack.modify_qp(qpn, &a, m)?;
         }
-        let (mut a, m) = self.cm.init_qp_attr(&i.cm, QpState::Rtr)?;
+        let (mut a, m) = self.cm.init_qp_attr(cm, QpState::Rtr)?;
         a.max_dest_rd_atomic = i.param.responder_resources;
         // rdma_init_qp_attr: RTR's rq_psn is the id's seq_num (the passive side moves the QP
         // before its REP is formatted).
         a.rq_psn = i.seq_num;
         // The id's source GID (cma's sgid_attr): the RoCEv2 entry of its local address.
-        if let Some((ip, _)) = i.local {
+        if let Some(l) = i.local {
             a.ah_attr.sgid_index = stack
                 .device
-                .find_gid(PORT_NUM, &Gid::from(ip), GidType::RoceV2)
+                .find_gid(PORT_NUM, &Gid::from(l.ip()), GidType::RoceV2)
                 .map_err(|_| RdmaCmError::NoDevice)?;
         }
         stack.modify_qp(qpn, &a, m)?;
-        let (mut a, m) = self.cm.init_qp_attr(&i.cm, QpState::Rts)?;
+        let (mut a, m) = self.cm.init_qp_attr(cm, QpState::Rts)?;
         a.max_rd_atomic = i.param.initiator_depth;
         stack.modify_qp(qpn, &a, m)?;
         Ok(())
@@ -462,31 +694,21 @@ impl RdmaCm {
         &mut self,
         now: Instant,
         stack: &mut Stack,
-        id: RdmaId,
-        qpn: u32,
-        param: &ConnParam,
-    ) -> Result<(), RdmaCmError> {
-        let r = self.accept_inner(now, stack, id, qpn, param);
-        self.drain(now, Some(stack));
-        r
-    }
-
-    fn accept_inner(
-        &mut self,
-        now: Instant,
-        stack: &mut Stack,
-        id: RdmaId,
+        id: &RdmaCmId,
         qpn: u32,
         param: &ConnParam,
     ) -> Result<(), RdmaCmError> {
         let psn = self.rng.next_psn();
         {
-            let i = self.ids.get_mut(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+            let i = self.id_mut(id)?;
+            if i.state != CmaState::Connect || i.cm.is_none() {
+                return Err(RdmaCmError::InvalidState);
+            }
             i.qpn = Some(qpn);
             i.seq_num = psn;
             i.param = param.clone();
         }
-        self.qp_to_rts(stack, id)?;
+        self.qp_to_rts(stack, id.0)?;
         let rep = RepParams {
             qp_num: qpn,
             starting_psn: psn,
@@ -501,20 +723,59 @@ impl RdmaCm {
             ece_attr_mod: 0,
         };
         let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
-        self.cm.send_rep(now, &i.cm, &rep)?;
+        let cm = i.cm.as_ref().ok_or(RdmaCmError::InvalidState)?;
+        self.cm.send_rep(now, cm, &rep)?;
+        self.drain(now, Some(stack));
         Ok(())
     }
 
-    /// `rdma_reject`: REJ 28 (consumer defined) with `private_data`; the id is gone.
+    /// `rdma_establish`: after CONNECT_RESPONSE, once the user moved its QP, send the RTU.
+    pub fn establish(&mut self, now: Instant, id: &RdmaCmId) -> Result<(), RdmaCmError> {
+        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        let cm = i.cm.as_ref().ok_or(RdmaCmError::InvalidState)?;
+        self.cm.send_rtu(now, cm, &[])?;
+        Ok(())
+    }
+
+    /// `rdma_init_qp_attr` for a user who moves its own QP (CONNECT_RESPONSE, `rping -q`).
+    pub fn init_qp_attr(
+        &self,
+        id: RdmaId,
+        target: QpState,
+    ) -> Result<(QpAttr, QpAttrMask), RdmaCmError> {
+        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        let cm = i.cm.as_ref().ok_or(RdmaCmError::InvalidState)?;
+        let (mut a, m) = self.cm.init_qp_attr(cm, target)?;
+        if target == QpState::Rtr {
+            a.rq_psn = i.seq_num;
+        }
+        Ok((a, m))
+    }
+
+    /// `rdma_reject`: REJ 28 (consumer defined) with `private_data`; the id is gone. On
+    /// failure the id comes back with the error.
     pub fn reject(
         &mut self,
         now: Instant,
-        id: RdmaId,
+        id: RdmaCmId,
         private_data: &[u8],
-    ) -> Result<(), RdmaCmError> {
-        let i = self.ids.remove(&id.0).ok_or(RdmaCmError::NoSuchId)?;
-        self.cm
-            .reject(now, i.cm, RejectReason::CONSUMER_DEFINED, &[], private_data)?;
+    ) -> Result<(), (RdmaCmId, RdmaCmError)> {
+        if private_data.len() > softrdma_wire::cm::REJ_PRIVATE_DATA_LEN {
+            return Err((id, RdmaCmError::TooLong));
+        }
+        let Some(i) = self.ids.get(&id.0) else {
+            return Err((id, RdmaCmError::NoSuchId));
+        };
+        let Some(cm) = i.cm.as_ref() else {
+            return Err((id, RdmaCmError::InvalidState));
+        };
+        if let Err(e) = self
+            .cm
+            .send_rej(now, cm, RejectReason::CONSUMER_DEFINED, &[], private_data)
+        {
+            return Err((id, e.into()));
+        }
+        self.destroy(now, id);
         Ok(())
     }
 
@@ -523,7 +784,7 @@ impl RdmaCm {
         &mut self,
         now: Instant,
         stack: &mut Stack,
-        id: RdmaId,
+        id: &RdmaCmId,
     ) -> Result<(), RdmaCmError> {
         let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
         if let Some(qpn) = i.qpn {
@@ -534,20 +795,65 @@ impl RdmaCm {
             // A QP already in ERR or destroyed is fine here, like cma_modify_qp_err.
             let _ = stack.modify_qp(qpn, &attr, QpAttrMask::STATE);
         }
-        let st = self.cm.state(i.cm.as_ref()).ok_or(RdmaCmError::NoSuchId)?;
-        match st {
-            CmState::Established => self.cm.send_dreq(now, &i.cm, &[])?,
-            CmState::DreqRcvd => self.cm.send_drep(now, &i.cm, &[])?,
+        let cm = i.cm.as_ref().ok_or(RdmaCmError::InvalidState)?;
+        match self.cm.state(cm.as_ref()) {
+            Some(CmState::Established) => self.cm.send_dreq(now, cm, &[])?,
+            Some(CmState::DreqRcvd) => self.cm.send_drep(now, cm, &[])?,
             _ => return Err(RdmaCmError::InvalidState),
         }
         Ok(())
     }
 
     /// `rdma_destroy_id` (the IB CM destroy rules apply: REJ in REQ_RCVD, DREQ in
-    /// ESTABLISHED...).
-    pub fn destroy(&mut self, now: Instant, id: RdmaId) {
-        if let Some(i) = self.ids.remove(&id.0) {
-            self.cm.destroy(now, i.cm);
+    /// ESTABLISHED...). Queued events for the id are withdrawn.
+    pub fn destroy(&mut self, now: Instant, id: RdmaCmId) {
+        self.destroy_inner(now, id.0);
+    }
+
+    fn destroy_inner(&mut self, now: Instant, id: u32) {
+        let Some(i) = self.ids.remove(&id) else {
+            return;
+        };
+        if let Some(cm) = i.cm {
+            self.by_cm.remove(&cm.local_comm_id());
+            self.cm.destroy(now, cm);
+        }
+        if i.state == CmaState::Listen {
+            if let Some(sid) = i.local.map(|l| service_id(PortSpace::TCP, l.port())) {
+                if let Some((_, l)) = self.listens.get_mut(&sid) {
+                    l.retain(|&x| x != id);
+                    if l.is_empty() {
+                        if let Some((cm, _)) = self.listens.remove(&sid) {
+                            self.cm.destroy(now, cm);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(p) = i.parent.and_then(|p| self.ids.get_mut(&p)) {
+            // A CONNECT_REQUEST still queued held a backlog slot.
+            if self
+                .events
+                .iter()
+                .any(|e| e.id.0 == id && e.event == RdmaCmEventType::ConnectRequest)
+            {
+                p.pending = p.pending.saturating_sub(1);
+            }
+        }
+        // No event for a destroyed id (a CONNECT_REQUEST's new id goes with it).
+        let mut orphans = Vec::new();
+        self.events.retain_mut(|e| {
+            if e.id.0 == id {
+                if let Some(n) = e.new_id.take() {
+                    orphans.push(n);
+                }
+                false
+            } else {
+                true
+            }
+        });
+        for n in orphans {
+            self.destroy_inner(now, n.0);
         }
     }
 
@@ -577,17 +883,36 @@ impl RdmaCm {
     }
 
     fn push(&mut self, event: RdmaCmEventType, id: u32) {
-        self.events.push_back(RdmaCmEvent::new(event, RdmaId(id)));
+        self.events.push_back(RdmaCmEvent::new(event, id));
+    }
+
+    /// DISCONNECTED once per connection (`cma_comp_exch(CONNECT, DISCONNECT)`).
+    fn disconnected(&mut self, id: u32, status: i32) {
+        if let Some(i) = self.ids.get_mut(&id) {
+            if i.state == CmaState::Connect {
+                i.state = CmaState::Disconnect;
+                self.events.push_back(
+                    RdmaCmEvent::new(RdmaCmEventType::Disconnected, id).with_status(status),
+                );
+            }
+        }
     }
 
     fn on_cm_event(&mut self, now: Instant, stack: Option<&mut Stack>, ev: CmEvent) {
         use RdmaCmEventType as T;
-        // Ids the RDMA CM does not own (the IB CM's own users), and retry notices.
-        let owner = match &ev {
-            CmEvent::ReqReceived { listen, .. } | CmEvent::SidrReqReceived { listen, .. } => {
-                Some(listen.0)
+        if let CmEvent::ReqReceived { id, listen, req } = ev {
+            let ours = self.listens.values().any(|(l, _)| *l == listen);
+            match (ours, stack) {
+                (true, Some(stack)) => self.on_req(now, stack, id, &req),
+                (true, None) => self.cm.destroy(now, id),
+                (false, _) => self
+                    .ib_events
+                    .push_back(CmEvent::ReqReceived { id, listen, req }),
             }
-            CmEvent::Retry { .. } => None,
+            return;
+        }
+        // Events of IB CM ids that are not ours, and retry notices, go to the IB CM user.
+        let owner = match &ev {
             CmEvent::ReqError { id }
             | CmEvent::RepReceived { id, .. }
             | CmEvent::RepError { id }
@@ -600,125 +925,118 @@ impl RdmaCm {
             | CmEvent::MraReceived { id, .. }
             | CmEvent::RejReceived { id, .. }
             | CmEvent::SidrReqError { id }
-            | CmEvent::SidrRepReceived { id, .. } => Some(id.0),
+            | CmEvent::SidrRepReceived { id, .. } => self.by_cm.get(&id.0).copied(),
+            _ => None,
         };
-        if !owner.is_some_and(|o| self.ids.contains_key(&o)) {
+        let Some(r) = owner else {
             self.ib_events.push_back(ev);
             return;
-        }
+        };
         match ev {
-            CmEvent::ReqReceived { id, listen, req } => match stack {
-                Some(stack) => self.on_req(now, stack, id, listen.0, &req),
-                None => self.cm.destroy(now, id),
-            },
-            CmEvent::RepReceived { id, rep } => {
-                let r = RdmaId(id.0);
+            CmEvent::RepReceived { rep, .. } => {
+                let has_qp = self.ids.get(&r).is_some_and(|i| i.qpn.is_some());
+                if !has_qp {
+                    let mut e = RdmaCmEvent::new(T::ConnectResponse, r);
+                    e.private_data = rep.private_data.to_vec();
+                    e.param.responder_resources = rep.initiator_depth;
+                    e.param.initiator_depth = rep.responder_resources;
+                    e.param.rnr_retry_count = rep.rnr_retry_count;
+                    self.events.push_back(e);
+                    return;
+                }
                 let ok = stack.is_some_and(|s| self.qp_to_rts(s, r).is_ok())
                     && self
                         .ids
-                        .get(&id.0)
-                        .map(|i| self.cm.send_rtu(now, &i.cm, &[]).is_ok())
+                        .get(&r)
+                        .and_then(|i| i.cm.as_ref())
+                        .map(|cm| self.cm.send_rtu(now, cm, &[]).is_ok())
                         .unwrap_or(false);
                 if ok {
                     let mut e = RdmaCmEvent::new(T::Established, r);
                     e.private_data = rep.private_data.to_vec();
-                    e.param.responder_resources = rep.responder_resources;
-                    e.param.initiator_depth = rep.initiator_depth;
+                    e.param.responder_resources = rep.initiator_depth;
+                    e.param.initiator_depth = rep.responder_resources;
                     e.param.rnr_retry_count = rep.rnr_retry_count;
                     self.events.push_back(e);
                 } else {
                     // cma_rep_recv failing: REJ CONSUMER_DEFINED and CONNECT_ERROR.
-                    if let Some(i) = self.ids.get(&id.0) {
-                        let _ =
-                            self.cm
-                                .send_rej(now, &i.cm, RejectReason::CONSUMER_DEFINED, &[], &[]);
+                    if let Some(cm) = self.ids.get(&r).and_then(|i| i.cm.as_ref()) {
+                        let _ = self
+                            .cm
+                            .send_rej(now, cm, RejectReason::CONSUMER_DEFINED, &[], &[]);
                     }
-                    self.push(T::ConnectError, id.0);
+                    self.push(T::ConnectError, r);
                 }
             }
-            CmEvent::RtuReceived { id } | CmEvent::UserEstablished { id } => {
-                self.push(T::Established, id.0)
+            CmEvent::RtuReceived { .. } | CmEvent::UserEstablished { .. } => {
+                self.push(T::Established, r)
             }
-            CmEvent::ReqError { id } | CmEvent::RepError { id } => self.push(T::Unreachable, id.0),
-            CmEvent::RejReceived { id, rej } => {
-                let mut e = RdmaCmEvent::new(T::Rejected, RdmaId(id.0));
+            CmEvent::ReqError { .. } | CmEvent::RepError { .. } => self
+                .events
+                .push_back(RdmaCmEvent::new(T::Unreachable, r).with_status(ETIMEDOUT)),
+            CmEvent::RejReceived { rej, .. } => {
+                // cma_modify_qp_err, then REJECTED with the reason as the status.
+                if let (Some(qpn), Some(s)) = (self.ids.get(&r).and_then(|i| i.qpn), stack) {
+                    let attr = QpAttr {
+                        qp_state: QpState::Err,
+                        ..QpAttr::default()
+                    };
+                    let _ = s.modify_qp(qpn, &attr, QpAttrMask::STATE);
+                }
+                let mut e = RdmaCmEvent::new(T::Rejected, r).with_status(i32::from(rej.reason.0));
                 e.reject_reason = Some(rej.reason);
                 e.private_data = rej.private_data.to_vec();
                 self.events.push_back(e);
             }
-            CmEvent::DreqReceived { id, .. }
-            | CmEvent::DrepReceived { id }
-            | CmEvent::DreqError { id } => {
-                if let Some(i) = self.ids.get_mut(&id.0) {
-                    if !i.disconnected {
-                        i.disconnected = true;
-                        self.push(T::Disconnected, id.0);
-                    }
-                }
-            }
-            CmEvent::TimewaitExit { id } if self.ids.contains_key(&id.0) => {
-                self.push(T::TimewaitExit, id.0)
-            }
+            CmEvent::DreqError { .. } => self.disconnected(r, ETIMEDOUT),
+            CmEvent::DreqReceived { .. } | CmEvent::DrepReceived { .. } => self.disconnected(r, 0),
+            CmEvent::TimewaitExit { .. } => self.push(T::TimewaitExit, r),
             _ => {}
         }
     }
 
-    fn on_req(
-        &mut self,
-        now: Instant,
-        stack: &mut Stack,
-        cm: CmId,
-        listen: u32,
-        req: &crate::cm::ReqInfo,
-    ) {
-        let bound = self.ids.get(&listen).and_then(|l| l.local);
+    /// `cma_ib_req_handler` for a REQ on one of our IB CM listeners, arrived on `req.port`.
+    fn on_req(&mut self, now: Instant, stack: &mut Stack, cm: CmId, req: &crate::cm::ReqInfo) {
         let sid = req.req.service_id;
-        let hdr = ip_private_data(sid, &req.req.private_data);
-        let checked = match (bound, hdr) {
-            (Some((ip, port)), Some((h, data))) => {
-                let dst = h.dst_ip();
-                let src = h.src_ip();
-                let ok = h.cma_version == CMA_VERSION
-                    && matches!(h.ip_version, 4 | 6)
-                    && req.req.private_data.len() >= IP_CM_HEADER_LEN
-                    && dst.is_some()
-                    && (ip.is_unspecified() || dst == Some(ip))
-                    && dst.is_some_and(|d| {
-                        stack
-                            .device
-                            .find_gid(PORT_NUM, &Gid::from(d), GidType::RoceV2)
-                            .is_ok()
-                    });
-                match (ok, src, dst) {
-                    (true, Some(s), Some(d)) => Some(((d, port), (s, h.src_port), data.to_vec())),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        let Some((local, remote, data)) = checked else {
+        let Some(listen) = self.match_listener(stack, sid, req) else {
             // cma_ib_req_handler failing: the id is destroyed in REQ_RCVD → REJ 28, no data.
+            self.counters.req_refused += 1;
             self.cm.destroy(now, cm);
             return;
         };
+        let (local, remote, data) = listen.1;
+        let l = listen.0;
+        if self.ids.get(&l).is_some_and(|li| li.pending >= li.backlog) {
+            // ucma's backlog is full: -ENOMEM, the IB CM drops the REQ without a REJ.
+            self.counters.backlog_drops += 1;
+            self.cm.destroy_silently(now, cm);
+            return;
+        }
         // ib_prepare_cm_mra: the MRA goes out only if the REQ is retransmitted before the
         // consumer answers.
         let _ = self.cm.send_mra(now, &cm, CMA_CM_MRA_SETTING, true, &[]);
-        let r = RdmaId(cm.local_comm_id());
-        self.ids.insert(
-            r.0,
-            Id {
-                cm,
-                local: Some(local),
-                remote: Some(remote),
-                qpn: None,
-                seq_num: 0,
-                param: ConnParam::default(),
-                disconnected: false,
-            },
-        );
+        let comm = cm.local_comm_id();
+        let r = self.alloc_id(Id {
+            state: CmaState::Connect,
+            cm: Some(cm),
+            port: Some(req.port),
+            local: Some(local),
+            remote: Some(remote),
+            route: None,
+            qpn: None,
+            seq_num: 0,
+            param: ConnParam::default(),
+            backlog: 0,
+            pending: 0,
+            parent: Some(l),
+        });
+        self.by_cm.insert(comm, r);
+        if let Some(li) = self.ids.get_mut(&l) {
+            li.pending += 1;
+        }
         let mut e = RdmaCmEvent::new(RdmaCmEventType::ConnectRequest, r);
-        e.listen_id = Some(RdmaId(listen));
+        e.listen_id = Some(RdmaId(l));
+        e.new_id = Some(RdmaCmId(r));
         e.private_data = data;
         e.param = ConnParam {
             private_data: Vec::new(),
@@ -731,5 +1049,83 @@ impl RdmaCm {
             rnr_retry_count: req.req.rnr_retry_count,
         };
         self.events.push_back(e);
+    }
+
+    /// The IP CM header checks, the listener by destination address, and device
+    /// acquisition (`cma_ib_acquire_dev`): `(listener, (local, remote, private data))`.
+    #[allow(clippy::type_complexity)]
+    fn match_listener(
+        &self,
+        stack: &Stack,
+        sid: u64,
+        req: &crate::cm::ReqInfo,
+    ) -> Option<(u32, (SocketAddr, SocketAddr, Vec<u8>))> {
+        let (_, listeners) = self.listens.get(&sid)?;
+        let (h, data) = ip_private_data(sid, &req.req.private_data)?;
+        if h.cma_version != CMA_VERSION
+            || !matches!(h.ip_version, 4 | 6)
+            || req.req.private_data.len() < IP_CM_HEADER_LEN
+        {
+            return None;
+        }
+        let (dst, src) = (h.dst_ip()?, h.src_ip()?);
+        let port = (sid & 0xffff) as u16;
+        // cma_find_listener: the listener bound to the destination address, else one bound
+        // to the wildcard of the destination's family.
+        let bound = |l: &u32| self.ids.get(l).and_then(|i| i.local);
+        let l = listeners
+            .iter()
+            .find(|l| bound(l).is_some_and(|a| a.ip() == dst))
+            .or_else(|| {
+                listeners.iter().find(|l| {
+                    bound(l)
+                        .is_some_and(|a| a.ip().is_unspecified() && a.is_ipv4() == dst.is_ipv4())
+                })
+            })?;
+        // cma_ib_acquire_dev: the listener's device (or any, for the wildcard) must be the
+        // one the REQ came in on, the port up, and its GID table hold a RoCEv2 entry for the
+        // address.
+        let li = self.ids.get(l)?;
+        if li.port.is_some_and(|p| p != req.port) {
+            return None;
+        }
+        let info = self.ports.get(req.port.index())?;
+        if !info.up
+            || stack
+                .device
+                .find_gid(PORT_NUM, &Gid::from(dst), GidType::RoceV2)
+                .is_err()
+        {
+            return None;
+        }
+        Some((
+            *l,
+            (
+                SocketAddr::new(dst, port),
+                SocketAddr::new(src, h.src_port),
+                data.to_vec(),
+            ),
+        ))
+    }
+}
+
+fn port_info(stack: &Stack) -> PortInfo {
+    match stack.device.port(PORT_NUM) {
+        Ok(p) => PortInfo {
+            addrs: p
+                .gids
+                .entries()
+                .iter()
+                .filter(|e| e.gid_type == GidType::RoceV2)
+                .map(|e| e.gid.to_ip())
+                .collect(),
+            active_mtu: p.attr.active_mtu.to_enum(),
+            up: p.attr.state == PortState::Active,
+        },
+        Err(_) => PortInfo {
+            addrs: Vec::new(),
+            active_mtu: 3,
+            up: false,
+        },
     }
 }

@@ -1,7 +1,8 @@
-//! RDMA CM tests: two stacks in the simulated network, MADs through each stack's GSI QP
-//! (GsiPort), QPs moved by the RDMA CM; then an RC SEND over the connection.
+//! RDMA CM tests: stacks in the simulated network, each node an `RdmaCm` over one or more
+//! of them (its devices), MADs through each stack's QP1 in the runtime's call order
+//! (`crate::mad::port`), QPs moved by the RDMA CM; then RC SENDs over the connection.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use softrdma_wire::cm::{AttrId, CmMessage, RejectReason};
 use softrdma_wire::mad::Mad;
@@ -10,25 +11,28 @@ use softrdma_wire::roce::RoceRepr;
 use softrdma_wire::Guid;
 
 use super::*;
-use crate::cm::CmPort;
-use crate::cm::{CmConfig, RXE_CA_ACK_DELAY};
+use crate::cm::{CmConfig, CmPort, RXE_CA_ACK_DELAY};
 use crate::mad::MadPort;
 use crate::sim::{NetConfig, Sim};
-use crate::verbs::{CqId, QpCap, QpInitAttr, QpType};
+use crate::verbs::{CqId, MrKeys, QpCap, QpInitAttr, QpType};
 
-struct Node {
+/// One device of a node: its stack in the simulation, QP1, an RC QP.
+struct Dev {
+    stack: usize,
     mad: MadPort,
     port: CmPort,
-    cm: RdmaCm,
     cq: CqId,
     qpn: u32,
-    mr: crate::verbs::MrKeys,
+    mr: MrKeys,
+}
+
+struct Node {
+    cm: RdmaCm,
+    devs: Vec<Dev>,
     events: Vec<RdmaCmEvent>,
 }
 
-fn node(sim: &mut Sim, i: usize) -> Node {
-    let s = &mut sim.stacks[i];
-    let mut mad = MadPort::open(s, 2, 16).expect("qp1");
+fn rc_qp(s: &mut Stack) -> (CqId, u32, MrKeys) {
     let pd = s.verbs.alloc_pd().expect("pd");
     let cq = s.verbs.create_cq(64).expect("cq");
     let (qpn, _) = s
@@ -54,20 +58,37 @@ fn node(sim: &mut Sim, i: usize) -> Node {
         .verbs
         .reg_mr(pd, 64, 0x1000, crate::verbs::AccessFlags::LOCAL_WRITE)
         .expect("mr");
+    (cq, qpn, mr)
+}
+
+/// A node whose devices are the simulation's stacks `stacks`.
+fn node(sim: &mut Sim, seed: u64, stacks: &[usize]) -> Node {
     let mut cm = RdmaCm::new(CmConfig {
-        node_guid: Guid(0x5054_00ff_fe77_0000 + i as u64),
+        node_guid: Guid(0x5054_00ff_fe77_0000 + seed),
         ca_ack_delay: RXE_CA_ACK_DELAY,
-        seed: 11 + i as u64,
+        seed,
     })
     .expect("cm");
-    let port = cm.add_port(mad.agent_mut()).expect("port");
+    let devs = stacks
+        .iter()
+        .map(|&i| {
+            let s = &mut sim.stacks[i];
+            let mut mad = MadPort::open(s, 2, 16).expect("qp1");
+            let port = cm.add_port(mad.agent_mut(), s).expect("port");
+            let (cq, qpn, mr) = rc_qp(s);
+            Dev {
+                stack: i,
+                mad,
+                port,
+                cq,
+                qpn,
+                mr,
+            }
+        })
+        .collect();
     Node {
-        mad,
-        port,
         cm,
-        cq,
-        qpn,
-        mr,
+        devs,
         events: Vec::new(),
     }
 }
@@ -75,16 +96,46 @@ fn node(sim: &mut Sim, i: usize) -> Node {
 fn pair() -> (Sim, Vec<Node>) {
     let mut sim = Sim::new(2, NetConfig::PERFECT, 5);
     sim.record = true;
-    let nodes = vec![node(&mut sim, 0), node(&mut sim, 1)];
+    let nodes = vec![node(&mut sim, 11, &[0]), node(&mut sim, 12, &[1])];
     (sim, nodes)
 }
 
-/// Runs the network, QP1 and both RDMA CMs until `done` or nothing is left to do.
+/// The call order of `crate::mad::port` on every device of one node.
+fn turn(now: Instant, n: &mut Node, sim: &mut Sim) {
+    for d in 0..n.devs.len() {
+        let dev = &mut n.devs[d];
+        let s = &mut sim.stacks[dev.stack];
+        dev.mad.poll(now, s);
+        dev.mad.handle_timeout(now);
+        while let Some(ev) = dev.mad.poll_event() {
+            n.cm.handle_mad(now, dev.port, s, ev);
+        }
+    }
+    if n.cm.poll_timeout().is_some_and(|t| t <= now) {
+        n.cm.handle_timeout(now);
+    }
+    flush(n, sim);
+    while let Some(e) = n.cm.poll_event() {
+        n.events.push(e);
+    }
+}
+
+/// The CM's MAD operations to their ports' layers, and QP1 onto the wire.
+fn flush(n: &mut Node, sim: &mut Sim) {
+    while let Some((port, agent, op)) = n.cm.poll_mad() {
+        let _ = n.devs[port.index()].mad.agent_mut().apply(agent, op);
+    }
+    for dev in &mut n.devs {
+        dev.mad.flush(&mut sim.stacks[dev.stack]);
+    }
+}
+
+/// Runs the network, QP1 and the RDMA CMs until `done` or nothing is left to do.
 fn pump(sim: &mut Sim, nodes: &mut [Node], mut done: impl FnMut(&[Node]) -> bool) -> bool {
     for _ in 0..10_000 {
         let now = sim.now;
-        for (i, n) in nodes.iter_mut().enumerate() {
-            turn(now, n, &mut sim.stacks[i]);
+        for n in nodes.iter_mut() {
+            turn(now, n, sim);
         }
         if done(nodes) {
             return true;
@@ -96,30 +147,29 @@ fn pump(sim: &mut Sim, nodes: &mut [Node], mut done: impl FnMut(&[Node]) -> bool
     false
 }
 
-/// The call order of `crate::mad::port` on one node (no other MAD clients).
-fn turn(now: Instant, n: &mut Node, s: &mut Stack) {
-    n.mad.poll(now, s);
-    n.mad.handle_timeout(now);
-    while let Some(ev) = n.mad.poll_event() {
-        n.cm.handle_mad(now, n.port, s, ev);
-    }
-    if n.cm.poll_timeout().is_some_and(|t| t <= now) {
-        n.cm.handle_timeout(now);
-    }
-    apply_ops(n);
-    n.mad.flush(s);
-    n.events.extend(std::iter::from_fn(|| n.cm.poll_event()));
-}
-
-fn apply_ops(n: &mut Node) {
-    while let Some((port, agent, op)) = n.cm.poll_mad() {
-        assert_eq!(port, n.port);
-        let _ = n.mad.agent_mut().apply(agent, op);
-    }
+/// Advances the clock to the earliest timer of any node (MAD or CM) and runs everyone.
+fn run_timers(sim: &mut Sim, nodes: &mut [Node]) -> bool {
+    let t = nodes
+        .iter()
+        .flat_map(|n| {
+            n.devs
+                .iter()
+                .filter_map(|d| d.mad.poll_timeout())
+                .chain(n.cm.poll_timeout())
+        })
+        .min();
+    let Some(t) = t else { return false };
+    sim.now = sim.now.max(t);
+    pump(sim, nodes, |_| false);
+    true
 }
 
 fn has(n: &Node, t: RdmaCmEventType) -> bool {
     n.events.iter().any(|e| e.event == t)
+}
+
+fn count(n: &Node, t: RdmaCmEventType) -> usize {
+    n.events.iter().filter(|e| e.event == t).count()
 }
 
 fn take(n: &mut Node, t: RdmaCmEventType) -> RdmaCmEvent {
@@ -134,15 +184,11 @@ fn take(n: &mut Node, t: RdmaCmEventType) -> RdmaCmEvent {
 fn param(pd: &[u8]) -> ConnParam {
     ConnParam {
         private_data: pd.to_vec(),
-        responder_resources: 1,
-        initiator_depth: 1,
-        flow_control: false,
-        retry_count: 7,
-        rnr_retry_count: 7,
+        ..ConnParam::default()
     }
 }
 
-/// CM messages on the wire, in order: (from node, message).
+/// CM messages on the wire, in order: (from stack, message).
 fn cm_log(sim: &Sim) -> Vec<(usize, CmMessage)> {
     sim.tap
         .iter()
@@ -161,52 +207,73 @@ fn attrs(log: &[(usize, CmMessage)]) -> Vec<AttrId> {
     log.iter().map(|(_, m)| m.attr_id()).collect()
 }
 
-/// Node 1 listens on 10.0.0.2:7174, node 0 connects; returns the passive id.
-fn connected(sim: &mut Sim, n: &mut [Node]) -> (RdmaId, RdmaId) {
-    let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let l = n[1].cm.listen(b, 7174).expect("listen");
-    let qa = n[0].qpn;
-    let ca = n[0]
-        .cm
-        .connect(
-            sim.now,
-            n[0].port,
-            &mut sim.stacks[0],
-            a,
-            b,
-            7174,
-            qa,
-            &param(b"hello"),
-        )
+fn sa(ip: IpAddr, port: u16) -> SocketAddr {
+    SocketAddr::new(ip, port)
+}
+
+/// rdma_resolve_addr + rdma_resolve_route + rdma_connect from node `n`'s device `dev`.
+fn dial(sim: &mut Sim, n: &mut Node, dev: usize, dst: SocketAddr, pd: &[u8]) -> RdmaCmId {
+    let src = sim.addrs[n.devs[dev].stack];
+    let id = n.cm.create_id();
+    n.cm.resolve_addr(&id, Some(src), dst)
+        .expect("resolve_addr");
+    assert_eq!(
+        n.cm.poll_event().map(|e| e.event),
+        Some(RdmaCmEventType::AddrResolved)
+    );
+    n.cm.resolve_route(&id).expect("resolve_route");
+    assert_eq!(
+        n.cm.poll_event().map(|e| e.event),
+        Some(RdmaCmEventType::RouteResolved)
+    );
+    let d = &n.devs[dev];
+    let (stack, qpn) = (d.stack, d.qpn);
+    n.cm.connect(sim.now, &mut sim.stacks[stack], &id, Some(qpn), &param(pd))
         .expect("connect");
+    id
+}
+
+fn accept(sim: &mut Sim, n: &mut Node, id: &RdmaCmId) {
+    let port = n.cm.port_of(id.name()).expect("bound");
+    let d = &n.devs[port.index()];
+    let (stack, qpn) = (d.stack, d.qpn);
+    n.cm.accept(sim.now, &mut sim.stacks[stack], id, qpn, &param(b""))
+        .expect("accept");
+}
+
+/// Node 1 listens on its address, port 7174; node 0 connects; returns (active, listener,
+/// passive).
+fn connected(sim: &mut Sim, n: &mut [Node]) -> (RdmaCmId, RdmaCmId, RdmaCmId) {
+    let (a, b) = (sim.addrs[0], sim.addrs[1]);
+    let l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    let ca = dial(sim, &mut n[0], 0, sa(b, 7174), b"hello");
     assert!(pump(sim, n, |n| has(
         &n[1],
         RdmaCmEventType::ConnectRequest
     )));
-    let req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
-    assert_eq!(req.listen_id, Some(l));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    assert_eq!(req.listen_id, Some(l.name()));
     assert_eq!(&req.private_data[..5], b"hello");
     assert_eq!(req.private_data.len(), 92 - 36);
-    assert_eq!(n[1].cm.remote_addr(req.id).map(|r| r.0), Some(a));
+    let sb = req.new_id.take().expect("new id");
+    assert_eq!(n[1].cm.remote_addr(sb.name()).map(|r| r.ip()), Some(a));
+    assert_eq!(n[1].cm.local_addr(sb.name()), Some(sa(b, 7174)));
     // The delayed MRA is prepared, not sent.
-    assert_eq!(n[1].cm.cm_state(req.id), Some(CmState::MraReqSent));
-    let qb = n[1].qpn;
-    n[1].cm
-        .accept(sim.now, &mut sim.stacks[1], req.id, qb, &param(b""))
-        .expect("accept");
+    assert_eq!(n[1].cm.cm_state(sb.name()), Some(CmState::MraReqSent));
+    accept(sim, &mut n[1], &sb);
     assert!(pump(sim, n, |n| has(&n[0], RdmaCmEventType::Established)
         && has(&n[1], RdmaCmEventType::Established)));
-    take(&mut n[0], RdmaCmEventType::Established);
-    take(&mut n[1], RdmaCmEventType::Established);
-    (ca, req.id)
+    let _ = take(&mut n[0], RdmaCmEventType::Established);
+    let _ = take(&mut n[1], RdmaCmEventType::Established);
+    (ca, l, sb)
 }
 
 #[test]
 fn connect_accept_send_disconnect() {
     let (mut sim, mut n) = pair();
-    let (ca, sb) = connected(&mut sim, &mut n);
-    for (i, id) in [(0, ca), (1, sb)] {
-        let qpn = n[i].cm.qpn(id).expect("qpn");
+    let (ca, _l, sb) = connected(&mut sim, &mut n);
+    for (i, id) in [(0, &ca), (1, &sb)] {
+        let qpn = n[i].cm.qpn(id.name()).expect("qpn");
         assert_eq!(
             sim.stacks[i].verbs.qp(qpn).expect("qp").state(),
             QpState::Rts
@@ -224,7 +291,11 @@ fn connect_accept_send_disconnect() {
         (h.cma_version, h.ip_version, h.src_ip(), h.dst_ip()),
         (0, 4, Some(sim.addrs[0]), Some(sim.addrs[1]))
     );
-    assert!(h.src_port >= 32768);
+    assert!(EPHEMERAL_PORTS.contains(&h.src_port));
+    assert_eq!(
+        n[0].cm.local_addr(ca.name()).map(|a| a.port()),
+        Some(h.src_port)
+    );
     assert_eq!(
         (
             req.remote_cm_response_timeout,
@@ -253,14 +324,15 @@ fn connect_accept_send_disconnect() {
 
     // Disconnect from the active side: DREQ/DREP, both DISCONNECTED.
     n[0].cm
-        .disconnect(sim.now, &mut sim.stacks[0], ca)
+        .disconnect(sim.now, &mut sim.stacks[0], &ca)
         .expect("dreq");
+    flush(&mut n[0], &mut sim);
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[1],
         RdmaCmEventType::Disconnected
     )));
     n[1].cm
-        .disconnect(sim.now, &mut sim.stacks[1], sb)
+        .disconnect(sim.now, &mut sim.stacks[1], &sb)
         .expect("drep");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
@@ -269,34 +341,31 @@ fn connect_accept_send_disconnect() {
     let log = cm_log(&sim);
     assert_eq!(attrs(&log)[3..], [AttrId::DREQ, AttrId::DREP]);
     for (i, x) in n.iter().enumerate() {
-        let qpn = x.qpn;
         assert_eq!(
-            sim.stacks[i].verbs.qp(qpn).expect("qp").state(),
+            sim.stacks[i].verbs.qp(x.devs[0].qpn).expect("qp").state(),
             QpState::Err
         );
     }
     // TIMEWAIT_EXIT after the timewait.
     for _ in 0..10 {
-        let t = [0, 1].iter().filter_map(|&i| n[i].cm.poll_timeout()).min();
-        let Some(t) = t else { break };
-        sim.now = sim.now.max(t);
-        for (i, x) in n.iter_mut().enumerate() {
-            turn(sim.now, x, &mut sim.stacks[i]);
+        if !run_timers(&mut sim, &mut n) {
+            break;
         }
     }
     assert!(has(&n[0], RdmaCmEventType::TimewaitExit));
     assert!(has(&n[1], RdmaCmEventType::TimewaitExit));
+    n[0].cm.destroy(sim.now, ca);
+    n[1].cm.destroy(sim.now, sb);
 }
 
 /// A SEND each way over the connection the RDMA CM set up: the QPs' PSNs agree the way
 /// cm.c sets them (the REQ's starting PSN is where the active side's RQ starts, the REP's
-/// where the passive side's does; rxe's SEND from the kernel's active side carried the REP's
-/// PSN in rping_host_server).
+/// where the passive side's does).
 #[test]
 fn data_flows_both_ways_with_crossed_psns() {
     use crate::verbs::{RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
     let (mut sim, mut n) = pair();
-    connected(&mut sim, &mut n);
+    let _ids = connected(&mut sim, &mut n);
     let log = cm_log(&sim);
     let (CmMessage::Req(req), CmMessage::Rep(rep)) = (&log[0].1, &log[1].1) else {
         panic!()
@@ -304,11 +373,11 @@ fn data_flows_both_ways_with_crossed_psns() {
     let (req_psn, rep_psn) = (req.starting_psn, rep.starting_psn);
     sim.tap.clear();
     for (from, to) in [(0usize, 1usize), (1, 0)] {
-        let (qf, qt) = (n[from].qpn, n[to].qpn);
+        let (qf, qt) = (n[from].devs[0].qpn, n[to].devs[0].qpn);
         let sge = |m: &Node| Sge {
             addr: 0x1000,
             length: 16,
-            lkey: m.mr.lkey,
+            lkey: m.devs[0].mr.lkey,
         };
         sim.stacks[to]
             .post_recv(qt, RecvWr::new(7, vec![sge(&n[to])]))
@@ -316,13 +385,12 @@ fn data_flows_both_ways_with_crossed_psns() {
         sim.stacks[from]
             .post_send(qf, SendWr::new(9, SendOp::Send).with_sge(sge(&n[from])))
             .expect("send");
-        let cq = n[to].cq;
+        let cq = n[to].devs[0].cq;
         let mut got = None;
         for _ in 0..100 {
             if !sim.step() {
                 break;
             }
-            // (the first round's SEND completion may sit in the same CQ)
             while let Some(wc) = sim.stacks[to].poll_cq(cq).expect("cq") {
                 if wc.opcode == WcOpcode::Recv {
                     got = Some(wc);
@@ -335,7 +403,6 @@ fn data_flows_both_ways_with_crossed_psns() {
         let wc = got.expect("receive completion");
         assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv));
     }
-    // The first data packet from each side carries the PSN its peer's message announced.
     let psns: Vec<(usize, u32)> = sim
         .tap
         .iter()
@@ -348,69 +415,47 @@ fn data_flows_both_ways_with_crossed_psns() {
 }
 
 #[test]
-fn reject_carries_consumer_data() {
+fn reject_carries_consumer_data_and_a_failed_reject_returns_the_id() {
     let (mut sim, mut n) = pair();
-    let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    n[1].cm.listen(b, 7174).expect("listen");
-    let qa = n[0].qpn;
-    n[0].cm
-        .connect(
-            sim.now,
-            CmPort::default(),
-            &mut sim.stacks[0],
-            a,
-            b,
-            7174,
-            qa,
-            &param(b"x"),
-        )
-        .expect("connect");
+    let b = sim.addrs[1];
+    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    let _a = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"x");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[1],
         RdmaCmEventType::ConnectRequest
     )));
-    let req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
-    n[1].cm.reject(sim.now, req.id, b"go away").expect("rej");
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let id = req.new_id.take().expect("new id");
+    // Too much private data: refused, and the id comes back still usable.
+    let (id, e) = n[1]
+        .cm
+        .reject(sim.now, id, &[0u8; 200])
+        .expect_err("too long");
+    assert_eq!(e, RdmaCmError::TooLong);
+    assert_eq!(n[1].cm.cm_state(id.name()), Some(CmState::MraReqSent));
+    n[1].cm
+        .reject(sim.now, id, b"go away")
+        .map_err(|(_, e)| e)
+        .expect("rej");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
         RdmaCmEventType::Rejected
     )));
     let e = take(&mut n[0], RdmaCmEventType::Rejected);
     assert_eq!(e.reject_reason, Some(RejectReason::CONSUMER_DEFINED));
+    assert_eq!(e.status, 28);
+    assert!(e.is_consumer_reject());
+    assert_eq!(e.reject_msg(), "consumer defined");
     assert_eq!(&e.consumer_reject_data().expect("data")[..7], b"go away");
-}
-
-/// cma_ib_acquire_dev: a listener bound to an address the device has no RoCEv2 GID for
-/// (so the REQ's destination does not match either) never sees CONNECT_REQUEST; the id is
-/// destroyed in REQ_RCVD, which is REJ 28 with no private data.
-#[test]
-fn req_that_fails_the_checks_is_rejected_28_without_data() {
-    let (mut sim, mut m) = pair();
-    let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let other: IpAddr = "10.0.0.9".parse().expect("ip");
-    m[1].cm.listen(other, 7175).expect("listen");
-    let q = m[0].qpn;
-    m[0].cm
-        .connect(
-            sim.now,
-            CmPort::default(),
-            &mut sim.stacks[0],
-            a,
-            b,
-            7175,
-            q,
-            &param(b""),
-        )
-        .expect("connect");
-    assert!(pump(&mut sim, &mut m, |m| has(
-        &m[0],
-        RdmaCmEventType::Rejected
-    )));
-    assert!(!has(&m[1], RdmaCmEventType::ConnectRequest));
-    let e = take(&mut m[0], RdmaCmEventType::Rejected);
-    assert_eq!(e.reject_reason, Some(RejectReason::CONSUMER_DEFINED));
-    assert_eq!(e.private_data, vec![0u8; 148]);
-    assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ, AttrId::REJ]);
+    // REJECTED moved the active side's QP to ERR (cma_modify_qp_err).
+    assert_eq!(
+        sim.stacks[0]
+            .verbs
+            .qp(n[0].devs[0].qpn)
+            .expect("qp")
+            .state(),
+        QpState::Err
+    );
 }
 
 /// The delayed MRA (`ib_prepare_cm_mra`): nothing is sent while the consumer thinks, but a
@@ -419,43 +464,25 @@ fn req_that_fails_the_checks_is_rejected_28_without_data() {
 #[test]
 fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
     let (mut sim, mut n) = pair();
-    let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    n[1].cm.listen(b, 7174).expect("listen");
-    let qa = n[0].qpn;
-    n[0].cm
-        .connect(
-            sim.now,
-            CmPort::default(),
-            &mut sim.stacks[0],
-            a,
-            b,
-            7174,
-            qa,
-            &param(b""),
-        )
-        .expect("connect");
+    let b = sim.addrs[1];
+    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    let _a = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[1],
         RdmaCmEventType::ConnectRequest
     )));
-    let req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let id = req.new_id.take().expect("id");
     assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ]);
     // The active side's REQ timer runs out: it retransmits.
-    let t = n[0].mad.poll_timeout().expect("req timer");
-    sim.now = sim.now.max(t);
-    let now = sim.now;
-    turn(now, &mut n[0], &mut sim.stacks[0]);
-    pump(&mut sim, &mut n, |_| false);
+    run_timers(&mut sim, &mut n);
     let log = cm_log(&sim);
     assert_eq!(attrs(&log), vec![AttrId::REQ, AttrId::REQ, AttrId::MRA]);
     let CmMessage::Mra(mra) = &log[2].1 else {
         panic!()
     };
     assert_eq!(mra.service_timeout, 24);
-    let qb = n[1].qpn;
-    n[1].cm
-        .accept(sim.now, &mut sim.stacks[1], req.id, qb, &param(b""))
-        .expect("accept");
+    accept(&mut sim, &mut n[1], &id);
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
         RdmaCmEventType::Established
@@ -463,4 +490,345 @@ fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
         &n[1],
         RdmaCmEventType::Established
     )));
+}
+
+#[test]
+fn address_and_route_errors() {
+    let (mut sim, mut n) = pair();
+    let (a, b) = (sim.addrs[0], sim.addrs[1]);
+    let cm = &mut n[0].cm;
+    // No device holds the source address: ADDR_ERROR -ENODEV.
+    let id = cm.create_id();
+    let nowhere: IpAddr = "10.9.9.9".parse().expect("ip");
+    cm.resolve_addr(&id, Some(nowhere), sa(b, 7174))
+        .expect("queued");
+    let e = cm.poll_event().expect("event");
+    assert_eq!((e.event, e.status), (RdmaCmEventType::AddrError, ENODEV));
+    // Families differ: refused at once.
+    let v6: IpAddr = "fd00::1".parse().expect("ip");
+    assert_eq!(
+        cm.resolve_addr(&id, Some(a), sa(v6, 7174)),
+        Err(RdmaCmError::FamilyMismatch)
+    );
+    // Binding to an address no device has; two binds of one port; port 0 is ephemeral.
+    let x = cm.create_id();
+    assert_eq!(cm.bind_addr(&x, sa(nowhere, 1)), Err(RdmaCmError::NoDevice));
+    let y = cm.create_id();
+    assert_eq!(cm.bind_addr(&x, sa(a, 5000)), Ok(sa(a, 5000)));
+    assert_eq!(cm.bind_addr(&y, sa(a, 5000)), Err(RdmaCmError::AddrInUse));
+    let any: IpAddr = "0.0.0.0".parse().expect("ip");
+    assert_eq!(
+        cm.bind_addr(&y, sa(any, 5000)),
+        Err(RdmaCmError::AddrInUse),
+        "the wildcard overlaps every address"
+    );
+    let p = cm.bind_addr(&y, sa(a, 0)).expect("ephemeral");
+    assert!(EPHEMERAL_PORTS.contains(&p.port()) && p.port() != 5000);
+    // Calls out of order.
+    assert_eq!(cm.resolve_route(&y), Err(RdmaCmError::InvalidState));
+    // The port goes down: ROUTE_ERROR.
+    let z = cm.create_id();
+    cm.resolve_addr(&z, Some(a), sa(b, 7174)).expect("addr");
+    assert_eq!(
+        cm.poll_event().map(|e| e.event),
+        Some(RdmaCmEventType::AddrResolved)
+    );
+    let dev0 = n[0].devs[0].port;
+    if let Ok(p) = sim.stacks[0].device.port_mut(PORT_NUM) {
+        p.attr.state = PortState::Down;
+    }
+    n[0].cm.update_port(dev0, &sim.stacks[0]);
+    n[0].cm.resolve_route(&z).expect("queued");
+    let e = n[0].cm.poll_event().expect("event");
+    assert_eq!(
+        (e.event, e.status),
+        (RdmaCmEventType::RouteError, ENETUNREACH)
+    );
+    for i in [id, x, y, z] {
+        n[0].cm.destroy(sim.now, i);
+    }
+    assert_eq!(n[0].cm.id_count(), 0);
+}
+
+/// ucma's backlog: with backlog 1 and one CONNECT_REQUEST not yet taken, a second REQ is
+/// dropped without a REJ; its retransmission is served once the application took the first.
+#[test]
+fn backlog_overflow_drops_silently_and_the_retried_req_is_served() {
+    let mut sim = Sim::new(3, NetConfig::PERFECT, 9);
+    sim.record = true;
+    let mut n = vec![
+        node(&mut sim, 21, &[0]),
+        node(&mut sim, 22, &[1]),
+        node(&mut sim, 23, &[2]),
+    ];
+    let b = sim.addrs[1];
+    let _l = n[1].cm.listen_on(sa(b, 7174), 1).expect("listen");
+    let _x = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"first");
+    let _y = dial(&mut sim, &mut n[2], 0, sa(b, 7174), b"second");
+    // Run the network without letting node 1's application poll its events.
+    for _ in 0..100 {
+        let now = sim.now;
+        for (i, x) in n.iter_mut().enumerate() {
+            if i == 1 {
+                for d in 0..x.devs.len() {
+                    let dev = &mut x.devs[d];
+                    let s = &mut sim.stacks[dev.stack];
+                    dev.mad.poll(now, s);
+                    while let Some(ev) = dev.mad.poll_event() {
+                        x.cm.handle_mad(now, dev.port, s, ev);
+                    }
+                }
+                flush(x, &mut sim);
+            } else {
+                turn(now, x, &mut sim);
+            }
+        }
+        if !sim.step() {
+            break;
+        }
+    }
+    assert_eq!(n[1].cm.counters().backlog_drops, 1);
+    assert_eq!(
+        attrs(&cm_log(&sim)),
+        vec![AttrId::REQ, AttrId::REQ],
+        "no REJ for the dropped REQ"
+    );
+    // The application takes the first request; the second REQ's retransmission is served.
+    let mut first = n[1].cm.poll_event().expect("first request");
+    assert_eq!(first.event, RdmaCmEventType::ConnectRequest);
+    assert_eq!(&first.private_data[..5], b"first");
+    let fid = first.new_id.take().expect("id");
+    for _ in 0..5 {
+        if has(&n[1], RdmaCmEventType::ConnectRequest) {
+            break;
+        }
+        run_timers(&mut sim, &mut n);
+    }
+    let second = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    assert_eq!(&second.private_data[..6], b"second");
+    n[1].cm.destroy(sim.now, fid);
+    if let Some(id) = second.new_id {
+        n[1].cm.destroy(sim.now, id);
+    }
+}
+
+/// Both sides disconnect at once: the DREQs cross; each side sees DISCONNECTED once; the
+/// destroys answer with DREPs and everything ends in timewait, then nothing is left.
+#[test]
+fn both_sides_send_dreq_at_once() {
+    let (mut sim, mut n) = pair();
+    let (ca, l, sb) = connected(&mut sim, &mut n);
+    n[0].cm
+        .disconnect(sim.now, &mut sim.stacks[0], &ca)
+        .expect("a");
+    n[1].cm
+        .disconnect(sim.now, &mut sim.stacks[1], &sb)
+        .expect("b");
+    flush(&mut n[0], &mut sim);
+    flush(&mut n[1], &mut sim);
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Disconnected
+    ) && has(
+        &n[1],
+        RdmaCmEventType::Disconnected
+    )));
+    n[0].cm.destroy(sim.now, ca);
+    n[1].cm.destroy(sim.now, sb);
+    n[1].cm.destroy(sim.now, l);
+    pump(&mut sim, &mut n, |_| false);
+    for _ in 0..10 {
+        if !run_timers(&mut sim, &mut n) {
+            break;
+        }
+    }
+    let a = attrs(&cm_log(&sim));
+    assert_eq!(a.iter().filter(|&&x| x == AttrId::DREQ).count(), 2);
+    assert_eq!(a.iter().filter(|&&x| x == AttrId::DREP).count(), 2);
+    assert_eq!(
+        (
+            count(&n[0], RdmaCmEventType::Disconnected),
+            count(&n[1], RdmaCmEventType::Disconnected)
+        ),
+        (1, 1)
+    );
+    for x in &n {
+        assert_eq!(x.cm.id_count(), 0);
+        assert_eq!(x.cm.cm().poll_timeout(), None, "timewaits over");
+    }
+}
+
+/// One CM over two devices with a wildcard listener: each request's new id is bound to the
+/// device it arrived on (cma_ib_acquire_dev), with that device's address as its source.
+#[test]
+fn passive_side_binds_each_request_to_the_device_it_arrived_on() {
+    let mut sim = Sim::new(3, NetConfig::PERFECT, 13);
+    sim.record = true;
+    let mut n = vec![node(&mut sim, 31, &[0]), node(&mut sim, 32, &[1, 2])];
+    let (b1, b2) = (sim.addrs[1], sim.addrs[2]);
+    let any: IpAddr = "0.0.0.0".parse().expect("ip");
+    let _l = n[1].cm.listen_on(sa(any, 7174), 0).expect("listen");
+    let mut got = Vec::new();
+    let mut kept = Vec::new();
+    for dst in [b2, b1] {
+        // A fresh QP for each connection (one QP twice would be a stale connection).
+        let (_, q, _) = rc_qp(&mut sim.stacks[0]);
+        n[0].devs[0].qpn = q;
+        let _c = dial(&mut sim, &mut n[0], 0, sa(dst, 7174), b"");
+        let ok = pump(&mut sim, &mut n, |n| {
+            has(&n[1], RdmaCmEventType::ConnectRequest)
+        });
+        assert!(ok, "{:?} {:?}", attrs(&cm_log(&sim)), n[1].cm.counters());
+        let mut e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+        let id = e.new_id.take().expect("id");
+        let port = n[1].cm.port_of(id.name()).expect("bound");
+        got.push((dst, port, n[1].cm.local_addr(id.name())));
+        accept(&mut sim, &mut n[1], &id);
+        assert!(pump(&mut sim, &mut n, |n| has(
+            &n[1],
+            RdmaCmEventType::Established
+        )));
+        let _ = take(&mut n[1], RdmaCmEventType::Established);
+        kept.push(id);
+    }
+    assert_eq!(
+        got,
+        vec![
+            (b2, n[1].devs[1].port, Some(sa(b2, 7174))),
+            (b1, n[1].devs[0].port, Some(sa(b1, 7174))),
+        ]
+    );
+    for id in kept {
+        n[1].cm.destroy(sim.now, id);
+    }
+}
+
+/// Each refusal of device acquisition is REJ 28 without private data and no
+/// CONNECT_REQUEST: a listener bound to the other device; an address not in the arriving
+/// device's GID table; a port that is down; a bad IP CM header.
+#[test]
+fn device_acquisition_refusals_are_rej_28_without_data() {
+    use crate::cm::ReqParams;
+    use softrdma_wire::cm::{Path, PathMtu, TransportType};
+    let mut sim = Sim::new(3, NetConfig::PERFECT, 17);
+    sim.record = true;
+    let mut n = vec![node(&mut sim, 41, &[0]), node(&mut sim, 42, &[1, 2])];
+    let (a, b1, b2) = (sim.addrs[0], sim.addrs[1], sim.addrs[2]);
+    // Node 1 listens on b1:7000 (device 0 only) and on the wildcard at 7001.
+    let _l1 = n[1].cm.listen_on(sa(b1, 7000), 0).expect("l1");
+    let any: IpAddr = "0.0.0.0".parse().expect("ip");
+    let _l2 = n[1].cm.listen_on(sa(any, 7001), 0).expect("l2");
+    // A raw REQ from node 0 with a chosen IP CM header, sent to `to`.
+    let raw = |sim: &mut Sim, n: &mut Node, to: IpAddr, hdr: Vec<u8>, port: u16| {
+        let p = ReqParams {
+            port: n.devs[0].port,
+            peer: MadAddr::gsi(Gid::from(to)),
+            primary_path: Path {
+                local_lid: 0xffff,
+                remote_lid: 0xffff,
+                local_gid: Gid::from(a),
+                remote_gid: Gid::from(to),
+                hop_limit: 64,
+                ..Path::default()
+            },
+            packet_life_time: 18,
+            path_mtu: PathMtu::MTU_1024,
+            partition_key: 0xffff,
+            service_id: service_id(PortSpace::TCP, port),
+            qp_num: n.devs[0].qpn,
+            transport: TransportType::RC,
+            starting_psn: 1,
+            private_data: hdr,
+            responder_resources: 1,
+            initiator_depth: 1,
+            remote_cm_response_timeout: 20,
+            local_cm_response_timeout: 20,
+            flow_control: false,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            max_cm_retries: 15,
+            srq: false,
+            ece_vendor_id: 0,
+            ece_attr_mod: 0,
+        };
+        let cm = n.cm.cm_mut();
+        let id = cm.create_id();
+        cm.send_req(sim.now, &id, &p).expect("req");
+        flush(n, sim);
+        id
+    };
+    let hdr = |dst: IpAddr| IpCmHeader::new(a, 40000, dst).to_bytes();
+    let mut cases = vec![
+        // header says b1 (the listener's), but it arrived on device 1 (b2)
+        ("listener bound to the other device", b2, hdr(b1), 7000),
+        // wildcard listener, arrived on device 1, header says b1 (device 0's address)
+        (
+            "address not in the arriving device's GID table",
+            b2,
+            hdr(b1),
+            7001,
+        ),
+    ];
+    let mut bad = hdr(b2);
+    bad[0] = 0x10; // cma_version 1
+    cases.push(("IP CM header version", b2, bad, 7001));
+    let mut ids = Vec::new();
+    for (what, to, h, port) in cases {
+        sim.tap.clear();
+        ids.push(raw(&mut sim, &mut n[0], to, h, port));
+        pump(&mut sim, &mut n, |_| false);
+        let log = cm_log(&sim);
+        assert_eq!(attrs(&log), vec![AttrId::REQ, AttrId::REJ], "{what}");
+        let CmMessage::Rej(rej) = &log[1].1 else {
+            panic!()
+        };
+        assert_eq!(rej.reason, RejectReason::CONSUMER_DEFINED, "{what}");
+        assert_eq!(rej.private_data, [0u8; 148], "{what}");
+        assert!(!has(&n[1], RdmaCmEventType::ConnectRequest), "{what}");
+    }
+    // Device 1 goes down: a proper request to it is refused too.
+    let d1 = n[1].devs[1].port;
+    if let Ok(p) = sim.stacks[2].device.port_mut(PORT_NUM) {
+        p.attr.state = PortState::Down;
+    }
+    n[1].cm.update_port(d1, &sim.stacks[2]);
+    sim.tap.clear();
+    let _c = dial(&mut sim, &mut n[0], 0, sa(b2, 7001), b"");
+    pump(&mut sim, &mut n, |_| false);
+    assert_eq!(
+        attrs(&cm_log(&sim)),
+        vec![AttrId::REQ, AttrId::REJ],
+        "port down"
+    );
+    assert!(!has(&n[1], RdmaCmEventType::ConnectRequest));
+    assert_eq!(n[1].cm.counters().req_refused, 4);
+    for id in ids {
+        n[0].cm.cm_mut().destroy(sim.now, id);
+    }
+}
+
+#[test]
+fn event_names_are_rdma_event_str() {
+    assert_eq!(RdmaCmEventType::ALL.len(), 16);
+    assert_eq!(
+        RdmaCmEventType::ALL[0].as_str(),
+        "RDMA_CM_EVENT_ADDR_RESOLVED"
+    );
+    assert_eq!(
+        RdmaCmEventType::TimewaitExit.to_string(),
+        "RDMA_CM_EVENT_TIMEWAIT_EXIT"
+    );
+}
+
+/// An id destroyed with events still queued gets none of them (the kernel's guarantee).
+#[test]
+fn no_event_for_a_destroyed_id() {
+    let (sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let id = n[0].cm.create_id();
+    n[0].cm
+        .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 1))
+        .expect("addr");
+    n[0].cm.destroy(sim.now, id);
+    assert!(n[0].cm.poll_event().is_none());
 }
