@@ -3,12 +3,15 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod cmtime;
+mod cmtool;
 mod decode;
 mod perf;
 mod perf_node;
 mod pingpong;
 mod pingpong_exch;
 mod rping;
+mod ucmatose;
 
 /// softrdma: the Linux RDMA connection-management stack (IB CM, RDMA CM, SRP) in userspace,
 /// over RoCEv2.
@@ -33,6 +36,12 @@ enum Command {
     /// A peer of rdma-core's rping (RDMA CM + RC SEND/RDMA READ/RDMA WRITE) over a softrdma
     /// device and softrdma's own IB CM / RDMA CM.
     Rping(rping::Args),
+    /// A peer of rdma-core's ucmatose (cmatose.c): N RDMA CM connections, messages each way,
+    /// disconnect.
+    Ucmatose(ucmatose::Args),
+    /// A peer of rdma-core 44's cmtime: N RDMA CM connections set up step by step, each step
+    /// timed.
+    Cmtime(cmtime::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,5 +51,7 @@ fn main() -> ExitCode {
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Perf(args) => perf::run(&args),
         Command::Rping(args) => rping::run(&args),
+        Command::Ucmatose(args) => ucmatose::run(args),
+        Command::Cmtime(args) => cmtime::run(&args),
     }
 }

@@ -1,0 +1,530 @@
+//! `softrdma cmtime`: a peer of rdma-core 44's `cmtime` (librdmacm/examples/cmtime.c):
+//! the client creates N ids, then runs each step for all of them back to back — resolve
+//! address, resolve route, create QP, connect, disconnect, destroy — timing every step per
+//! connection and in total, and prints v44's table
+//! (`step              total ms     max ms     min us  us / conn`). The server accepts
+//! every request (QP created, `rdma_accept(id, NULL)`), answers each DISCONNECTED with its
+//! own disconnect and destroys the id, and exits after N disconnects.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use softrdma_core::rdma_cm::{ConnParam, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId};
+use softrdma_driver::cm::Event;
+
+use crate::cmtool::{self, CmDevice};
+
+#[derive(Debug, Parser)]
+pub struct Args {
+    /// Client: the server's address (a name or an address); without it, run as the server.
+    #[arg(short = 's')]
+    pub server: Option<String>,
+    /// Bind to this local address (server: listen on it; client: bind every id to it).
+    #[arg(short = 'b')]
+    pub bind: Option<String>,
+    /// Number of connections.
+    #[arg(short = 'c', default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub connections: u32,
+    /// Port.
+    #[arg(short = 'p', default_value_t = 7471)]
+    pub port: u16,
+    /// Retries of address and route resolution (and the connection's RC retry count).
+    #[arg(short = 'r', default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub retries: u8,
+    /// Timeout of address and route resolution, ms.
+    #[arg(short = 't', default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub timeout: u32,
+    /// Record every datagram to this pcap file (not a cmtime flag).
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Step {
+    CreateId,
+    Bind,
+    ResolveAddr,
+    ResolveRoute,
+    CreateQp,
+    Connect,
+    Disconnect,
+    Destroy,
+}
+
+const STEPS: [Step; 8] = [
+    Step::CreateId,
+    Step::Bind,
+    Step::ResolveAddr,
+    Step::ResolveRoute,
+    Step::CreateQp,
+    Step::Connect,
+    Step::Disconnect,
+    Step::Destroy,
+];
+
+impl Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::CreateId => "create id",
+            Step::Bind => "bind addr",
+            Step::ResolveAddr => "resolve addr",
+            Step::ResolveRoute => "resolve route",
+            Step::CreateQp => "create qp",
+            Step::Connect => "connect",
+            Step::Disconnect => "disconnect",
+            Step::Destroy => "destroy",
+        }
+    }
+}
+
+/// Per-step timings: the whole step and each connection's part of it.
+pub struct Timings {
+    total: [(Option<Instant>, Option<Instant>); 8],
+    per: Vec<[(Option<Instant>, Option<Instant>); 8]>,
+}
+
+impl Timings {
+    fn new(n: usize) -> Self {
+        Timings {
+            total: [(None, None); 8],
+            per: vec![[(None, None); 8]; n],
+        }
+    }
+    fn start(&mut self, s: Step) {
+        self.total[s as usize].0 = Some(Instant::now());
+    }
+    fn end(&mut self, s: Step) {
+        self.total[s as usize].1 = Some(Instant::now());
+    }
+    fn start_c(&mut self, c: usize, s: Step) {
+        self.per[c][s as usize].0 = Some(Instant::now());
+    }
+    fn end_c(&mut self, c: usize, s: Step) {
+        if self.per[c][s as usize].1.is_none() {
+            self.per[c][s as usize].1 = Some(Instant::now());
+        }
+    }
+    fn done(&self, s: Step) -> usize {
+        self.per
+            .iter()
+            .filter(|p| p[s as usize].0.is_some() && p[s as usize].1.is_some())
+            .count()
+    }
+
+    /// v44's show_perf: total ms, max ms, min us, us / conn (the total over N).
+    pub fn table(&self, bound: bool) -> String {
+        let us = |(a, b): (Option<Instant>, Option<Instant>)| match (a, b) {
+            (Some(a), Some(b)) => Some(b.saturating_duration_since(a).as_secs_f64() * 1e6),
+            _ => None,
+        };
+        let n = self.per.len().max(1) as f64;
+        let mut out = String::from("step              total ms     max ms     min us  us / conn\n");
+        for s in STEPS {
+            if s == Step::Bind && !bound {
+                continue;
+            }
+            let i = s as usize;
+            let total = us(self.total[i]).unwrap_or(0.0);
+            let each: Vec<f64> = self.per.iter().filter_map(|p| us(p[i])).collect();
+            let max = each.iter().cloned().fold(0.0, f64::max);
+            let min = if each.is_empty() {
+                999_999_999.0
+            } else {
+                each.iter().cloned().fold(f64::MAX, f64::min)
+            };
+            out.push_str(&format!(
+                "{:<13}: {:11.2}{:11.2}{:11.2}{:11.2}\n",
+                s.name(),
+                total / 1000.0,
+                max / 1000.0,
+                min,
+                total / n
+            ));
+        }
+        out
+    }
+}
+
+/// How long the client waits for one step of all connections before giving up.
+const STEP_LIMIT: Duration = Duration::from_secs(60);
+
+struct Conn {
+    id: Option<RdmaCmId>,
+    qpn: Option<u32>,
+    error: bool,
+}
+
+fn find(conns: &[Conn], id: RdmaId) -> Option<usize> {
+    conns
+        .iter()
+        .position(|c| c.id.as_ref().is_some_and(|i| *i == id))
+}
+
+/// Handles events until every live connection finished `step` (or failed).
+fn wait_step(
+    d: &CmDevice,
+    conns: &mut [Conn],
+    t: &mut Timings,
+    step: Step,
+    started: usize,
+    args: &Args,
+    dst: SocketAddr,
+    src: Option<IpAddr>,
+) -> Result<(), String> {
+    let end = Instant::now() + STEP_LIMIT;
+    let mut retries = vec![args.retries; conns.len()];
+    loop {
+        let finished = t.done(step) + conns.iter().filter(|c| c.error).count();
+        if finished >= started {
+            return Ok(());
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "cmtime: {}: {} of {started} connections did not finish in {} s",
+                step.name(),
+                started - t.done(step),
+                STEP_LIMIT.as_secs()
+            ));
+        }
+        let Some(Event::Rdma(e)) = d.cm.wait_event(left) else {
+            continue;
+        };
+        let Some(c) = find(conns, e.id) else { continue };
+        use RdmaCmEventType as T;
+        match e.event {
+            T::AddrResolved => t.end_c(c, Step::ResolveAddr),
+            T::RouteResolved => t.end_c(c, Step::ResolveRoute),
+            T::Established => t.end_c(c, Step::Connect),
+            T::Disconnected => t.end_c(c, Step::Disconnect),
+            T::AddrError | T::RouteError => {
+                let addr = e.event == T::AddrError;
+                if retries[c] > 0 {
+                    retries[c] -= 1;
+                    let id = conns[c].id.as_ref().ok_or("no id")?;
+                    let r = if addr {
+                        d.cm.resolve_addr(id, src, dst).map_err(|e| e.to_string())
+                    } else {
+                        d.cm.with_cm(|cm| cm.resolve_route(id))
+                            .map_err(|e| e.to_string())
+                    };
+                    if r.is_ok() {
+                        continue;
+                    }
+                }
+                println!("{}, error: {}", e.event.as_str(), e.status);
+                t.end_c(c, step);
+                conns[c].error = true;
+            }
+            T::ConnectError | T::Unreachable | T::Rejected => {
+                println!("event: {}, error: {}", e.event.as_str(), e.status);
+                t.end_c(c, Step::Connect);
+                conns[c].error = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+fn run_client(args: &Args) -> Result<(), String> {
+    let host = args.server.as_deref().unwrap_or_default();
+    let dst = softrdma_driver::cm::resolve_host(host, args.port, None)
+        .map_err(|e| format!("cmtime: getaddrinfo {host}: {e}"))?;
+    let bind = match args.bind.as_deref() {
+        Some(b) => Some(
+            softrdma_driver::cm::resolve_host(b, 0, Some(dst.is_ipv4()))
+                .map_err(|e| format!("cmtime: getaddrinfo {b}: {e}"))?
+                .ip(),
+        ),
+        None => None,
+    };
+    let src = cmtool::source_for(bind, dst.ip())?;
+    let d = cmtool::open(src, args.pcap.as_ref())?;
+    let n = args.connections as usize;
+    let mut t = Timings::new(n);
+    let cq = d.shared_cq(args.connections, 1)?;
+    println!("creating id");
+    t.start(Step::CreateId);
+    let mut conns: Vec<Conn> = (0..n)
+        .map(|c| {
+            t.start_c(c, Step::CreateId);
+            let id = d.cm.with_cm(|cm| cm.create_id());
+            t.end_c(c, Step::CreateId);
+            Conn {
+                id: Some(id),
+                qpn: None,
+                error: false,
+            }
+        })
+        .collect();
+    t.end(Step::CreateId);
+    let r = (|| {
+        if let Some(b) = bind {
+            println!("binding source address");
+            t.start(Step::Bind);
+            for (c, conn) in conns.iter_mut().enumerate() {
+                t.start_c(c, Step::Bind);
+                let id = conn.id.as_ref().ok_or("no id")?;
+                match d.cm.with_cm(|cm| cm.bind_addr(id, SocketAddr::new(b, 0))) {
+                    Ok(_) => t.end_c(c, Step::Bind),
+                    Err(e) => {
+                        println!("failure bind addr: {e}");
+                        conn.error = true;
+                    }
+                }
+            }
+            t.end(Step::Bind);
+        }
+        println!("resolving address");
+        t.start(Step::ResolveAddr);
+        let mut started = 0;
+        for (c, conn) in conns.iter_mut().enumerate() {
+            if conn.error {
+                continue;
+            }
+            t.start_c(c, Step::ResolveAddr);
+            let id = conn.id.as_ref().ok_or("no id")?;
+            match d.cm.resolve_addr(id, Some(src), dst) {
+                Ok(()) => started += 1,
+                Err(e) => {
+                    println!("failure getting addr: {e}");
+                    conn.error = true;
+                }
+            }
+        }
+        wait_step(
+            &d,
+            &mut conns,
+            &mut t,
+            Step::ResolveAddr,
+            started,
+            args,
+            dst,
+            Some(src),
+        )?;
+        t.end(Step::ResolveAddr);
+
+        println!("resolving route");
+        t.start(Step::ResolveRoute);
+        let mut started = 0;
+        for (c, conn) in conns.iter_mut().enumerate() {
+            if conn.error {
+                continue;
+            }
+            t.start_c(c, Step::ResolveRoute);
+            let id = conn.id.as_ref().ok_or("no id")?;
+            match d.cm.with_cm(|cm| cm.resolve_route(id)) {
+                Ok(()) => started += 1,
+                Err(e) => {
+                    println!("failure resolving route: {e}");
+                    conn.error = true;
+                }
+            }
+        }
+        wait_step(
+            &d,
+            &mut conns,
+            &mut t,
+            Step::ResolveRoute,
+            started,
+            args,
+            dst,
+            Some(src),
+        )?;
+        t.end(Step::ResolveRoute);
+
+        println!("creating qp");
+        t.start(Step::CreateQp);
+        for (c, conn) in conns.iter_mut().enumerate() {
+            if conn.error {
+                continue;
+            }
+            t.start_c(c, Step::CreateQp);
+            match d.rc_qp_on(cq, 1, 1) {
+                Ok((_, qpn)) => {
+                    conn.qpn = Some(qpn);
+                    t.end_c(c, Step::CreateQp);
+                }
+                Err(e) => {
+                    println!("failure creating qp: {e}");
+                    conn.error = true;
+                }
+            }
+        }
+        t.end(Step::CreateQp);
+
+        println!("connecting");
+        // cmtime: resources 1/1, the RC retry count is -r, RNR retry 0.
+        let p = ConnParam {
+            retry_count: args.retries,
+            rnr_retry_count: 0,
+            ..ConnParam::default()
+        };
+        t.start(Step::Connect);
+        let mut started = 0;
+        for (c, conn) in conns.iter_mut().enumerate() {
+            if conn.error {
+                continue;
+            }
+            t.start_c(c, Step::Connect);
+            let (Some(id), qpn) = (conn.id.as_ref(), conn.qpn) else {
+                continue;
+            };
+            let r =
+                d.cm.with_id(id.name(), |cm, s, now| cm.connect(now, s, id, qpn, &p));
+            match r {
+                Ok(Ok(())) => started += 1,
+                Ok(Err(e)) => {
+                    println!("failure rconnecting: {e}");
+                    conn.error = true;
+                }
+                Err(e) => {
+                    println!("failure rconnecting: {e}");
+                    conn.error = true;
+                }
+            }
+        }
+        wait_step(
+            &d,
+            &mut conns,
+            &mut t,
+            Step::Connect,
+            started,
+            args,
+            dst,
+            Some(src),
+        )?;
+        t.end(Step::Connect);
+
+        println!("disconnecting");
+        t.start(Step::Disconnect);
+        let mut started = 0;
+        for (c, conn) in conns.iter_mut().enumerate() {
+            if conn.error {
+                continue;
+            }
+            t.start_c(c, Step::Disconnect);
+            let Some(id) = conn.id.as_ref() else { continue };
+            if let Ok(Ok(())) =
+                d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
+            {
+                started += 1;
+            }
+        }
+        wait_step(
+            &d,
+            &mut conns,
+            &mut t,
+            Step::Disconnect,
+            started,
+            args,
+            dst,
+            Some(src),
+        )?;
+        t.end(Step::Disconnect);
+        Ok(())
+    })();
+    println!("destroying id");
+    t.start(Step::Destroy);
+    for (c, conn) in conns.iter_mut().enumerate() {
+        t.start_c(c, Step::Destroy);
+        if let Some(id) = conn.id.take() {
+            d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+        }
+        t.end_c(c, Step::Destroy);
+    }
+    t.end(Step::Destroy);
+    print!("{}", t.table(bind.is_some()));
+    r
+}
+
+fn run_server(args: &Args) -> Result<(), String> {
+    let Some(b) = args.bind.as_deref() else {
+        return Err("cmtime: give -b ADDR: a softrdma device opens on one local address".into());
+    };
+    let bind = softrdma_driver::cm::resolve_host(b, args.port, None)
+        .map_err(|e| format!("cmtime: getaddrinfo {b}: {e}"))?;
+    let d = cmtool::open(bind.ip(), args.pcap.as_ref())?;
+    let cq = d.shared_cq(args.connections, 1)?;
+    let listener =
+        d.cm.with_cm(|cm| cm.listen_on(bind, 0))
+            .map_err(|e| format!("cmtime: listen on {bind}: {e}"))?;
+    let mut live: Vec<RdmaCmId> = Vec::new();
+    let mut disc = 0u32;
+    // v44's server handles events until it is stopped (the lab sends SIGTERM).
+    let r = (|| loop {
+        let Some(Event::Rdma(e)) = d.cm.wait_event(Duration::from_secs(3600)) else {
+            continue;
+        };
+        on_server_event(&d, cq, e, &mut live, &mut disc)?;
+    })();
+    for id in live {
+        d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+    }
+    d.cm.with_cm(|cm| cm.destroy(d.dev.now(), listener));
+    r
+}
+
+fn on_server_event(
+    d: &CmDevice,
+    cq: softrdma_core::verbs::CqId,
+    mut e: RdmaCmEvent,
+    live: &mut Vec<RdmaCmId>,
+    disc: &mut u32,
+) -> Result<(), String> {
+    use RdmaCmEventType as T;
+    match e.event {
+        T::ConnectRequest => {
+            let Some(id) = e.new_id.take() else {
+                return Ok(());
+            };
+            // rdma_accept(id, NULL): the request's resources, retry counts 7.
+            let p = ConnParam {
+                responder_resources: e.param.responder_resources,
+                initiator_depth: e.param.initiator_depth,
+                ..ConnParam::default()
+            };
+            let r = d.rc_qp_on(cq, 1, 1).and_then(|(_, qpn)| {
+                d.cm.with_id(id.name(), |cm, s, now| cm.accept(now, s, &id, qpn, &p))
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())
+            });
+            match r {
+                Ok(()) => live.push(id),
+                Err(err) => {
+                    println!("failing connection request: {err}");
+                    d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+                }
+            }
+        }
+        T::Disconnected => {
+            *disc += 1;
+            if let Some(i) = live.iter().position(|x| *x == e.id) {
+                let id = live.swap_remove(i);
+                let _ =
+                    d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, &id));
+                d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    let r = if args.server.is_some() {
+        run_client(args)
+    } else {
+        run_server(args)
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(m) => {
+            eprintln!("{m}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,515 @@
+//! `softrdma ucmatose`: a peer of rdma-core's `ucmatose` (librdmacm/examples/cmatose.c):
+//! N RC connections through the RDMA CM, C messages of S bytes each way, then disconnect.
+//!
+//! The exchange (cmatose.c): every connection posts C receives before it connects or
+//! accepts. Once all are established the server sends C messages on each, waits for the
+//! send completions, then receives the client's C replies; the client receives first, then
+//! replies. The server disconnects first; the client answers each DISCONNECTED with its own
+//! `rdma_disconnect`. Output lines and exit status are cmatose's.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use softrdma_core::rdma_cm::{ConnParam, RdmaCmEvent, RdmaCmEventType, RdmaCmId};
+use softrdma_core::verbs::{
+    AccessFlags, CqId, MrKeys, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
+};
+use softrdma_driver::cm::Event;
+
+use crate::cmtool::{self, CmDevice};
+
+#[derive(Debug, Parser)]
+pub struct Args {
+    /// Client: the server's address (a name or an address); without it, run as the server.
+    #[arg(short = 's')]
+    pub server: Option<String>,
+    /// Bind to this local address (server: listen on it; client: the source address).
+    #[arg(short = 'b')]
+    pub bind: Option<String>,
+    /// Address format: ip, ipv6 (`-f gid` and PS_IB are not supported yet).
+    #[arg(short = 'f')]
+    pub format: Option<String>,
+    /// Port space: tcp (udp and ib are not supported yet).
+    #[arg(short = 'P', default_value = "tcp")]
+    pub port_space: String,
+    /// Number of connections.
+    #[arg(short = 'c', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub connections: u32,
+    /// Messages each way per connection.
+    #[arg(short = 'C', default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=4096))]
+    pub message_count: u32,
+    /// Message size in bytes.
+    #[arg(short = 'S', default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub message_size: u32,
+    /// Type of service (not supported yet).
+    #[arg(short = 't')]
+    pub tos: Option<u8>,
+    /// Port.
+    #[arg(short = 'p', default_value_t = 7471)]
+    pub port: u16,
+    /// ACK timeout (not supported yet).
+    #[arg(short = 'a')]
+    pub ack_timeout: Option<u8>,
+    /// Migrate ids between event channels (not supported: one event queue per process).
+    #[arg(short = 'm')]
+    pub migrate: bool,
+    /// Record every datagram to this pcap file (not a ucmatose flag).
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+}
+
+/// How long any one wait may take before the tool gives up with a message.
+const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+const WR_SEND: u64 = 1 << 32;
+const WR_RECV: u64 = 2 << 32;
+const IOVA: u64 = 0x10_0000;
+
+struct Node {
+    id: Option<RdmaCmId>,
+    qpn: u32,
+    mr: MrKeys,
+    established: bool,
+    disconnected: bool,
+    sends: u32,
+    recvs: u32,
+}
+
+struct Test {
+    d: CmDevice,
+    cq: CqId,
+    nodes: Vec<Node>,
+    args: Args,
+}
+
+fn fail(m: impl Into<String>) -> String {
+    m.into()
+}
+
+/// An error event ends the test with the event's status as the exit status (cmatose's
+/// `ret = event->status`): carried in the message as `status N|text`.
+fn event_error(e: &RdmaCmEvent) -> String {
+    format!(
+        "status {}|cmatose: event: {}, error: {}",
+        e.status,
+        e.event.as_str(),
+        e.status
+    )
+}
+
+impl Test {
+    /// cmatose's client parameters: resources 1/1, retry count 5, RNR retry 0 (the server
+    /// accepts with the request's, RNR retry 7, as `rdma_accept(id, NULL)` does).
+    fn conn_param(&self) -> ConnParam {
+        if self.args.server.is_some() {
+            ConnParam {
+                retry_count: 5,
+                rnr_retry_count: 0,
+                ..ConnParam::default()
+            }
+        } else {
+            ConnParam::default()
+        }
+    }
+
+    /// A QP and buffer for a new connection, with its receives posted (cmatose's
+    /// init_node + post_recvs).
+    fn new_node(&mut self, id: Option<RdmaCmId>) -> Result<usize, String> {
+        let count = self.args.message_count.max(1);
+        let (qpn, mr) = {
+            let (_, qpn) = self.d.rc_qp_on(self.cq, count, count)?;
+            let mr = self
+                .d
+                .dev
+                .reg_mr(
+                    self.d.pd,
+                    vec![0u8; self.args.message_size as usize],
+                    IOVA,
+                    AccessFlags::LOCAL_WRITE,
+                )
+                .map_err(|e| format!("ibv_reg_mr: {e}"))?;
+            (qpn, mr)
+        };
+        let n = self.nodes.len();
+        for k in 0..self.args.message_count {
+            let wr = RecvWr::new(
+                WR_RECV | (n as u64) << 16 | u64::from(k),
+                vec![Sge {
+                    addr: IOVA,
+                    length: self.args.message_size,
+                    lkey: mr.lkey,
+                }],
+            );
+            self.d
+                .dev
+                .post_recv(qpn, wr)
+                .map_err(|e| format!("ibv_post_recv: {e}"))?;
+        }
+        self.nodes.push(Node {
+            id,
+            qpn,
+            mr,
+            established: false,
+            disconnected: false,
+            sends: 0,
+            recvs: 0,
+        });
+        Ok(n)
+    }
+
+    fn node_of(&self, e: &RdmaCmEvent) -> Option<usize> {
+        self.nodes
+            .iter()
+            .position(|n| n.id.as_ref().is_some_and(|i| *i == e.id))
+    }
+
+    fn post_sends(&self) -> Result<(), String> {
+        for (i, n) in self.nodes.iter().enumerate() {
+            for k in 0..self.args.message_count {
+                let mut wr = SendWr::new(WR_SEND | (i as u64) << 16 | u64::from(k), SendOp::Send)
+                    .with_sge(Sge {
+                        addr: IOVA,
+                        length: self.args.message_size,
+                        lkey: n.mr.lkey,
+                    });
+                wr.signaled = true;
+                self.d
+                    .dev
+                    .post_send(n.qpn, wr)
+                    .map_err(|e| format!("cmatose: failed to post send: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls completions until every node has `want` of the kind (`send`: sends, else
+    /// receives); CM events arriving meanwhile are handled.
+    fn poll_cqs(&mut self, send: bool) -> Result<(), String> {
+        let want = self.args.message_count;
+        let end = Instant::now() + STEP_TIMEOUT;
+        let mut wcs: Vec<WorkCompletion> = Vec::new();
+        loop {
+            let done = self.nodes.iter().all(|n| {
+                if send {
+                    n.sends >= want
+                } else {
+                    n.recvs >= want
+                }
+            });
+            if done {
+                return Ok(());
+            }
+            if Instant::now() > end {
+                return Err(fail(format!(
+                    "cmatose: timed out waiting for {} completions",
+                    if send { "send" } else { "receive" }
+                )));
+            }
+            wcs.clear();
+            let cm = self.d.cm.clone();
+            self.d
+                .dev
+                .wait_cq_or(
+                    self.cq,
+                    &mut wcs,
+                    16,
+                    Some(Duration::from_millis(200)),
+                    &move || cm.has_event(),
+                )
+                .map_err(|e| format!("ibv_poll_cq: {e}"))?;
+            for wc in wcs.drain(..) {
+                let node = ((wc.wr_id >> 16) & 0xffff) as usize;
+                if wc.status != WcStatus::Success {
+                    return Err(fail(format!(
+                        "cmatose: work completion error {} on connection {node}",
+                        wc.status.to_verbs()
+                    )));
+                }
+                if let Some(n) = self.nodes.get_mut(node) {
+                    match wc.opcode {
+                        WcOpcode::Send => n.sends += 1,
+                        WcOpcode::Recv => n.recvs += 1,
+                        _ => {}
+                    }
+                }
+            }
+            while let Some(Event::Rdma(e)) = self.d.cm.poll_event() {
+                self.on_event(e)?;
+            }
+        }
+    }
+
+    fn wait_event(&self, what: &str) -> Result<RdmaCmEvent, String> {
+        let end = Instant::now() + STEP_TIMEOUT;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!("cmatose: timed out waiting for {what}"));
+            }
+            match self.d.cm.wait_event(left) {
+                Some(Event::Rdma(e)) => return Ok(e),
+                Some(Event::Ib(_)) => {}
+                None => {}
+            }
+        }
+    }
+
+    /// cmatose's cma_handler.
+    fn on_event(&mut self, mut e: RdmaCmEvent) -> Result<(), String> {
+        use RdmaCmEventType as T;
+        match e.event {
+            T::AddrResolved => {
+                let i = self.node_of(&e).ok_or("unknown id")?;
+                let id = self.nodes[i].id.as_ref().ok_or("no id")?;
+                self.d
+                    .cm
+                    .with_cm(|cm| cm.resolve_route(id))
+                    .map_err(|err| format!("cmatose: resolve route failed: {err}"))?;
+            }
+            T::RouteResolved => {
+                let i = self.node_of(&e).ok_or("unknown id")?;
+                let p = self.conn_param();
+                let (id, qpn) = (self.nodes[i].id.as_ref().ok_or("no id")?, self.nodes[i].qpn);
+                self.d
+                    .cm
+                    .with_id(id.name(), |cm, s, now| {
+                        cm.connect(now, s, id, Some(qpn), &p)
+                    })
+                    .map_err(|err| format!("cmatose: failure connecting: {err}"))?
+                    .map_err(|err| format!("cmatose: failure connecting: {err}"))?;
+            }
+            T::ConnectRequest => {
+                let id = e.new_id.take().ok_or("no new id")?;
+                let i = self.new_node(None)?;
+                let p = self.conn_param();
+                let qpn = self.nodes[i].qpn;
+                let r = self
+                    .d
+                    .cm
+                    .with_id(id.name(), |cm, s, now| cm.accept(now, s, &id, qpn, &p));
+                self.nodes[i].id = Some(id);
+                r.map_err(|err| format!("cmatose: failure accepting: {err}"))?
+                    .map_err(|err| format!("cmatose: failure accepting: {err}"))?;
+            }
+            T::Established => {
+                if let Some(i) = self.node_of(&e) {
+                    self.nodes[i].established = true;
+                }
+            }
+            T::Disconnected => {
+                if let Some(i) = self.node_of(&e) {
+                    if !self.nodes[i].disconnected {
+                        self.nodes[i].disconnected = true;
+                        // The peer disconnected first: answer with our own (the DREP).
+                        if let Some(id) = self.nodes[i].id.as_ref() {
+                            let _ = self
+                                .d
+                                .cm
+                                .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id));
+                        }
+                    }
+                }
+            }
+            T::TimewaitExit => {}
+            _ => return Err(event_error(&e)),
+        }
+        Ok(())
+    }
+
+    /// Handles events until `done` says the phase is over.
+    fn events_until(&mut self, what: &str, done: impl Fn(&Test) -> bool) -> Result<(), String> {
+        while !done(self) {
+            let e = self.wait_event(what)?;
+            self.on_event(e)?;
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let now = self.d.dev.now();
+        for n in &mut self.nodes {
+            if let Some(id) = n.id.take() {
+                self.d.cm.with_cm(|cm| cm.destroy(now, id));
+            }
+        }
+    }
+}
+
+fn parse_addr(s: &str, port: u16, v6: Option<bool>) -> Result<SocketAddr, String> {
+    softrdma_driver::cm::resolve_host(s, port, v6.map(|v| !v))
+        .map_err(|e| format!("cmatose: getaddrinfo {s}: {e}"))
+}
+
+fn check_args(a: &Args) -> Result<Option<bool>, String> {
+    if a.migrate {
+        return Err(
+            "cmatose: -m (migrating ids between event channels) is not supported: \
+                    softrdma has one event queue per process"
+                .into(),
+        );
+    }
+    if a.port_space != "tcp" {
+        return Err(format!(
+            "cmatose: port space '{}' is not supported yet (only -P tcp)",
+            a.port_space
+        ));
+    }
+    if a.tos.is_some() || a.ack_timeout.is_some() {
+        return Err("cmatose: -t (TOS) and -a (ACK timeout) are not supported yet".into());
+    }
+    match a.format.as_deref() {
+        None | Some("ip") | Some("name") => Ok(None),
+        Some("ipv6") => Ok(Some(true)),
+        Some(f) => Err(format!(
+            "cmatose: address format '{f}' is not supported (ip, ipv6)"
+        )),
+    }
+}
+
+fn run_server(a: Args, v6: Option<bool>) -> Result<(), String> {
+    println!("cmatose: starting server");
+    let Some(b) = a.bind.as_deref() else {
+        return Err("cmatose: give -b ADDR: a softrdma device opens on one local address".into());
+    };
+    let bind = parse_addr(b, a.port, v6)?;
+    let d = cmtool::open(bind.ip(), a.pcap.as_ref())?;
+    let cq = d.shared_cq(a.connections, a.message_count)?;
+    let mut t = Test {
+        d,
+        cq,
+        nodes: Vec::new(),
+        args: a,
+    };
+    let listener =
+        t.d.cm
+            .with_cm(|cm| cm.listen_on(bind, 0))
+            .map_err(|e| format!("cmatose: bind/listen on {bind}: {e}"))?;
+    let total = t.args.connections as usize;
+    let r = (|| {
+        t.events_until("connections", |t| {
+            t.nodes.len() == total && t.nodes.iter().all(|n| n.established)
+        })?;
+        if t.args.message_count > 0 {
+            println!("initiating data transfers");
+            t.post_sends()?;
+            println!("completing sends");
+            t.poll_cqs(true)?;
+            println!("receiving data transfers");
+            t.poll_cqs(false)?;
+            println!("data transfers complete");
+        }
+        println!("cmatose: disconnecting");
+        for n in &mut t.nodes {
+            n.disconnected = true;
+            if let Some(id) = n.id.as_ref() {
+                t.d.cm
+                    .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
+                    .map_err(|e| format!("cmatose: disconnect: {e}"))?
+                    .map_err(|e| format!("cmatose: disconnect: {e}"))?;
+            }
+        }
+        wait_disconnected(&mut t)?;
+        println!("disconnected");
+        Ok(())
+    })();
+    t.destroy();
+    t.d.cm.with_cm(|cm| cm.destroy(t.d.dev.now(), listener));
+    r
+}
+
+/// Waits for every connection's DISCONNECTED (the server's own disconnect counts once the
+/// peer answered it).
+fn wait_disconnected(t: &mut Test) -> Result<(), String> {
+    let end = Instant::now() + STEP_TIMEOUT;
+    let mut seen = 0usize;
+    while seen < t.nodes.len() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("cmatose: timed out waiting for disconnects".into());
+        }
+        match t.d.cm.wait_event(left) {
+            Some(Event::Rdma(e)) if e.event == RdmaCmEventType::Disconnected => seen += 1,
+            Some(Event::Rdma(e)) if e.event == RdmaCmEventType::TimewaitExit => {}
+            Some(Event::Rdma(e)) => t.on_event(e)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn run_client(a: Args, v6: Option<bool>) -> Result<(), String> {
+    println!("cmatose: starting client");
+    let dst = parse_addr(a.server.as_deref().unwrap_or_default(), a.port, v6)?;
+    let src = match a.bind.as_deref() {
+        Some(b) => Some(parse_addr(b, 0, v6)?.ip()),
+        None => None,
+    };
+    let src: IpAddr = cmtool::source_for(src, dst.ip())?;
+    let d = cmtool::open(src, a.pcap.as_ref())?;
+    let cq = d.shared_cq(a.connections, a.message_count)?;
+    let mut t = Test {
+        d,
+        cq,
+        nodes: Vec::new(),
+        args: a,
+    };
+    println!("cmatose: connecting");
+    let r = (|| {
+        for _ in 0..t.args.connections {
+            let id = t.d.cm.with_cm(|cm| cm.create_id());
+            let i = t.new_node(Some(id))?;
+            let id = t.nodes[i].id.as_ref().ok_or("no id")?;
+            t.d.cm
+                .resolve_addr(id, Some(src), dst)
+                .map_err(|e| format!("cmatose: failure getting addr: {e}"))?;
+        }
+        t.events_until("connections", |t| t.nodes.iter().all(|n| n.established))?;
+        if t.args.message_count > 0 {
+            println!("receiving data transfers");
+            t.poll_cqs(false)?;
+            println!("sending replies");
+            t.post_sends()?;
+            t.poll_cqs(true)?;
+            println!("data transfers complete");
+        }
+        // The server disconnects first; each DISCONNECTED is answered in on_event.
+        t.events_until("disconnects", |t| t.nodes.iter().all(|n| n.disconnected))?;
+        Ok(())
+    })();
+    t.destroy();
+    r
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let v6 = match check_args(&args) {
+        Ok(v) => v,
+        Err(m) => {
+            eprintln!("{m}");
+            return ExitCode::from(22);
+        }
+    };
+    let r = if args.server.is_some() {
+        run_client(args, v6)
+    } else {
+        run_server(args, v6)
+    };
+    let status: i32 = match r {
+        Ok(()) => 0,
+        Err(m) => match m.strip_prefix("status ").and_then(|r| r.split_once('|')) {
+            Some((n, text)) => {
+                println!("{text}");
+                n.parse().unwrap_or(1)
+            }
+            None => {
+                println!("{m}");
+                1
+            }
+        },
+    };
+    println!("test complete");
+    println!("return status {status}");
+    // The shell sees ret & 0xff, as for cmatose's `return ret` from main.
+    ExitCode::from((status & 0xff) as u8)
+}
