@@ -78,3 +78,104 @@ pp_check() {
   expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
   softrdma_decode capture.pcap
 }
+
+# --- ucmatose / cmtime / udaddy (rdma-core v44's librdmacm examples; spec: docs/tools.md) ------
+# out_is FILE LINE...: FILE holds exactly these lines in this order (a tool's stdout); on a
+# mismatch the difference is shown (- expected, + got)
+out_is() {
+  _f=$1; shift
+  [ -f "$_f" ] && [ "$(cat "$_f")" = "$(printf '%s\n' "$@")" ] && return 0
+  diff -u <(printf '%s\n' "$@") "$_f" 2>&1 | sed -n '4,40s/^/      /p'
+  return 1
+}
+# cm_attr NAME: the CM attribute ID of a MAD name
+cm_attr() {
+  case $1 in
+    REQ) echo 0x0010 ;; MRA) echo 0x0011 ;; REJ) echo 0x0012 ;; REP) echo 0x0013 ;; RTU) echo 0x0014 ;;
+    DREQ) echo 0x0015 ;; DREP) echo 0x0016 ;; SIDR_REQ) echo 0x0017 ;; SIDR_REP) echo 0x0018 ;;
+  esac
+}
+# cm_count NAME SRC [EXTRA]: CM MADs NAME sent by IP address SRC (and matching filter EXTRA)
+cm_count() {
+  count_frames "infiniband.mad.mgmtclass == 0x07 && infiniband.mad.attributeid == $(cm_attr "$1") && ip.src == $2${3:+ && ($3)}"
+}
+# distinct FIELD [FILTER]: how many different values FIELD takes (in the frames matching FILTER)
+distinct() { tshark -r capture.pcap -Y "${2:-$1}" -T fields -e "$1" 2>/dev/null | sort -u | grep -c .; }
+# frame_no first|last FILTER: the number of the first / last frame matching FILTER (0: none)
+frame_no() {
+  _x=$(tshark -r capture.pcap -Y "$2" -T fields -e frame.number 2>/dev/null | if [ "$1" = first ]; then head -1; else tail -1; fi)
+  echo "${_x:-0}"
+}
+# rc_sends SRC SIZE: "QPS FEWEST" for the RC SEND-only packets with SIZE payload bytes sent by
+# SRC: to how many destination QPs they went, and the fewest that any of those QPs got
+rc_sends() {
+  tshark -r capture.pcap -Y "infiniband.bth.opcode == 4 && ip.src == $1 && udp.length == $(($2 + 24))" \
+    -T fields -e infiniband.bth.destqp 2>/dev/null | sort | uniq -c |
+    awk '{ n++; if (m == "" || $1 < m) m = $1 } END { print n + 0, m + 0 }'
+}
+# The stdout of v44's ucmatose (cmatose.c) after a clean run with messages (-C > 0)
+UCM_CLIENT_OK=("cmatose: starting client" "cmatose: connecting" "receiving data transfers"
+  "sending replies" "data transfers complete" "test complete" "return status 0")
+UCM_SERVER_OK=("cmatose: starting server" "initiating data transfers" "completing sends"
+  "receiving data transfers" "data transfers complete" "cmatose: disconnecting" "disconnected"
+  "test complete" "return status 0")
+# ... and of a client whose REQ was rejected with reason 8 (no listener for the service ID)
+UCM_CLIENT_REJ8=("cmatose: starting client" "cmatose: connecting"
+  "cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8" "test complete" "return status 8")
+# ucm_wire SERVER CLIENT CONNS COUNT SIZE: the wire of a ucmatose run (-c CONNS -C COUNT -S SIZE)
+# between two addresses: per connection REQ REP RTU (client, server, client), COUNT SENDs of
+# SIZE bytes each way (the server's first), RC ACKs both ways, then the server's DREQ after the
+# last SEND and the client's DREP; nothing else on the CM (no REJ, MRA, retransmission)
+ucm_wire() {
+  uw_s=$1 uw_c=$2 uw_n=$3 uw_k=$4 uw_z=$5
+  uw_a=$(mad_attrs | sort | uniq -c | awk '{ printf "%s%s=%s", s, $2, $1; s = " " }')
+  echo "CM MADs: $uw_a"
+  expect "$uw_n REQs from the client $uw_c" [ "$(cm_count REQ "$uw_c")" = "$uw_n" ]
+  expect "$uw_n REPs from the server $uw_s" [ "$(cm_count REP "$uw_s")" = "$uw_n" ]
+  expect "$uw_n RTUs from the client" [ "$(cm_count RTU "$uw_c")" = "$uw_n" ]
+  expect "$uw_n DREQs from the server (the ucmatose server disconnects)" [ "$(cm_count DREQ "$uw_s")" = "$uw_n" ]
+  expect "$uw_n DREPs from the client" [ "$(cm_count DREP "$uw_c")" = "$uw_n" ]
+  expect "nothing else on the CM ($((5 * uw_n)) MADs)" [ "$(count_frames infiniband.mad)" = $((5 * uw_n)) ]
+  expect "$uw_n distinct connections (REP remote comm IDs)" [ "$(distinct infiniband.cm.rep.remotecommid)" = "$uw_n" ]
+  expect "$uw_n distinct connections disconnected (DREQ local comm IDs)" [ "$(distinct infiniband.cm.dreq.localcommid)" = "$uw_n" ]
+  read -r uw_q uw_m <<< "$(rc_sends "$uw_s" "$uw_z")"
+  expect "server SENDs of $uw_z bytes: to $uw_n QPs ($uw_q), >= $uw_k each (fewest $uw_m)" [ "$uw_q" = "$uw_n" -a "$uw_m" -ge "$uw_k" ]
+  read -r uw_q uw_m <<< "$(rc_sends "$uw_c" "$uw_z")"
+  expect "client SENDs of $uw_z bytes: to $uw_n QPs ($uw_q), >= $uw_k each (fewest $uw_m)" [ "$uw_q" = "$uw_n" -a "$uw_m" -ge "$uw_k" ]
+  expect "RC ACKs from both sides" [ "$(count_frames "infiniband.bth.opcode == 17 && ip.src == $uw_s")" -ge 1 -a \
+    "$(count_frames "infiniband.bth.opcode == 17 && ip.src == $uw_c")" -ge 1 ]
+  uw_fs=$(frame_no first 'infiniband.bth.opcode == 4'); uw_ls=$(frame_no last 'infiniband.bth.opcode == 4')
+  uw_fd=$(frame_no first "infiniband.mad.attributeid == 0x0015")
+  expect "the server SENDs first (frame $uw_fs)" [ "$(count_frames "frame.number == $uw_fs && ip.src == $uw_s")" = 1 ]
+  expect "the first DREQ (frame $uw_fd) follows the last SEND (frame $uw_ls)" [ "$uw_fd" -gt "$uw_ls" -a "$uw_ls" -gt 0 ]
+}
+# cmtime_is FILE [bind]: FILE is the stdout of v44's cmtime client after a run: the step
+# progress lines, the table header and one row per step ("bind addr" only with -b): the step
+# name left-justified in 13 columns, ":", four %11.2f numbers (total ms, max ms, min us,
+# us / conn); and every step timed on at least one connection (min us is not its 999999999 start)
+cmtime_is() {
+  ct_f=$1; uw_b=${2:-}
+  uw_want=("creating id") ; [ -n "$uw_b" ] && uw_want+=("binding source address")
+  uw_want+=("resolving address" "resolving route" "creating qp" "connecting" "disconnecting" "destroying id"
+    "step              total ms     max ms     min us  us / conn" "create id    : N")
+  [ -n "$uw_b" ] && uw_want+=("bind addr    : N")
+  uw_want+=("resolve addr : N" "resolve route: N" "create qp    : N" "connect      : N" "disconnect   : N" "destroy      : N")
+  [ -f "$ct_f" ] || return 1
+  sed -E 's/^([a-z ]{13}):( *-?[0-9]+\.[0-9]{2}){4}$/\1: N/' "$ct_f" > "$ct_f.shape"
+  out_is "$ct_f.shape" "${uw_want[@]}" && ! grep -q '999999999\.00' "$ct_f"
+}
+# cmtime_wire SERVER CLIENT CONNS: the CM of a cmtime run with -c CONNS: at least CONNS REQ,
+# RTU, DREQ from the client and REP, DREP from the server (retransmissions allowed), CONNS
+# distinct connections set up and torn down, no REJ
+cmtime_wire() {
+  uw_s=$1 uw_c=$2 uw_n=$3
+  uw_a=$(mad_attrs | sort | uniq -c | awk '{ printf "%s%s=%s", s, $2, $1; s = " " }')
+  echo "CM MADs: $uw_a"
+  for uw_m in REQ RTU DREQ; do expect ">= $uw_n ${uw_m}s from the client $uw_c" [ "$(cm_count $uw_m "$uw_c")" -ge "$uw_n" ]; done
+  for uw_m in REP DREP; do expect ">= $uw_n ${uw_m}s from the server $uw_s" [ "$(cm_count $uw_m "$uw_s")" -ge "$uw_n" ]; done
+  expect "no REJ" [ "$(count_frames 'infiniband.mad.attributeid == 0x0012')" = 0 ]
+  expect "$uw_n distinct connections answered (REP remote comm IDs)" [ "$(distinct infiniband.cm.rep.remotecommid)" = "$uw_n" ]
+  expect "$uw_n distinct connections established (RTU local comm IDs)" [ "$(distinct infiniband.cm.rtu.localcommid)" = "$uw_n" ]
+  expect "$uw_n distinct connections disconnected (DREQ local comm IDs)" [ "$(distinct infiniband.cm.dreq.localcommid)" = "$uw_n" ]
+  expect "$uw_n distinct DREPs (DREP remote comm IDs)" [ "$(distinct infiniband.cm.drsp.remotecommid)" = "$uw_n" ]
+}

@@ -15,6 +15,27 @@ wait_flag() {
 stamp() { echo "=== [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 # run_rc NAME CMD...: run CMD, print and save its exit status as NAME.rc (for check.sh)
 run_rc() { _n=$1; shift; "$@"; _rc=$?; echo "$_n rc=$_rc"; echo $_rc > "$_n.rc"; return $_rc; }
+# run_to NAME CMD...: run CMD with stdout in NAME.txt and stderr in NAME.err (kept apart, so a
+# check can hold a tool's stdout to the exact lines rdma-core prints); save the exit status as
+# NAME.rc; show both files and "NAME rc=N"
+run_to() {
+  _n=$1; shift
+  "$@" > "$_n.txt" 2> "$_n.err"; _rc=$?
+  echo $_rc > "$_n.rc"; cat "$_n.txt" "$_n.err"; echo "$_n rc=$_rc"; return $_rc
+}
+# alive PID: the process exists and has not exited (a zombie, i.e. exited but not yet reaped
+# by the shell, counts as gone: `kill -0` alone would say it is there)
+alive() { [ -r "/proc/$1/stat" ] && ! grep -qE '^[0-9]+ \(.*\) [ZX] ' "/proc/$1/stat" 2>/dev/null; }
+# stop_bg NAME PID [SECONDS]: give a background program (started with `> NAME.txt 2> NAME.err &`)
+# SECONDS (default 5; 0 = none) to exit by itself, then SIGTERM it. Saves NAME.end ("exited": it
+# ended by itself, "killed": it was still running) and NAME.rc; shows its output
+stop_bg() {
+  _n=$1; _p=$2; _t=$(( ${3:-5} * 5 )); _i=0
+  while alive "$_p" && [ $_i -lt $_t ]; do sleep 0.2; _i=$((_i + 1)); done
+  if alive "$_p"; then echo killed > "$_n.end"; kill "$_p" 2>/dev/null; else echo exited > "$_n.end"; fi
+  wait "$_p"; _rc=$?
+  echo $_rc > "$_n.rc"; cat "$_n.txt" "$_n.err" 2>/dev/null; echo "$_n rc=$_rc ($(cat "$_n.end"))"
+}
 # wait_listen PORT [SECONDS [PID]]: wait until a TCP listener on PORT exists (in this netns /
 # guest); gives up early when process PID (the one supposed to listen) has exited
 wait_listen() {

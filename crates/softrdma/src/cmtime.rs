@@ -164,6 +164,7 @@ fn find(conns: &[Conn], id: RdmaId) -> Option<usize> {
 }
 
 /// Handles events until every live connection finished `step` (or failed).
+#[allow(clippy::too_many_arguments)]
 fn wait_step(
     d: &CmDevice,
     conns: &mut [Conn],
