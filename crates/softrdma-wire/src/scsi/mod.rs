@@ -13,12 +13,14 @@ pub mod sense;
 mod tests;
 
 pub use cdb::{
-    Cdb, InquiryRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr, ReadWriteRepr,
-    ReportLunsRepr, RequestSenseRepr, RwKind, SyncCacheRepr,
+    Cdb, InquiryRepr, ModeSelectRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr,
+    ReadWriteRepr, ReportLunsRepr, RequestSenseRepr, RwKind, StartStopUnitRepr, SyncCacheRepr,
+    VerifyKind, VerifyRepr,
 };
 pub use data::{
-    BlockDescriptor, Designator, ModeHeader10Repr, ModeHeader6Repr, ReadCapacity10Data,
-    ReadCapacity16Data, ReportLunsData, StandardInquiry, VpdPage,
+    BlockDescriptor, BlockDeviceCharacteristicsVpd, BlockLimitsVpd, Designator, ModeHeader10Repr,
+    ModeHeader6Repr, ReadCapacity10Data, ReadCapacity16Data, ReportLunsData, StandardInquiry,
+    VpdPage, VpdPageCode,
 };
 pub use sense::{AscAscq, DescriptorSense, FixedSense, SenseKey, SenseRepr};
 
@@ -59,6 +61,7 @@ code_point! {
         READ_16 = 0x88 => "READ(16)",
         COMPARE_AND_WRITE = 0x89 => "COMPARE AND WRITE",
         WRITE_16 = 0x8a => "WRITE(16)",
+        WRITE_AND_VERIFY_16 = 0x8e => "WRITE AND VERIFY(16)",
         VERIFY_16 = 0x8f => "VERIFY(16)",
         SYNCHRONIZE_CACHE_16 = 0x91 => "SYNCHRONIZE CACHE(16)",
         WRITE_SAME_16 = 0x93 => "WRITE SAME(16)",
