@@ -28,10 +28,12 @@ code_point! {
     /// SCSI OPERATION CODE (SPC-4 annex D; `include/scsi/scsi_proto.h`).
     pub struct ScsiOpcode(u8) {
         TEST_UNIT_READY = 0x00 => "TEST UNIT READY",
+        REZERO_UNIT = 0x01 => "REZERO UNIT",
         REQUEST_SENSE = 0x03 => "REQUEST SENSE",
         FORMAT_UNIT = 0x04 => "FORMAT UNIT",
         READ_6 = 0x08 => "READ(6)",
         WRITE_6 = 0x0a => "WRITE(6)",
+        SEEK_6 = 0x0b => "SEEK(6)",
         INQUIRY = 0x12 => "INQUIRY",
         MODE_SELECT_6 = 0x15 => "MODE SELECT(6)",
         RESERVE_6 = 0x16 => "RESERVE(6)",
@@ -43,6 +45,7 @@ code_point! {
         READ_CAPACITY_10 = 0x25 => "READ CAPACITY(10)",
         READ_10 = 0x28 => "READ(10)",
         WRITE_10 = 0x2a => "WRITE(10)",
+        SEEK_10 = 0x2b => "SEEK(10)",
         WRITE_AND_VERIFY_10 = 0x2e => "WRITE AND VERIFY(10)",
         VERIFY_10 = 0x2f => "VERIFY(10)",
         SYNCHRONIZE_CACHE_10 = 0x35 => "SYNCHRONIZE CACHE(10)",

@@ -1,0 +1,1 @@
+pub fn target(_d: &[u8]) {}
