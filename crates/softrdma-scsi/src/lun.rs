@@ -508,3 +508,66 @@ impl Identity<'_> {
         VpdPage::device_identification(self.peripheral, &ds)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lun_wire_encoding_as_linux() {
+        // int_to_scsilun / scsilun_to_int: 2-byte levels, no address-method bits.
+        for (id, wire) in [
+            (0u64, [0u8; 8]),
+            (1, [0, 1, 0, 0, 0, 0, 0, 0]),
+            (255, [0, 0xff, 0, 0, 0, 0, 0, 0]),
+            (300, [0x01, 0x2c, 0, 0, 0, 0, 0, 0]),
+            (0xffff, [0xff, 0xff, 0, 0, 0, 0, 0, 0]),
+            (0x0001_0002, [0, 2, 0, 1, 0, 0, 0, 0]),
+            (
+                0x1122_3344_5566_7788,
+                [0x77, 0x88, 0x55, 0x66, 0x33, 0x44, 0x11, 0x22],
+            ),
+        ] {
+            assert_eq!(LunId(id).to_wire(), wire, "{id:#x}");
+            assert_eq!(LunId::from_wire(wire), LunId(id));
+        }
+        // Flat-space addressing of LUN 1 (0x4001) is LUN 16385 here, as in LIO.
+        assert_eq!(LunId::from_wire([0x40, 1, 0, 0, 0, 0, 0, 0]), LunId(0x4001));
+        assert!(LunId(0xffff).is_single_level() && !LunId(0x1_0000).is_single_level());
+        assert_eq!(LunId(7).to_string(), "7");
+    }
+
+    #[test]
+    fn naa_designator_as_lio() {
+        let cfg = crate::TargetConfig::default();
+        let id = Identity {
+            peripheral: 0,
+            vendor: "LIO-ORG",
+            product: "FILEIO",
+            revision: "4.0",
+            serial: None,
+            company_id: 0x001405,
+            rtpi: 1,
+            protocol_id: cfg.protocol_id,
+            disk: true,
+        };
+        // Non-hex characters (a UUID's dashes) are skipped; short serials leave zeroes;
+        // long ones stop at 25 digits.
+        assert_eq!(
+            id.naa("d3f5-b1c2"),
+            [0x60, 0x01, 0x40, 0x5d, 0x3f, 0x5b, 0x1c, 0x20, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
+        let long = "0123456789abcdef0123456789abcdef";
+        let n = id.naa(long);
+        assert_eq!(n[3], 0x50);
+        assert_eq!(
+            &n[4..16],
+            &[0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x12, 0x34, 0x56, 0x78]
+        );
+        let other = Identity {
+            company_id: 0xabcdef,
+            ..id
+        };
+        assert_eq!(&other.naa("")[..4], &[0x6a, 0xbc, 0xde, 0xf0]);
+    }
+}

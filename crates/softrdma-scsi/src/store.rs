@@ -179,7 +179,7 @@ impl MemStore {
     }
 
     /// The same store, refusing writes.
-    pub fn read_only(mut self) -> MemStore {
+    pub fn into_read_only(mut self) -> MemStore {
         self.read_only = true;
         self
     }

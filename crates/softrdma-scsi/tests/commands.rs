@@ -382,7 +382,9 @@ fn write_protected() {
         &[0; 4096],
     ));
     // A read-only store (not only a read-only mapping).
-    let ro = MemStore::new(4096, BlockSize::B512).unwrap().read_only();
+    let ro = MemStore::new(4096, BlockSize::B512)
+        .unwrap()
+        .into_read_only();
     let (mut t, n) = rig_with(Box::new(ro), LunConfig::default());
     wp(&run_out(&mut t, n, L0, &cdb10(0x2a, 0, 0, 1), &[0; 512]));
     good(&run_in(&mut t, n, L0, &cdb10(0x28, 0, 0, 1), 512).0);
