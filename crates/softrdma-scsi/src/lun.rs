@@ -180,7 +180,7 @@ impl LogicalUnit {
     /// READ CAPACITY(10) data (`sbc_emulate_readcapacity`): the last LBA, 0xFFFFFFFF when
     /// it does not fit.
     pub(crate) fn read_capacity10(&self) -> [u8; 8] {
-        let last = self.blocks() - 1;
+        let last = self.blocks().saturating_sub(1);
         let d = ReadCapacity10Data {
             last_lba: u32::try_from(last).unwrap_or(u32::MAX),
             block_length: self.block_size(),
@@ -194,7 +194,7 @@ impl LogicalUnit {
     /// block per physical block, no thin provisioning.
     pub(crate) fn read_capacity16(&self) -> [u8; 32] {
         let d = ReadCapacity16Data {
-            last_lba: self.blocks() - 1,
+            last_lba: self.blocks().saturating_sub(1),
             block_length: self.block_size(),
             prot: 0,
             exponents: 0,

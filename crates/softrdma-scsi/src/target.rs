@@ -96,6 +96,11 @@ pub enum CoreError {
     BadLunId(LunId),
     LunExists(LunId),
     NoSuchLun(LunId),
+    /// The store's size is zero or not a whole number of blocks.
+    BadStoreSize {
+        size: u64,
+        block_size: u32,
+    },
     /// A task with this tag is already in flight on the nexus.
     TagInUse {
         nexus: NexusId,
@@ -117,6 +122,10 @@ impl fmt::Display for CoreError {
             CoreError::BadLunId(l) => write!(f, "LUN {l} is not a single-level LUN"),
             CoreError::LunExists(l) => write!(f, "LUN {l} exists already"),
             CoreError::NoSuchLun(l) => write!(f, "no LUN {l}"),
+            CoreError::BadStoreSize { size, block_size } => write!(
+                f,
+                "a {size}-byte store is not a whole number of {block_size}-byte blocks"
+            ),
             CoreError::TagInUse { nexus, tag } => {
                 write!(f, "tag {tag:#x} is already in flight on {nexus}")
             }
@@ -227,6 +236,10 @@ impl Target {
         }
         if self.luns.contains_key(&id.0) {
             return Err(CoreError::LunExists(id));
+        }
+        let (size, block_size) = (lu.store.size(), lu.block_size());
+        if size == 0 || size % u64::from(block_size) != 0 {
+            return Err(CoreError::BadStoreSize { size, block_size });
         }
         let nexuses: Vec<NexusId> = self.nexuses.keys().copied().collect();
         for n in &nexuses {

@@ -215,6 +215,17 @@ fn lun_changes() {
         t.add_lun(LunId(1 << 16), lu()),
         Err(CoreError::BadLunId(LunId(1 << 16)))
     );
+    let odd = NullStore {
+        size: 1000,
+        ..NullStore::default()
+    };
+    assert_eq!(
+        t.add_lun(LunId(8), LogicalUnit::new(Box::new(odd), cfg())),
+        Err(CoreError::BadStoreSize {
+            size: 1000,
+            block_size: 512
+        })
+    );
     assert!(matches!(
         t.remove_lun(LunId(77)),
         Err(CoreError::NoSuchLun(_))
