@@ -317,17 +317,35 @@ impl ReadCapacity16Repr {
 }
 
 // ---------------------------------------------------------------------------------------------
-// READ / WRITE (6, 10, 16)
+// READ / WRITE (6, 10, 12, 16)
 // ---------------------------------------------------------------------------------------------
+
+min_view!(
+    /// A view of any 12-byte CDB (READ(12), WRITE(12), REPORT LUNS).
+    Cdb12Packet,
+    12,
+    "scsi.cdb12"
+);
+
+be_fields!(Cdb12Packet {
+    opcode, set_opcode: u8 @ 0;
+    byte1, set_byte1: u8 @ 1;
+    lba, set_lba: u32 @ 2;
+    length, set_length: u32 @ 6;
+    group, set_group: u8 @ 10;
+    control, set_control: u8 @ 11;
+});
 
 /// Which READ or WRITE a [`ReadWriteRepr`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RwKind {
     Read6,
     Read10,
+    Read12,
     Read16,
     Write6,
     Write10,
+    Write12,
     Write16,
 }
 
@@ -336,9 +354,11 @@ impl RwKind {
         match self {
             RwKind::Read6 => ScsiOpcode::READ_6,
             RwKind::Read10 => ScsiOpcode::READ_10,
+            RwKind::Read12 => ScsiOpcode::READ_12,
             RwKind::Read16 => ScsiOpcode::READ_16,
             RwKind::Write6 => ScsiOpcode::WRITE_6,
             RwKind::Write10 => ScsiOpcode::WRITE_10,
+            RwKind::Write12 => ScsiOpcode::WRITE_12,
             RwKind::Write16 => ScsiOpcode::WRITE_16,
         }
     }
@@ -347,28 +367,34 @@ impl RwKind {
         Some(match op {
             ScsiOpcode::READ_6 => RwKind::Read6,
             ScsiOpcode::READ_10 => RwKind::Read10,
+            ScsiOpcode::READ_12 => RwKind::Read12,
             ScsiOpcode::READ_16 => RwKind::Read16,
             ScsiOpcode::WRITE_6 => RwKind::Write6,
             ScsiOpcode::WRITE_10 => RwKind::Write10,
+            ScsiOpcode::WRITE_12 => RwKind::Write12,
             ScsiOpcode::WRITE_16 => RwKind::Write16,
             _ => return None,
         })
     }
 
     pub fn is_write(self) -> bool {
-        matches!(self, RwKind::Write6 | RwKind::Write10 | RwKind::Write16)
+        matches!(
+            self,
+            RwKind::Write6 | RwKind::Write10 | RwKind::Write12 | RwKind::Write16
+        )
     }
 
     pub fn cdb_len(self) -> usize {
         match self {
             RwKind::Read6 | RwKind::Write6 => 6,
             RwKind::Read10 | RwKind::Write10 => 10,
+            RwKind::Read12 | RwKind::Write12 => 12,
             RwKind::Read16 | RwKind::Write16 => 16,
         }
     }
 }
 
-/// READ(6/10/16) and WRITE(6/10/16) (SBC-3 §5.8–5.10, §5.32–5.34).
+/// READ(6/10/12/16) and WRITE(6/10/12/16) (SBC-3 §5.8–5.11, §5.32–5.35).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadWriteRepr {
     pub kind: RwKind,
@@ -376,10 +402,10 @@ pub struct ReadWriteRepr {
     /// TRANSFER LENGTH in blocks as on the wire (for the 6-byte forms 0 means 256; see
     /// [`ReadWriteRepr::blocks`]).
     pub transfer_len: u32,
-    /// Byte 1 of the 10/16-byte forms: RDPROTECT/WRPROTECT (bits 7–5), DPO (bit 4), FUA
+    /// Byte 1 of the 10/12/16-byte forms: RDPROTECT/WRPROTECT (bits 7–5), DPO (bit 4), FUA
     /// (bit 3), FUA_NV (bit 1). Zero for the 6-byte forms.
     pub flags: u8,
-    /// GROUP NUMBER (10/16-byte forms).
+    /// GROUP NUMBER (10/12/16-byte forms).
     pub group: u8,
     pub control: u8,
 }
@@ -436,6 +462,17 @@ impl ReadWriteRepr {
                     control: p.control(),
                 }
             }
+            12 => {
+                let p = Cdb12Packet::new_checked(buf)?;
+                ReadWriteRepr {
+                    kind,
+                    lba: u64::from(p.lba()),
+                    transfer_len: p.length(),
+                    flags: p.byte1(),
+                    group: p.group() & 0x1f,
+                    control: p.control(),
+                }
+            }
             _ => {
                 let p = Cdb16Packet::new_checked(buf)?;
                 ReadWriteRepr {
@@ -457,7 +494,8 @@ impl ReadWriteRepr {
     to_bytes!();
 
     /// Emits the CDB. Fields wider than the form allows are truncated (a 6-byte CDB carries
-    /// a 21-bit LBA and an 8-bit length, a 10-byte one 32 and 16 bits).
+    /// a 21-bit LBA and an 8-bit length, a 10-byte one 32 and 16 bits, a 12-byte one 32 and
+    /// 32 bits).
     pub fn emit(&self, buf: &mut [u8]) {
         assert_eq!(
             buf.len(),
@@ -478,6 +516,14 @@ impl ReadWriteRepr {
                 p.set_lba(self.lba as u32);
                 p.set_group(self.group & 0x1f);
                 p.set_length(self.transfer_len as u16);
+                p.set_control(self.control);
+            }
+            12 => {
+                let mut p = Cdb12Packet::new_unchecked(buf);
+                p.set_byte1(self.flags);
+                p.set_lba(self.lba as u32);
+                p.set_length(self.transfer_len);
+                p.set_group(self.group & 0x1f);
                 p.set_control(self.control);
             }
             _ => {
@@ -605,6 +651,280 @@ impl ReportLunsRepr {
 }
 
 // ---------------------------------------------------------------------------------------------
+// VERIFY (10, 16) and WRITE AND VERIFY (10, 16)
+// ---------------------------------------------------------------------------------------------
+
+/// Which VERIFY or WRITE AND VERIFY a [`VerifyRepr`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum VerifyKind {
+    #[default]
+    Verify10,
+    Verify16,
+    WriteAndVerify10,
+    WriteAndVerify16,
+}
+
+impl VerifyKind {
+    pub fn opcode(self) -> ScsiOpcode {
+        match self {
+            VerifyKind::Verify10 => ScsiOpcode::VERIFY_10,
+            VerifyKind::Verify16 => ScsiOpcode::VERIFY_16,
+            VerifyKind::WriteAndVerify10 => ScsiOpcode::WRITE_AND_VERIFY_10,
+            VerifyKind::WriteAndVerify16 => ScsiOpcode::WRITE_AND_VERIFY_16,
+        }
+    }
+
+    pub fn from_opcode(op: ScsiOpcode) -> Option<VerifyKind> {
+        Some(match op {
+            ScsiOpcode::VERIFY_10 => VerifyKind::Verify10,
+            ScsiOpcode::VERIFY_16 => VerifyKind::Verify16,
+            ScsiOpcode::WRITE_AND_VERIFY_10 => VerifyKind::WriteAndVerify10,
+            ScsiOpcode::WRITE_AND_VERIFY_16 => VerifyKind::WriteAndVerify16,
+            _ => return None,
+        })
+    }
+
+    /// WRITE AND VERIFY (data-out carries the blocks to write), as opposed to VERIFY.
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            VerifyKind::WriteAndVerify10 | VerifyKind::WriteAndVerify16
+        )
+    }
+
+    pub fn cdb_len(self) -> usize {
+        match self {
+            VerifyKind::Verify10 | VerifyKind::WriteAndVerify10 => 10,
+            VerifyKind::Verify16 | VerifyKind::WriteAndVerify16 => 16,
+        }
+    }
+}
+
+/// VERIFY(10)/(16) and WRITE AND VERIFY(10)/(16) (SBC-4 §5.35–5.36, §5.42–5.43).
+///
+/// Byte 1 is VRPROTECT/WRPROTECT (bits 7–5), DPO (bit 4) and BYTCHK: two bits (2–1) in
+/// VERIFY (00b no data-out, 01b compare every block, 11b one block compared against each),
+/// one bit (1) in WRITE AND VERIFY, where bit 2 is reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VerifyRepr {
+    pub kind: VerifyKind,
+    /// VRPROTECT (VERIFY) or WRPROTECT (WRITE AND VERIFY).
+    pub protect: u8,
+    pub dpo: bool,
+    /// BYTCHK (0–3 for VERIFY, 0–1 for WRITE AND VERIFY).
+    pub bytchk: u8,
+    pub lba: u64,
+    /// VERIFICATION LENGTH / TRANSFER LENGTH in blocks.
+    pub blocks: u32,
+    pub group: u8,
+    pub control: u8,
+}
+
+impl VerifyRepr {
+    fn bytchk_mask(kind: VerifyKind) -> u8 {
+        if kind.is_write() {
+            0x1
+        } else {
+            0x3
+        }
+    }
+
+    pub fn parse(buf: &[u8]) -> Result<VerifyRepr> {
+        check(buf, 1, "scsi.verify")?;
+        let kind = VerifyKind::from_opcode(ScsiOpcode(buf[0])).ok_or(Error::BadValue {
+            field: "scsi.verify.opcode",
+            value: u64::from(buf[0]),
+        })?;
+        let (b1, lba, blocks, group, control) = if kind.cdb_len() == 10 {
+            let p = Cdb10Packet::new_checked(buf)?;
+            (
+                p.byte1(),
+                u64::from(p.lba()),
+                u32::from(p.length()),
+                p.group(),
+                p.control(),
+            )
+        } else {
+            let p = Cdb16Packet::new_checked(buf)?;
+            (p.byte1(), p.lba(), p.length(), p.byte14(), p.control())
+        };
+        Ok(VerifyRepr {
+            kind,
+            protect: b1 >> 5,
+            dpo: b1 & 0x10 != 0,
+            bytchk: (b1 >> 1) & Self::bytchk_mask(kind),
+            lba,
+            blocks,
+            group: group & 0x1f,
+            control,
+        })
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        self.kind.cdb_len()
+    }
+
+    /// Emits the CDB; a 10-byte form carries a 32-bit LBA and a 16-bit length.
+    pub fn emit(&self, buf: &mut [u8]) {
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "scsi.verify: emit buffer length"
+        );
+        buf.fill(0);
+        let b1 = ((self.protect & 7) << 5)
+            | if self.dpo { 0x10 } else { 0 }
+            | ((self.bytchk & Self::bytchk_mask(self.kind)) << 1);
+        if self.kind.cdb_len() == 10 {
+            let mut p = Cdb10Packet::new_unchecked(buf);
+            p.set_opcode(self.kind.opcode().0);
+            p.set_byte1(b1);
+            p.set_lba(self.lba as u32);
+            p.set_group(self.group & 0x1f);
+            p.set_length(self.blocks as u16);
+            p.set_control(self.control);
+        } else {
+            let mut p = Cdb16Packet::new_unchecked(buf);
+            p.set_opcode(self.kind.opcode().0);
+            p.set_byte1(b1);
+            p.set_lba(self.lba);
+            p.set_length(self.blocks);
+            p.set_byte14(self.group & 0x1f);
+            p.set_control(self.control);
+        }
+    }
+
+    to_bytes!();
+}
+
+// ---------------------------------------------------------------------------------------------
+// MODE SELECT(6) (0x15) / MODE SELECT(10) (0x55)
+// ---------------------------------------------------------------------------------------------
+
+/// MODE SELECT(6) and MODE SELECT(10) (SPC-4 §6.9–6.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ModeSelectRepr {
+    /// `true` for MODE SELECT(10).
+    pub ten: bool,
+    /// PF: the pages follow the SPC page format.
+    pub pf: bool,
+    /// SP: save pages.
+    pub sp: bool,
+    /// PARAMETER LIST LENGTH (one byte in MODE SELECT(6)).
+    pub param_len: u16,
+    pub control: u8,
+}
+
+impl ModeSelectRepr {
+    pub fn parse(buf: &[u8]) -> Result<ModeSelectRepr> {
+        check(buf, 1, "scsi.mode_select")?;
+        let ten = buf[0] == ScsiOpcode::MODE_SELECT_10.0;
+        let (b1, param_len, control) = if ten {
+            let p = Cdb10Packet::new_checked(buf)?;
+            (p.byte1(), p.length(), p.control())
+        } else {
+            let p = Cdb6Packet::new_checked(buf)?;
+            (p.byte1(), u16::from(p.byte4()), p.control())
+        };
+        Ok(ModeSelectRepr {
+            ten,
+            pf: b1 & 0x10 != 0,
+            sp: b1 & 0x01 != 0,
+            param_len,
+            control,
+        })
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        if self.ten {
+            10
+        } else {
+            6
+        }
+    }
+
+    /// Emits the CDB; MODE SELECT(6) carries a one-byte length.
+    pub fn emit(&self, buf: &mut [u8]) {
+        assert_eq!(
+            buf.len(),
+            self.buffer_len(),
+            "scsi.mode_select: emit buffer length"
+        );
+        buf.fill(0);
+        buf[1] = if self.pf { 0x10 } else { 0 } | u8::from(self.sp);
+        if self.ten {
+            buf[0] = ScsiOpcode::MODE_SELECT_10.0;
+            crate::field::write_u16(buf, 7, self.param_len);
+            buf[9] = self.control;
+        } else {
+            buf[0] = ScsiOpcode::MODE_SELECT_6.0;
+            buf[4] = self.param_len as u8;
+            buf[5] = self.control;
+        }
+    }
+
+    to_bytes!();
+}
+
+// ---------------------------------------------------------------------------------------------
+// START STOP UNIT (0x1b)
+// ---------------------------------------------------------------------------------------------
+
+/// START STOP UNIT (SBC-4 §5.27).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StartStopUnitRepr {
+    /// IMMED: return status as soon as the CDB is validated.
+    pub immed: bool,
+    /// POWER CONDITION MODIFIER (byte 3 bits 3–0).
+    pub power_condition_modifier: u8,
+    /// POWER CONDITION (byte 4 bits 7–4; 0 = START_VALID: process START and LOEJ).
+    pub power_condition: u8,
+    pub no_flush: bool,
+    /// LOEJ: load or eject the medium.
+    pub loej: bool,
+    pub start: bool,
+    pub control: u8,
+}
+
+impl StartStopUnitRepr {
+    pub fn parse(buf: &[u8]) -> Result<StartStopUnitRepr> {
+        let p = Cdb6Packet::new_checked(buf)?;
+        let b4 = p.byte4();
+        Ok(StartStopUnitRepr {
+            immed: p.byte1() & 1 != 0,
+            power_condition_modifier: p.byte3() & 0x0f,
+            power_condition: b4 >> 4,
+            no_flush: b4 & 0x04 != 0,
+            loej: b4 & 0x02 != 0,
+            start: b4 & 0x01 != 0,
+            control: p.control(),
+        })
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        6
+    }
+
+    pub fn emit(&self, buf: &mut [u8]) {
+        assert_eq!(buf.len(), 6, "scsi.start_stop_unit: emit buffer length");
+        buf.fill(0);
+        let mut p = Cdb6Packet::new_unchecked(buf);
+        p.set_opcode(ScsiOpcode::START_STOP_UNIT.0);
+        p.set_byte1(u8::from(self.immed));
+        p.set_byte3(self.power_condition_modifier & 0x0f);
+        p.set_byte4(
+            (self.power_condition << 4)
+                | if self.no_flush { 0x04 } else { 0 }
+                | if self.loej { 0x02 } else { 0 }
+                | u8::from(self.start),
+        );
+        p.set_control(self.control);
+    }
+
+    to_bytes!();
+}
+
+// ---------------------------------------------------------------------------------------------
 // The dispatching enum
 // ---------------------------------------------------------------------------------------------
 
@@ -622,6 +942,9 @@ pub enum Cdb {
     ReadWrite(ReadWriteRepr),
     SynchronizeCache(SyncCacheRepr),
     ReportLuns(ReportLunsRepr),
+    Verify(VerifyRepr),
+    ModeSelect(ModeSelectRepr),
+    StartStopUnit(StartStopUnitRepr),
     /// Any other command: its bytes (as many as the operation code's group implies, or the
     /// whole buffer for the reserved/vendor groups), kept as is.
     Other {
@@ -653,10 +976,20 @@ impl Cdb {
             }
             ScsiOpcode::READ_6
             | ScsiOpcode::READ_10
+            | ScsiOpcode::READ_12
             | ScsiOpcode::READ_16
             | ScsiOpcode::WRITE_6
             | ScsiOpcode::WRITE_10
+            | ScsiOpcode::WRITE_12
             | ScsiOpcode::WRITE_16 => Cdb::ReadWrite(ReadWriteRepr::parse(buf)?),
+            ScsiOpcode::VERIFY_10
+            | ScsiOpcode::VERIFY_16
+            | ScsiOpcode::WRITE_AND_VERIFY_10
+            | ScsiOpcode::WRITE_AND_VERIFY_16 => Cdb::Verify(VerifyRepr::parse(buf)?),
+            ScsiOpcode::MODE_SELECT_6 | ScsiOpcode::MODE_SELECT_10 => {
+                Cdb::ModeSelect(ModeSelectRepr::parse(buf)?)
+            }
+            ScsiOpcode::START_STOP_UNIT => Cdb::StartStopUnit(StartStopUnitRepr::parse(buf)?),
             ScsiOpcode::SYNCHRONIZE_CACHE_10 | ScsiOpcode::SYNCHRONIZE_CACHE_16 => {
                 Cdb::SynchronizeCache(SyncCacheRepr::parse(buf)?)
             }
@@ -684,6 +1017,10 @@ impl Cdb {
             Cdb::SynchronizeCache(s) if s.sixteen => ScsiOpcode::SYNCHRONIZE_CACHE_16,
             Cdb::SynchronizeCache(_) => ScsiOpcode::SYNCHRONIZE_CACHE_10,
             Cdb::ReportLuns(_) => ScsiOpcode::REPORT_LUNS,
+            Cdb::Verify(v) => v.kind.opcode(),
+            Cdb::ModeSelect(m) if m.ten => ScsiOpcode::MODE_SELECT_10,
+            Cdb::ModeSelect(_) => ScsiOpcode::MODE_SELECT_6,
+            Cdb::StartStopUnit(_) => ScsiOpcode::START_STOP_UNIT,
             Cdb::Other { opcode, .. } => *opcode,
         }
     }
@@ -699,6 +1036,9 @@ impl Cdb {
             Cdb::ReadWrite(r) => r.buffer_len(),
             Cdb::SynchronizeCache(r) => r.buffer_len(),
             Cdb::ReportLuns(r) => r.buffer_len(),
+            Cdb::Verify(r) => r.buffer_len(),
+            Cdb::ModeSelect(r) => r.buffer_len(),
+            Cdb::StartStopUnit(r) => r.buffer_len(),
             Cdb::Other { bytes, .. } => bytes.len(),
         }
     }
@@ -718,6 +1058,9 @@ impl Cdb {
             Cdb::ReadWrite(r) => r.emit(buf),
             Cdb::SynchronizeCache(r) => r.emit(buf),
             Cdb::ReportLuns(r) => r.emit(buf),
+            Cdb::Verify(r) => r.emit(buf),
+            Cdb::ModeSelect(r) => r.emit(buf),
+            Cdb::StartStopUnit(r) => r.emit(buf),
             Cdb::Other { bytes, .. } => buf.copy_from_slice(bytes),
         }
     }
@@ -805,6 +1148,34 @@ impl Dissect for Cdb {
                     Cdb::ReportLuns(r) => {
                         t.hex("select_report", "Select Report", r.select_report, 2);
                         t.dec("alloc_len", "Allocation Length", r.alloc_len);
+                        t.hex("control", "Control", r.control, 2);
+                    }
+                    Cdb::Verify(r) => {
+                        t.dec("protect", "VRPROTECT/WRPROTECT", r.protect);
+                        t.flag("dpo", "DPO", r.dpo);
+                        t.dec("bytchk", "BYTCHK", r.bytchk);
+                        t.dec("lba", "Logical Block Address", r.lba);
+                        t.dec("blocks", "Verification Length", r.blocks);
+                        t.dec("group", "Group Number", r.group);
+                        t.hex("control", "Control", r.control, 2);
+                    }
+                    Cdb::ModeSelect(r) => {
+                        t.flag("pf", "PF", r.pf);
+                        t.flag("sp", "SP", r.sp);
+                        t.dec("param_len", "Parameter List Length", r.param_len);
+                        t.hex("control", "Control", r.control, 2);
+                    }
+                    Cdb::StartStopUnit(r) => {
+                        t.flag("immed", "IMMED", r.immed);
+                        t.dec(
+                            "power_condition_modifier",
+                            "Power Condition Modifier",
+                            r.power_condition_modifier,
+                        );
+                        t.dec("power_condition", "Power Condition", r.power_condition);
+                        t.flag("no_flush", "NO_FLUSH", r.no_flush);
+                        t.flag("loej", "LOEJ", r.loej);
+                        t.flag("start", "START", r.start);
                         t.hex("control", "Control", r.control, 2);
                     }
                     Cdb::Other { bytes, .. } => t.bytes("bytes", "CDB", bytes),

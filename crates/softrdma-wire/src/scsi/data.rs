@@ -1,5 +1,5 @@
 //! Parameter data a target returns: standard INQUIRY data (SPC-4 §6.6.2), VPD pages 0x00,
-//! 0x80, 0x83 (SPC-4 §7.8), READ CAPACITY(10)/(16) data (SBC-3 §5.15–5.16), the REPORT LUNS
+//! 0x80, 0x83 (SPC-4 §7.8), 0xB0 and 0xB1 (SBC-4 §6.6), READ CAPACITY(10)/(16) data (SBC-3 §5.15–5.16), the REPORT LUNS
 //! list (SPC-4 §6.33), mode parameter headers and the short block descriptor (SPC-4 §7.5).
 //!
 //! Data-in is cut to the ALLOCATION LENGTH the initiator gave, so length fields here are kept
@@ -347,6 +347,260 @@ impl Dissect for VpdPage {
                     },
                     _ => t.bytes("payload", "Page Data", &self.payload),
                 }
+            },
+        );
+    }
+}
+
+/// The Block Limits VPD page (0xB0, SBC-4 §6.6.4): the whole page, header included.
+///
+/// Its PAGE LENGTH is 0x3C (the full SBC-3 page, 64 bytes) or, as LIO sends it for a device
+/// without thin provisioning, 0x10 (20 bytes: up to OPTIMAL TRANSFER LENGTH); the fields the
+/// short page lacks are zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockLimitsVpd {
+    /// Byte 0: peripheral qualifier and device type.
+    pub peripheral: u8,
+    /// The 64-byte page (PAGE LENGTH 0x3C) rather than the 20-byte one (0x10).
+    pub long: bool,
+    /// WSNZ: WRITE SAME with NUMBER OF LOGICAL BLOCKS 0 is rejected.
+    pub wsnz: bool,
+    pub max_compare_and_write_len: u8,
+    pub opt_transfer_len_granularity: u16,
+    pub max_transfer_len: u32,
+    pub opt_transfer_len: u32,
+    pub max_prefetch_len: u32,
+    pub max_unmap_lba_count: u32,
+    pub max_unmap_block_descriptor_count: u32,
+    pub opt_unmap_granularity: u32,
+    /// UGAVALID: UNMAP GRANULARITY ALIGNMENT is valid.
+    pub ugavalid: bool,
+    /// UNMAP GRANULARITY ALIGNMENT (31 bits).
+    pub unmap_granularity_alignment: u32,
+    pub max_write_same_len: u64,
+}
+
+impl BlockLimitsVpd {
+    /// PAGE LENGTH of the short page.
+    pub const SHORT_PAGE_LEN: u16 = 0x10;
+    /// PAGE LENGTH of the full page.
+    pub const LONG_PAGE_LEN: u16 = 0x3c;
+
+    pub fn parse(buf: &[u8]) -> Result<BlockLimitsVpd> {
+        Error::check_len("scsi.vpd_b0", 4, buf.len())?;
+        if buf[1] != VpdPageCode::BLOCK_LIMITS.0 {
+            return Err(Error::BadValue {
+                field: "scsi.vpd_b0.page_code",
+                value: u64::from(buf[1]),
+            });
+        }
+        let long = match read_u16(buf, 2) {
+            Self::SHORT_PAGE_LEN => false,
+            Self::LONG_PAGE_LEN => true,
+            other => {
+                return Err(Error::BadValue {
+                    field: "scsi.vpd_b0.page_length",
+                    value: u64::from(other),
+                })
+            }
+        };
+        let mut b = BlockLimitsVpd {
+            peripheral: buf[0],
+            long,
+            ..BlockLimitsVpd::default()
+        };
+        Error::check_len("scsi.vpd_b0", b.buffer_len(), buf.len())?;
+        b.wsnz = buf[4] & 1 != 0;
+        b.max_compare_and_write_len = buf[5];
+        b.opt_transfer_len_granularity = read_u16(buf, 6);
+        b.max_transfer_len = read_u32(buf, 8);
+        b.opt_transfer_len = read_u32(buf, 12);
+        b.max_prefetch_len = read_u32(buf, 16);
+        if long {
+            b.max_unmap_lba_count = read_u32(buf, 20);
+            b.max_unmap_block_descriptor_count = read_u32(buf, 24);
+            b.opt_unmap_granularity = read_u32(buf, 28);
+            let uga = read_u32(buf, 32);
+            b.ugavalid = uga & 0x8000_0000 != 0;
+            b.unmap_granularity_alignment = uga & 0x7fff_ffff;
+            b.max_write_same_len = read_u64(buf, 36);
+        }
+        Ok(b)
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        4 + usize::from(if self.long {
+            Self::LONG_PAGE_LEN
+        } else {
+            Self::SHORT_PAGE_LEN
+        })
+    }
+
+    /// Emits the page; the short page drops the fields after MAXIMUM PREFETCH LENGTH.
+    pub fn emit(&self, buf: &mut [u8]) {
+        check_emit_len("scsi.vpd_b0", buf, self.buffer_len());
+        buf.fill(0);
+        buf[0] = self.peripheral;
+        buf[1] = VpdPageCode::BLOCK_LIMITS.0;
+        write_u16(buf, 2, (self.buffer_len() - 4) as u16);
+        buf[4] = u8::from(self.wsnz);
+        buf[5] = self.max_compare_and_write_len;
+        write_u16(buf, 6, self.opt_transfer_len_granularity);
+        write_u32(buf, 8, self.max_transfer_len);
+        write_u32(buf, 12, self.opt_transfer_len);
+        write_u32(buf, 16, self.max_prefetch_len);
+        if self.long {
+            write_u32(buf, 20, self.max_unmap_lba_count);
+            write_u32(buf, 24, self.max_unmap_block_descriptor_count);
+            write_u32(buf, 28, self.opt_unmap_granularity);
+            let uga = (self.unmap_granularity_alignment & 0x7fff_ffff)
+                | if self.ugavalid { 0x8000_0000 } else { 0 };
+            write_u32(buf, 32, uga);
+            write_u64(buf, 36, self.max_write_same_len);
+        }
+    }
+
+    to_bytes!();
+}
+
+impl Dissect for BlockLimitsVpd {
+    fn dissect(&self, t: &mut Tree) {
+        t.subtree("scsi_vpd_b0", "SCSI VPD Page: Block Limits", |t| {
+            t.hex("peripheral", "Peripheral", self.peripheral, 2);
+            t.dec("page_length", "Page Length", (self.buffer_len() - 4) as u64);
+            t.flag("wsnz", "WSNZ", self.wsnz);
+            t.dec(
+                "max_compare_and_write_len",
+                "Maximum Compare And Write Length",
+                self.max_compare_and_write_len,
+            );
+            t.dec(
+                "opt_transfer_len_granularity",
+                "Optimal Transfer Length Granularity",
+                self.opt_transfer_len_granularity,
+            );
+            t.dec(
+                "max_transfer_len",
+                "Maximum Transfer Length",
+                self.max_transfer_len,
+            );
+            t.dec(
+                "opt_transfer_len",
+                "Optimal Transfer Length",
+                self.opt_transfer_len,
+            );
+            t.dec(
+                "max_prefetch_len",
+                "Maximum Prefetch Length",
+                self.max_prefetch_len,
+            );
+            if self.long {
+                t.dec(
+                    "max_unmap_lba_count",
+                    "Maximum Unmap LBA Count",
+                    self.max_unmap_lba_count,
+                );
+                t.dec(
+                    "max_unmap_block_descriptor_count",
+                    "Maximum Unmap Block Descriptor Count",
+                    self.max_unmap_block_descriptor_count,
+                );
+                t.dec(
+                    "opt_unmap_granularity",
+                    "Optimal Unmap Granularity",
+                    self.opt_unmap_granularity,
+                );
+                t.flag("ugavalid", "UGAVALID", self.ugavalid);
+                t.dec(
+                    "unmap_granularity_alignment",
+                    "Unmap Granularity Alignment",
+                    self.unmap_granularity_alignment,
+                );
+                t.dec(
+                    "max_write_same_len",
+                    "Maximum Write Same Length",
+                    self.max_write_same_len,
+                );
+            }
+        });
+    }
+}
+
+/// The Block Device Characteristics VPD page (0xB1, SBC-4 §6.6.2): 64 bytes, PAGE LENGTH
+/// 0x3C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockDeviceCharacteristicsVpd {
+    pub peripheral: u8,
+    /// MEDIUM ROTATION RATE: 0 not reported, 1 non-rotating medium (solid state), else rpm.
+    pub rotation_rate: u16,
+    pub product_type: u8,
+    /// Byte 7: WABEREQ (7–6), WACEREQ (5–4), NOMINAL FORM FACTOR (3–0).
+    pub byte7: u8,
+    /// Byte 8: ZONED (5–4), FUAB (1), VBULS (0).
+    pub byte8: u8,
+}
+
+impl BlockDeviceCharacteristicsVpd {
+    pub const LEN: usize = 64;
+    /// MEDIUM ROTATION RATE of a non-rotating medium.
+    pub const NON_ROTATING: u16 = 1;
+
+    pub fn parse(buf: &[u8]) -> Result<BlockDeviceCharacteristicsVpd> {
+        Error::check_len("scsi.vpd_b1", 4, buf.len())?;
+        if buf[1] != VpdPageCode::BLOCK_DEVICE_CHARACTERISTICS.0 {
+            return Err(Error::BadValue {
+                field: "scsi.vpd_b1.page_code",
+                value: u64::from(buf[1]),
+            });
+        }
+        let len = read_u16(buf, 2);
+        if usize::from(len) != Self::LEN - 4 {
+            return Err(Error::BadValue {
+                field: "scsi.vpd_b1.page_length",
+                value: u64::from(len),
+            });
+        }
+        Error::check_len("scsi.vpd_b1", Self::LEN, buf.len())?;
+        Ok(BlockDeviceCharacteristicsVpd {
+            peripheral: buf[0],
+            rotation_rate: read_u16(buf, 4),
+            product_type: buf[6],
+            byte7: buf[7],
+            byte8: buf[8],
+        })
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        Self::LEN
+    }
+
+    pub fn emit(&self, buf: &mut [u8]) {
+        check_emit_len("scsi.vpd_b1", buf, Self::LEN);
+        buf.fill(0);
+        buf[0] = self.peripheral;
+        buf[1] = VpdPageCode::BLOCK_DEVICE_CHARACTERISTICS.0;
+        write_u16(buf, 2, (Self::LEN - 4) as u16);
+        write_u16(buf, 4, self.rotation_rate);
+        buf[6] = self.product_type;
+        buf[7] = self.byte7;
+        buf[8] = self.byte8;
+    }
+
+    to_bytes!();
+}
+
+impl Dissect for BlockDeviceCharacteristicsVpd {
+    fn dissect(&self, t: &mut Tree) {
+        t.subtree(
+            "scsi_vpd_b1",
+            "SCSI VPD Page: Block Device Characteristics",
+            |t| {
+                t.hex("peripheral", "Peripheral", self.peripheral, 2);
+                t.dec("rotation_rate", "Medium Rotation Rate", self.rotation_rate);
+                t.dec("product_type", "Product Type", self.product_type);
+                t.dec("form_factor", "Nominal Form Factor", self.byte7 & 0x0f);
+                t.flag("fuab", "FUAB", self.byte8 & 0x02 != 0);
+                t.flag("vbuls", "VBULS", self.byte8 & 0x01 != 0);
             },
         );
     }

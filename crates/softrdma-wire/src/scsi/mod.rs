@@ -13,12 +13,14 @@ pub mod sense;
 mod tests;
 
 pub use cdb::{
-    Cdb, InquiryRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr, ReadWriteRepr,
-    ReportLunsRepr, RequestSenseRepr, RwKind, SyncCacheRepr,
+    Cdb, InquiryRepr, ModeSelectRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr,
+    ReadWriteRepr, ReportLunsRepr, RequestSenseRepr, RwKind, StartStopUnitRepr, SyncCacheRepr,
+    VerifyKind, VerifyRepr,
 };
 pub use data::{
-    BlockDescriptor, Designator, ModeHeader10Repr, ModeHeader6Repr, ReadCapacity10Data,
-    ReadCapacity16Data, ReportLunsData, StandardInquiry, VpdPage,
+    BlockDescriptor, BlockDeviceCharacteristicsVpd, BlockLimitsVpd, Designator, ModeHeader10Repr,
+    ModeHeader6Repr, ReadCapacity10Data, ReadCapacity16Data, ReportLunsData, StandardInquiry,
+    VpdPage, VpdPageCode,
 };
 pub use sense::{AscAscq, DescriptorSense, FixedSense, SenseKey, SenseRepr};
 
@@ -26,10 +28,12 @@ code_point! {
     /// SCSI OPERATION CODE (SPC-4 annex D; `include/scsi/scsi_proto.h`).
     pub struct ScsiOpcode(u8) {
         TEST_UNIT_READY = 0x00 => "TEST UNIT READY",
+        REZERO_UNIT = 0x01 => "REZERO UNIT",
         REQUEST_SENSE = 0x03 => "REQUEST SENSE",
         FORMAT_UNIT = 0x04 => "FORMAT UNIT",
         READ_6 = 0x08 => "READ(6)",
         WRITE_6 = 0x0a => "WRITE(6)",
+        SEEK_6 = 0x0b => "SEEK(6)",
         INQUIRY = 0x12 => "INQUIRY",
         MODE_SELECT_6 = 0x15 => "MODE SELECT(6)",
         RESERVE_6 = 0x16 => "RESERVE(6)",
@@ -41,6 +45,7 @@ code_point! {
         READ_CAPACITY_10 = 0x25 => "READ CAPACITY(10)",
         READ_10 = 0x28 => "READ(10)",
         WRITE_10 = 0x2a => "WRITE(10)",
+        SEEK_10 = 0x2b => "SEEK(10)",
         WRITE_AND_VERIFY_10 = 0x2e => "WRITE AND VERIFY(10)",
         VERIFY_10 = 0x2f => "VERIFY(10)",
         SYNCHRONIZE_CACHE_10 = 0x35 => "SYNCHRONIZE CACHE(10)",
@@ -59,6 +64,7 @@ code_point! {
         READ_16 = 0x88 => "READ(16)",
         COMPARE_AND_WRITE = 0x89 => "COMPARE AND WRITE",
         WRITE_16 = 0x8a => "WRITE(16)",
+        WRITE_AND_VERIFY_16 = 0x8e => "WRITE AND VERIFY(16)",
         VERIFY_16 = 0x8f => "VERIFY(16)",
         SYNCHRONIZE_CACHE_16 = 0x91 => "SYNCHRONIZE CACHE(16)",
         WRITE_SAME_16 = 0x93 => "WRITE SAME(16)",

@@ -170,19 +170,94 @@ fn cdb_roundtrips() {
             opcode: ScsiOpcode::MAINTENANCE_IN,
             bytes: vec![0xa3, 0x0c, 1, 0x12, 0, 0, 0, 0, 0, 0x0a, 0, 0],
         },
+        Cdb::Verify(VerifyRepr {
+            kind: VerifyKind::Verify10,
+            protect: 0,
+            dpo: true,
+            bytchk: 3,
+            lba: 0xffff_fffe,
+            blocks: 8,
+            group: 1,
+            control: 0,
+        }),
+        Cdb::Verify(VerifyRepr {
+            kind: VerifyKind::Verify16,
+            protect: 5,
+            dpo: false,
+            bytchk: 1,
+            lba: 0x1_0000_0000,
+            blocks: 0x10_0000,
+            group: 0x1f,
+            control: 0x80,
+        }),
+        Cdb::Verify(VerifyRepr {
+            kind: VerifyKind::WriteAndVerify10,
+            protect: 1,
+            dpo: false,
+            bytchk: 1,
+            lba: 7,
+            blocks: 1,
+            group: 0,
+            control: 0,
+        }),
+        Cdb::Verify(VerifyRepr {
+            kind: VerifyKind::WriteAndVerify16,
+            protect: 0,
+            dpo: true,
+            bytchk: 0,
+            lba: 0xffff_ffff_ffff_fff0,
+            blocks: 16,
+            group: 2,
+            control: 0,
+        }),
+        Cdb::ModeSelect(ModeSelectRepr {
+            ten: false,
+            pf: true,
+            sp: false,
+            param_len: 0x18,
+            control: 0,
+        }),
+        Cdb::ModeSelect(ModeSelectRepr {
+            ten: true,
+            pf: true,
+            sp: true,
+            param_len: 0x1234,
+            control: 0,
+        }),
+        Cdb::StartStopUnit(StartStopUnitRepr {
+            immed: true,
+            power_condition_modifier: 0,
+            power_condition: 0,
+            no_flush: false,
+            loej: false,
+            start: true,
+            control: 0,
+        }),
+        Cdb::StartStopUnit(StartStopUnitRepr {
+            immed: false,
+            power_condition_modifier: 0xa,
+            power_condition: 0x3,
+            no_flush: true,
+            loej: true,
+            start: false,
+            control: 4,
+        }),
     ];
     for kind in [
         RwKind::Read6,
         RwKind::Read10,
+        RwKind::Read12,
         RwKind::Read16,
         RwKind::Write6,
         RwKind::Write10,
+        RwKind::Write12,
         RwKind::Write16,
     ] {
-        let wide = kind.cdb_len() == 16;
+        let wide = kind.cdb_len() >= 12;
         let (lba, len) = match kind.cdb_len() {
             6 => (0x1f_fffe, 0),
             10 => (0xffff_fff0, 0xffff),
+            12 => (0xffff_fff1, 0xfedc_ba98),
             _ => (0xffff_ffff_0000_0000, 0x0010_0000),
         };
         let rw = ReadWriteRepr {
@@ -203,8 +278,12 @@ fn cdb_roundtrips() {
         assert_eq!(p, rw);
         assert_eq!(
             p.kind.is_write(),
-            matches!(kind, RwKind::Write6 | RwKind::Write10 | RwKind::Write16)
+            matches!(
+                kind,
+                RwKind::Write6 | RwKind::Write10 | RwKind::Write12 | RwKind::Write16
+            )
         );
+        assert_eq!(RwKind::from_opcode(kind.opcode()), Some(kind));
         if kind.cdb_len() == 6 {
             assert_eq!(p.blocks(), 256);
         } else {
@@ -241,6 +320,51 @@ fn cdb_roundtrips() {
         [0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0]
     );
     assert_eq!(ScsiOpcode::READ_16.to_string(), "READ(16)");
+    // READ(12)/WRITE(12): LBA at 2..6, TRANSFER LENGTH at 6..10, GROUP NUMBER at 10.
+    let w12 = ReadWriteRepr {
+        kind: RwKind::Write12,
+        lba: 0x0102_0304,
+        transfer_len: 0x0506_0708,
+        flags: ReadWriteRepr::FUA,
+        group: 0x09,
+        control: 0x0a,
+    };
+    assert_eq!(
+        w12.to_bytes(),
+        [0xaa, 0x08, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0x0a]
+    );
+    assert_eq!(ScsiOpcode::READ_12.cdb_len(), Some(12));
+    // VERIFY(10) BYTCHK is two bits (2–1); WRITE AND VERIFY(10) BYTCHK one bit (1), bit 2
+    // reserved and dropped on parse.
+    let v10 = [0x2f, 0x16, 0, 0, 0, 9, 0, 0, 2, 0];
+    let v = VerifyRepr::parse(&v10).unwrap();
+    assert_eq!((v.dpo, v.bytchk, v.lba, v.blocks), (true, 3, 9, 2));
+    assert_eq!(v.to_bytes(), v10);
+    let wv = VerifyRepr::parse(&[0x2e, 0x06, 0, 0, 0, 1, 0, 0, 1, 0]).unwrap();
+    assert_eq!((wv.kind, wv.bytchk), (VerifyKind::WriteAndVerify10, 1));
+    assert_eq!(wv.to_bytes(), [0x2e, 0x02, 0, 0, 0, 1, 0, 0, 1, 0]);
+    assert!(wv.kind.is_write() && !v.kind.is_write());
+    assert_eq!(
+        VerifyRepr::parse(&[0x28; 10]).unwrap_err().field(),
+        "scsi.verify.opcode"
+    );
+    assert_eq!(
+        ScsiOpcode::WRITE_AND_VERIFY_16.to_string(),
+        "WRITE AND VERIFY(16)"
+    );
+    // MODE SELECT(6): PF bit 4, SP bit 0, length in byte 4; (10): length at 7..9.
+    let ms = ModeSelectRepr::parse(&[0x15, 0x11, 0, 0, 0x1c, 0]).unwrap();
+    assert!(ms.pf && ms.sp && !ms.ten);
+    assert_eq!(ms.param_len, 0x1c);
+    let ms10 = ModeSelectRepr::parse(&[0x55, 0x10, 0, 0, 0, 0, 0, 0x01, 0x02, 0]).unwrap();
+    assert!(ms10.ten && ms10.pf && !ms10.sp);
+    assert_eq!(ms10.param_len, 0x102);
+    assert!(ModeSelectRepr::parse(&[0x55, 0, 0, 0, 0, 0]).is_err());
+    // START STOP UNIT: IMMED byte 1 bit 0; POWER CONDITION MODIFIER byte 3; byte 4 bits.
+    let ssu = StartStopUnitRepr::parse(&[0x1b, 0x01, 0, 0x02, 0x31, 0]).unwrap();
+    assert!(ssu.immed && ssu.start && !ssu.loej && !ssu.no_flush);
+    assert_eq!((ssu.power_condition, ssu.power_condition_modifier), (3, 2));
+    assert_eq!(ssu.to_bytes(), [0x1b, 0x01, 0, 0x02, 0x31, 0]);
     assert_eq!(ScsiOpcode(0x7f).cdb_len(), None);
 }
 
@@ -357,6 +481,72 @@ fn vpd_builders() {
 }
 
 #[test]
+fn vpd_block_pages() {
+    // The short Block Limits page LIO sends without thin provisioning: PAGE LENGTH 0x10,
+    // WSNZ, OPTIMAL TRANSFER LENGTH GRANULARITY 1, MAXIMUM TRANSFER LENGTH 8192 blocks.
+    let b0 = BlockLimitsVpd {
+        peripheral: 0,
+        long: false,
+        wsnz: true,
+        max_compare_and_write_len: 1,
+        opt_transfer_len_granularity: 1,
+        max_transfer_len: 8192,
+        opt_transfer_len: 8192,
+        ..BlockLimitsVpd::default()
+    };
+    let b = b0.to_bytes();
+    assert_eq!(b.len(), 20);
+    assert_eq!(
+        b,
+        [0, 0xb0, 0, 0x10, 1, 1, 0, 1, 0, 0, 0x20, 0, 0, 0, 0x20, 0, 0, 0, 0, 0]
+    );
+    assert_eq!(BlockLimitsVpd::parse(&b).unwrap(), b0);
+    // The full page, with the unmap fields and UGAVALID.
+    let long = BlockLimitsVpd {
+        long: true,
+        max_unmap_lba_count: 0x1_0000,
+        max_unmap_block_descriptor_count: 1,
+        opt_unmap_granularity: 8,
+        ugavalid: true,
+        unmap_granularity_alignment: 3,
+        max_write_same_len: 0xffff,
+        ..b0
+    };
+    let lb = long.to_bytes();
+    assert_eq!(lb.len(), 64);
+    assert_eq!(&lb[2..4], &[0, 0x3c]);
+    assert_eq!(&lb[32..36], &[0x80, 0, 0, 3]);
+    assert_eq!(BlockLimitsVpd::parse(&lb).unwrap(), long);
+    assert_eq!(
+        long.to_tree().uint("scsi_vpd_b0.max_transfer_len"),
+        Some(8192)
+    );
+    // Wrong page code, odd page length, truncated page.
+    let mut bad = b.clone();
+    bad[1] = 0xb1;
+    assert!(BlockLimitsVpd::parse(&bad).is_err());
+    let mut odd = b.clone();
+    odd[3] = 0x11;
+    assert!(BlockLimitsVpd::parse(&odd).is_err());
+    assert!(BlockLimitsVpd::parse(&lb[..40]).is_err());
+    // Block Device Characteristics: non-rotating medium, as LIO reports is_nonrot.
+    let b1 = BlockDeviceCharacteristicsVpd {
+        peripheral: 0,
+        rotation_rate: BlockDeviceCharacteristicsVpd::NON_ROTATING,
+        product_type: 0,
+        byte7: 0,
+        byte8: 0,
+    };
+    let bb = b1.to_bytes();
+    assert_eq!(bb.len(), 64);
+    assert_eq!(&bb[..6], &[0, 0xb1, 0, 0x3c, 0, 1]);
+    assert_eq!(BlockDeviceCharacteristicsVpd::parse(&bb).unwrap(), b1);
+    assert!(BlockDeviceCharacteristicsVpd::parse(&bb[..63]).is_err());
+    assert!(BlockDeviceCharacteristicsVpd::parse(&b).is_err());
+    let _ = b1.to_tree().to_text(0);
+}
+
+#[test]
 fn hostile_scsi_input() {
     let mut x: u32 = 0xdead_beef;
     let mut rnd = move || {
@@ -386,6 +576,15 @@ fn hostile_scsi_input() {
             let _ = ReportLunsData::parse(&g);
             let _ = ReadCapacity16Data::parse(&g);
             let _ = ModeHeader10Repr::parse(&g);
+            if let Ok(b) = BlockLimitsVpd::parse(&g) {
+                assert_eq!(BlockLimitsVpd::parse(&b.to_bytes()).unwrap(), b);
+            }
+            if let Ok(b) = BlockDeviceCharacteristicsVpd::parse(&g) {
+                assert_eq!(
+                    BlockDeviceCharacteristicsVpd::parse(&b.to_bytes()).unwrap(),
+                    b
+                );
+            }
         }
     }
     for n in 0..36 {

@@ -1,0 +1,372 @@
+//! Fuzz body for the target core, shared by the cargo-fuzz target `scsi_target`
+//! (`fuzz/fuzz_targets/scsi_target.rs`) and the stable test that replays its committed
+//! corpus (`tests/fuzz_corpus.rs`), as `softrdma_wire::fuzzing` does for the parsers.
+//!
+//! [`target`] builds a [`Target`] with a writable LUN 0 (64 blocks), a read-only LUN 1
+//! (8 × 4096 bytes) and two nexuses, then feeds it the commands and task management
+//! functions the input describes. It must never panic, and every response must be
+//! consistent: sense data exactly with CHECK CONDITION, no data-in beyond the transfer
+//! length, residuals that add up to the expected length.
+//!
+//! # Input format
+//!
+//! Byte 0: setup (bit 0: LUN 0 has 4096-byte blocks; bit 1: LUN 0 has a write cache;
+//! bit 2: no LUN 0, so the virtual LUN 0 answers; bit 3: no power-on unit attentions;
+//! bits 4–5: the LUN RESET unit attention policy). Then records of
+//! `sel, len_lo, len_hi, cdb_len, cdb[cdb_len]` (a short last record takes what is left),
+//! at most [`MAX_RECORDS`]:
+//!
+//! | `sel` bits | meaning |
+//! |-----------|---------|
+//! | 0–1 | LUN: 0, 1, 2 (missing), 0x4000 (missing) |
+//! | 2–3 | direction of the initiator's buffers: none, in, out, in |
+//! | 4 | sent on the second nexus |
+//! | 5 | a task management function instead (`cdb[0] % 8` the function, `cdb[1]` the tag) |
+//! | 6 | first unregister (or re-register) the second nexus |
+//! | 7 | record the command as a task in flight (tag `cdb_len`); if that tag is in flight already, finish it instead |
+//!
+//! `len` is the expected data transfer length; the data-out is `len` bytes of a pattern.
+
+use softrdma_wire::scsi::{ScsiStatus, SenseRepr};
+
+use crate::{
+    BackingStore, BlockSize, Data, DataDir, Decoded, InitiatorId, LogicalUnit, LunConfig, LunId,
+    LunResetUa, MemStore, NexusId, Residual, StoreError, Target, TargetConfig, TmfKind,
+};
+
+/// Records past this are ignored.
+pub const MAX_RECORDS: usize = 64;
+
+/// A memory store with a (pretend) volatile write cache, to reach the FUA paths.
+struct CachedMem(MemStore);
+
+impl BackingStore for CachedMem {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn block_size(&self) -> BlockSize {
+        self.0.block_size()
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+    fn write_cache(&self) -> bool {
+        true
+    }
+    fn non_rotational(&self) -> bool {
+        true
+    }
+    fn product(&self) -> &str {
+        "FILEIO"
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        self.0.read_at(offset, buf)
+    }
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
+        self.0.write_at(offset, buf)
+    }
+    fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+fn setup(flags: u8) -> (Target, NexusId, NexusId) {
+    let policy = match (flags >> 4) & 3 {
+        0 => LunResetUa::AllNexuses,
+        1 => LunResetUa::OtherNexuses,
+        _ => LunResetUa::IssuingNexus,
+    };
+    let mut t = Target::new(TargetConfig {
+        power_on_ua: flags & 8 == 0,
+        lun_reset_ua: policy,
+        ..TargetConfig::default()
+    });
+    let config = LunConfig {
+        unit_serial: Some("6001405f0e1d2c3b".into()),
+        max_transfer_bytes: 64 * 1024,
+        ..LunConfig::default()
+    };
+    if flags & 4 == 0 {
+        let bs = if flags & 1 != 0 {
+            BlockSize::B4096
+        } else {
+            BlockSize::B512
+        };
+        let mem = MemStore::new(64 * u64::from(bs.bytes()), bs).unwrap_or_else(|e| panic!("{e}"));
+        let store: Box<dyn BackingStore + Send> = if flags & 2 != 0 {
+            Box::new(CachedMem(mem))
+        } else {
+            Box::new(mem)
+        };
+        t.add_lun(LunId(0), LogicalUnit::new(store, config.clone()))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let ro = MemStore::new(8 * 4096, BlockSize::B4096)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_read_only();
+    t.add_lun(LunId(1), LogicalUnit::new(Box::new(ro), config))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let a = t.register_nexus(InitiatorId(0xa));
+    let b = t.register_nexus(InitiatorId(0xb));
+    (t, a, b)
+}
+
+/// One command through decode and execute, checking the response.
+fn command(t: &mut Target, n: NexusId, lun: LunId, cdb: &[u8], dir: DataDir, expected: u32) {
+    let rsp = match t.decode(n, lun, cdb, dir, expected) {
+        Ok(Decoded::Done(r)) => {
+            assert_eq!(r.status, ScsiStatus::CHECK_CONDITION);
+            assert_eq!(r.data_len, 0);
+            r
+        }
+        Ok(Decoded::Ready(cmd)) => {
+            let len = cmd.transfer_len() as usize;
+            if dir == DataDir::None {
+                assert_eq!(len, 0);
+            }
+            assert!(len as u64 <= u64::from(expected));
+            let r = match cmd.data_dir() {
+                DataDir::In => {
+                    let mut buf = vec![0u8; len];
+                    let r = t
+                        .execute(&cmd, Data::In(&mut buf))
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    assert!(r.data_len as usize <= len);
+                    if r.status == ScsiStatus::GOOD {
+                        match r.residual {
+                            Residual::Underflow(u) => {
+                                assert_eq!(
+                                    u64::from(r.data_len) + u64::from(u),
+                                    u64::from(expected)
+                                )
+                            }
+                            Residual::None => assert_eq!(r.data_len, expected),
+                            Residual::Overflow(o) => {
+                                assert!(o > 0);
+                                assert_eq!(r.data_len, expected);
+                            }
+                        }
+                    }
+                    r
+                }
+                DataDir::Out => {
+                    let data: Vec<u8> = (0..len).map(|i| (i as u8) ^ cdb.len() as u8).collect();
+                    t.execute(&cmd, Data::Out(&data))
+                        .unwrap_or_else(|e| panic!("{e}"))
+                }
+                DataDir::None => t
+                    .execute(&cmd, Data::None)
+                    .unwrap_or_else(|e| panic!("{e}")),
+            };
+            if cmd.data_dir() != DataDir::In {
+                assert_eq!(r.data_len, 0);
+            }
+            r
+        }
+        Err(e) => panic!("{e}"),
+    };
+    match rsp.sense {
+        Some(s) => {
+            assert_eq!(rsp.status, ScsiStatus::CHECK_CONDITION);
+            assert_eq!(rsp.data_len, 0);
+            let p = SenseRepr::parse(&s.to_fixed()).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!((p.sense_key(), p.asc_ascq()), (s.key, s.asc_ascq));
+        }
+        None => assert_eq!(rsp.status, ScsiStatus::GOOD),
+    }
+}
+
+/// The fuzz body.
+pub fn target(data: &[u8]) {
+    let Some((&flags, mut rest)) = data.split_first() else {
+        return;
+    };
+    let (mut t, a, mut b) = setup(flags);
+    let mut b_registered = true;
+    for _ in 0..MAX_RECORDS {
+        if rest.len() < 4 {
+            break;
+        }
+        let (sel, expected, cdb_len) = (
+            rest[0],
+            u32::from(u16::from_le_bytes([rest[1], rest[2]])),
+            usize::from(rest[3] % 33),
+        );
+        rest = &rest[4..];
+        let cdb = &rest[..cdb_len.min(rest.len())];
+        rest = &rest[cdb.len()..];
+        if sel & 0x40 != 0 {
+            if b_registered {
+                let gone = t.unregister_nexus(b).unwrap_or_else(|e| panic!("{e}"));
+                assert!(gone.iter().all(|g| g.nexus == b));
+            } else {
+                b = t.register_nexus(InitiatorId(0xb));
+            }
+            b_registered = !b_registered;
+        }
+        let n = if sel & 0x10 != 0 { b } else { a };
+        if n == b && !b_registered {
+            assert!(t.decode(n, LunId(0), cdb, DataDir::None, 0).is_err());
+            continue;
+        }
+        let lun = match sel & 3 {
+            0 => LunId(0),
+            1 => LunId(1),
+            2 => LunId(2),
+            _ => LunId(0x4000),
+        };
+        let dir = match (sel >> 2) & 3 {
+            0 => DataDir::None,
+            2 => DataDir::Out,
+            _ => DataDir::In,
+        };
+        if sel & 0x20 != 0 {
+            let f = cdb.first().copied().unwrap_or(0);
+            let tag = u64::from(cdb.get(1).copied().unwrap_or(0));
+            let kind = match f % 8 {
+                0 => TmfKind::AbortTask(tag),
+                1 => TmfKind::AbortTaskSet,
+                2 => TmfKind::ClearAca,
+                3 => TmfKind::ClearTaskSet,
+                4 => TmfKind::LunReset,
+                5 => TmfKind::TargetWarmReset,
+                6 => TmfKind::TargetColdReset,
+                _ => TmfKind::Unknown(f),
+            };
+            let before = t.tasks_in_flight();
+            let o = t
+                .task_management(n, lun, kind)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(t.tasks_in_flight() + o.aborted.len(), before);
+            for x in &o.aborted {
+                assert!(!t.task_in_flight(x.nexus, x.tag));
+            }
+            continue;
+        }
+        let tag = cdb_len as u64;
+        if sel & 0x80 != 0 && t.task_started(n, lun, tag).is_err() {
+            assert!(t.task_finished(n, tag));
+        }
+        command(&mut t, n, lun, cdb, dir, expected);
+    }
+}
+
+/// Seed inputs for the corpus (`tests/fuzz_corpus.rs` writes them with
+/// `FUZZ_SEED_CORPUS=1`): sequences of well-formed commands, so the fuzzer starts from the
+/// paths an initiator takes.
+pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
+    // (sel, expected, cdb)
+    type Rec = (u8, u16, Vec<u8>);
+    let rec = |v: &[Rec]| {
+        let mut out = Vec::new();
+        for (sel, exp, cdb) in v {
+            out.push(*sel);
+            out.extend_from_slice(&exp.to_le_bytes());
+            out.push(cdb.len() as u8);
+            out.extend_from_slice(cdb);
+        }
+        out
+    };
+    let tur = vec![0u8; 6];
+    let inq = |evpd: u8, page: u8, len: u8| vec![0x12, evpd, page, 0, len, 0];
+    let r10 = |op: u8, b1: u8, lba: u8, n: u8| vec![op, b1, 0, 0, 0, lba, 0, 0, n, 0];
+    let r16 = |op: u8, lba: u8, n: u8| {
+        let mut c = vec![0u8; 16];
+        c[0] = op;
+        c[9] = lba;
+        c[13] = n;
+        c
+    };
+    const IN: u8 = 0x04;
+    const OUT: u8 = 0x08;
+    let mut cap16 = vec![0u8; 16];
+    cap16[0] = 0x9e;
+    cap16[1] = 0x10;
+    cap16[13] = 32;
+    let mut luns = vec![0u8; 12];
+    luns[0] = 0xa0;
+    luns[8] = 0x10;
+    let mut seeds = vec![
+        (
+            "login-scan",
+            rec(&[
+                (0, 0, tur.clone()),
+                (IN, 36, inq(0, 0, 36)),
+                (IN, 4096, luns.clone()),
+                (IN, 255, inq(1, 0x00, 255)),
+                (IN, 255, inq(1, 0x80, 255)),
+                (IN, 255, inq(1, 0x83, 255)),
+                (IN, 64, inq(1, 0xb0, 64)),
+                (IN, 64, inq(1, 0xb1, 64)),
+                (IN, 8, vec![0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+                (IN, 32, cap16),
+                (IN, 255, vec![0x1a, 0, 0x3f, 0, 255, 0]),
+                (IN, 32, vec![0x1a, 0x08, 0x08, 0, 32, 0]),
+                (IN | 1, 36, inq(0, 0, 36)),
+            ]),
+        ),
+        (
+            "read-write",
+            rec(&[
+                (0, 0, tur.clone()),
+                (OUT, 1024, r10(0x2a, 0, 3, 2)),
+                (IN, 1024, r10(0x28, 0, 3, 2)),
+                (OUT, 512, vec![0x0a, 0, 0, 9, 1, 0]),
+                (IN, 512, vec![0x08, 0, 0, 9, 1, 0]),
+                (OUT | 0x80, 512, r16(0x8a, 1, 1)),
+                (IN | 0x80, 512, r16(0x88, 1, 1)),
+                (OUT, 512, vec![0xaa, 0, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0]),
+                (IN, 512, vec![0xa8, 0, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0]),
+                (OUT, 512, r10(0x2e, 0x02, 5, 1)),
+                (0, 0, r10(0x2f, 0, 0, 8)),
+                (0, 0, r10(0x35, 0, 0, 0)),
+                (OUT | 1, 4096, r10(0x2a, 0, 0, 1)),
+                (IN, 1000, r10(0x28, 0, 0, 4)),
+            ]),
+        ),
+        (
+            "mode-sense-select-sense",
+            rec(&[
+                (IN, 18, vec![0x03, 0, 0, 0, 18, 0]),
+                (IN, 255, vec![0x1a, 0x08, 0x08, 0, 255, 0]),
+                (OUT, 24, vec![0x15, 0x10, 0, 0, 24, 0]),
+                (IN, 0x100, vec![0x5a, 0x10, 0x3f, 0, 0, 0, 0, 1, 0, 0]),
+                (0, 0, vec![0x1b, 1, 0, 0, 1, 0]),
+                (IN, 16, vec![0x4d, 0, 0, 0, 0, 0, 0, 0, 16, 0]),
+            ]),
+        ),
+        (
+            "task-management",
+            rec(&[
+                (0x80 | IN, 512, r10(0x28, 0, 0, 1)),
+                (0x80 | 0x10, 0, vec![0; 6]),
+                (0x80, 0, vec![0; 7]),
+                (0x20, 0, vec![0, 10]),
+                (0x20 | 0x10, 0, vec![1]),
+                (0x20, 0, vec![3]),
+                (0x20, 0, vec![4]),
+                (0x10, 0, tur.clone()),
+                (0x20, 0, vec![2]),
+                (0x20 | 2, 0, vec![4]),
+                (0x40, 0, Vec::new()),
+                (0x10, 0, tur.clone()),
+                (0x40 | 0x10, 0, tur),
+            ]),
+        ),
+    ];
+    // Setup variants: 4096-byte blocks with a write cache (FUA), and the virtual LUN 0.
+    let mut out = Vec::new();
+    for (name, body) in seeds.drain(..) {
+        let flags: &[(u8, &str)] = match name {
+            "read-write" => &[(0, "read-write"), (3, "read-write-4k-wce")],
+            "login-scan" => &[(0, "login-scan"), (4 | 0x18, "login-scan-virtual-lun0")],
+            _ => &[(0, name)],
+        };
+        for (f, n) in flags {
+            let mut v = vec![*f];
+            v.extend_from_slice(&body);
+            out.push((*n, v));
+        }
+    }
+    out
+}

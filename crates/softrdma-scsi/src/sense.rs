@@ -1,0 +1,114 @@
+//! Why a command ends in CHECK CONDITION, and the sense data that says so.
+//!
+//! [`SenseReason`] is the typed form of LIO's `sense_reason_t` (the `TCM_*` values a
+//! `parse_cdb`/`execute_cmd` function returns), restricted to the ones this core raises;
+//! [`SenseReason::sense`] is LIO's `sense_detail_table` lookup (in
+//! `target_core_transport.c`, used by `transport_send_check_condition_and_sense`), so every
+//! key/ASC/ASCQ below is the one LIO sends for the same condition.
+
+use softrdma_wire::scsi::{AscAscq, SenseKey, SenseRepr};
+
+/// Sense data: key, ASC/ASCQ. Sent as 18 bytes of fixed-format, current sense data
+/// (response code 0x70), as LIO does with the control mode page's D_SENSE bit clear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sense {
+    pub key: SenseKey,
+    pub asc_ascq: AscAscq,
+}
+
+impl Sense {
+    /// Length of the fixed-format sense data LIO builds (`scsi_build_sense_buffer`).
+    pub const FIXED_LEN: usize = 18;
+
+    pub const fn new(key: SenseKey, asc_ascq: AscAscq) -> Sense {
+        Sense { key, asc_ascq }
+    }
+
+    /// The fixed-format sense data: 0x70, key, ADDITIONAL SENSE LENGTH 10, ASC, ASCQ.
+    pub fn to_fixed(&self) -> [u8; Sense::FIXED_LEN] {
+        let mut b = [0u8; Sense::FIXED_LEN];
+        SenseRepr::fixed(self.key, self.asc_ascq).emit(&mut b);
+        b
+    }
+
+    /// The same as the wire crate's representation (for dissection and tests).
+    pub fn to_repr(&self) -> SenseRepr {
+        SenseRepr::fixed(self.key, self.asc_ascq)
+    }
+}
+
+/// Why a command failed: each variant is a LIO `TCM_*` sense reason (named in its doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SenseReason {
+    /// `TCM_NON_EXISTENT_LUN`: ILLEGAL REQUEST, LOGICAL UNIT NOT SUPPORTED (25h/00h).
+    NonExistentLun,
+    /// `TCM_UNSUPPORTED_SCSI_OPCODE`: ILLEGAL REQUEST, INVALID COMMAND OPERATION CODE
+    /// (20h/00h).
+    UnsupportedOpcode,
+    /// `TCM_INVALID_CDB_FIELD`: ILLEGAL REQUEST, INVALID FIELD IN CDB (24h/00h).
+    InvalidCdbField,
+    /// `TCM_UNKNOWN_MODE_PAGE`: LIO sends ILLEGAL REQUEST, INVALID FIELD IN CDB (24h/00h)
+    /// for a mode page it does not have, in MODE SENSE and MODE SELECT alike.
+    UnknownModePage,
+    /// `TCM_INVALID_PARAMETER_LIST`: ILLEGAL REQUEST, INVALID FIELD IN PARAMETER LIST
+    /// (26h/00h).
+    InvalidParameterList,
+    /// `TCM_PARAMETER_LIST_LENGTH_ERROR`: ILLEGAL REQUEST, PARAMETER LIST LENGTH ERROR
+    /// (1Ah/00h).
+    ParameterListLengthError,
+    /// `TCM_INVALID_FIELD_IN_COMMAND_IU`: ILLEGAL REQUEST, INVALID FIELD IN COMMAND
+    /// INFORMATION UNIT (0Eh/03h): what `target_cmd_size_check` answers to a WRITE whose
+    /// expected data transfer length is not the CDB's.
+    InvalidFieldInCommandIu,
+    /// `TCM_WRITE_PROTECTED`: DATA PROTECT, WRITE PROTECTED (27h/00h).
+    WriteProtected,
+    /// `TCM_ADDRESS_OUT_OF_RANGE`: ILLEGAL REQUEST, LOGICAL BLOCK ADDRESS OUT OF RANGE
+    /// (21h/00h).
+    AddressOutOfRange,
+    /// `TCM_LOGICAL_UNIT_COMMUNICATION_FAILURE`: NOT READY, LOGICAL UNIT COMMUNICATION
+    /// FAILURE (08h/00h), what LIO's FILEIO answers when the file read or write fails (NOT
+    /// READY rather than an error key, so initiators retry).
+    LogicalUnitCommunicationFailure,
+    /// `TCM_CHECK_CONDITION_UNIT_ATTENTION`: UNIT ATTENTION with the ASC/ASCQ of the
+    /// condition reported (`core_scsi3_ua_for_check_condition`).
+    UnitAttention(AscAscq),
+}
+
+impl SenseReason {
+    /// LIO's `sense_detail_table` entry for the reason.
+    pub fn sense(self) -> Sense {
+        use SenseReason::*;
+        let (key, asc) = match self {
+            NonExistentLun => (
+                SenseKey::ILLEGAL_REQUEST,
+                AscAscq::LOGICAL_UNIT_NOT_SUPPORTED,
+            ),
+            UnsupportedOpcode => (
+                SenseKey::ILLEGAL_REQUEST,
+                AscAscq::INVALID_COMMAND_OPERATION_CODE,
+            ),
+            InvalidCdbField | UnknownModePage => {
+                (SenseKey::ILLEGAL_REQUEST, AscAscq::INVALID_FIELD_IN_CDB)
+            }
+            InvalidParameterList => (
+                SenseKey::ILLEGAL_REQUEST,
+                AscAscq::INVALID_FIELD_IN_PARAMETER_LIST,
+            ),
+            ParameterListLengthError => (
+                SenseKey::ILLEGAL_REQUEST,
+                AscAscq::PARAMETER_LIST_LENGTH_ERROR,
+            ),
+            InvalidFieldInCommandIu => (
+                SenseKey::ILLEGAL_REQUEST,
+                AscAscq::INVALID_FIELD_IN_COMMAND_IU,
+            ),
+            WriteProtected => (SenseKey::DATA_PROTECT, AscAscq::WRITE_PROTECTED),
+            AddressOutOfRange => (SenseKey::ILLEGAL_REQUEST, AscAscq::LBA_OUT_OF_RANGE),
+            LogicalUnitCommunicationFailure => {
+                (SenseKey::NOT_READY, AscAscq::LUN_COMMUNICATION_FAILURE)
+            }
+            UnitAttention(a) => (SenseKey::UNIT_ATTENTION, a),
+        };
+        Sense::new(key, asc)
+    }
+}

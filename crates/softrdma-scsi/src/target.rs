@@ -1,0 +1,820 @@
+//! The target: LUNs, I_T nexuses, unit attentions and the tasks in flight; decoding and
+//! executing commands.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use softrdma_wire::scsi::{
+    AscAscq, InquiryRepr, ModeSelectRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr,
+    ReadWriteRepr, ReportLunsRepr, RequestSenseRepr, ScsiOpcode, ServiceActionIn16,
+    StartStopUnitRepr, SyncCacheRepr, VerifyRepr,
+};
+
+use crate::cmd::{Cmd, Data, DataDir, Decoded, Op, Residual, Response, Xfer};
+use crate::emulate::{self, Done};
+use crate::lun::{LogicalUnit, LunConfig, LunId};
+use crate::sense::SenseReason;
+use crate::tmf::TaskTable;
+use crate::ua::UaQueue;
+
+/// An I_T nexus the target knows, as [`Target::register_nexus`] numbered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NexusId(pub(crate) u32);
+
+impl fmt::Display for NexusId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "nexus#{}", self.0)
+    }
+}
+
+/// The initiator port of a nexus (for SRP, the 128-bit initiator port identifier).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InitiatorId(pub u128);
+
+/// Which I_T nexuses get BUS DEVICE RESET FUNCTION OCCURRED after a LOGICAL UNIT RESET.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LunResetUa {
+    /// Every nexus, the issuer included: SAM-5, and LIO since its `target_dev_ua_allocate`
+    /// (the 2022 "UA on all luns after reset" change).
+    #[default]
+    AllNexuses,
+    /// Every nexus but the issuer.
+    OtherNexuses,
+    /// Only the issuer: LIO 6.1's `target_tmr_work`, which calls `target_ua_allocate_lun`
+    /// for the issuing session's ACL.
+    IssuingNexus,
+}
+
+/// Target-wide settings: the port the LUNs are reached through and the UA policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetConfig {
+    /// PROTOCOL IDENTIFIER of the transport (4: SRP), for VPD page 0x83 and the transport
+    /// version descriptor of the standard INQUIRY data.
+    pub protocol_id: u8,
+    /// The target port's name, for the SCSI name string designators of VPD page 0x83 (LIO
+    /// uses the fabric's `tpg_get_wwn`; `ib_srpt` gives the port GUID or GID).
+    pub port_name: String,
+    /// TARGET PORTAL GROUP TAG in the port's SCSI name string.
+    pub tpgt: u16,
+    /// A TARGET PORT GROUP designator (LIO always has ALUA's `default_tg_pt_gp`, id 0; we
+    /// have no ALUA, so none by default).
+    pub target_port_group: Option<u16>,
+    /// A LOGICAL UNIT GROUP designator (LIO's `default_lu_gp`, id 0; none by default).
+    pub lu_group: Option<u16>,
+    /// Answer LUN 0 when it is not configured, as LIO's `tpg_virt_lun0` does, with this
+    /// INQUIRY byte 0 (LIO: 0x3F, peripheral qualifier 001b "not connected", type 1Fh);
+    /// `None`: LUN 0 is missing like any other LUN.
+    pub virtual_lun0: Option<u8>,
+    /// Establish POWER ON, RESET, OR BUS DEVICE RESET OCCURRED for every LUN when a nexus
+    /// is registered (and for a new LUN on every nexus): SAM's power-on condition as the
+    /// initiator sees it. LIO 6.1 raises none at login.
+    pub power_on_ua: bool,
+    pub lun_reset_ua: LunResetUa,
+}
+
+impl Default for TargetConfig {
+    fn default() -> TargetConfig {
+        TargetConfig {
+            protocol_id: 4,
+            port_name: "softrdma".into(),
+            tpgt: 1,
+            target_port_group: None,
+            lu_group: None,
+            virtual_lun0: Some(0x3f),
+            power_on_ua: true,
+            lun_reset_ua: LunResetUa::AllNexuses,
+        }
+    }
+}
+
+/// Misuse of the core's API (as opposed to a SCSI error, which is a [`Response`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CoreError {
+    /// The nexus is not registered (or was unregistered).
+    UnknownNexus(NexusId),
+    /// A LUN id must be single-level (below 65536).
+    BadLunId(LunId),
+    LunExists(LunId),
+    NoSuchLun(LunId),
+    /// The store's size is zero or not a whole number of blocks.
+    BadStoreSize {
+        size: u64,
+        block_size: u32,
+    },
+    /// A task with this tag is already in flight on the nexus.
+    TagInUse {
+        nexus: NexusId,
+        tag: u64,
+    },
+    /// The buffer handed to `execute` does not fit the command's data phase.
+    DataMismatch {
+        dir: DataDir,
+        transfer_len: u32,
+        got_dir: DataDir,
+        got_len: usize,
+    },
+}
+
+impl fmt::Display for CoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CoreError::UnknownNexus(n) => write!(f, "{n} is not registered"),
+            CoreError::BadLunId(l) => write!(f, "LUN {l} is not a single-level LUN"),
+            CoreError::LunExists(l) => write!(f, "LUN {l} exists already"),
+            CoreError::NoSuchLun(l) => write!(f, "no LUN {l}"),
+            CoreError::BadStoreSize { size, block_size } => write!(
+                f,
+                "a {size}-byte store is not a whole number of {block_size}-byte blocks"
+            ),
+            CoreError::TagInUse { nexus, tag } => {
+                write!(f, "tag {tag:#x} is already in flight on {nexus}")
+            }
+            CoreError::DataMismatch {
+                dir,
+                transfer_len,
+                got_dir,
+                got_len,
+            } => write!(
+                f,
+                "the command moves {transfer_len} bytes {dir:?}, the buffer is {got_len} bytes {got_dir:?}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CoreError {}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Nexus {
+    pub initiator: InitiatorId,
+}
+
+/// The SCSI target core: LUNs, nexuses, unit attentions, tasks. Sans-IO: the transport
+/// feeds it commands and buffers and sends what it answers.
+pub struct Target {
+    pub(crate) config: TargetConfig,
+    pub(crate) luns: BTreeMap<u64, LogicalUnit>,
+    pub(crate) nexuses: BTreeMap<NexusId, Nexus>,
+    pub(crate) ua: BTreeMap<(NexusId, u64), UaQueue>,
+    pub(crate) tasks: TaskTable,
+    next_nexus: u32,
+    virtual_lun0_config: LunConfig,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("config", &self.config)
+            .field("luns", &self.luns)
+            .field("nexuses", &self.nexuses)
+            .field("tasks", &self.tasks)
+            .finish()
+    }
+}
+
+/// LBA range check of `sbc_parse_cdb`: `lba + blocks` may reach the end of the medium, not
+/// pass it (nor wrap).
+fn check_lba(lba: u64, blocks: u64, lu: &LogicalUnit) -> Result<(), SenseReason> {
+    match lba.checked_add(blocks) {
+        Some(end) if end <= lu.blocks() => Ok(()),
+        _ => Err(SenseReason::AddressOutOfRange),
+    }
+}
+
+/// What `parse` learnt from a CDB.
+struct Parsed {
+    op: Op,
+    /// Direction the CDB implies.
+    dir: DataDir,
+    /// Bytes the CDB implies (allocation length, parameter list length, blocks × size).
+    size: u64,
+    /// A READ/WRITE-class command (LIO's `SCF_SCSI_DATA_CDB`).
+    data_cdb: bool,
+}
+
+impl Parsed {
+    fn new(op: Op, dir: DataDir, size: u64) -> Parsed {
+        Parsed {
+            op,
+            dir,
+            size,
+            data_cdb: false,
+        }
+    }
+}
+
+impl Target {
+    pub fn new(config: TargetConfig) -> Target {
+        Target {
+            config,
+            luns: BTreeMap::new(),
+            nexuses: BTreeMap::new(),
+            ua: BTreeMap::new(),
+            tasks: TaskTable::default(),
+            next_nexus: 1,
+            virtual_lun0_config: LunConfig {
+                product: Some("RAMDISK-MCP".into()),
+                ..LunConfig::default()
+            },
+        }
+    }
+
+    pub fn config(&self) -> &TargetConfig {
+        &self.config
+    }
+
+    // -----------------------------------------------------------------------------------
+    // LUNs and nexuses
+    // -----------------------------------------------------------------------------------
+
+    /// Adds a LUN. Every nexus gets REPORTED LUNS DATA HAS CHANGED on its other LUNs (LIO's
+    /// `target_luns_data_has_changed` from `core_enable_device_list_for_node`) and, with
+    /// [`TargetConfig::power_on_ua`], POWER ON on the new one.
+    pub fn add_lun(&mut self, id: LunId, lu: LogicalUnit) -> Result<(), CoreError> {
+        if !id.is_single_level() {
+            return Err(CoreError::BadLunId(id));
+        }
+        if self.luns.contains_key(&id.0) {
+            return Err(CoreError::LunExists(id));
+        }
+        let (size, block_size) = (lu.store.size(), lu.block_size());
+        if size == 0 || size % u64::from(block_size) != 0 {
+            return Err(CoreError::BadStoreSize { size, block_size });
+        }
+        let nexuses: Vec<NexusId> = self.nexuses.keys().copied().collect();
+        for n in &nexuses {
+            for other in self.luns.keys() {
+                self.ua
+                    .entry((*n, *other))
+                    .or_default()
+                    .push(AscAscq::REPORTED_LUNS_DATA_HAS_CHANGED);
+            }
+            if self.config.power_on_ua {
+                self.ua
+                    .entry((*n, id.0))
+                    .or_default()
+                    .push(AscAscq::POWER_ON_RESET);
+            }
+        }
+        self.luns.insert(id.0, lu);
+        Ok(())
+    }
+
+    /// Removes a LUN, with its unit attentions and the tasks in flight on it (returned: the
+    /// transport must drop them silently). The other LUNs of every nexus get REPORTED LUNS
+    /// DATA HAS CHANGED (`core_disable_device_list_for_node`).
+    pub fn remove_lun(
+        &mut self,
+        id: LunId,
+    ) -> Result<(LogicalUnit, Vec<crate::AbortedTask>), CoreError> {
+        let lu = self.luns.remove(&id.0).ok_or(CoreError::NoSuchLun(id))?;
+        self.ua.retain(|(_, l), _| *l != id.0);
+        let aborted = self.tasks.abort_where(|_, l| l == id, |_| false);
+        for n in self.nexuses.keys() {
+            for other in self.luns.keys() {
+                self.ua
+                    .entry((*n, *other))
+                    .or_default()
+                    .push(AscAscq::REPORTED_LUNS_DATA_HAS_CHANGED);
+            }
+        }
+        Ok((lu, aborted))
+    }
+
+    pub fn lun(&self, id: LunId) -> Option<&LogicalUnit> {
+        self.luns.get(&id.0)
+    }
+
+    /// The configured LUNs, ascending.
+    pub fn lun_ids(&self) -> impl Iterator<Item = LunId> + '_ {
+        self.luns.keys().map(|l| LunId(*l))
+    }
+
+    /// Registers an I_T nexus (an SRP login). With [`TargetConfig::power_on_ua`] every LUN
+    /// holds POWER ON, RESET, OR BUS DEVICE RESET OCCURRED for it.
+    pub fn register_nexus(&mut self, initiator: InitiatorId) -> NexusId {
+        let id = NexusId(self.next_nexus);
+        self.next_nexus = self.next_nexus.wrapping_add(1);
+        self.nexuses.insert(id, Nexus { initiator });
+        if self.config.power_on_ua {
+            for l in self.luns.keys() {
+                self.ua
+                    .entry((id, *l))
+                    .or_default()
+                    .push(AscAscq::POWER_ON_RESET);
+            }
+        }
+        id
+    }
+
+    /// Forgets a nexus (logout, channel loss): its unit attentions and tasks go; the tasks
+    /// are returned for the transport to drop.
+    pub fn unregister_nexus(&mut self, id: NexusId) -> Result<Vec<crate::AbortedTask>, CoreError> {
+        self.nexuses
+            .remove(&id)
+            .ok_or(CoreError::UnknownNexus(id))?;
+        self.ua.retain(|(n, _), _| *n != id);
+        Ok(self.tasks.abort_where(|n, _| n == id, |_| false))
+    }
+
+    pub fn initiator(&self, id: NexusId) -> Option<InitiatorId> {
+        self.nexuses.get(&id).map(|n| n.initiator)
+    }
+
+    /// The unit attentions pending for a nexus on a LUN, highest precedence first.
+    pub fn pending_unit_attentions(&self, nexus: NexusId, lun: LunId) -> Vec<AscAscq> {
+        self.ua
+            .get(&(nexus, lun.0))
+            .map(|q| q.pending().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Establishes a unit attention for a nexus on a LUN (e.g. MODE PARAMETERS CHANGED
+    /// from a management action).
+    pub fn raise_unit_attention(
+        &mut self,
+        nexus: NexusId,
+        lun: LunId,
+        asc: AscAscq,
+    ) -> Result<(), CoreError> {
+        if !self.nexuses.contains_key(&nexus) {
+            return Err(CoreError::UnknownNexus(nexus));
+        }
+        if !self.luns.contains_key(&lun.0) {
+            return Err(CoreError::NoSuchLun(lun));
+        }
+        self.ua.entry((nexus, lun.0)).or_default().push(asc);
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Decode
+    // -----------------------------------------------------------------------------------
+
+    /// Decodes a command that arrived on `nexus` for `lun`: the CDB, the direction of the
+    /// data buffers the initiator described and the total length it expects (for SRP, the
+    /// data-out or data-in descriptors of the SRP_CMD).
+    ///
+    /// In LIO's order: the LUN lookup (`transport_lookup_cmd_lun`: LOGICAL UNIT NOT
+    /// SUPPORTED for a missing LUN, WRITE PROTECTED for data-out to a read-only one), the
+    /// CDB (`sbc_parse_cdb`/`spc_parse_cdb`: unsupported opcode, invalid fields, LBA range),
+    /// then the transfer length (`target_cmd_size_check`). Unit attentions are checked by
+    /// [`Target::execute`], after the data phase, as LIO's `target_scsi3_ua_check` runs in
+    /// `__target_execute_cmd`.
+    pub fn decode(
+        &self,
+        nexus: NexusId,
+        lun: LunId,
+        cdb: &[u8],
+        dir: DataDir,
+        expected_len: u32,
+    ) -> Result<Decoded, CoreError> {
+        if !self.nexuses.contains_key(&nexus) {
+            return Err(CoreError::UnknownNexus(nexus));
+        }
+        let expected = if dir == DataDir::None {
+            0
+        } else {
+            expected_len
+        };
+        let fail = |r: SenseReason| Ok(Decoded::Done(Response::check(r, Residual::None)));
+        let lu = self.luns.get(&lun.0);
+        let virtual_lun0 = lu.is_none() && lun.0 == 0 && self.config.virtual_lun0.is_some();
+        if lu.is_none() && !virtual_lun0 {
+            return fail(SenseReason::NonExistentLun);
+        }
+        // transport_lookup_cmd_lun: a data-out to a read-only mapping, or to the virtual
+        // LUN 0, is WRITE PROTECTED whatever the CDB.
+        if dir == DataDir::Out && lu.map_or(true, LogicalUnit::read_only) {
+            return fail(SenseReason::WriteProtected);
+        }
+        let parsed = match lu {
+            Some(lu) => Self::parse(cdb, lu),
+            None => Self::parse_virtual(cdb),
+        };
+        let p = match parsed {
+            Ok(p) => p,
+            Err(r) => return fail(r),
+        };
+        // Opposite directions (a READ with data-out buffers): LIO would move data the way
+        // the transport says; we refuse.
+        if dir != DataDir::None && p.dir != DataDir::None && dir != p.dir {
+            return fail(SenseReason::InvalidFieldInCommandIu);
+        }
+        let Ok(size) = u32::try_from(p.size) else {
+            return fail(SenseReason::InvalidCdbField);
+        };
+        let xfer = match Xfer::size_check(size, expected, dir, p.data_cdb) {
+            Ok(x) => x,
+            Err((r, residual)) => return Ok(Decoded::Done(Response::check(r, residual))),
+        };
+        Ok(Decoded::Ready(Cmd {
+            nexus,
+            lun,
+            opcode: ScsiOpcode(cdb[0]),
+            dir,
+            xfer,
+            op: p.op,
+            virtual_lun0,
+        }))
+    }
+
+    /// The virtual LUN 0 answers what lets an initiator find the real LUNs.
+    fn parse_virtual(cdb: &[u8]) -> Result<Parsed, SenseReason> {
+        match cdb.first().map(|b| ScsiOpcode(*b)) {
+            Some(
+                ScsiOpcode::INQUIRY
+                | ScsiOpcode::REPORT_LUNS
+                | ScsiOpcode::REQUEST_SENSE
+                | ScsiOpcode::TEST_UNIT_READY,
+            ) => Self::parse_spc(cdb),
+            _ => Err(SenseReason::NonExistentLun),
+        }
+    }
+
+    /// The primary commands (`spc_parse_cdb`) a LUN and the virtual LUN 0 share.
+    fn parse_spc(cdb: &[u8]) -> Result<Parsed, SenseReason> {
+        let bad = |_| SenseReason::InvalidCdbField;
+        Ok(match ScsiOpcode(cdb[0]) {
+            ScsiOpcode::TEST_UNIT_READY => Parsed::new(Op::TestUnitReady, DataDir::None, 0),
+            ScsiOpcode::REQUEST_SENSE => {
+                let r = RequestSenseRepr::parse(cdb).map_err(bad)?;
+                Parsed::new(
+                    Op::RequestSense { desc: r.desc },
+                    DataDir::In,
+                    u64::from(r.alloc_len),
+                )
+            }
+            ScsiOpcode::INQUIRY => {
+                let r = InquiryRepr::parse(cdb).map_err(bad)?;
+                Parsed::new(
+                    Op::Inquiry {
+                        evpd: r.evpd,
+                        page: r.page_code,
+                    },
+                    DataDir::In,
+                    u64::from(r.alloc_len),
+                )
+            }
+            ScsiOpcode::REPORT_LUNS => {
+                // LIO ignores SELECT REPORT and a short ALLOCATION LENGTH.
+                let r = ReportLunsRepr::parse(cdb).map_err(bad)?;
+                Parsed::new(Op::ReportLuns, DataDir::In, u64::from(r.alloc_len))
+            }
+            _ => return Err(SenseReason::UnsupportedOpcode),
+        })
+    }
+
+    /// `sbc_parse_cdb` (with `spc_parse_cdb` behind it) for a real LUN.
+    fn parse(cdb: &[u8], lu: &LogicalUnit) -> Result<Parsed, SenseReason> {
+        let Some(&op0) = cdb.first() else {
+            return Err(SenseReason::InvalidCdbField);
+        };
+        let opcode = ScsiOpcode(op0);
+        if opcode.cdb_len().is_some_and(|n| cdb.len() < n) {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        let bad = |_| SenseReason::InvalidCdbField;
+        let bs = u64::from(lu.block_size());
+        Ok(match opcode {
+            ScsiOpcode::TEST_UNIT_READY
+            | ScsiOpcode::REQUEST_SENSE
+            | ScsiOpcode::INQUIRY
+            | ScsiOpcode::REPORT_LUNS => Self::parse_spc(cdb)?,
+            ScsiOpcode::REZERO_UNIT | ScsiOpcode::SEEK_6 | ScsiOpcode::SEEK_10 => {
+                Parsed::new(Op::Noop, DataDir::None, 0)
+            }
+            ScsiOpcode::MODE_SENSE_6 | ScsiOpcode::MODE_SENSE_10 => {
+                let r = ModeSenseRepr::parse(cdb).map_err(bad)?;
+                Parsed::new(
+                    Op::ModeSense {
+                        ten: r.ten,
+                        dbd: r.dbd,
+                        llbaa: r.llbaa,
+                        changeable: r.pc.0 == 1,
+                        page: r.page_code,
+                        subpage: r.subpage_code,
+                    },
+                    DataDir::In,
+                    u64::from(r.alloc_len),
+                )
+            }
+            ScsiOpcode::MODE_SELECT_6 | ScsiOpcode::MODE_SELECT_10 => {
+                let r = ModeSelectRepr::parse(cdb).map_err(bad)?;
+                Parsed::new(
+                    Op::ModeSelect {
+                        ten: r.ten,
+                        pf: r.pf,
+                    },
+                    DataDir::Out,
+                    u64::from(r.param_len),
+                )
+            }
+            ScsiOpcode::READ_CAPACITY_10 => {
+                let r = ReadCapacity10Repr::parse(cdb).map_err(bad)?;
+                Parsed::new(
+                    Op::ReadCapacity10 {
+                        pmi: r.pmi,
+                        lba: r.lba,
+                    },
+                    DataDir::In,
+                    8,
+                )
+            }
+            ScsiOpcode::SERVICE_ACTION_IN_16 => {
+                if cdb[1] & 0x1f != ServiceActionIn16::READ_CAPACITY_16.0 {
+                    return Err(SenseReason::InvalidCdbField);
+                }
+                let r = ReadCapacity16Repr::parse(cdb).map_err(bad)?;
+                Parsed::new(Op::ReadCapacity16, DataDir::In, u64::from(r.alloc_len))
+            }
+            ScsiOpcode::READ_6
+            | ScsiOpcode::READ_10
+            | ScsiOpcode::READ_12
+            | ScsiOpcode::READ_16
+            | ScsiOpcode::WRITE_6
+            | ScsiOpcode::WRITE_10
+            | ScsiOpcode::WRITE_12
+            | ScsiOpcode::WRITE_16 => {
+                let r = ReadWriteRepr::parse(cdb).map_err(bad)?;
+                let write = r.kind.is_write();
+                if write && lu.read_only() {
+                    return Err(SenseReason::WriteProtected);
+                }
+                if r.kind.cdb_len() > 6 {
+                    Self::check_dpofua(cdb[1], lu)?;
+                    // sbc_check_prot: RDPROTECT/WRPROTECT without protection information.
+                    if r.protect() != 0 {
+                        return Err(SenseReason::InvalidCdbField);
+                    }
+                }
+                let blocks = u64::from(r.blocks());
+                Self::check_transfer(r.lba, blocks, lu)?;
+                let op = if write {
+                    Op::Write {
+                        lba: r.lba,
+                        sync: r.fua() && lu.write_cache(),
+                    }
+                } else {
+                    Op::Read { lba: r.lba }
+                };
+                Parsed {
+                    op,
+                    dir: if write { DataDir::Out } else { DataDir::In },
+                    size: blocks * bs,
+                    data_cdb: true,
+                }
+            }
+            ScsiOpcode::WRITE_AND_VERIFY_10 | ScsiOpcode::WRITE_AND_VERIFY_16 => {
+                // LIO treats WRITE AND VERIFY as WRITE (BYTCHK ignored, no verify).
+                let r = VerifyRepr::parse(cdb).map_err(bad)?;
+                if lu.read_only() {
+                    return Err(SenseReason::WriteProtected);
+                }
+                Self::check_dpofua(cdb[1], lu)?;
+                if r.protect != 0 {
+                    return Err(SenseReason::InvalidCdbField);
+                }
+                let blocks = u64::from(r.blocks);
+                Self::check_transfer(r.lba, blocks, lu)?;
+                Parsed {
+                    // The verify promises the data is on the medium: flush a write cache.
+                    op: Op::Write {
+                        lba: r.lba,
+                        sync: lu.write_cache(),
+                    },
+                    dir: DataDir::Out,
+                    size: blocks * bs,
+                    data_cdb: true,
+                }
+            }
+            ScsiOpcode::VERIFY_10 | ScsiOpcode::VERIFY_16 => {
+                // LIO: an LBA range check and GOOD (sbc_emulate_noop); any data-out is
+                // taken and not compared.
+                let r = VerifyRepr::parse(cdb).map_err(bad)?;
+                let blocks = u64::from(r.blocks);
+                check_lba(r.lba, blocks, lu)?;
+                let size = match r.bytchk {
+                    0 => 0,
+                    1 => blocks * bs,
+                    3 if blocks > 0 => bs,
+                    3 => 0,
+                    _ => return Err(SenseReason::InvalidCdbField),
+                };
+                if size / bs > u64::from(lu.max_transfer_blocks()) {
+                    return Err(SenseReason::InvalidCdbField);
+                }
+                let dir = if size > 0 {
+                    DataDir::Out
+                } else {
+                    DataDir::None
+                };
+                Parsed::new(Op::Verify, dir, size)
+            }
+            ScsiOpcode::SYNCHRONIZE_CACHE_10 | ScsiOpcode::SYNCHRONIZE_CACHE_16 => {
+                let r = SyncCacheRepr::parse(cdb).map_err(bad)?;
+                check_lba(r.lba, u64::from(r.blocks), lu)?;
+                Parsed::new(Op::SyncCache, DataDir::None, 0)
+            }
+            ScsiOpcode::START_STOP_UNIT => {
+                let _ = StartStopUnitRepr::parse(cdb).map_err(bad)?;
+                let mut b = [0u8; 5];
+                b.copy_from_slice(&cdb[..5]);
+                Parsed::new(Op::StartStop { cdb: b }, DataDir::None, 0)
+            }
+            _ => return Err(SenseReason::UnsupportedOpcode),
+        })
+    }
+
+    /// `sbc_check_dpofua`: DPO (bit 4) or FUA (bit 3) on a LUN that does not advertise
+    /// DPOFUA is INVALID FIELD IN CDB.
+    fn check_dpofua(byte1: u8, lu: &LogicalUnit) -> Result<(), SenseReason> {
+        if byte1 & (ReadWriteRepr::DPO | ReadWriteRepr::FUA) != 0 && !lu.dpofua() {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        Ok(())
+    }
+
+    /// The LBA range, then MAXIMUM TRANSFER LENGTH (SBC-4 §6.6.4: INVALID FIELD IN CDB;
+    /// LIO 6.1 does not check).
+    fn check_transfer(lba: u64, blocks: u64, lu: &LogicalUnit) -> Result<(), SenseReason> {
+        check_lba(lba, blocks, lu)?;
+        if blocks > u64::from(lu.max_transfer_blocks()) {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Execute
+    // -----------------------------------------------------------------------------------
+
+    /// Executes a decoded command on its buffer: the data-out the transport fetched, or the
+    /// data-in buffer to fill (at least [`Cmd::transfer_len`] bytes; [`Response::data_len`]
+    /// of them are to be sent).
+    ///
+    /// First the unit attention check (`target_scsi3_ua_check`): a pending UA fails any
+    /// command but INQUIRY, REPORT LUNS and REQUEST SENSE with CHECK CONDITION, UNIT
+    /// ATTENTION and the highest-precedence ASC/ASCQ, and all pending UAs of the nexus on
+    /// the LUN are cleared (`core_scsi3_ua_for_check_condition`).
+    pub fn execute(&mut self, cmd: &Cmd, data: Data<'_>) -> Result<Response, CoreError> {
+        if !self.nexuses.contains_key(&cmd.nexus) {
+            return Err(CoreError::UnknownNexus(cmd.nexus));
+        }
+        let len = cmd.xfer.data_len as usize;
+        let mismatch = |got_dir, got_len| CoreError::DataMismatch {
+            dir: cmd.data_dir(),
+            transfer_len: cmd.xfer.data_len,
+            got_dir,
+            got_len,
+        };
+        let mut none: [u8; 0] = [];
+        let (inb, outb): (&mut [u8], &[u8]) = match data {
+            Data::None if len == 0 => (&mut none, &[]),
+            Data::None => return Err(mismatch(DataDir::None, 0)),
+            Data::In(b) if cmd.data_dir() != DataDir::Out && b.len() >= len => (&mut b[..len], &[]),
+            Data::In(b) => return Err(mismatch(DataDir::In, b.len())),
+            Data::Out(b) if cmd.data_dir() != DataDir::In && b.len() >= len => {
+                (&mut none, &b[..len])
+            }
+            Data::Out(b) => return Err(mismatch(DataDir::Out, b.len())),
+        };
+        let mut xfer = cmd.xfer;
+        let result = if cmd.virtual_lun0 {
+            self.execute_virtual(cmd, inb)
+        } else if !self.luns.contains_key(&cmd.lun.0) {
+            // Removed since decode.
+            Err(SenseReason::NonExistentLun)
+        } else if let Some(asc) = self.take_ua_for(cmd) {
+            Err(SenseReason::UnitAttention(asc))
+        } else {
+            self.execute_lun(cmd, inb, outb)
+        };
+        Ok(match result {
+            Ok(done) => {
+                let data_len = match done {
+                    Done::NoData => 0,
+                    Done::Full => {
+                        if cmd.data_dir() == DataDir::In {
+                            xfer.data_len
+                        } else {
+                            0
+                        }
+                    }
+                    Done::Len(n) => {
+                        xfer.complete_with_length(n);
+                        xfer.data_len
+                    }
+                };
+                Response::good(data_len, xfer.residual())
+            }
+            Err(r) => Response::check(r, xfer.residual()),
+        })
+    }
+
+    /// `target_scsi3_ua_check` + `core_scsi3_ua_for_check_condition`.
+    fn take_ua_for(&mut self, cmd: &Cmd) -> Option<AscAscq> {
+        if matches!(
+            cmd.opcode,
+            ScsiOpcode::INQUIRY | ScsiOpcode::REPORT_LUNS | ScsiOpcode::REQUEST_SENSE
+        ) {
+            return None;
+        }
+        self.ua.get_mut(&(cmd.nexus, cmd.lun.0))?.take()
+    }
+
+    fn execute_virtual(&mut self, cmd: &Cmd, inb: &mut [u8]) -> Result<Done, SenseReason> {
+        let mut id = crate::lun::Identity {
+            peripheral: self.config.virtual_lun0.unwrap_or(0x3f),
+            vendor: &self.virtual_lun0_config.vendor,
+            product: self
+                .virtual_lun0_config
+                .product
+                .as_deref()
+                .unwrap_or("RAMDISK-MCP"),
+            revision: &self.virtual_lun0_config.revision,
+            serial: None,
+            company_id: self.virtual_lun0_config.company_id,
+            rtpi: self.virtual_lun0_config.relative_port_id,
+            protocol_id: self.config.protocol_id,
+            disk: false,
+        };
+        match cmd.op {
+            Op::Inquiry { evpd, page } => {
+                id.disk = false;
+                emulate::inquiry(&id, None, &self.config, evpd, page, inb)
+            }
+            Op::ReportLuns => Ok(emulate::report_luns(self.luns.keys().copied(), inb)),
+            // No unit attentions on the virtual LUN (LIO keeps none without a mapping).
+            Op::RequestSense { desc } => emulate::request_sense(desc, None, inb),
+            Op::TestUnitReady => Ok(Done::NoData),
+            _ => Err(SenseReason::NonExistentLun),
+        }
+    }
+
+    fn execute_lun(&mut self, cmd: &Cmd, inb: &mut [u8], outb: &[u8]) -> Result<Done, SenseReason> {
+        match cmd.op {
+            Op::ReportLuns => return Ok(emulate::report_luns(self.luns.keys().copied(), inb)),
+            Op::RequestSense { desc } => {
+                if desc {
+                    return Err(SenseReason::InvalidCdbField);
+                }
+                let ua = self
+                    .ua
+                    .get_mut(&(cmd.nexus, cmd.lun.0))
+                    .and_then(UaQueue::take);
+                return emulate::request_sense(desc, ua, inb);
+            }
+            _ => {}
+        }
+        let Some(lu) = self.luns.get_mut(&cmd.lun.0) else {
+            return Err(SenseReason::NonExistentLun);
+        };
+        let io = |_| SenseReason::LogicalUnitCommunicationFailure;
+        let bs = u64::from(lu.block_size());
+        match cmd.op {
+            Op::TestUnitReady | Op::Noop | Op::Verify => Ok(Done::NoData),
+            Op::Inquiry { evpd, page } => {
+                let id = lu.identity(&self.config);
+                emulate::inquiry(&id, Some(lu), &self.config, evpd, page, inb)
+            }
+            Op::ReadCapacity10 { pmi, lba } => {
+                // SBC-2: PMI clear with a non-zero LBA is INVALID FIELD IN CDB.
+                if !pmi && lba != 0 {
+                    return Err(SenseReason::InvalidCdbField);
+                }
+                Ok(emulate::put(inb, &lu.read_capacity10()))
+            }
+            Op::ReadCapacity16 => Ok(emulate::put(inb, &lu.read_capacity16())),
+            Op::ModeSense {
+                ten,
+                dbd,
+                llbaa,
+                changeable,
+                page,
+                subpage,
+            } => emulate::mode_sense(lu, ten, dbd, llbaa, changeable, page, subpage, inb),
+            Op::ModeSelect { ten, pf } => emulate::mode_select(lu, ten, pf, outb),
+            Op::Read { lba } => {
+                lu.store.read_at(lba * bs, inb).map_err(io)?;
+                Ok(Done::Full)
+            }
+            Op::Write { lba, sync } => {
+                lu.store.write_at(lba * bs, outb).map_err(io)?;
+                if sync {
+                    lu.store.flush().map_err(io)?;
+                }
+                Ok(Done::Full)
+            }
+            Op::SyncCache => {
+                lu.store.flush().map_err(io)?;
+                Ok(Done::NoData)
+            }
+            Op::StartStop { cdb } => {
+                emulate::start_stop(&cdb)?;
+                Ok(Done::NoData)
+            }
+            Op::ReportLuns | Op::RequestSense { .. } => Ok(Done::NoData),
+        }
+    }
+}
