@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use softrdma_core::device::Mtu;
 use softrdma_core::verbs::{
-    AccessFlags, AddressVector, CqId, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, SendOp, SendWr, Sge, UdDest, WcStatus, WorkCompletion,
+    steps_to_rts, AccessFlags, AddressVector, CqId, PdId, QpAttr, QpCap, QpInitAttr, QpState,
+    QpType, RecvWr, SendOp, SendWr, Sge, UdDest, WcStatus, WorkCompletion,
 };
 use softrdma_driver::{AsyncDevice, Device, DeviceConfig};
 use softrdma_wire::link::LinkType;
@@ -86,79 +86,36 @@ fn connect_rc_with(
     timeout: u8,
     retry_cnt: u8,
 ) {
-    use QpAttrMask as M;
     let d = &e.dev;
-    let init = QpAttr {
-        qp_state: QpState::Init,
-        ..QpAttr::default()
-    };
-    d.modify_qp(
-        e.qpn,
-        &init,
-        M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS,
-    )
-    .unwrap();
     let sgid = d.ip_gid_index().unwrap();
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
+    let attr = QpAttr {
         path_mtu: Mtu::Mtu1024,
         dest_qp_num: peer_qpn,
         rq_psn: peer_psn,
         max_dest_rd_atomic: 1,
         min_rnr_timer: 12,
         ah_attr: av(peer_ip, sgid),
-        ..QpAttr::default()
-    };
-    d.modify_qp(
-        e.qpn,
-        &rtr,
-        M::STATE
-            | M::AV
-            | M::PATH_MTU
-            | M::DEST_QPN
-            | M::RQ_PSN
-            | M::MAX_DEST_RD_ATOMIC
-            | M::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
         timeout,
         retry_cnt,
         rnr_retry: 7,
         sq_psn: my_psn,
         max_rd_atomic: 1,
-        ..rtr
+        ..QpAttr::default()
     };
-    d.modify_qp(
-        e.qpn,
-        &rts,
-        M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
+    for (a, mask) in steps_to_rts(QpType::Rc, &attr) {
+        d.modify_qp(e.qpn, &a, mask).unwrap();
+    }
 }
 
 fn connect_ud(e: &End, psn: u32) {
-    use QpAttrMask as M;
-    let d = &e.dev;
-    let init = QpAttr {
-        qp_state: QpState::Init,
+    let attr = QpAttr {
         qkey: 0x1111_1111,
+        sq_psn: psn,
         ..QpAttr::default()
     };
-    d.modify_qp(e.qpn, &init, M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY)
-        .unwrap();
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
-        ..init
-    };
-    d.modify_qp(e.qpn, &rtr, M::STATE).unwrap();
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
-        sq_psn: psn,
-        ..rtr
-    };
-    d.modify_qp(e.qpn, &rts, M::STATE | M::SQ_PSN).unwrap();
+    for (a, mask) in steps_to_rts(QpType::Ud, &attr) {
+        e.dev.modify_qp(e.qpn, &a, mask).unwrap();
+    }
 }
 
 fn post_recv(e: &End, wr_id: u64) {

@@ -12,8 +12,8 @@ use softrdma_core::device::{DeviceConfig, Mtu};
 use softrdma_core::time::Instant;
 use softrdma_core::transport::{Stack, TransmitBatch};
 use softrdma_core::verbs::{
-    AccessFlags, AddressVector, CqId, MrKeys, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
-    QpType, WorkCompletion,
+    steps_to_rts, AccessFlags, AddressVector, CqId, MrKeys, QpAttr, QpCap, QpInitAttr, QpType,
+    WorkCompletion,
 };
 use softrdma_driver::udp::{RecvDatagram, RECV_BATCH};
 use softrdma_driver::{Clock, EndpointConfig, Transmit, UdpEndpoint, ROCEV2_PORT};
@@ -154,24 +154,10 @@ impl Node {
 
     /// RESET → INIT → RTR → RTS towards `peer`.
     pub fn connect(&mut self, peer: &Remote, mtu: Mtu) -> io::Result<()> {
-        use QpAttrMask as A;
-        let err = |e: softrdma_core::verbs::VerbsError| io::Error::other(format!("{e:?}"));
-        let init = QpAttr {
-            qp_state: QpState::Init,
+        let attr = QpAttr {
             qp_access_flags: AccessFlags::REMOTE_WRITE
                 | AccessFlags::REMOTE_READ
                 | AccessFlags::REMOTE_ATOMIC,
-            ..QpAttr::default()
-        };
-        self.stack
-            .modify_qp(
-                self.qpn,
-                &init,
-                A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS,
-            )
-            .map_err(err)?;
-        let rtr = QpAttr {
-            qp_state: QpState::Rtr,
             path_mtu: mtu,
             dest_qp_num: peer.qpn,
             rq_psn: 0,
@@ -182,23 +168,6 @@ impl Node {
                 sgid_index: 0,
                 ..AddressVector::default()
             },
-            ..QpAttr::default()
-        };
-        self.stack
-            .modify_qp(
-                self.qpn,
-                &rtr,
-                A::STATE
-                    | A::AV
-                    | A::PATH_MTU
-                    | A::DEST_QPN
-                    | A::RQ_PSN
-                    | A::MAX_DEST_RD_ATOMIC
-                    | A::MIN_RNR_TIMER,
-            )
-            .map_err(err)?;
-        let rts = QpAttr {
-            qp_state: QpState::Rts,
             timeout: 14, // 4.096 µs × 2^14 ≈ 67 ms
             retry_cnt: 7,
             rnr_retry: 7,
@@ -206,18 +175,11 @@ impl Node {
             max_rd_atomic: 16,
             ..QpAttr::default()
         };
-        self.stack
-            .modify_qp(
-                self.qpn,
-                &rts,
-                A::STATE
-                    | A::TIMEOUT
-                    | A::RETRY_CNT
-                    | A::RNR_RETRY
-                    | A::SQ_PSN
-                    | A::MAX_QP_RD_ATOMIC,
-            )
-            .map_err(err)?;
+        for (a, mask) in steps_to_rts(QpType::Rc, &attr) {
+            self.stack
+                .modify_qp(self.qpn, &a, mask)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+        }
         Ok(())
     }
 

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use softrdma_core::device::Mtu;
 use softrdma_core::verbs::{
-    AccessFlags, AddressVector, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr,
+    required_mask, AccessFlags, AddressVector, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr,
     SendOp, SendWr, Sge, UdDest, WcStatus, WorkCompletion,
 };
 use softrdma_driver::{Device, DeviceConfig};
@@ -72,6 +72,15 @@ pub enum Kind {
     Rc,
     /// `ibv_ud_pingpong`: unreliable datagram.
     Ud,
+}
+
+impl Kind {
+    fn qp_type(self) -> QpType {
+        match self {
+            Kind::Rc => QpType::Rc,
+            Kind::Ud => QpType::Ud,
+        }
+    }
 }
 
 /// `softrdma pingpong rc|ud [options] [servername]`.
@@ -380,10 +389,7 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
         .map_err(|e| format!("Couldn't create CQ: {e}"))?;
     let (qpn, _) = dev
         .create_qp(QpInitAttr {
-            qp_type: match kind {
-                Kind::Rc => QpType::Rc,
-                Kind::Ud => QpType::Ud,
-            },
+            qp_type: kind.qp_type(),
             pd,
             send_cq: cq,
             recv_cq: cq,
@@ -399,7 +405,6 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
         })
         .map_err(|e| format!("Couldn't create QP: {e}"))?;
     {
-        use QpAttrMask as M;
         let init = QpAttr {
             qp_state: QpState::Init,
             pkey_index: 0,
@@ -408,10 +413,7 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
             qkey: UD_QKEY,
             ..QpAttr::default()
         };
-        let mask = match kind {
-            Kind::Rc => M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS,
-            Kind::Ud => M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY,
-        };
+        let mask = required_mask(QpState::Reset, QpState::Init, kind.qp_type());
         dev.modify_qp(qpn, &init, mask)
             .map_err(|e| format!("Failed to modify QP to INIT: {e}"))?;
     }
@@ -642,7 +644,7 @@ fn connect_ctx(
     rem: &Dest,
     av: AddressVector,
 ) -> Result<(), Fail> {
-    use QpAttrMask as M;
+    use QpState::{Init, Rtr, Rts};
     match ctx.kind {
         Kind::Rc => {
             let rtr = QpAttr {
@@ -656,17 +658,7 @@ fn connect_ctx(
                 ..QpAttr::default()
             };
             ctx.dev
-                .modify_qp(
-                    ctx.qpn,
-                    &rtr,
-                    M::STATE
-                        | M::AV
-                        | M::PATH_MTU
-                        | M::DEST_QPN
-                        | M::RQ_PSN
-                        | M::MAX_DEST_RD_ATOMIC
-                        | M::MIN_RNR_TIMER,
-                )
+                .modify_qp(ctx.qpn, &rtr, required_mask(Init, Rtr, QpType::Rc))
                 .map_err(|e| format!("Failed to modify QP to RTR: {e}"))?;
             let rts = QpAttr {
                 qp_state: QpState::Rts,
@@ -678,16 +670,7 @@ fn connect_ctx(
                 ..rtr
             };
             ctx.dev
-                .modify_qp(
-                    ctx.qpn,
-                    &rts,
-                    M::STATE
-                        | M::TIMEOUT
-                        | M::RETRY_CNT
-                        | M::RNR_RETRY
-                        | M::SQ_PSN
-                        | M::MAX_QP_RD_ATOMIC,
-                )
+                .modify_qp(ctx.qpn, &rts, required_mask(Rtr, Rts, QpType::Rc))
                 .map_err(|e| format!("Failed to modify QP to RTS: {e}"))?;
         }
         Kind::Ud => {
@@ -696,7 +679,7 @@ fn connect_ctx(
                 ..QpAttr::default()
             };
             ctx.dev
-                .modify_qp(ctx.qpn, &rtr, M::STATE)
+                .modify_qp(ctx.qpn, &rtr, required_mask(Init, Rtr, QpType::Ud))
                 .map_err(|e| format!("Failed to modify QP to RTR: {e}"))?;
             let rts = QpAttr {
                 qp_state: QpState::Rts,
@@ -704,7 +687,7 @@ fn connect_ctx(
                 ..rtr
             };
             ctx.dev
-                .modify_qp(ctx.qpn, &rts, M::STATE | M::SQ_PSN)
+                .modify_qp(ctx.qpn, &rts, required_mask(Rtr, Rts, QpType::Ud))
                 .map_err(|e| format!("Failed to modify QP to RTS: {e}"))?;
             ctx.ud_dest = Some(UdDest {
                 av,
