@@ -221,6 +221,85 @@ fn rc_inline_busy_poll() {
     rc_roundtrips(a, b, &[8, 4096, 65536]);
 }
 
+/// Two inline busy-polling devices that defer their flushes, each on its own thread: an 8-byte
+/// ping-pong of unsignaled SENDs sends one datagram train per round trip and side (the ACK of
+/// the previous message rides with the next one), and `progress_wait` ends on a notification.
+#[test]
+fn rc_defer_flush_one_send_per_round_trip() {
+    let cfg = |b| {
+        DeviceConfig::new(ip(10, b))
+            .busy_poll()
+            .with_defer_flush(true)
+    };
+    let a = Device::open_with(cfg(17)).unwrap();
+    let b = Device::open_with(cfg(18)).unwrap();
+    let ea = end(a, QpType::Rc, 64);
+    let eb = end(b, QpType::Rc, 64);
+    let (ipa, ipb) = (ea.dev.local_addr().ip(), eb.dev.local_addr().ip());
+    connect_rc(&ea, ipb, eb.qpn, 0x10, 0x20);
+    connect_rc(&eb, ipa, ea.qpn, 0x20, 0x10);
+    let rounds = 200u64;
+    let unsignaled = |e: &End| {
+        let mut wr = SendWr::new(0, SendOp::Send).with_sge(Sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: e.lkey,
+        });
+        wr.signaled = false;
+        e.dev.post_send(e.qpn, wr).unwrap();
+    };
+    for _ in 0..4 {
+        post_recv(&ea, 1);
+        post_recv(&eb, 2);
+    }
+    let (a0, b0) = (ea.dev.io_stats(), eb.dev.io_stats());
+    let echo = std::thread::spawn(move || {
+        for _ in 0..rounds {
+            assert_eq!(wait_one(&eb).wr_id, 2);
+            post_recv(&eb, 2);
+            unsignaled(&eb);
+        }
+        // The last ACK, then answer retransmissions for a moment (none expected).
+        eb.dev.progress_for(Duration::from_millis(20)).unwrap();
+        eb
+    });
+    for _ in 0..rounds {
+        unsignaled(&ea);
+        assert_eq!(wait_one(&ea).wr_id, 1);
+        post_recv(&ea, 1);
+    }
+    ea.dev.progress_for(Duration::from_millis(20)).unwrap();
+    let eb = echo.join().unwrap();
+    for (e, before) in [(&ea, a0), (&eb, b0)] {
+        let sends = e.dev.io_stats().send_calls - before.send_calls;
+        // One per round trip, plus the last ACK.
+        assert!(
+            sends <= rounds + 2,
+            "{sends} sendmsg for {rounds} round trips"
+        );
+        let c = e.dev.counters();
+        assert_eq!(c.total_drops(), 0, "{c:?}");
+        assert_eq!(c.duplicate_request, 0, "{c:?}");
+    }
+    // progress_wait: a blocking turn on an idle device ends on a notification.
+    let n = ea.dev.notifier();
+    let t = std::time::Instant::now();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        n.notify().unwrap();
+    });
+    let worked = ea
+        .dev
+        .progress_wait(
+            softrdma_driver::PollMode::Blocking,
+            Some(Duration::from_secs(5)),
+        )
+        .unwrap();
+    assert!(!worked);
+    assert!(t.elapsed() < Duration::from_secs(4));
+    h.join().unwrap();
+}
+
 #[test]
 fn rc_without_gso() {
     let mut ca = DeviceConfig::new(ip(10, 15));

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 mod decode;
 mod perf;
-mod perf_node;
 mod pingpong;
 mod pingpong_exch;
 mod rping;
