@@ -22,7 +22,9 @@
 //!   time) are warm-up: run, but not in the figures, so `-n` must be at least 11.
 //! - `lat` alternates blocks of our round trips with blocks of TCP's: a blocking TCP
 //!   ping-pong and, when we busy-poll, one that busy-polls too (non-blocking `recv` in a loop
-//!   on both ends), which is what the busy-polled ratio compares with. By default it pins the
+//!   on both ends), which is what the busy-polled ratio compares with. While one block runs
+//!   the others' server sides sleep, so each block starts with one unrecorded round trip
+//!   that wakes its server side. By default it pins the
 //!   server side to CPU 1 and the client side to CPU 0 (`--pin`): on the 2-vCPU VMs we measure
 //!   on, a ping-pong's round trip is 16 µs when the scheduler packs both threads on one vCPU
 //!   and 80-120 µs when every wake-up crosses vCPUs (an IPI to a halted vCPU costs the waker
@@ -102,22 +104,20 @@ pub struct Args {
     #[arg(value_enum)]
     pub test: Test,
     /// Message size in bytes, 1..=8388608 (default: 1 MiB for bw, 8 for lat).
-    #[arg(short = 's', long, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_SIZE)))]
+    #[arg(short = 's', long, value_parser = parse_size)]
     pub size: Option<u32>,
     /// Iterations, 1..=1000000000 (messages for bw, round trips for lat, of which the first
     /// 1%, at least 10, are warm-up: lat needs 11 or more; default 1000 for bw, 10000 for lat).
-    #[arg(short = 'n', long, conflicts_with = "duration",
-          value_parser = clap::value_parser!(u64).range(1..=MAX_ITERS))]
+    #[arg(short = 'n', long, conflicts_with = "duration", value_parser = parse_iters)]
     pub iters: Option<u64>,
     /// Run for this many seconds (more than 0, at most 3600) instead of a number of iterations.
-    #[arg(short = 'D', long, value_parser = parse_duration)]
+    #[arg(short = 'D', long, value_parser = parse_duration, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (loopback's interface MTU 65536 allows all).
     #[arg(short = 'm', long, default_value_t = 4096, value_parser = parse_mtu)]
     pub mtu: u32,
     /// Outstanding work requests for bw (perftest's tx depth), 1..=16384.
-    #[arg(short = 't', long = "tx-depth", default_value_t = 16,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_TX_DEPTH)))]
+    #[arg(short = 't', long = "tx-depth", default_value_t = 16, value_parser = parse_tx_depth)]
     pub tx_depth: u32,
     /// Sleep in epoll until input instead of busy-polling (ibv_*_pingpong -e).
     #[arg(short = 'e', long, conflicts_with = "busy")]
@@ -126,8 +126,7 @@ pub struct Args {
     #[arg(long)]
     pub busy: bool,
     /// Repeat the whole measurement (ours and TCP) this many times, 1..=1000.
-    #[arg(short = 'r', long, default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_RUNS)))]
+    #[arg(short = 'r', long, default_value_t = 1, value_parser = parse_runs)]
     pub runs: u32,
     /// Skip the TCP baseline.
     #[arg(long)]
@@ -159,6 +158,31 @@ pub struct Args {
     /// The client device's address.
     #[arg(long, default_value = "127.0.0.1")]
     pub client: IpAddr,
+}
+
+/// A whole number within `lo..=hi`.
+fn ranged(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        Ok(_) => Err(format!("{s} is not in {lo}..={hi}")),
+        Err(_) => Err(format!("{s} is not a number in {lo}..={hi}")),
+    }
+}
+
+fn parse_size(s: &str) -> Result<u32, String> {
+    ranged(s, 1, u64::from(MAX_SIZE)).map(|v| v as u32)
+}
+
+fn parse_iters(s: &str) -> Result<u64, String> {
+    ranged(s, 1, MAX_ITERS)
+}
+
+fn parse_tx_depth(s: &str) -> Result<u32, String> {
+    ranged(s, 1, u64::from(MAX_TX_DEPTH)).map(|v| v as u32)
+}
+
+fn parse_runs(s: &str) -> Result<u32, String> {
+    ranged(s, 1, u64::from(MAX_RUNS)).map(|v| v as u32)
 }
 
 fn parse_duration(s: &str) -> Result<f64, String> {
@@ -1329,9 +1353,15 @@ impl LatSide<'_> {
     }
 
     /// `count` round trips, recorded or (warm-up) not; a warm-up goes on until `at_least`
-    /// has passed too. Returns the round trips done.
+    /// has passed too. Returns the round trips done. A recorded block starts with one
+    /// unrecorded round trip: the peer slept while the other blocks ran, and its wake-up is
+    /// an artefact of interleaving, not part of a ping-pong's round trip.
     fn block(&mut self, count: u64, measured: bool, at_least: Duration) -> Result<u64, String> {
-        self.phase().set(if measured { RUN } else { WARM });
+        self.phase().set(WARM);
+        if measured {
+            self.round()?;
+            self.phase().set(RUN);
+        }
         let (t0, c0) = (Instant::now(), thread_cpu());
         let mut done = 0;
         while done < count || (!measured && t0.elapsed() < at_least) {
