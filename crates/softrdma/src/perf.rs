@@ -483,6 +483,9 @@ pub fn run(args: &Args) -> ExitCode {
         }
     };
     let amount = match args.duration {
+        Some(d) if plan.test == Test::Lat => {
+            format!("{d} s (first 1%, at least {MIN_WARMUP} round trips: warm-up)")
+        }
         Some(d) => format!("{d} s"),
         None if plan.test == Test::Lat => {
             format!("{} iterations (first {}: warm-up)", plan.iters, plan.warmup)
@@ -1437,33 +1440,10 @@ fn measure_lat(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
         sides.push(side(Slot::TcpBusy, LatKind::Tcp(t)));
     }
 
-    // Warm-up: the first 1% (at least MIN_WARMUP round trips; with -D, at least 1% of the
-    // time: as many as the first side does in it), run by every side, recorded by none.
-    let t0 = Instant::now();
-    let mut warmup = plan.warmup;
-    for s in sides.iter_mut() {
-        let at_least = plan.duration.map_or(Duration::ZERO, |d| d / 100);
-        warmup = s.block(warmup, false, at_least)?;
-        if plan.duration.is_none() {
-            warmup = plan.warmup;
-        }
-    }
-    let before = devs.map(|(c, s)| [c.io_stats(), s.io_stats()]);
-    let mut done = warmup;
-    let more = |done: u64| match plan.duration {
-        Some(d) => t0.elapsed() < d,
-        None => done < plan.iters,
-    };
-    while more(done) {
-        let count = match plan.duration {
-            Some(_) => LAT_BLOCK,
-            None => LAT_BLOCK.min(plan.iters - done),
-        };
-        for s in sides.iter_mut() {
-            s.block(count, true, Duration::ZERO)?;
-        }
-        done += count;
-    }
+    let mut before = None;
+    let r = run_blocks(&mut sides, plan, || {
+        before = devs.as_ref().map(|(c, s)| [c.io_stats(), s.io_stats()]);
+    });
     let mut out = RunOutcome::default();
     for s in &sides {
         let o = Some(s.outcome());
@@ -1476,15 +1456,18 @@ fn measure_lat(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
     drop(sides);
     if let Some(o) = ours {
         let units = out.ours.map_or(1, |o| o.units);
-        let verbose = match (args.verbose, before) {
+        let verbose = match (args.verbose && r.is_ok(), before) {
             (true, Some(b)) => Some((units, "round trip", b)),
             _ => None,
         };
+        // The server's error, if it had one, says more than the client's missing answer.
         let cpu = o.pair.finish(verbose)?;
+        r.clone()?;
         if let Some(x) = out.ours.as_mut() {
             x.cpu += cpu;
         }
     }
+    r?;
     for (t, slot) in [(tcp, &mut out.tcp), (tcp_busy, &mut out.tcp_busy)] {
         if let Some(t) = t {
             let cpu = t.finish().map_err(tcp_err)?;
@@ -1494,6 +1477,45 @@ fn measure_lat(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
         }
     }
     Ok(out)
+}
+
+/// The warm-up, then (after `measuring`) the recorded blocks of every side in turn.
+fn run_blocks(
+    sides: &mut [LatSide<'_>],
+    plan: &Plan,
+    measuring: impl FnOnce(),
+) -> Result<(), String> {
+    // Warm-up: the first 1% (at least MIN_WARMUP round trips; with -D, at least 1% of the
+    // time: as many as the first side does in it), run by every side, recorded by none.
+    let t0 = Instant::now();
+    let (mut warmup, mut at_least) = match plan.duration {
+        Some(d) => (MIN_WARMUP, d / 100),
+        None => (plan.warmup, Duration::ZERO),
+    };
+    for s in sides.iter_mut() {
+        warmup = s.block(warmup, false, at_least)?;
+        at_least = Duration::ZERO;
+    }
+    measuring();
+    let mut done = warmup;
+    let more = |done: u64| match plan.duration {
+        Some(d) => t0.elapsed() < d,
+        None => done < plan.iters,
+    };
+    // At least one block, however short -D is.
+    loop {
+        let count = match plan.duration {
+            Some(_) => LAT_BLOCK,
+            None => LAT_BLOCK.min(plan.iters.saturating_sub(done)).max(1),
+        };
+        for s in sides.iter_mut() {
+            s.block(count, true, Duration::ZERO)?;
+        }
+        done += count;
+        if !more(done) {
+            return Ok(());
+        }
+    }
 }
 
 // ----- TCP baseline (bw) ---------------------------------------------------------------------
