@@ -60,21 +60,8 @@ fn end(ip: IpAddr, seed: u64) -> End {
 }
 
 fn connect(e: &mut End, peer_ip: IpAddr, peer_qpn: u32, mtu: Mtu) {
-    use QpAttrMask as A;
-    let init = QpAttr {
-        qp_state: QpState::Init,
+    let attr = QpAttr {
         qp_access_flags: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
-        ..QpAttr::default()
-    };
-    e.stack
-        .modify_qp(
-            e.qpn,
-            &init,
-            A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS,
-        )
-        .expect("init");
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
         path_mtu: mtu,
         dest_qp_num: peer_qpn,
         max_dest_rd_atomic: 16,
@@ -83,36 +70,15 @@ fn connect(e: &mut End, peer_ip: IpAddr, peer_qpn: u32, mtu: Mtu) {
             dgid: Gid::from(peer_ip),
             ..AddressVector::default()
         },
-        ..QpAttr::default()
-    };
-    e.stack
-        .modify_qp(
-            e.qpn,
-            &rtr,
-            A::STATE
-                | A::AV
-                | A::PATH_MTU
-                | A::DEST_QPN
-                | A::RQ_PSN
-                | A::MAX_DEST_RD_ATOMIC
-                | A::MIN_RNR_TIMER,
-        )
-        .expect("rtr");
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
         timeout: 14,
         retry_cnt: 7,
         rnr_retry: 7,
         max_rd_atomic: 16,
         ..QpAttr::default()
     };
-    e.stack
-        .modify_qp(
-            e.qpn,
-            &rts,
-            A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC,
-        )
-        .expect("rts");
+    for (a, mask) in steps_to_rts(QpType::Rc, &attr) {
+        e.stack.modify_qp(e.qpn, &a, mask).expect("modify_qp");
+    }
 }
 
 /// Moves everything `from` has to send into `to`; returns datagrams moved.

@@ -36,8 +36,8 @@ use softrdma_wire::Gid;
 use crate::device::{Counters, DeviceConfig, Mtu};
 use crate::time::{Duration, Instant};
 use crate::verbs::{
-    AccessFlags, AddressVector, CqId, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, SendOp, SendWr, Sge,
+    steps_to_rts, AccessFlags, AddressVector, CqId, QpAttr, QpCap, QpInitAttr, QpType, RecvWr,
+    SendOp, SendWr, Sge,
 };
 use crate::Stack;
 
@@ -133,22 +133,11 @@ pub fn setup(flags: u8) -> Result<Rig, String> {
     let (rc_qpn, _) = qp(QpType::Rc).map_err(|e| format!("fuzz setup: {e:?}"))?;
     let (ud_qpn, _) = qp(QpType::Ud).map_err(|e| format!("fuzz setup: {e:?}"))?;
 
-    use QpAttrMask as M;
-    let init = QpAttr {
-        qp_state: QpState::Init,
+    // One attribute set for the three steps (each step's mask picks its fields).
+    let rc = QpAttr {
         qp_access_flags: AccessFlags::REMOTE_WRITE
             | AccessFlags::REMOTE_READ
             | AccessFlags::REMOTE_ATOMIC,
-        ..QpAttr::default()
-    };
-    s.modify_qp(
-        rc_qpn,
-        &init,
-        M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS,
-    )
-    .map_err(|e| format!("fuzz setup: {e:?}"))?;
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
         path_mtu: mtu,
         dest_qp_num: PEER_QPN,
         rq_psn: 0,
@@ -159,22 +148,6 @@ pub fn setup(flags: u8) -> Result<Rig, String> {
             sgid_index: 0,
             ..AddressVector::default()
         },
-        ..QpAttr::default()
-    };
-    s.modify_qp(
-        rc_qpn,
-        &rtr,
-        M::STATE
-            | M::AV
-            | M::PATH_MTU
-            | M::DEST_QPN
-            | M::RQ_PSN
-            | M::MAX_DEST_RD_ATOMIC
-            | M::MIN_RNR_TIMER,
-    )
-    .map_err(|e| format!("fuzz setup: {e:?}"))?;
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
         timeout: 10,
         retry_cnt: 3,
         rnr_retry: 3,
@@ -182,26 +155,15 @@ pub fn setup(flags: u8) -> Result<Rig, String> {
         max_rd_atomic: 4,
         ..QpAttr::default()
     };
-    s.modify_qp(
-        rc_qpn,
-        &rts,
-        M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
-    )
-    .map_err(|e| format!("fuzz setup: {e:?}"))?;
     let ud = QpAttr {
-        qp_state: QpState::Init,
         qkey: QKEY,
         ..QpAttr::default()
     };
-    s.modify_qp(ud_qpn, &ud, M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY)
-        .map_err(|e| format!("fuzz setup: {e:?}"))?;
-    for (st, mask) in [
-        (QpState::Rtr, M::STATE),
-        (QpState::Rts, M::STATE | M::SQ_PSN),
-    ] {
-        let a = QpAttr { qp_state: st, ..ud };
-        s.modify_qp(ud_qpn, &a, mask)
-            .map_err(|e| format!("fuzz setup: {e:?}"))?;
+    for (qpn, ty, attr) in [(rc_qpn, QpType::Rc, rc), (ud_qpn, QpType::Ud, ud)] {
+        for (a, mask) in steps_to_rts(ty, &attr) {
+            s.modify_qp(qpn, &a, mask)
+                .map_err(|e| format!("fuzz setup: {e:?}"))?;
+        }
     }
 
     let sge = |off: u64, len: u32| Sge {

@@ -65,7 +65,7 @@ use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
@@ -134,6 +134,13 @@ pub struct DeviceConfig {
     /// Test aid: received datagrams for which this returns true are dropped before the
     /// stack sees them (and counted in [`DriverCounters::rx_filtered`]).
     pub rx_drop: Option<RxDropFilter>,
+    /// Leave what a loop turn's input made the stack queue (ACKs, READ responses, answers to
+    /// retransmissions) for the next `post_send`, or the start of the next turn, instead of
+    /// sending it at the end of the turn (default false). With [`Progress::Inline`] this is
+    /// how a ping-pong's ACK of the answer leaves with the next request, as one GSO `sendmsg`:
+    /// one send per round trip and side instead of two. A caller that stops polling should
+    /// end with [`Device::flush`] ([`Device::progress_for`] does).
+    pub defer_flush: bool,
 }
 
 /// A receive-side fault injector: `(source, UDP payload) → drop?`.
@@ -168,6 +175,7 @@ impl DeviceConfig {
             seed: t ^ (u64::from(std::process::id()) << 32),
             qp1_recv_depth: softrdma_core::mad::port::DEFAULT_RECV_DEPTH,
             rx_drop: None,
+            defer_flush: false,
         }
     }
 
@@ -227,6 +235,12 @@ impl DeviceConfig {
         f: impl Fn(SocketAddr, &[u8]) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.rx_drop = Some(RxDropFilter(Arc::new(f)));
+        self
+    }
+
+    /// Sets [`DeviceConfig::defer_flush`].
+    pub fn with_defer_flush(mut self, defer: bool) -> Self {
+        self.defer_flush = defer;
         self
     }
 }
@@ -364,10 +378,14 @@ pub(crate) struct Shared {
     wait: PollMode,
     coalesce: bool,
     rx_drop: Option<RxDropFilter>,
+    defer_flush: bool,
     state: Mutex<State>,
     rx: Mutex<RxBufs>,
     /// Signalled after every loop turn that handled input or timers, and after posts.
     cv: Condvar,
+    /// Threads waiting on `cv` (counted under the state lock, see [`Shared::cv_wait`]): a
+    /// signal with none skips the futex wake-up, a syscall per post and per turn otherwise.
+    cv_waiters: AtomicUsize,
     /// Async waiters to wake at the same points.
     wakers: Mutex<Vec<Waker>>,
     shutdown: AtomicBool,
@@ -391,11 +409,26 @@ impl Shared {
 
     /// Wakes blocking and async waiters.
     fn signal(&self) {
-        self.cv.notify_all();
+        if self.cv_waiters.load(Ordering::Acquire) > 0 {
+            self.cv.notify_all();
+        }
         let wakers: Vec<Waker> = std::mem::take(&mut *lock(&self.wakers));
         for w in wakers {
             w.wake();
         }
+    }
+
+    /// Waits on `cv` up to `d` with the state lock `st` (taken before the caller checked what
+    /// it waits for, so a signal after that check sees this waiter counted). Returns the lock
+    /// and whether the wait timed out.
+    fn cv_wait<'a>(&self, st: MutexGuard<'a, State>, d: Duration) -> (MutexGuard<'a, State>, bool) {
+        self.cv_waiters.fetch_add(1, Ordering::AcqRel);
+        let (st, r) = self
+            .cv
+            .wait_timeout(st, d)
+            .unwrap_or_else(|p| p.into_inner());
+        self.cv_waiters.fetch_sub(1, Ordering::AcqRel);
+        (st, r.timed_out())
     }
 
     /// After a call that may have moved the stack's next timer earlier: wake the background
@@ -506,6 +539,10 @@ impl Shared {
     /// `Some((deadline, mode))`, waits as `mode` says until input, the stack's next timer,
     /// `deadline`, or a notification. Returns whether input or timers were handled.
     fn turn(&self, rx: &mut RxBufs, wait: Option<(Option<Micros>, PollMode)>) -> io::Result<bool> {
+        if self.defer_flush {
+            // What the previous turn left (DeviceConfig::defer_flush) goes out before waiting.
+            self.flush(&mut self.state());
+        }
         let RxBufs { storage, records } = rx;
         records.clear();
         {
@@ -573,7 +610,9 @@ impl Shared {
         if st.counters.pcap_errors > 0 {
             st.tap = None;
         }
-        self.flush(&mut st);
+        if !self.defer_flush {
+            self.flush(&mut st);
+        }
         if worked {
             st.counters.turns += 1;
         }
@@ -698,6 +737,7 @@ impl Device {
             wait: config.wait,
             coalesce: config.gso_coalesce,
             rx_drop: config.rx_drop,
+            defer_flush: config.defer_flush,
             state: Mutex::new(State {
                 stack,
                 mad,
@@ -707,6 +747,7 @@ impl Device {
             }),
             rx: Mutex::new(RxBufs::new(RECV_BATCH)),
             cv: Condvar::new(),
+            cv_waiters: AtomicUsize::new(0),
             wakers: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             loop_deadline: AtomicU64::new(u64::MAX),
@@ -1071,10 +1112,7 @@ impl Device {
                 Err(_) => {
                     // Another thread is driving: wait for its signal a little.
                     let st = sh.state();
-                    let _ = sh
-                        .cv
-                        .wait_timeout(st, Duration::from_millis(1))
-                        .map_err(|_| ());
+                    drop(sh.cv_wait(st, Duration::from_millis(1)));
                 }
             }
         }
@@ -1120,10 +1158,7 @@ impl Device {
             let wait = left
                 .unwrap_or(Duration::from_secs(1))
                 .min(Duration::from_secs(1));
-            let (g, _) = sh
-                .cv
-                .wait_timeout(st, wait)
-                .unwrap_or_else(|p| p.into_inner());
+            let (g, _) = sh.cv_wait(st, wait);
             st = g;
             drop(st);
         }
@@ -1147,6 +1182,7 @@ impl Device {
                 Err(_) => std::thread::sleep(Duration::from_micros(100)),
             }
         }
+        self.flush();
         Ok(())
     }
 
@@ -1172,6 +1208,51 @@ impl Device {
             self.shared.turn_inline()?;
         }
         Ok(())
+    }
+
+    /// Runs one turn of the loop in the caller's thread: waits as `mode` says (whatever
+    /// [`DeviceConfig::wait`] is) until input, the stack's next timer, `timeout` or a
+    /// [`Device::notifier`] wake-up, handles what came, sends what the stack has. Returns
+    /// whether input or timers were handled. For an application that waits for something
+    /// other than a completion (a peer's RDMA WRITE landing in memory). When another thread
+    /// drives the loop (always, on a [`Progress::Thread`] device), waits up to `timeout`
+    /// (at most a second) for that thread's next turn that handled something instead.
+    pub fn progress_wait(&self, mode: PollMode, timeout: Option<Duration>) -> Result<bool> {
+        let sh = &self.shared;
+        let deadline = timeout.and_then(|t| StdInstant::now().checked_add(t));
+        match sh.rx.try_lock() {
+            Ok(mut rx) => {
+                let until = deadline.map(|d| sh.clock.from_std(d).saturating_add(1));
+                Ok(sh.turn(&mut rx, Some((until, mode)))?)
+            }
+            Err(_) => {
+                let wait = timeout
+                    .unwrap_or(Duration::from_secs(1))
+                    .min(Duration::from_secs(1));
+                let st = sh.state();
+                let (st, timed_out) = sh.cv_wait(st, wait);
+                drop(st);
+                Ok(!timed_out)
+            }
+        }
+    }
+
+    /// Sends what the stack has queued now (with [`DeviceConfig::defer_flush`], what the last
+    /// turn left).
+    pub fn flush(&self) {
+        self.shared.flush(&mut self.shared.state());
+    }
+
+    /// Wakes a thread sleeping in this device's loop from any thread: a
+    /// [`Device::progress_wait`] returns (an inline [`Device::wait_cq`] re-checks its CQ and
+    /// waits on).
+    pub fn notifier(&self) -> crate::Notifier {
+        self.shared.ep.notifier()
+    }
+
+    /// The endpoint's syscall counts (`recvmmsg`, `epoll_wait`, `sendmsg`).
+    pub fn io_stats(&self) -> crate::udp::IoStats {
+        self.shared.ep.io_stats()
     }
 
     /// Flushes the pcap file, if any.

@@ -42,5 +42,6 @@ pub use device::{
 pub use tap::Tap;
 pub use timer::{wait_for_input, Input, Notifier, PollMode};
 pub use udp::{
-    Capabilities, EndpointConfig, Readiness, RecvDatagram, Transmit, UdpEndpoint, ROCEV2_PORT,
+    Capabilities, EndpointConfig, IoStats, Readiness, RecvDatagram, Transmit, UdpEndpoint,
+    ROCEV2_PORT,
 };

@@ -27,6 +27,7 @@
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -183,6 +184,31 @@ impl Default for EndpointConfig {
     }
 }
 
+/// The syscalls an endpoint made (what `softrdma perf -v` prints per round trip).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// Receive calls (`recvmmsg`).
+    pub recv_calls: u64,
+    /// Receive calls that found nothing queued.
+    pub recv_empty: u64,
+    /// Receive-side sleeps (`epoll_wait`).
+    pub recv_waits: u64,
+    /// Send calls (`sendmsg`; a GSO send is one).
+    pub send_calls: u64,
+}
+
+#[derive(Default)]
+struct IoCounters {
+    recv_calls: AtomicU64,
+    recv_empty: AtomicU64,
+    recv_waits: AtomicU64,
+    send_calls: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Whether a wait ended with data, a [`Notifier`] wake-up, or the timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Readiness {
@@ -320,6 +346,10 @@ pub struct UdpEndpoint {
     reader: Mutex<Waiter>,
     writer: Mutex<Waiter>,
     notifier: Notifier,
+    /// The last receive returned fewer records than it had buffers (the queue was empty) and
+    /// no receive wait has returned since; see [`UdpEndpoint::rx_drained`].
+    rx_drained: AtomicBool,
+    io: IoCounters,
 }
 
 impl std::fmt::Debug for UdpEndpoint {
@@ -418,6 +448,8 @@ impl UdpEndpoint {
             reader: Mutex::new(reader),
             writer: Mutex::new(writer),
             notifier,
+            rx_drained: AtomicBool::new(false),
+            io: IoCounters::default(),
         })
     }
 
@@ -455,6 +487,25 @@ impl UdpEndpoint {
         } else {
             1
         }
+    }
+
+    /// The syscalls made so far.
+    pub fn io_stats(&self) -> IoStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        IoStats {
+            recv_calls: get(&self.io.recv_calls),
+            recv_empty: get(&self.io.recv_empty),
+            recv_waits: get(&self.io.recv_waits),
+            send_calls: get(&self.io.send_calls),
+        }
+    }
+
+    /// Whether the last receive drained the queue (it filled fewer buffers than it had) and no
+    /// receive wait has returned since. Readiness is edge-triggered and anything arriving after
+    /// that receive ends the next wait at once, so a blocking loop may go straight to the wait:
+    /// one `recvmmsg` per wake-up instead of two ([`crate::timer::wait_for_input`] does).
+    pub fn rx_drained(&self) -> bool {
+        self.rx_drained.load(Ordering::Relaxed)
     }
 
     /// A handle other threads use to wake a thread blocked in a receive wait on this endpoint.
@@ -495,6 +546,7 @@ impl UdpEndpoint {
             segment_size: seg,
             src_ip: None,
         };
+        bump(&self.io.send_calls);
         self.state.try_send(UdpSockRef::from(&self.socket), &tx)
     }
 
@@ -569,11 +621,16 @@ impl UdpEndpoint {
         let n_bufs = bufs.len().min(RECV_BATCH);
         let bufs = bufs.get_mut(..n_bufs).unwrap_or_default();
         loop {
+            bump(&self.io.recv_calls);
             match self
                 .state
                 .recv(UdpSockRef::from(&self.socket), bufs, &mut meta[..n_bufs])
             {
                 Ok(n) => {
+                    self.rx_drained.store(n < n_bufs, Ordering::Relaxed);
+                    if n == 0 {
+                        bump(&self.io.recv_empty);
+                    }
                     out.extend(meta.iter().take(n).map(|m| {
                         let mut r = RecvDatagram::from_meta(m);
                         r.dst_ip = r.dst_ip.or(self.fixed_dst);
@@ -581,7 +638,11 @@ impl UdpEndpoint {
                     }));
                     return Ok(n);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rx_drained.store(true, Ordering::Relaxed);
+                    bump(&self.io.recv_empty);
+                    return Ok(0);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
@@ -628,7 +689,10 @@ impl UdpEndpoint {
         if self.notifier.take() {
             return Ok(Readiness::Woken);
         }
-        let (ready, _) = lock(&self.reader).wait_until(deadline)?;
+        bump(&self.io.recv_waits);
+        let waited = lock(&self.reader).wait_until(deadline);
+        self.rx_drained.store(false, Ordering::Relaxed);
+        let (ready, _) = waited?;
         if self.notifier.take() {
             Ok(Readiness::Woken)
         } else if ready {

@@ -79,9 +79,9 @@ fn req_params(port: CmPort, src: IpAddr, dst: IpAddr, qpn: u32) -> ReqParams {
         responder_resources: 1,
         initiator_depth: 1,
         remote_cm_response_timeout: 12,
-        // The passive side's REP waits cvt(17) = 512 ms per try: longer than the active
+        // The passive side's REP waits cvt(19) = 2 s per try: longer than the active
         // application stays away.
-        local_cm_response_timeout: 17,
+        local_cm_response_timeout: 19,
         flow_control: false,
         retry_count: 7,
         rnr_retry_count: 7,
@@ -173,11 +173,11 @@ fn req_retransmitted_on_time_while_the_application_waits_elsewhere() {
     let idle_cq = a.create_cq(1).unwrap();
     let mut wcs = Vec::new();
     assert_eq!(
-        a.wait_cq(idle_cq, &mut wcs, 1, Some(Duration::from_millis(400)))
+        a.wait_cq(idle_cq, &mut wcs, 1, Some(Duration::from_millis(1000)))
             .unwrap(),
         0
     );
-    assert!(t0.elapsed() >= Duration::from_millis(400));
+    assert!(t0.elapsed() >= Duration::from_millis(1000));
 
     // Everything happened while the application was away.
     let times = arrivals.lock().unwrap().clone();
@@ -185,7 +185,8 @@ fn req_retransmitted_on_time_while_the_application_waits_elsewhere() {
     for w in times.windows(2) {
         let gap = w[1] - w[0];
         assert!(
-            gap >= Duration::from_millis(17) && gap < Duration::from_millis(120),
+            // Never early; late only by scheduling delay (2 loaded cores in CI).
+            gap >= Duration::from_millis(17) && gap < Duration::from_millis(300),
             "REQ retransmitted {gap:?} after the previous one (timeout 18 ms)"
         );
     }

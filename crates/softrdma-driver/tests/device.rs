@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use softrdma_core::device::Mtu;
 use softrdma_core::verbs::{
-    AccessFlags, AddressVector, CqId, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, SendOp, SendWr, Sge, UdDest, WcStatus, WorkCompletion,
+    steps_to_rts, AccessFlags, AddressVector, CqId, PdId, QpAttr, QpCap, QpInitAttr, QpState,
+    QpType, RecvWr, SendOp, SendWr, Sge, UdDest, WcStatus, WorkCompletion,
 };
 use softrdma_driver::{AsyncDevice, Device, DeviceConfig};
 use softrdma_wire::link::LinkType;
@@ -86,79 +86,36 @@ fn connect_rc_with(
     timeout: u8,
     retry_cnt: u8,
 ) {
-    use QpAttrMask as M;
     let d = &e.dev;
-    let init = QpAttr {
-        qp_state: QpState::Init,
-        ..QpAttr::default()
-    };
-    d.modify_qp(
-        e.qpn,
-        &init,
-        M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS,
-    )
-    .unwrap();
     let sgid = d.ip_gid_index().unwrap();
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
+    let attr = QpAttr {
         path_mtu: Mtu::Mtu1024,
         dest_qp_num: peer_qpn,
         rq_psn: peer_psn,
         max_dest_rd_atomic: 1,
         min_rnr_timer: 12,
         ah_attr: av(peer_ip, sgid),
-        ..QpAttr::default()
-    };
-    d.modify_qp(
-        e.qpn,
-        &rtr,
-        M::STATE
-            | M::AV
-            | M::PATH_MTU
-            | M::DEST_QPN
-            | M::RQ_PSN
-            | M::MAX_DEST_RD_ATOMIC
-            | M::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
         timeout,
         retry_cnt,
         rnr_retry: 7,
         sq_psn: my_psn,
         max_rd_atomic: 1,
-        ..rtr
+        ..QpAttr::default()
     };
-    d.modify_qp(
-        e.qpn,
-        &rts,
-        M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
+    for (a, mask) in steps_to_rts(QpType::Rc, &attr) {
+        d.modify_qp(e.qpn, &a, mask).unwrap();
+    }
 }
 
 fn connect_ud(e: &End, psn: u32) {
-    use QpAttrMask as M;
-    let d = &e.dev;
-    let init = QpAttr {
-        qp_state: QpState::Init,
+    let attr = QpAttr {
         qkey: 0x1111_1111,
+        sq_psn: psn,
         ..QpAttr::default()
     };
-    d.modify_qp(e.qpn, &init, M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY)
-        .unwrap();
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
-        ..init
-    };
-    d.modify_qp(e.qpn, &rtr, M::STATE).unwrap();
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
-        sq_psn: psn,
-        ..rtr
-    };
-    d.modify_qp(e.qpn, &rts, M::STATE | M::SQ_PSN).unwrap();
+    for (a, mask) in steps_to_rts(QpType::Ud, &attr) {
+        e.dev.modify_qp(e.qpn, &a, mask).unwrap();
+    }
 }
 
 fn post_recv(e: &End, wr_id: u64) {
@@ -262,6 +219,85 @@ fn rc_inline_busy_poll() {
     let a = Device::open_with(DeviceConfig::new(ip(10, 3)).busy_poll()).unwrap();
     let b = Device::open_with(DeviceConfig::new(ip(10, 4)).background()).unwrap();
     rc_roundtrips(a, b, &[8, 4096, 65536]);
+}
+
+/// Two inline busy-polling devices that defer their flushes, each on its own thread: an 8-byte
+/// ping-pong of unsignaled SENDs sends one datagram train per round trip and side (the ACK of
+/// the previous message rides with the next one), and `progress_wait` ends on a notification.
+#[test]
+fn rc_defer_flush_one_send_per_round_trip() {
+    let cfg = |b| {
+        DeviceConfig::new(ip(10, b))
+            .busy_poll()
+            .with_defer_flush(true)
+    };
+    let a = Device::open_with(cfg(17)).unwrap();
+    let b = Device::open_with(cfg(18)).unwrap();
+    let ea = end(a, QpType::Rc, 64);
+    let eb = end(b, QpType::Rc, 64);
+    let (ipa, ipb) = (ea.dev.local_addr().ip(), eb.dev.local_addr().ip());
+    connect_rc(&ea, ipb, eb.qpn, 0x10, 0x20);
+    connect_rc(&eb, ipa, ea.qpn, 0x20, 0x10);
+    let rounds = 200u64;
+    let unsignaled = |e: &End| {
+        let mut wr = SendWr::new(0, SendOp::Send).with_sge(Sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: e.lkey,
+        });
+        wr.signaled = false;
+        e.dev.post_send(e.qpn, wr).unwrap();
+    };
+    for _ in 0..4 {
+        post_recv(&ea, 1);
+        post_recv(&eb, 2);
+    }
+    let (a0, b0) = (ea.dev.io_stats(), eb.dev.io_stats());
+    let echo = std::thread::spawn(move || {
+        for _ in 0..rounds {
+            assert_eq!(wait_one(&eb).wr_id, 2);
+            post_recv(&eb, 2);
+            unsignaled(&eb);
+        }
+        // The last ACK, then answer retransmissions for a moment (none expected).
+        eb.dev.progress_for(Duration::from_millis(20)).unwrap();
+        eb
+    });
+    for _ in 0..rounds {
+        unsignaled(&ea);
+        assert_eq!(wait_one(&ea).wr_id, 1);
+        post_recv(&ea, 1);
+    }
+    ea.dev.progress_for(Duration::from_millis(20)).unwrap();
+    let eb = echo.join().unwrap();
+    for (e, before) in [(&ea, a0), (&eb, b0)] {
+        let sends = e.dev.io_stats().send_calls - before.send_calls;
+        // One per round trip plus the last ACK (two without defer_flush); a little slack for
+        // a retransmission on a loaded machine.
+        assert!(
+            sends <= rounds + rounds / 4,
+            "{sends} sendmsg for {rounds} round trips"
+        );
+        let c = e.dev.counters();
+        assert_eq!(c.total_drops(), 0, "{c:?}");
+    }
+    // progress_wait: a blocking turn on an idle device ends on a notification.
+    let n = ea.dev.notifier();
+    let t = std::time::Instant::now();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        n.notify().unwrap();
+    });
+    let worked = ea
+        .dev
+        .progress_wait(
+            softrdma_driver::PollMode::Blocking,
+            Some(Duration::from_secs(5)),
+        )
+        .unwrap();
+    assert!(!worked);
+    assert!(t.elapsed() < Duration::from_secs(4));
+    h.join().unwrap();
 }
 
 #[test]

@@ -385,7 +385,7 @@ impl Target {
         }
         // transport_lookup_cmd_lun: a data-out to a read-only mapping, or to the virtual
         // LUN 0, is WRITE PROTECTED whatever the CDB.
-        if dir == DataDir::Out && lu.map_or(true, LogicalUnit::read_only) {
+        if dir == DataDir::Out && lu.is_none_or(LogicalUnit::read_only) {
             return fail(SenseReason::WriteProtected);
         }
         let parsed = match lu {

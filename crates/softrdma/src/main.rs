@@ -7,7 +7,6 @@ mod cmtime;
 mod cmtool;
 mod decode;
 mod perf;
-mod perf_node;
 mod pingpong;
 mod pingpong_exch;
 mod rping;

@@ -1,9 +1,16 @@
 //! `softrdma perf send|write|read bw|lat`: perftest-style measurements between two softrdma
 //! devices in one process (two threads: a server device on 127.0.0.2 and a client device on
-//! 127.0.0.1, each with its own UDP socket on `<ip>:4791`), with a TCP baseline on loopback
-//! in the same run (a stream of the same bytes for `bw`, an 8-byte-style ping-pong of the same
-//! size for `lat`), printing ours, TCP's, the ratio and CPU seconds per GB moved (process CPU
-//! from `/proc/self/stat`, both threads together).
+//! 127.0.0.1, each a [`softrdma_driver::Device`] with its own UDP socket on `<ip>:4791`), with
+//! a TCP baseline on loopback in the same run (a stream of the same bytes for `bw`, a
+//! ping-pong of the same size for `lat`), printing ours, TCP's, the ratio and the CPU time per
+//! GB moved or per round trip.
+//!
+//! The devices are the driver's runtime, as applications get it: the event loop runs inline in
+//! the CQ polls of the thread that uses the device ([`Progress::Inline`]), busy-polling the
+//! socket ([`PollMode::BusyPoll`], the default, as perftest spins on its CQ) or sleeping in
+//! epoll until input (`-e`, [`PollMode::Blocking`]). Both devices defer the sends a turn's
+//! input causes to the next post ([`DeviceConfig::defer_flush`]), so a ping-pong's request
+//! and the ACK of the previous answer leave in one GSO `sendmsg`.
 //!
 //! - `bw`: the client keeps `-t` WRs of `-s` bytes outstanding (SENDs into receives the server
 //!   keeps posted, RDMA WRITEs into the server's buffer, or RDMA READs from it) and counts
@@ -11,13 +18,22 @@
 //! - `lat`: round trips. SEND: ping-pong of SENDs. WRITE: the client WRITEs a counter into the
 //!   server's buffer, the server sees it in memory and WRITEs it back (perftest's write_lat).
 //!   READ: one READ at a time. Figures are round-trip times (perftest prints half of them).
-//! - Completions are busy-polled unless `-e` (sleep in epoll until the socket has input).
-//! - `lat` alternates blocks of our round trips with blocks of TCP's, and by default pins the
-//!   server side to CPU 1 and the client side to CPU 0 (`--pin`): on the 2-vCPU VMs we
-//!   measure on, a ping-pong's round trip is 16 µs when the scheduler packs both threads on
-//!   one vCPU and 80-120 µs when every wake-up crosses vCPUs (an IPI to a halted vCPU costs
-//!   the waker ~20 µs inside its `sendmsg`/`write`), the placement is sticky, and unpinned
-//!   runs compared ours in one placement with TCP in the other.
+//!   The first 1% of the round trips (at least 10; with `-D`, at least the first 1% of the
+//!   time) are warm-up: run, but not in the figures, so `-n` must be at least 11.
+//! - `lat` alternates blocks of our round trips with blocks of TCP's: a blocking TCP
+//!   ping-pong and, when we busy-poll, one that busy-polls too (non-blocking `recv` in a loop
+//!   on both ends), which is what the busy-polled ratio compares with. While one block runs
+//!   the others' server sides sleep, so each block starts with one unrecorded round trip
+//!   that wakes its server side. By default it pins the
+//!   server side to CPU 1 and the client side to CPU 0 (`--pin`): on the 2-vCPU VMs we measure
+//!   on, a ping-pong's round trip is 16 µs when the scheduler packs both threads on one vCPU
+//!   and 80-120 µs when every wake-up crosses vCPUs (an IPI to a halted vCPU costs the waker
+//!   ~20 µs inside its `sendmsg`/`write`), the placement is sticky, and unpinned runs compared
+//!   ours in one placement with TCP in the other.
+//! - CPU: each thread's own CPU clock (`CLOCK_THREAD_CPUTIME_ID`, nanoseconds), summed over
+//!   the threads doing the work while they do it: for ours the client and server threads
+//!   during our blocks, for TCP the client and its echo (or reader) thread. Busy-polling
+//!   burns both sides' cores, so its CPU per round trip is about twice the round trip.
 //!
 //! Event mode (`-e`) accounting, 8-byte SEND, per round trip and side: one `sendmsg` (the
 //! request or answer and the ACK of the previous message as one GSO train), one `epoll_wait`
@@ -29,15 +45,18 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use softrdma_core::device::Mtu;
-use softrdma_core::verbs::{RecvWr, SendOp, SendWr, Sge, WcStatus};
-
-use crate::perf_node::{Node, Remote, BUF_IOVA};
+use softrdma_core::verbs::{
+    steps_to_rts, AccessFlags, AddressVector, CqId, MrKeys, QpAttr, QpCap, QpInitAttr, QpType,
+    RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
+};
+use softrdma_driver::{Device, DeviceConfig, IoStats, Notifier, PollMode, Progress};
+use softrdma_wire::Gid;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Verb {
@@ -53,27 +72,26 @@ pub enum Pin {
     Off,
 }
 
-/// Pins the calling thread to `cpu` (ignored where not allowed).
-fn pin_to(cpu: usize) {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    let _ = rustix::thread::sched_setaffinity(None, &set);
-}
-
-/// Which CPU the server side (`server` true) or client side runs on under `pin`.
-fn pin_side(pin: Pin, server: bool) {
-    match pin {
-        Pin::Cross => pin_to(usize::from(server)),
-        Pin::Same => pin_to(0),
-        Pin::Off => {}
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Test {
     Bw,
     Lat,
 }
+
+/// The largest message (the port's `max_msg_sz`, 8 MiB).
+const MAX_SIZE: u32 = 0x80_0000;
+/// The most WRs in flight (`-t`; the device's `max_qp_wr`).
+const MAX_TX_DEPTH: u32 = 0x4000;
+/// The most iterations (`-n`).
+const MAX_ITERS: u64 = 1_000_000_000;
+/// The longest run (`-D`, seconds).
+const MAX_DURATION: f64 = 3600.0;
+/// The most repetitions (`-r`).
+const MAX_RUNS: u32 = 1000;
+/// Round trips of warm-up at least (`lat`).
+const MIN_WARMUP: u64 = 10;
+/// How long without a completion (or an answer) before a run gives up.
+const STALL: Duration = Duration::from_secs(10);
 
 /// perftest-like measurements: softrdma device to softrdma device over loopback UDP, with a
 /// TCP baseline in the same run.
@@ -85,29 +103,30 @@ pub struct Args {
     /// Measurement: bw (bandwidth) or lat (round-trip latency).
     #[arg(value_enum)]
     pub test: Test,
-    /// Message size in bytes (default: 1 MiB for bw, 8 for lat).
-    #[arg(short = 's', long)]
-    pub size: Option<usize>,
-    /// Iterations (messages for bw, round trips for lat; default 1000 for bw, 10000 for lat).
-    #[arg(short = 'n', long)]
+    /// Message size in bytes, 1..=8388608 (default: 1 MiB for bw, 8 for lat).
+    #[arg(short = 's', long, value_parser = parse_size)]
+    pub size: Option<u32>,
+    /// Iterations, 1..=1000000000 (messages for bw, round trips for lat, of which the first
+    /// 1%, at least 10, are warm-up: lat needs 11 or more; default 1000 for bw, 10000 for lat).
+    #[arg(short = 'n', long, conflicts_with = "duration", value_parser = parse_iters)]
     pub iters: Option<u64>,
-    /// Run for this many seconds instead of a number of iterations.
-    #[arg(short = 'D', long)]
+    /// Run for this many seconds (more than 0, at most 3600) instead of a number of iterations.
+    #[arg(short = 'D', long, value_parser = parse_duration, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (loopback's interface MTU 65536 allows all).
-    #[arg(short = 'm', long, default_value_t = 4096)]
+    #[arg(short = 'm', long, default_value_t = 4096, value_parser = parse_mtu)]
     pub mtu: u32,
-    /// Outstanding work requests for bw (perftest's tx depth).
-    #[arg(short = 't', long = "tx-depth", default_value_t = 16)]
-    pub tx_depth: usize,
+    /// Outstanding work requests for bw (perftest's tx depth), 1..=16384.
+    #[arg(short = 't', long = "tx-depth", default_value_t = 16, value_parser = parse_tx_depth)]
+    pub tx_depth: u32,
     /// Sleep in epoll until input instead of busy-polling (ibv_*_pingpong -e).
     #[arg(short = 'e', long, conflicts_with = "busy")]
     pub events: bool,
     /// Busy-poll completions (the default; perftest's behaviour).
     #[arg(long)]
     pub busy: bool,
-    /// Repeat the whole measurement (ours and TCP) this many times.
-    #[arg(short = 'r', long, default_value_t = 1)]
+    /// Repeat the whole measurement (ours and TCP) this many times, 1..=1000.
+    #[arg(short = 'r', long, default_value_t = 1, value_parser = parse_runs)]
     pub runs: u32,
     /// Skip the TCP baseline.
     #[arg(long)]
@@ -141,95 +160,343 @@ pub struct Args {
     pub client: IpAddr,
 }
 
-/// Process CPU time (user + system, all threads) from /proc/self/stat.
-fn cpu_seconds() -> f64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the ")" that ends the command name: state is field 3; utime 14, stime 15.
-    let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = rustix::param::clock_ticks_per_second().max(1) as f64;
-    let get = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // rest[0] is field 3, so field k is rest[k - 3].
-    (get(14 - 3) + get(15 - 3)) / tick
+/// A whole number within `lo..=hi`.
+fn ranged(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        Ok(_) => Err(format!("{s} is not in {lo}..={hi}")),
+        Err(_) => Err(format!("{s} is not a number in {lo}..={hi}")),
+    }
+}
+
+fn parse_size(s: &str) -> Result<u32, String> {
+    ranged(s, 1, u64::from(MAX_SIZE)).map(|v| v as u32)
+}
+
+fn parse_iters(s: &str) -> Result<u64, String> {
+    ranged(s, 1, MAX_ITERS)
+}
+
+fn parse_tx_depth(s: &str) -> Result<u32, String> {
+    ranged(s, 1, u64::from(MAX_TX_DEPTH)).map(|v| v as u32)
+}
+
+fn parse_runs(s: &str) -> Result<u32, String> {
+    ranged(s, 1, u64::from(MAX_RUNS)).map(|v| v as u32)
+}
+
+fn parse_duration(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(d) if d > 0.0 && d <= MAX_DURATION => Ok(d),
+        _ => Err(format!(
+            "{s} is not a number of seconds in (0, {MAX_DURATION}]"
+        )),
+    }
+}
+
+fn parse_mtu(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(v) if mtu_of(v).is_some() => Ok(v),
+        _ => Err(format!("{s} is not one of 256, 512, 1024, 2048, 4096")),
+    }
+}
+
+fn mtu_of(bytes: u32) -> Option<Mtu> {
+    Mtu::ALL.into_iter().find(|m| m.bytes() == bytes)
+}
+
+impl Verb {
+    fn name(self) -> &'static str {
+        match self {
+            Verb::Send => "send",
+            Verb::Write => "write",
+            Verb::Read => "read",
+        }
+    }
+}
+
+impl Test {
+    fn name(self) -> &'static str {
+        match self {
+            Test::Bw => "bw",
+            Test::Lat => "lat",
+        }
+    }
+}
+
+/// What one run measures, from the arguments (checked before anything is allocated).
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    verb: Verb,
+    test: Test,
+    size: usize,
+    /// Iterations (including warm-up for lat); unused with `duration`.
+    iters: u64,
+    duration: Option<Duration>,
+    /// Warm-up round trips (lat, `-n`): the first 1%, at least [`MIN_WARMUP`].
+    warmup: u64,
+    mtu: Mtu,
+    depth: usize,
+    busy: bool,
+    ours: bool,
+    tcp: bool,
+}
+
+/// The checks clap cannot make alone; a one-line reason when the arguments are refused.
+fn plan(args: &Args) -> Result<Plan, String> {
+    let mtu = mtu_of(args.mtu).ok_or("-m must be 256, 512, 1024, 2048 or 4096")?;
+    let size = args.size.unwrap_or(match args.test {
+        Test::Bw => 1 << 20,
+        Test::Lat => 8,
+    }) as usize;
+    let iters = args.iters.unwrap_or(match args.test {
+        Test::Bw => 1000,
+        Test::Lat => 10000,
+    });
+    let warmup = (iters / 100).max(MIN_WARMUP);
+    if args.test == Test::Lat && args.duration.is_none() && iters <= warmup {
+        return Err(format!(
+            "-n {iters}: lat needs at least {} round trips (the first 1%, at least {MIN_WARMUP}, \
+             are warm-up and not in the figures)",
+            MIN_WARMUP + 1
+        ));
+    }
+    if args.server == args.client {
+        return Err(format!(
+            "--server and --client are both {}: the two devices need two addresses",
+            args.server
+        ));
+    }
+    if args.server.is_ipv4() != args.client.is_ipv4() {
+        return Err(format!(
+            "--server {} and --client {} must both be IPv4 or both IPv6",
+            args.server, args.client
+        ));
+    }
+    Ok(Plan {
+        verb: args.verb,
+        test: args.test,
+        size,
+        iters,
+        duration: args.duration.map(Duration::from_secs_f64),
+        warmup,
+        mtu,
+        depth: args.tx_depth as usize,
+        busy: !args.events,
+        ours: !args.tcp_only,
+        tcp: !args.no_tcp,
+    })
+}
+
+// ----- CPU time --------------------------------------------------------------------------------
+
+/// The calling thread's CPU time (user + system), seconds, nanosecond resolution.
+fn thread_cpu() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// A thread's CPU time while a shared [`Phase`] says it is measured. Reads the clock only when
+/// the phase it sees changes, so a ping-pong pays nothing per round trip for it.
+#[derive(Debug, Default)]
+struct CpuMeter {
+    counting: bool,
+    mark: f64,
+    total: f64,
+}
+
+impl CpuMeter {
+    fn observe(&mut self, measured: bool) {
+        if measured != self.counting {
+            let now = thread_cpu();
+            if self.counting {
+                self.total += now - self.mark;
+            } else {
+                self.mark = now;
+            }
+            self.counting = measured;
+        }
+    }
+
+    fn finish(mut self) -> f64 {
+        self.observe(false);
+        self.total
+    }
+}
+
+/// What the client tells a peer thread (our server, a TCP echo): warming up, measured, paused
+/// (the client runs another block: sleep instead of spinning), or done.
+#[derive(Clone, Debug)]
+struct Phase(Arc<AtomicU8>);
+
+const WARM: u8 = 0;
+const RUN: u8 = 1;
+const PAUSE: u8 = 2;
+const STOP: u8 = 3;
+
+impl Phase {
+    fn new(v: u8) -> Phase {
+        Phase(Arc::new(AtomicU8::new(v)))
+    }
+    fn set(&self, v: u8) {
+        self.0.store(v, Ordering::Release);
+    }
+    fn get(&self) -> u8 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+// ----- pinning -------------------------------------------------------------------------------
+
+/// Pins the calling thread to `cpu` (ignored where not allowed).
+fn pin_to(cpu: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    let _ = rustix::thread::sched_setaffinity(None, &set);
+}
+
+/// Which CPU the server side (`server` true) or client side runs on under `pin`.
+fn pin_side(pin: Pin, server: bool) {
+    match pin {
+        Pin::Cross => pin_to(usize::from(server)),
+        Pin::Same => pin_to(0),
+        Pin::Off => {}
+    }
+}
+
+// ----- figures -------------------------------------------------------------------------------
+
+/// Round-trip times: count, sum, and 10 ns bins up to 10 ms (exact values above), so the
+/// median and p99 need no per-sample memory however long the run.
+struct Rtts {
+    bins: Vec<u32>,
+    over: Vec<f64>,
+    n: u64,
+    sum: f64,
+}
+
+/// Bins per µs.
+const BINS_PER_US: f64 = 100.0;
+const BINS: usize = 1_000_000;
+
+impl Rtts {
+    fn new() -> Rtts {
+        Rtts {
+            bins: vec![0; BINS],
+            over: Vec::new(),
+            n: 0,
+            sum: 0.0,
+        }
+    }
+
+    fn push(&mut self, us: f64) {
+        let b = (us.max(0.0) * BINS_PER_US) as usize;
+        match self.bins.get_mut(b) {
+            Some(c) => *c += 1,
+            None => self.over.push(us),
+        }
+        self.n += 1;
+        self.sum += us;
+    }
+
+    /// The `k`-th smallest (0-based), to the bin's middle.
+    fn nth(&self, k: u64) -> f64 {
+        let mut seen = 0u64;
+        for (b, &c) in self.bins.iter().enumerate() {
+            seen += u64::from(c);
+            if seen > k {
+                return (b as f64 + 0.5) / BINS_PER_US;
+            }
+        }
+        let mut over = self.over.clone();
+        over.sort_by(f64::total_cmp);
+        let i = (k - seen) as usize;
+        over.get(i).or(over.last()).copied().unwrap_or(0.0)
+    }
+
+    fn stats(&self) -> RttStats {
+        if self.n == 0 {
+            return RttStats::default();
+        }
+        let p99 = ((self.n as f64 * 0.99) as u64).min(self.n - 1);
+        RttStats {
+            median: self.nth(self.n / 2),
+            mean: self.sum / self.n as f64,
+            p99: self.nth(p99),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct RttStats {
+    median: f64,
+    mean: f64,
+    p99: f64,
 }
 
 /// One measurement's outcome.
 #[derive(Clone, Copy, Debug, Default)]
 struct Outcome {
-    /// Bytes moved (bw) or round trips (lat).
-    bytes: u64,
+    /// Bytes moved (bw) or round trips (lat), warm-up excluded.
+    units: u64,
     secs: f64,
     cpu: f64,
-    /// Round-trip times, µs (lat): median, mean, p99.
-    rtt: Option<(f64, f64, f64)>,
-    /// The TCP baseline measured interleaved with this run (lat).
-    tcp: Option<Tcp>,
-}
-
-/// A TCP outcome (kept apart so `Outcome` stays `Copy` without recursion).
-#[derive(Clone, Copy, Debug, Default)]
-struct Tcp {
-    rounds: u64,
-    secs: f64,
-    cpu: f64,
-    rtt: (f64, f64, f64),
-}
-
-impl From<Tcp> for Outcome {
-    fn from(t: Tcp) -> Outcome {
-        Outcome {
-            bytes: t.rounds,
-            secs: t.secs,
-            cpu: t.cpu,
-            rtt: Some(t.rtt),
-            tcp: None,
-        }
-    }
+    /// Round-trip times (lat).
+    rtt: RttStats,
 }
 
 impl Outcome {
     fn mbps(&self) -> f64 {
-        self.bytes as f64 / self.secs.max(1e-9) / 1e6
+        self.units as f64 / self.secs.max(1e-9) / 1e6
     }
     fn cpu_per_gb(&self) -> f64 {
-        self.cpu / (self.bytes as f64 / 1e9).max(1e-12)
+        self.cpu / (self.units as f64 / 1e9).max(1e-12)
+    }
+    fn cpu_per_round_us(&self) -> f64 {
+        self.cpu / self.units.max(1) as f64 * 1e6
+    }
+    /// `median … mean … p99 … (CPU … us/iter)`, with ` us` after the median if `unit`.
+    fn lat_text(&self, unit: bool) -> String {
+        let RttStats { median, mean, p99 } = self.rtt;
+        let us = if unit { " us" } else { "" };
+        format!(
+            "median {median:7.1}{us} mean {mean:7.1} p99 {p99:7.1} (CPU {:.1} us/iter)",
+            self.cpu_per_round_us()
+        )
     }
 }
 
-fn mtu_of(bytes: u32) -> Option<Mtu> {
-    Some(match bytes {
-        256 => Mtu::Mtu256,
-        512 => Mtu::Mtu512,
-        1024 => Mtu::Mtu1024,
-        2048 => Mtu::Mtu2048,
-        4096 => Mtu::Mtu4096,
-        _ => return None,
-    })
+/// A run's outcomes: ours, TCP's, and (lat, busy-polled) TCP's busy-polled ping-pong.
+#[derive(Clone, Copy, Debug, Default)]
+struct RunOutcome {
+    ours: Option<Outcome>,
+    tcp: Option<Outcome>,
+    tcp_busy: Option<Outcome>,
 }
 
 pub fn run(args: &Args) -> ExitCode {
-    let Some(mtu) = mtu_of(args.mtu) else {
-        eprintln!("perf: -m must be 256, 512, 1024, 2048 or 4096");
-        return ExitCode::FAILURE;
+    let plan = match plan(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("perf: {e}");
+            return ExitCode::FAILURE;
+        }
     };
-    let size = args.size.unwrap_or(match args.test {
-        Test::Bw => 1 << 20,
-        Test::Lat => 8,
-    });
-    let iters = args.iters.unwrap_or(match args.test {
-        Test::Bw => 1000,
-        Test::Lat => 10000,
-    });
-    let verb = format!("{:?}", args.verb).to_lowercase();
-    let test = format!("{:?}", args.test).to_lowercase();
+    let amount = match args.duration {
+        Some(d) if plan.test == Test::Lat => {
+            format!("{d} s (first 1%, at least {MIN_WARMUP} round trips: warm-up)")
+        }
+        Some(d) => format!("{d} s"),
+        None if plan.test == Test::Lat => {
+            format!("{} iterations (first {}: warm-up)", plan.iters, plan.warmup)
+        }
+        None => format!("{} iterations", plan.iters),
+    };
     println!(
-        "softrdma perf {verb} {test}: size {size} B, {}, path MTU {}, {}{}, {} <- {}",
-        match args.duration {
-            Some(d) => format!("{d} s"),
-            None => format!("{iters} iterations"),
-        },
+        "softrdma perf {} {}: size {} B, {amount}, path MTU {}, {}{}, {} <- {}",
+        plan.verb.name(),
+        plan.test.name(),
+        plan.size,
         args.mtu,
         if args.events {
             "events (-e)"
@@ -248,66 +515,63 @@ pub fn run(args: &Args) -> ExitCode {
                 std::thread::sleep(Duration::from_millis(500));
             }
         }
-        let ours = if args.tcp_only {
-            Outcome::default()
-        } else {
-            match measure_ours(args, size, iters, mtu) {
-                Ok(o) => o,
-                Err(e) => {
-                    eprintln!("perf: {e}");
-                    return ExitCode::FAILURE;
-                }
+        let r = match plan.test {
+            Test::Bw => measure_bw(args, &plan),
+            Test::Lat => measure_lat(args, &plan),
+        };
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("perf: {e}");
+                return ExitCode::FAILURE;
             }
         };
-        let tcp = if args.no_tcp {
-            None
-        } else if args.test == Test::Lat && !args.tcp_only {
-            ours.tcp.map(Outcome::from)
-        } else {
-            match measure_tcp(args, size, iters, &ours) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    eprintln!("perf: tcp baseline: {e}");
-                    return ExitCode::FAILURE;
-                }
-            }
-        };
-        match args.test {
+        let ours = r.ours.unwrap_or_default();
+        let line = match plan.test {
             Test::Bw => {
                 let mut line = format!(
                     "run {run}: softrdma {:8.1} MB/s  CPU {:5.2} s/GB",
                     ours.mbps(),
                     ours.cpu_per_gb()
                 );
-                if let Some(t) = tcp {
-                    let r = ours.mbps() / t.mbps().max(1e-9);
-                    ratios.push(r);
+                if let Some(t) = r.tcp {
                     line += &format!(
-                        " | TCP {:8.1} MB/s  CPU {:5.2} s/GB | ratio {r:.2}x TCP",
+                        " | TCP {:8.1} MB/s  CPU {:5.2} s/GB",
                         t.mbps(),
                         t.cpu_per_gb()
                     );
+                    if r.ours.is_some() {
+                        let x = ours.mbps() / t.mbps().max(1e-9);
+                        ratios.push(x);
+                        line += &format!(" | ratio {x:.2}x TCP: higher is better");
+                    }
                 }
-                println!("{line}{}", noisy(args));
+                line
             }
             Test::Lat => {
-                let (med, mean, p99) = ours.rtt.unwrap_or_default();
-                let per = ours.cpu / ours.bytes.max(1) as f64 * 1e6;
-                let mut line = format!(
-                    "run {run}: softrdma RTT median {med:7.1} us mean {mean:7.1} p99 {p99:7.1} (CPU {per:.1} us/iter)"
-                );
-                if let Some(t) = tcp {
-                    let (tm, tmean, tp99) = t.rtt.unwrap_or_default();
-                    let tper = t.cpu / t.bytes.max(1) as f64 * 1e6;
-                    let r = med / tm.max(1e-9);
-                    ratios.push(r);
-                    line += &format!(
-                        " | TCP median {tm:7.1} mean {tmean:7.1} p99 {tp99:7.1} (CPU {tper:.1} us/iter) | ratio {r:.2}x TCP"
-                    );
+                let mut line = format!("run {run}: softrdma RTT {}", ours.lat_text(true));
+                if let Some(t) = r.tcp {
+                    line += &format!(" | TCP {}", t.lat_text(false));
                 }
-                println!("{line}{}", noisy(args));
+                if let Some(t) = r.tcp_busy {
+                    line += &format!(" | TCP busy-poll {}", t.lat_text(false));
+                }
+                // Like with like: a busy-polled run against TCP busy-polling, an event-mode run
+                // against TCP's blocking reads.
+                let base = match (r.tcp_busy, r.tcp) {
+                    (Some(t), _) => Some((t, "TCP busy-poll")),
+                    (None, Some(t)) => Some((t, "TCP")),
+                    _ => None,
+                };
+                if let (Some((t, name)), true) = (base, r.ours.is_some()) {
+                    let x = ours.rtt.median / t.rtt.median.max(1e-9);
+                    ratios.push(x);
+                    line += &format!(" | ratio {x:.2}x {name}: lower is better");
+                }
+                line
             }
-        }
+        };
+        println!("{line}{}", noisy(args));
     }
     if ratios.len() > 1 {
         let mut r = ratios.clone();
@@ -343,243 +607,466 @@ fn noisy(args: &Args) -> &'static str {
 
 // ----- softrdma ------------------------------------------------------------------------------
 
-/// Slots of `size` bytes in each node's buffer (bounded to 256 MiB in all).
+/// Base address (iova) of every node's buffer.
+const BUF_IOVA: u64 = 0x1000_0000;
+
+/// Most bytes of one node's buffer (slots of `size` bytes; WRs beyond reuse them).
+const MAX_BUF: usize = 256 << 20;
+
+/// Slots of `size` bytes in each node's buffer for bw: the depth, at least 64, within
+/// [`MAX_BUF`].
 fn slots_for(size: usize, depth: usize) -> usize {
-    let want = depth.max(1);
-    let cap = ((256usize << 20) / size.max(1)).max(1);
-    want.min(cap)
+    let cap = (MAX_BUF / size.max(1)).max(1);
+    depth.max(64).min(cap)
 }
 
-fn measure_ours(args: &Args, size: usize, iters: u64, mtu: Mtu) -> Result<Outcome, String> {
-    let slots = match args.test {
-        Test::Bw => slots_for(size, args.tx_depth.max(64)),
-        // Slot 0: what we send; slot 1: where the peer's WRITE lands.
-        Test::Lat => 2,
-    };
-    let buf_len = size.max(8) * slots;
-    let busy = !args.events;
-    let e = |e: std::io::Error| e.to_string();
-    let mut server = Node::new(args.server, buf_len, busy, !args.no_gso, 2).map_err(e)?;
-    let mut client = Node::new(args.client, buf_len, busy, !args.no_gso, 1).map_err(e)?;
-    let (rs, rc) = (server.remote(), client.remote());
-    server.connect(&rc, mtu).map_err(e)?;
-    client.connect(&rs, mtu).map_err(e)?;
+/// Where a node's QP and buffer are, for its peer.
+#[derive(Clone, Copy, Debug)]
+struct Remote {
+    ip: IpAddr,
+    qpn: u32,
+    rkey: u32,
+    addr: u64,
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let verb = args.verb;
-    let test = args.test;
-    let deadline = args.duration.map(Duration::from_secs_f64);
-    let pause = Arc::new(AtomicBool::new(false));
-    let server_stop = stop.clone();
-    let server_pause = pause.clone();
-    let server_waker = server.ep.notifier();
-    let pin = args.pin;
-    pin_side(pin, false);
-    let server_thread = std::thread::spawn(move || {
-        pin_side(pin, true);
-        serve(
-            &mut server,
-            &rc,
-            verb,
-            test,
-            size,
-            slots,
-            &server_stop,
-            &server_pause,
-        );
-        server
-    });
-    let cpu0 = cpu_seconds();
-    let r = match test {
-        Test::Bw => client_bw(
-            &mut client,
-            &rs,
-            verb,
-            size,
-            slots,
-            iters,
-            args.tx_depth,
-            deadline,
-        ),
-        Test::Lat => {
-            let tcp = if args.no_tcp {
-                None
+/// One device with one RC QP, its CQ and its buffer.
+struct Node {
+    dev: Device,
+    ip: IpAddr,
+    cq: CqId,
+    qpn: u32,
+    mr: MrKeys,
+}
+
+/// Queue depths of one node.
+#[derive(Clone, Copy, Debug)]
+struct Depths {
+    send: u32,
+    recv: u32,
+}
+
+impl Node {
+    fn open(
+        ip: IpAddr,
+        seed: u64,
+        args: &Args,
+        buf_len: usize,
+        depths: Depths,
+    ) -> Result<Node, String> {
+        let mut cfg = DeviceConfig::new(ip)
+            .with_netdev_mtu(65536) // loopback
+            .with_seed(seed)
+            .with_defer_flush(true)
+            .with_progress(Progress::Inline)
+            .with_wait(if args.events {
+                PollMode::Blocking
             } else {
-                Some(
-                    TcpPing::new(args.server, size, args.pin)
-                        .map_err(|e| format!("tcp baseline: {e}"))?,
-                )
-            };
-            client_lat(&mut client, &rs, verb, size, iters, deadline, tcp, &pause)
-        }
-    };
-    let cpu = cpu_seconds() - cpu0;
-    // Let the server answer any last retransmission, then stop it.
-    let linger = Instant::now();
-    while linger.elapsed() < Duration::from_millis(20) {
-        if !client.turn() {
-            let _ = client.ep.wait_readable(Some(Duration::from_millis(1)));
+                PollMode::BusyPoll
+            });
+        cfg.name = format!("perf{seed}");
+        cfg.endpoint.gso = !args.no_gso;
+        let dev = Device::open_with(cfg).map_err(|e| format!("device on {ip}: {e}"))?;
+        let err =
+            |what: &'static str| move |e: softrdma_driver::Error| format!("{ip}: {what}: {e}");
+        let pd = dev.alloc_pd().map_err(err("alloc_pd"))?;
+        let cq = dev
+            .create_cq(depths.send + depths.recv)
+            .map_err(err("create_cq"))?;
+        let access = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_ATOMIC;
+        // A non-zero fill writes every page now, as perftest initialises its buffers: a page's
+        // first write in the measurement would cost a page fault (and, after a read had mapped
+        // the zero page, a TLB shootdown IPI to the other CPU).
+        let mr = dev
+            .reg_mr(pd, vec![0xa5; buf_len], BUF_IOVA, access)
+            .map_err(err("reg_mr"))?;
+        let (qpn, _) = dev
+            .create_qp(QpInitAttr {
+                qp_type: QpType::Rc,
+                pd,
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                cap: QpCap {
+                    max_send_wr: depths.send,
+                    max_recv_wr: depths.recv,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+                sq_sig_all: false,
+            })
+            .map_err(err("create_qp"))?;
+        Ok(Node {
+            dev,
+            ip,
+            cq,
+            qpn,
+            mr,
+        })
+    }
+
+    /// What the peer needs to know.
+    fn remote(&self) -> Remote {
+        Remote {
+            ip: self.ip,
+            qpn: self.qpn,
+            rkey: self.mr.rkey,
+            addr: BUF_IOVA,
         }
     }
-    stop.store(true, Ordering::Release);
-    let _ = server_waker.notify();
-    let server = server_thread.join();
-    if args.verbose {
-        let (units, unit) = match (&r, test) {
-            (Ok(o), Test::Lat) => (o.bytes, "round trip"),
-            (Ok(o), Test::Bw) => (o.bytes / size.max(1) as u64, "message"),
-            _ => (1, "run"),
+
+    /// RESET → INIT → RTR → RTS towards `peer`.
+    fn connect(&self, peer: &Remote, mtu: Mtu) -> Result<(), String> {
+        let sgid_index = self
+            .dev
+            .ip_gid_index()
+            .ok_or_else(|| format!("{}: no GID for the device's address", self.ip))?;
+        let attr = QpAttr {
+            qp_access_flags: AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC,
+            path_mtu: mtu,
+            dest_qp_num: peer.qpn,
+            rq_psn: 0,
+            max_dest_rd_atomic: 16,
+            min_rnr_timer: 1,
+            ah_attr: AddressVector {
+                dgid: Gid::from(peer.ip),
+                sgid_index,
+                ..AddressVector::default()
+            },
+            timeout: 14, // 4.096 µs × 2^14 ≈ 67 ms
+            retry_cnt: 7,
+            rnr_retry: 7,
+            sq_psn: 0,
+            max_rd_atomic: 16,
+            ..QpAttr::default()
         };
-        let show = |name: &str, n: &Node| {
-            let c: Vec<String> = n
-                .stack
-                .counters()
-                .iter()
-                .filter(|(_, v)| *v != 0)
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            println!(
-                "  {name} counters: {} send_errors={}",
-                c.join(" "),
-                n.send_errors
-            );
-            let st = n.stats;
-            let per = |v: u64| v as f64 / units.max(1) as f64;
-            println!(
-                "  {name} loop per {unit}: recvmmsg {:.2} (empty {:.2}) epoll sleeps {:.2} sendmsg {:.2}",
-                per(st.recv_calls),
-                per(st.recv_empty),
-                per(st.sleeps),
-                per(st.send_calls)
-            );
-        };
-        show("client", &client);
-        if let Ok(s) = &server {
-            show("server", s);
+        for (a, mask) in steps_to_rts(QpType::Rc, &attr) {
+            self.dev
+                .modify_qp(self.qpn, &a, mask)
+                .map_err(|e| format!("{}: modify_qp to {}: {e}", self.ip, a.qp_state))?;
+        }
+        Ok(())
+    }
+
+    fn sge(&self, slot: usize, size: usize) -> Sge {
+        Sge {
+            addr: BUF_IOVA + (slot * size) as u64,
+            length: size as u32,
+            lkey: self.mr.lkey,
         }
     }
-    let mut o = r?;
-    if test == Test::Bw {
-        o.cpu = cpu;
+
+    fn post_send(&self, wr: SendWr) -> Result<(), String> {
+        self.dev
+            .post_send(self.qpn, wr)
+            .map_err(|e| format!("{}: post_send: {e}", self.ip))
     }
-    Ok(o)
+
+    fn post_recv(&self, wr_id: u64, sge: Sge) -> Result<(), String> {
+        self.dev
+            .post_recv(self.qpn, RecvWr::new(wr_id, vec![sge]))
+            .map_err(|e| format!("{}: post_recv: {e}", self.ip))
+    }
+
+    /// Completions already there (no loop turn), appended to `out`.
+    fn take_completions(&self, out: &mut Vec<WorkCompletion>) -> Result<usize, String> {
+        out.clear();
+        self.dev
+            .wait_cq(self.cq, out, 64, Some(Duration::ZERO))
+            .map_err(|e| format!("{}: poll_cq: {e}", self.ip))
+    }
+
+    /// Waits up to `timeout` for completions (the device's wait mode), appended to `out`.
+    fn wait_completions(
+        &self,
+        out: &mut Vec<WorkCompletion>,
+        timeout: Duration,
+    ) -> Result<usize, String> {
+        out.clear();
+        self.dev
+            .wait_cq(self.cq, out, 64, Some(timeout))
+            .map_err(|e| format!("{}: wait_cq: {e}", self.ip))
+    }
+
+    /// Whether the `k` = min(size, 8) bytes at the end of `slot` hold `stamp`'s low bytes.
+    fn has_stamp(&self, slot: usize, size: usize, stamp: u64) -> bool {
+        let k = size.min(8);
+        let mut got = [0u8; 8];
+        let at = BUF_IOVA + ((slot + 1) * size - k) as u64;
+        let Some(dst) = got.get_mut(..k) else {
+            return false;
+        };
+        self.dev.read_mr(self.mr.lkey, at, dst).is_ok()
+            && got.get(..k) == stamp.to_le_bytes().get(..k)
+    }
+
+    /// Writes `stamp`'s low min(size, 8) bytes at the end of `slot`.
+    fn stamp(&self, slot: usize, size: usize, stamp: u64) -> Result<(), String> {
+        let k = size.min(8);
+        let at = BUF_IOVA + ((slot + 1) * size - k) as u64;
+        let bytes = stamp.to_le_bytes();
+        self.dev
+            .write_mr(self.mr.lkey, at, bytes.get(..k).unwrap_or_default())
+            .map_err(|e| format!("{}: write_mr: {e}", self.ip))
+    }
 }
+
+fn check(wc: &WorkCompletion, ip: IpAddr) -> Result<(), String> {
+    if wc.status == WcStatus::Success {
+        Ok(())
+    } else {
+        Err(format!(
+            "{ip}: completion of wr_id {} failed: {} ({})",
+            wc.wr_id,
+            wc.status.as_str(),
+            wc.status.to_verbs()
+        ))
+    }
+}
+
+/// Our two nodes, connected, with the server on its own thread.
+struct Pair {
+    client: Node,
+    peer: Remote,
+    /// The server's device (for its counters) and how to wake its thread.
+    server_dev: Device,
+    server_waker: Notifier,
+    phase: Phase,
+    server: std::thread::JoinHandle<Result<f64, String>>,
+}
+
+impl Pair {
+    fn open(args: &Args, plan: &Plan) -> Result<Pair, String> {
+        let (slots, client_depths, server_depths) = match plan.test {
+            Test::Bw => {
+                let slots = slots_for(plan.size, plan.depth);
+                // SEND bw: the server keeps as many receives posted as the client may have
+                // SENDs outstanding, and at least a buffer's worth.
+                let recv = (plan.depth.max(slots) as u32).min(MAX_TX_DEPTH);
+                (
+                    slots,
+                    Depths {
+                        send: plan.depth as u32,
+                        recv: 1,
+                    },
+                    Depths { send: 1, recv },
+                )
+            }
+            // Slot 0: what we send; slot 1: where the peer's WRITE lands.
+            Test::Lat => (
+                2,
+                Depths {
+                    send: 64,
+                    recv: LAT_RECVS,
+                },
+                Depths {
+                    send: 64,
+                    recv: LAT_RECVS,
+                },
+            ),
+        };
+        let buf_len = plan.size * slots;
+        let server = Node::open(args.server, 2, args, buf_len, server_depths)?;
+        let client = Node::open(args.client, 1, args, buf_len, client_depths)?;
+        let (rs, rc) = (server.remote(), client.remote());
+        server.connect(&rc, plan.mtu)?;
+        client.connect(&rs, plan.mtu)?;
+        let phase = Phase::new(WARM);
+        let server_dev = server.dev.clone();
+        let server_waker = server.dev.notifier();
+        let (p, pl, pin) = (phase.clone(), *plan, args.pin);
+        pin_side(pin, false);
+        let server = std::thread::spawn(move || {
+            pin_side(pin, true);
+            serve(&server, &rc, &pl, slots, server_depths.recv, &p)
+        });
+        Ok(Pair {
+            client,
+            peer: rs,
+            server_dev,
+            server_waker,
+            phase,
+            server,
+        })
+    }
+
+    /// Lets the server answer any last retransmission, stops it; returns its measured CPU.
+    fn finish(self, verbose: Option<(u64, &str, [IoStats; 2])>) -> Result<f64, String> {
+        let _ = self.client.dev.progress_for(Duration::from_millis(20));
+        self.phase.set(STOP);
+        let _ = self.server_waker.notify();
+        let cpu = self
+            .server
+            .join()
+            .map_err(|_| "the server thread panicked".to_string())?;
+        if let Some((units, unit, before)) = verbose {
+            for ((name, dev), before) in
+                [("client", &self.client.dev), ("server", &self.server_dev)]
+                    .into_iter()
+                    .zip(before)
+            {
+                show_counters(name, dev, units, unit, before);
+            }
+        }
+        cpu
+    }
+}
+
+fn show_counters(name: &str, dev: &Device, units: u64, unit: &str, before: IoStats) {
+    let c: Vec<String> = dev
+        .counters()
+        .iter()
+        .filter(|(_, v)| *v != 0)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let d = dev.driver_counters();
+    println!(
+        "  {name} counters: {} send_errors={}",
+        c.join(" "),
+        d.tx_errors + d.tx_dropped
+    );
+    let st = dev.io_stats();
+    let per = |now: u64, then: u64| (now - then) as f64 / units.max(1) as f64;
+    println!(
+        "  {name} loop per {unit}: recvmmsg {:.2} (empty {:.2}) epoll sleeps {:.2} sendmsg {:.2}",
+        per(st.recv_calls, before.recv_calls),
+        per(st.recv_empty, before.recv_empty),
+        per(st.recv_waits, before.recv_waits),
+        per(st.send_calls, before.send_calls)
+    );
+}
+
+/// Receives the lat client and server keep posted (SEND lat).
+const LAT_RECVS: u32 = 16;
+
+/// How long an idle server waits in one go before looking at its phase again.
+const SERVER_TICK: Duration = Duration::from_millis(50);
 
 /// The server side: keeps receives posted (SEND), bounces WRITEs (WRITE lat) and SENDs (SEND
-/// lat), and otherwise just runs the responder.
-#[allow(clippy::too_many_arguments)]
+/// lat), and otherwise just runs the responder. Returns its CPU time while measured.
 fn serve(
-    n: &mut Node,
+    n: &Node,
     peer: &Remote,
-    verb: Verb,
-    test: Test,
-    size: usize,
+    plan: &Plan,
     slots: usize,
-    stop: &AtomicBool,
-    pause: &AtomicBool,
-) {
-    let slot_sge = |n: &Node, k: usize| Sge {
-        addr: BUF_IOVA + (k * size) as u64,
-        length: size as u32,
-        lkey: n.mr.lkey,
-    };
-    if verb == Verb::Send {
-        let depth = match test {
-            Test::Bw => slots.max(64),
-            Test::Lat => 16,
-        };
-        for k in 0..depth {
-            let s = slot_sge(n, k % slots);
-            let _ = n.stack.post_recv(n.qpn, RecvWr::new(k as u64, vec![s]));
+    recvs: u32,
+    phase: &Phase,
+) -> Result<f64, String> {
+    let size = plan.size;
+    let mut meter = CpuMeter::default();
+    if plan.verb == Verb::Send {
+        for k in 0..u64::from(recvs) {
+            n.post_recv(k, n.sge(k as usize % slots, size))?;
         }
     }
-    let peer_lat_write = verb == Verb::Write && test == Test::Lat;
+    let write_lat = plan.verb == Verb::Write && plan.test == Test::Lat;
     let mut expect: u64 = 1;
-    let mut last_check = [0u8; 8];
-    while !stop.load(Ordering::Acquire) {
-        let did = n.receive();
-        let mut progressed = false;
-        while let Some(wc) = n.poll_cq() {
-            progressed = true;
-            if wc.opcode == softrdma_core::verbs::WcOpcode::Recv {
-                let s = slot_sge(n, wc.wr_id as usize % slots);
-                let _ = n.stack.post_recv(n.qpn, RecvWr::new(wc.wr_id, vec![s]));
-                if test == Test::Lat {
+    let mut wcs = Vec::with_capacity(64);
+    let base = if plan.busy {
+        PollMode::BusyPoll
+    } else {
+        PollMode::Blocking
+    };
+    loop {
+        let ph = phase.get();
+        meter.observe(ph == RUN);
+        if ph == STOP {
+            break;
+        }
+        let mut progressed = n.take_completions(&mut wcs)? > 0;
+        for wc in &wcs {
+            check(wc, n.ip)?;
+            if wc.opcode == WcOpcode::Recv {
+                n.post_recv(wc.wr_id, n.sge(wc.wr_id as usize % slots, size))?;
+                if plan.test == Test::Lat {
                     let wr = SendWr {
                         signaled: false,
-                        ..SendWr::new(0, SendOp::Send).with_sge(slot_sge(n, 0))
+                        ..SendWr::new(0, SendOp::Send).with_sge(n.sge(0, size))
                     };
-                    let _ = n.stack.post_send(n.qpn, wr);
+                    n.post_send(wr)?;
                 }
             }
         }
-        if peer_lat_write {
-            // perftest's write_lat: watch the last 8 bytes of the message for the counter, then
-            // WRITE the message (counter included) back into the client's slot 1.
-            let at = BUF_IOVA + (size + size.saturating_sub(8)) as u64;
-            if n.stack
-                .verbs
-                .local_read(n.mr.lkey, at, &mut last_check)
-                .is_ok()
-                && u64::from_le_bytes(last_check) == expect
-            {
-                expect += 1;
-                progressed = true;
-                let wr = SendWr {
-                    signaled: false,
-                    ..SendWr::new(
-                        0,
-                        SendOp::RdmaWrite {
-                            remote_addr: peer.addr + size as u64,
-                            rkey: peer.rkey,
-                        },
-                    )
-                    .with_sge(slot_sge(n, 1))
-                };
-                let _ = n.stack.post_send(n.qpn, wr);
-            }
+        if write_lat && n.has_stamp(1, size, expect) {
+            // perftest's write_lat: the counter arrived at the end of slot 1; WRITE the message
+            // (counter included) back into the client's slot 1.
+            expect += 1;
+            progressed = true;
+            let wr = SendWr {
+                signaled: false,
+                ..SendWr::new(
+                    0,
+                    SendOp::RdmaWrite {
+                        remote_addr: peer.addr + size as u64,
+                        rkey: peer.rkey,
+                    },
+                )
+                .with_sge(n.sge(1, size))
+            };
+            n.post_send(wr)?;
         }
-        let sent = n.transmit();
-        if !progressed && !did && !sent {
-            if pause.load(Ordering::Acquire) {
-                // The client runs a TCP block: sleep instead of spinning on its CPU.
-                n.sleep();
+        if !progressed {
+            // While the client runs a TCP block, sleep instead of spinning on its CPU.
+            let mode = if ph == PAUSE {
+                PollMode::Blocking
             } else {
-                n.idle();
-            }
+                base
+            };
+            n.dev
+                .progress_wait(mode, Some(SERVER_TICK))
+                .map_err(|e| format!("{}: event loop: {e}", n.ip))?;
         }
     }
+    n.dev.flush();
+    Ok(meter.finish())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn client_bw(
-    n: &mut Node,
-    peer: &Remote,
-    verb: Verb,
-    size: usize,
-    slots: usize,
-    iters: u64,
-    depth: usize,
-    deadline: Option<Duration>,
-) -> Result<Outcome, String> {
-    let t0 = Instant::now();
-    let mut posted = 0u64;
-    let mut done = 0u64;
+fn measure_bw(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
+    let mut out = RunOutcome::default();
+    if plan.ours {
+        let pair = Pair::open(args, plan)?;
+        let before = [pair.client.dev.io_stats(), pair.server_dev.io_stats()];
+        let r = client_bw(&pair, plan);
+        let units = r.as_ref().map_or(1, |o| o.units / plan.size as u64);
+        let server_cpu = pair.finish(args.verbose.then_some((units, "message", before)))?;
+        let mut o = r?;
+        o.cpu += server_cpu;
+        out.ours = Some(o);
+    }
+    if plan.tcp {
+        let bytes = match out.ours {
+            Some(o) => o.units,
+            None => plan.iters * plan.size as u64,
+        };
+        out.tcp = Some(tcp_bw(args, plan, bytes).map_err(|e| format!("tcp baseline: {e}"))?);
+    }
+    Ok(out)
+}
+
+fn client_bw(pair: &Pair, plan: &Plan) -> Result<Outcome, String> {
+    let n = &pair.client;
+    let peer = &pair.peer;
+    let size = plan.size;
+    let slots = slots_for(size, plan.depth);
+    let mut wcs = Vec::with_capacity(64);
+    pair.phase.set(RUN);
+    let (t0, cpu0) = (Instant::now(), thread_cpu());
+    let (mut posted, mut done) = (0u64, 0u64);
     let mut last = t0;
-    let want = |posted: u64, t0: Instant| match deadline {
+    let want = |posted: u64| match plan.duration {
         Some(d) => t0.elapsed() < d,
-        None => posted < iters,
+        None => posted < plan.iters,
     };
     loop {
-        while (posted - done) < depth as u64 && want(posted, t0) {
+        while (posted - done) < plan.depth as u64 && want(posted) {
             let k = (posted as usize) % slots;
-            let sge = Sge {
-                addr: BUF_IOVA + (k * size) as u64,
-                length: size as u32,
-                lkey: n.mr.lkey,
-            };
             let remote_addr = peer.addr + (k * size) as u64;
-            let op = match verb {
+            let op = match plan.verb {
                 Verb::Send => SendOp::Send,
                 Verb::Write => SendOp::RdmaWrite {
                     remote_addr,
@@ -590,96 +1077,204 @@ fn client_bw(
                     rkey: peer.rkey,
                 },
             };
-            n.stack
-                .post_send(n.qpn, SendWr::new(posted, op).with_sge(sge))
-                .map_err(|e| format!("post_send: {e:?}"))?;
+            n.post_send(SendWr::new(posted, op).with_sge(n.sge(k, size)))?;
             posted += 1;
         }
-        let did = n.turn();
-        let mut got = false;
-        while let Some(wc) = n.poll_cq() {
-            if wc.status != WcStatus::Success {
-                return Err(format!("completion {wc:?}"));
-            }
-            done += 1;
-            got = true;
-            last = Instant::now();
-        }
-        if done == posted && !want(posted, t0) {
+        if done == posted {
             break;
         }
-        if !did && !got {
-            n.idle();
+        if n.wait_completions(&mut wcs, STALL)? == 0 {
+            return Err(format!(
+                "no completion for {} s ({done} of {posted} messages done)",
+                STALL.as_secs()
+            ));
         }
-        if t0.elapsed() > Duration::from_secs(600) {
-            return Err("bw run took over 10 minutes".into());
+        for wc in &wcs {
+            check(wc, n.ip)?;
+            done += 1;
         }
+        last = Instant::now();
     }
+    let cpu = thread_cpu() - cpu0;
+    pair.phase.set(PAUSE);
     Ok(Outcome {
-        bytes: done * size as u64,
+        units: done * size as u64,
         secs: last.duration_since(t0).as_secs_f64(),
-        cpu: 0.0,
-        rtt: None,
-        tcp: None,
+        cpu,
+        rtt: RttStats::default(),
     })
 }
 
-fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
-    if v.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    v.sort_by(f64::total_cmp);
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    let p99 = v[((v.len() as f64 * 0.99) as usize).min(v.len() - 1)];
-    (v[v.len() / 2], mean, p99)
-}
-
-/// Round trips per block when ours and TCP's ping-pong alternate.
+/// Round trips per block when ours and TCP's ping-pongs alternate.
 const LAT_BLOCK: u64 = 250;
 
-/// A connected TCP ping-pong pair (the baseline), run in blocks between ours.
+/// The client side of our ping-pong.
+struct OursLat {
+    pair: Pair,
+    verb: Verb,
+    size: usize,
+    /// Round trips so far (warm-up included): the counter of WRITE lat.
+    i: u64,
+    wcs: Vec<WorkCompletion>,
+    mode: PollMode,
+}
+
+impl OursLat {
+    fn new(pair: Pair, plan: &Plan) -> Result<OursLat, String> {
+        let n = &pair.client;
+        if plan.verb == Verb::Send {
+            for k in 0..u64::from(LAT_RECVS) {
+                n.post_recv(k, n.sge(0, plan.size))?;
+            }
+        }
+        Ok(OursLat {
+            pair,
+            verb: plan.verb,
+            size: plan.size,
+            i: 0,
+            wcs: Vec::with_capacity(64),
+            mode: if plan.busy {
+                PollMode::BusyPoll
+            } else {
+                PollMode::Blocking
+            },
+        })
+    }
+
+    /// One round trip, in µs.
+    fn round(&mut self) -> Result<f64, String> {
+        let n = &self.pair.client;
+        let peer = &self.pair.peer;
+        let size = self.size;
+        self.i += 1;
+        let i = self.i;
+        let start = Instant::now();
+        let op = match self.verb {
+            Verb::Send => SendOp::Send,
+            Verb::Write => {
+                // The counter goes in the message's last 8 bytes (all of it below 8).
+                n.stamp(0, size, i)?;
+                SendOp::RdmaWrite {
+                    remote_addr: peer.addr + size as u64,
+                    rkey: peer.rkey,
+                }
+            }
+            Verb::Read => SendOp::RdmaRead {
+                remote_addr: peer.addr,
+                rkey: peer.rkey,
+            },
+        };
+        let wr = SendWr {
+            signaled: self.verb == Verb::Read,
+            ..SendWr::new(i, op).with_sge(n.sge(0, size))
+        };
+        n.post_send(wr)?;
+        // Wait for the answer: a completion (SEND: the bounced SEND's receive; READ: the
+        // READ), or for WRITE the counter written back into our memory. Our ACK of it leaves
+        // with the next request (defer_flush).
+        loop {
+            let left = STALL.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(format!(
+                    "round trip {i} got no answer in {} s",
+                    STALL.as_secs()
+                ));
+            }
+            if self.verb == Verb::Write {
+                if n.has_stamp(1, size, i) {
+                    break;
+                }
+                n.dev
+                    .progress_wait(self.mode, Some(left))
+                    .map_err(|e| format!("{}: event loop: {e}", n.ip))?;
+                continue;
+            }
+            if n.wait_completions(&mut self.wcs, left)? == 0 {
+                continue;
+            }
+            for wc in &self.wcs {
+                check(wc, n.ip)?;
+                if wc.opcode == WcOpcode::Recv {
+                    n.post_recv(wc.wr_id, n.sge(0, size))?;
+                }
+            }
+            break;
+        }
+        Ok(start.elapsed().as_secs_f64() * 1e6)
+    }
+}
+
+/// A connected TCP ping-pong pair (the baseline), run in blocks between ours. Busy: both ends
+/// spin on non-blocking reads while measured (the echo sleeps in a blocking read while paused).
 struct TcpPing {
     stream: TcpStream,
-    echo: std::thread::JoinHandle<std::io::Result<()>>,
+    echo: std::thread::JoinHandle<std::io::Result<f64>>,
     buf: Vec<u8>,
+    busy: bool,
+    phase: Phase,
 }
 
 impl TcpPing {
-    fn new(server: IpAddr, size: usize, pin: Pin) -> std::io::Result<TcpPing> {
+    fn new(server: IpAddr, size: usize, pin: Pin, busy: bool) -> std::io::Result<TcpPing> {
         let listener = TcpListener::bind(SocketAddr::new(server, 0))?;
         let addr = listener.local_addr()?;
-        let size = size.max(1);
-        let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let phase = Phase::new(PAUSE);
+        let p = phase.clone();
+        let echo = std::thread::spawn(move || -> std::io::Result<f64> {
             pin_side(pin, true);
             let (mut s, _) = listener.accept()?;
             s.set_nodelay(true)?;
             let mut buf = vec![0u8; size];
+            let mut meter = CpuMeter::default();
+            let mut blocking = true;
             loop {
-                match s.read_exact(&mut buf) {
-                    Ok(()) => s.write_all(&buf)?,
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                let ph = p.get();
+                meter.observe(ph == RUN);
+                if busy && blocking != (ph == PAUSE) {
+                    blocking = ph == PAUSE;
+                    s.set_nonblocking(!blocking)?;
+                }
+                let got = if blocking {
+                    s.read_exact(&mut buf).map(|()| true)
+                } else {
+                    spin_read(&mut s, &mut buf, Some(&p))
+                };
+                match got {
+                    Ok(true) => spin_write(&mut s, &buf)?,
+                    Ok(false) => {} // paused mid-spin: block instead
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
                     Err(e) => return Err(e),
                 }
             }
+            Ok(meter.finish())
         });
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
+        stream.set_nonblocking(busy)?;
         Ok(TcpPing {
             stream,
             echo,
             buf: vec![0u8; size],
+            busy,
+            phase,
         })
     }
 
-    /// One blocking write + blocking read round trip, in µs.
+    /// One round trip (write, then read the echo), in µs.
     fn round(&mut self) -> std::io::Result<f64> {
         let start = Instant::now();
-        self.stream.write_all(&self.buf)?;
-        self.stream.read_exact(&mut self.buf)?;
+        if self.busy {
+            spin_write(&mut self.stream, &self.buf)?;
+            spin_read(&mut self.stream, &mut self.buf, None)?;
+        } else {
+            self.stream.write_all(&self.buf)?;
+            self.stream.read_exact(&mut self.buf)?;
+        }
         Ok(start.elapsed().as_secs_f64() * 1e6)
     }
 
-    fn finish(self) -> std::io::Result<()> {
+    /// Closes the connection; returns the echo thread's CPU time while measured.
+    fn finish(self) -> std::io::Result<f64> {
         self.stream.shutdown(std::net::Shutdown::Write)?;
         self.echo
             .join()
@@ -687,237 +1282,331 @@ impl TcpPing {
     }
 }
 
-/// Round trips of ours, alternating (when `tcp` is given) with blocks of TCP round trips of
-/// the same size: the scheduler on these VMs sometimes packs both threads of a ping-pong on
-/// one vCPU (a round trip of 16 µs for TCP) and sometimes not (80-120 µs), and switches
-/// between the two within a second; blocks of [`LAT_BLOCK`] keep both measurements in the
-/// same conditions. While TCP runs, the server device sleeps in epoll even when busy-polling
-/// (`pause`), so it does not take a core from TCP's threads.
-#[allow(clippy::too_many_arguments)]
-fn client_lat(
-    n: &mut Node,
-    peer: &Remote,
-    verb: Verb,
-    size: usize,
-    iters: u64,
-    deadline: Option<Duration>,
-    mut tcp: Option<TcpPing>,
-    pause: &AtomicBool,
-) -> Result<Outcome, String> {
-    let sge = Sge {
-        addr: BUF_IOVA,
-        length: size as u32,
-        lkey: n.mr.lkey,
-    };
-    if verb == Verb::Send {
-        for k in 0..16 {
-            let _ = n.stack.post_recv(n.qpn, RecvWr::new(k, vec![sge]));
+/// Reads `buf.len()` bytes from a non-blocking stream, spinning on would-block. With `pause`:
+/// gives up (`Ok(false)`) when it turns PAUSE before the first byte.
+fn spin_read(s: &mut TcpStream, buf: &mut [u8], pause: Option<&Phase>) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(buf.get_mut(got..).unwrap_or_default()) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if got == 0 && pause.is_some_and(|p| p.get() == PAUSE) {
+                    return Ok(false);
+                }
+                std::hint::spin_loop();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
+    Ok(true)
+}
+
+/// Writes all of `buf` to a stream that may be non-blocking, spinning on would-block.
+fn spin_write(s: &mut TcpStream, buf: &[u8]) -> std::io::Result<()> {
+    let mut put = 0;
+    while put < buf.len() {
+        match s.write(buf.get(put..).unwrap_or_default()) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(k) => put += k,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Which figure a [`LatSide`] gives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Ours,
+    Tcp,
+    TcpBusy,
+}
+
+/// One side of the latency comparison: ours or a TCP ping-pong, with what it measured.
+struct LatSide<'a> {
+    slot: Slot,
+    kind: LatKind<'a>,
+    rtts: Rtts,
+    secs: f64,
+    cpu: f64,
+}
+
+enum LatKind<'a> {
+    Ours(&'a mut OursLat),
+    Tcp(&'a mut TcpPing),
+}
+
+impl LatSide<'_> {
+    fn phase(&self) -> &Phase {
+        match &self.kind {
+            LatKind::Ours(o) => &o.pair.phase,
+            LatKind::Tcp(t) => &t.phase,
+        }
+    }
+
+    fn round(&mut self) -> Result<f64, String> {
+        match &mut self.kind {
+            LatKind::Ours(o) => o.round(),
+            LatKind::Tcp(t) => t.round().map_err(|e| format!("tcp baseline: {e}")),
+        }
+    }
+
+    /// `count` round trips, recorded or (warm-up) not; a warm-up goes on until `at_least`
+    /// has passed too. Returns the round trips done. A recorded block starts with one
+    /// unrecorded round trip: the peer slept while the other blocks ran, and its wake-up is
+    /// an artefact of interleaving, not part of a ping-pong's round trip.
+    fn block(&mut self, count: u64, measured: bool, at_least: Duration) -> Result<u64, String> {
+        self.phase().set(WARM);
+        if measured {
+            self.round()?;
+            self.phase().set(RUN);
+        }
+        let (t0, c0) = (Instant::now(), thread_cpu());
+        let mut done = 0;
+        while done < count || (!measured && t0.elapsed() < at_least) {
+            let us = self.round()?;
+            if measured {
+                self.rtts.push(us);
+            }
+            done += 1;
+        }
+        if measured {
+            self.secs += t0.elapsed().as_secs_f64();
+            self.cpu += thread_cpu() - c0;
+        }
+        self.phase().set(PAUSE);
+        if let LatKind::Ours(o) = &self.kind {
+            // Our last ACK goes out, and the server stops spinning (it sleeps until the next
+            // block's first request).
+            o.pair.client.dev.flush();
+            let _ = o.pair.server_waker.notify();
+        }
+        Ok(done)
+    }
+
+    fn outcome(&self) -> Outcome {
+        Outcome {
+            units: self.rtts.n,
+            secs: self.secs,
+            cpu: self.cpu,
+            rtt: self.rtts.stats(),
+        }
+    }
+}
+
+/// Round trips of ours, alternating (unless `--no-tcp`) with blocks of TCP round trips of the
+/// same size: the scheduler on these VMs sometimes packs both threads of a ping-pong on one
+/// vCPU (a round trip of 16 µs for TCP) and sometimes not (80-120 µs), and switches between
+/// the two within a second; blocks of [`LAT_BLOCK`] keep all measurements in the same
+/// conditions. While another block runs, the server side of each sleeps (our server device
+/// in epoll even when busy-polling, a busy TCP echo in a blocking read), so it does not take
+/// a core from the block that runs.
+fn measure_lat(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
+    let mut ours = match plan.ours {
+        true => Some(OursLat::new(Pair::open(args, plan)?, plan)?),
+        false => None,
+    };
+    let tcp_err = |e: std::io::Error| format!("tcp baseline: {e}");
+    let mut tcp = match plan.tcp {
+        true => Some(TcpPing::new(args.server, plan.size, args.pin, false).map_err(tcp_err)?),
+        false => None,
+    };
+    let mut tcp_busy = match plan.tcp && plan.busy {
+        true => Some(TcpPing::new(args.server, plan.size, args.pin, true).map_err(tcp_err)?),
+        false => None,
+    };
+    let devs = ours
+        .as_ref()
+        .map(|o| (o.pair.client.dev.clone(), o.pair.server_dev.clone()));
+    let side = |slot, kind| LatSide {
+        slot,
+        kind,
+        rtts: Rtts::new(),
+        secs: 0.0,
+        cpu: 0.0,
+    };
+    let mut sides: Vec<LatSide<'_>> = Vec::new();
+    if let Some(o) = ours.as_mut() {
+        sides.push(side(Slot::Ours, LatKind::Ours(o)));
+    }
+    if let Some(t) = tcp.as_mut() {
+        sides.push(side(Slot::Tcp, LatKind::Tcp(t)));
+    }
+    if let Some(t) = tcp_busy.as_mut() {
+        sides.push(side(Slot::TcpBusy, LatKind::Tcp(t)));
+    }
+
+    let mut before = None;
+    let r = run_blocks(&mut sides, plan, || {
+        before = devs.as_ref().map(|(c, s)| [c.io_stats(), s.io_stats()]);
+    });
+    let mut out = RunOutcome::default();
+    for s in &sides {
+        let o = Some(s.outcome());
+        match s.slot {
+            Slot::Ours => out.ours = o,
+            Slot::Tcp => out.tcp = o,
+            Slot::TcpBusy => out.tcp_busy = o,
+        }
+    }
+    drop(sides);
+    if let Some(o) = ours {
+        let units = out.ours.map_or(1, |o| o.units);
+        let verbose = match (args.verbose && r.is_ok(), before) {
+            (true, Some(b)) => Some((units, "round trip", b)),
+            _ => None,
+        };
+        // The server's error, if it had one, says more than the client's missing answer.
+        let cpu = o.pair.finish(verbose)?;
+        r.clone()?;
+        if let Some(x) = out.ours.as_mut() {
+            x.cpu += cpu;
+        }
+    }
+    r?;
+    for (t, slot) in [(tcp, &mut out.tcp), (tcp_busy, &mut out.tcp_busy)] {
+        if let Some(t) = t {
+            let cpu = t.finish().map_err(tcp_err)?;
+            if let Some(x) = slot.as_mut() {
+                x.cpu += cpu;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The warm-up, then (after `measuring`) the recorded blocks of every side in turn.
+fn run_blocks(
+    sides: &mut [LatSide<'_>],
+    plan: &Plan,
+    measuring: impl FnOnce(),
+) -> Result<(), String> {
+    // Warm-up: the first 1% (at least MIN_WARMUP round trips; with -D, at least 1% of the
+    // time: as many as the first side does in it), run by every side, recorded by none.
     let t0 = Instant::now();
-    let mut rtts = Vec::with_capacity(iters.min(1 << 22) as usize);
-    let mut tcp_rtts = Vec::with_capacity(rtts.capacity());
-    let (mut ours_secs, mut tcp_secs, mut ours_cpu, mut tcp_cpu) = (0.0, 0.0, 0.0, 0.0);
-    let mut i: u64 = 0;
-    let more = |i: u64| match deadline {
-        Some(d) => t0.elapsed() < d,
-        None => i < iters,
+    let (mut warmup, mut at_least) = match plan.duration {
+        Some(d) => (MIN_WARMUP, d / 100),
+        None => (plan.warmup, Duration::ZERO),
     };
-    let tail = BUF_IOVA + size.saturating_sub(8) as u64;
-    let back = tail + size as u64;
-    let mut seen = [0u8; 8];
-    while more(i) {
-        let block_end = i + LAT_BLOCK;
-        let (b0, c0) = (Instant::now(), cpu_seconds());
-        while i < block_end && more(i) {
-            i += 1;
-            let start = Instant::now();
-            let op = match verb {
-                Verb::Send => SendOp::Send,
-                Verb::Write => {
-                    // The counter goes in the message's last 8 bytes (sizes below 8: first
-                    // bytes).
-                    let _ = n.stack.verbs.local_write(n.mr.lkey, tail, &i.to_le_bytes());
-                    SendOp::RdmaWrite {
-                        remote_addr: peer.addr + size as u64,
-                        rkey: peer.rkey,
-                    }
-                }
-                Verb::Read => SendOp::RdmaRead {
-                    remote_addr: peer.addr,
-                    rkey: peer.rkey,
-                },
-            };
-            let signaled = verb == Verb::Read;
-            let wr = SendWr {
-                signaled,
-                ..SendWr::new(i, op).with_sge(sge)
-            };
-            n.stack
-                .post_send(n.qpn, wr)
-                .map_err(|e| format!("post_send: {e:?}"))?;
-            n.transmit();
-            // Wait for the answer: a completion (SEND: the bounced SEND's receive; READ: the
-            // READ), or for WRITE the counter written back into our memory.
-            let mut answered = false;
-            while !answered {
-                let did = n.receive();
-                while let Some(wc) = n.poll_cq() {
-                    if wc.status != WcStatus::Success {
-                        return Err(format!("completion {wc:?}"));
-                    }
-                    if wc.opcode == softrdma_core::verbs::WcOpcode::Recv {
-                        let _ = n.stack.post_recv(n.qpn, RecvWr::new(wc.wr_id, vec![sge]));
-                    }
-                    if verb != Verb::Write {
-                        answered = true;
-                    }
-                }
-                if verb == Verb::Write
-                    && n.stack.verbs.local_read(n.mr.lkey, back, &mut seen).is_ok()
-                    && u64::from_le_bytes(seen) == i
-                {
-                    answered = true;
-                }
-                // Once answered, our ACK of the answer leaves with the next request.
-                if !answered && !n.transmit() && !did {
-                    n.idle();
-                }
-                if start.elapsed() > Duration::from_secs(10) {
-                    return Err(format!("round trip {i} took over 10 s"));
-                }
-            }
-            rtts.push(start.elapsed().as_secs_f64() * 1e6);
+    for s in sides.iter_mut() {
+        warmup = s.block(warmup, false, at_least)?;
+        at_least = Duration::ZERO;
+    }
+    measuring();
+    let mut done = warmup;
+    let more = |done: u64| match plan.duration {
+        Some(d) => t0.elapsed() < d,
+        None => done < plan.iters,
+    };
+    // At least one block, however short -D is.
+    loop {
+        let count = match plan.duration {
+            Some(_) => LAT_BLOCK,
+            None => LAT_BLOCK.min(plan.iters.saturating_sub(done)).max(1),
+        };
+        for s in sides.iter_mut() {
+            s.block(count, true, Duration::ZERO)?;
         }
-        ours_secs += b0.elapsed().as_secs_f64();
-        ours_cpu += cpu_seconds() - c0;
-        if let Some(t) = tcp.as_mut() {
-            // Our last ACK goes out first, then the server may sleep.
-            n.transmit();
-            pause.store(true, Ordering::Release);
-            let (b0, c0) = (Instant::now(), cpu_seconds());
-            let rounds = rtts.len() - tcp_rtts.len();
-            for _ in 0..rounds {
-                tcp_rtts.push(t.round().map_err(|e| format!("tcp baseline: {e}"))?);
-            }
-            tcp_secs += b0.elapsed().as_secs_f64();
-            tcp_cpu += cpu_seconds() - c0;
-            pause.store(false, Ordering::Release);
+        done += count;
+        if !more(done) {
+            return Ok(());
         }
     }
-    let tcp = match tcp {
-        Some(t) => {
-            t.finish().map_err(|e| format!("tcp baseline: {e}"))?;
-            Some(Tcp {
-                rounds: tcp_rtts.len() as u64,
-                secs: tcp_secs,
-                cpu: tcp_cpu,
-                rtt: stats(tcp_rtts),
-            })
+}
+
+// ----- TCP baseline (bw) ---------------------------------------------------------------------
+
+/// A TCP stream of `total` bytes in `size`-byte writes; CPU of the writer and reader threads.
+fn tcp_bw(args: &Args, plan: &Plan, total: u64) -> std::io::Result<Outcome> {
+    let listener = TcpListener::bind(SocketAddr::new(args.server, 0))?;
+    let addr = listener.local_addr()?;
+    let chunk = plan.size.clamp(1, 1 << 20);
+    let pin = args.pin;
+    pin_side(pin, false);
+    let reader = std::thread::spawn(move || -> std::io::Result<(u64, Instant, f64)> {
+        pin_side(pin, true);
+        let (mut s, _) = listener.accept()?;
+        let c0 = thread_cpu();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0u64;
+        loop {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            got += n as u64;
         }
-        None => None,
-    };
+        Ok((got, Instant::now(), thread_cpu() - c0))
+    });
+    let mut s = TcpStream::connect(addr)?;
+    let data = vec![0x5au8; chunk];
+    let (t0, c0) = (Instant::now(), thread_cpu());
+    let mut sent = 0u64;
+    while sent < total {
+        let n = (total - sent).min(chunk as u64) as usize;
+        s.write_all(data.get(..n).unwrap_or_default())?;
+        sent += n as u64;
+    }
+    s.shutdown(std::net::Shutdown::Write)?;
+    let cpu = thread_cpu() - c0;
+    let (got, end, reader_cpu) = reader
+        .join()
+        .map_err(|_| std::io::Error::other("reader panicked"))??;
     Ok(Outcome {
-        bytes: i,
-        secs: ours_secs,
-        cpu: ours_cpu,
-        rtt: Some(stats(rtts)),
-        tcp,
+        units: got,
+        secs: end.duration_since(t0).as_secs_f64(),
+        cpu: cpu + reader_cpu,
+        rtt: RttStats::default(),
     })
 }
 
-// ----- TCP baseline --------------------------------------------------------------------------
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn measure_tcp(args: &Args, size: usize, iters: u64, ours: &Outcome) -> std::io::Result<Outcome> {
-    let listener = TcpListener::bind(SocketAddr::new(args.server, 0))?;
-    let addr = listener.local_addr()?;
-    match args.test {
-        Test::Bw => {
-            // The same number of bytes as ours moved (or as asked), in `size`-byte writes.
-            let total = if ours.bytes > 0 {
-                ours.bytes
-            } else {
-                iters * size as u64
-            };
-            let chunk = size.clamp(1, 1 << 20);
-            let pin = args.pin;
-            pin_side(pin, false);
-            let reader = std::thread::spawn(move || -> std::io::Result<(u64, Instant)> {
-                pin_side(pin, true);
-                let (mut s, _) = listener.accept()?;
-                let mut buf = vec![0u8; 1 << 20];
-                let mut got = 0u64;
-                loop {
-                    let n = s.read(&mut buf)?;
-                    if n == 0 {
-                        break;
-                    }
-                    got += n as u64;
-                }
-                Ok((got, Instant::now()))
-            });
-            let cpu0 = cpu_seconds();
-            let mut s = TcpStream::connect(addr)?;
-            let data = vec![0x5au8; chunk];
-            let t0 = Instant::now();
-            let mut sent = 0u64;
-            while sent < total {
-                let n = (total - sent).min(chunk as u64) as usize;
-                s.write_all(&data[..n])?;
-                sent += n as u64;
-            }
-            s.shutdown(std::net::Shutdown::Write)?;
-            let (got, end) = reader
-                .join()
-                .map_err(|_| std::io::Error::other("reader panicked"))??;
-            let cpu = cpu_seconds() - cpu0;
-            Ok(Outcome {
-                bytes: got,
-                secs: end.duration_since(t0).as_secs_f64(),
-                cpu,
-                rtt: None,
-                tcp: None,
-            })
+    #[test]
+    fn max_size_is_the_port_max_msg_sz() {
+        let port = softrdma_core::device::PortAttr::rxe(65536, 1);
+        assert_eq!(MAX_SIZE, port.max_msg_sz);
+        assert_eq!(
+            MAX_TX_DEPTH,
+            softrdma_core::device::DeviceAttr::rxe(Default::default()).max_qp_wr
+        );
+    }
+
+    #[test]
+    fn rtt_statistics_from_bins() {
+        let mut r = Rtts::new();
+        for us in [10.0, 12.0, 11.0, 13.0, 20_000.0] {
+            r.push(us);
         }
-        Test::Lat => {
-            let rounds = if ours.bytes > 0 { ours.bytes } else { iters };
-            let size = size.max(1);
-            let pin = args.pin;
-            pin_side(pin, false);
-            let echo = std::thread::spawn(move || -> std::io::Result<()> {
-                pin_side(pin, true);
-                let (mut s, _) = listener.accept()?;
-                s.set_nodelay(true)?;
-                let mut buf = vec![0u8; size];
-                for _ in 0..rounds {
-                    s.read_exact(&mut buf)?;
-                    s.write_all(&buf)?;
-                }
-                Ok(())
-            });
-            let mut s = TcpStream::connect(addr)?;
-            s.set_nodelay(true)?;
-            let mut buf = vec![0u8; size];
-            let mut rtts = Vec::with_capacity(rounds.min(1 << 22) as usize);
-            let cpu0 = cpu_seconds();
-            let t0 = Instant::now();
-            for _ in 0..rounds {
-                let start = Instant::now();
-                s.write_all(&buf)?;
-                s.read_exact(&mut buf)?;
-                rtts.push(start.elapsed().as_secs_f64() * 1e6);
+        let s = r.stats();
+        assert!((s.median - 12.005).abs() < 1e-9, "{}", s.median);
+        assert!((s.mean - (10.0 + 12.0 + 11.0 + 13.0 + 20_000.0) / 5.0).abs() < 1e-9);
+        assert_eq!(s.p99, 20_000.0);
+        assert_eq!(Rtts::new().stats().median, 0.0);
+    }
+
+    #[test]
+    fn cpu_meter_counts_only_measured_time() {
+        let spin = |secs: f64| {
+            let t = thread_cpu();
+            while thread_cpu() - t < secs {
+                std::hint::spin_loop();
             }
-            let secs = t0.elapsed().as_secs_f64();
-            let cpu = cpu_seconds() - cpu0;
-            echo.join()
-                .map_err(|_| std::io::Error::other("echo panicked"))??;
-            Ok(Outcome {
-                bytes: rounds,
-                secs,
-                cpu,
-                rtt: Some(stats(rtts)),
-                tcp: None,
-            })
-        }
+        };
+        let mut m = CpuMeter::default();
+        let t0 = thread_cpu();
+        m.observe(true);
+        spin(0.02);
+        m.observe(false);
+        let t1 = thread_cpu();
+        spin(0.01); // not measured
+        let cpu = m.finish();
+        assert!(cpu >= 0.02 && cpu <= t1 - t0, "{cpu} of {}", t1 - t0);
     }
 }

@@ -41,9 +41,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use softrdma_core::device::gid::GID_TABLE_LEN;
 use softrdma_core::device::Mtu;
 use softrdma_core::verbs::{
-    AccessFlags, AddressVector, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr,
+    required_mask, AccessFlags, AddressVector, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr,
     SendOp, SendWr, Sge, UdDest, WcStatus, WorkCompletion,
 };
 use softrdma_driver::{Device, DeviceConfig};
@@ -74,6 +75,15 @@ pub enum Kind {
     Ud,
 }
 
+impl Kind {
+    fn qp_type(self) -> QpType {
+        match self {
+            Kind::Rc => QpType::Rc,
+            Kind::Ud => QpType::Ud,
+        }
+    }
+}
+
 /// `softrdma pingpong rc|ud [options] [servername]`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -82,8 +92,8 @@ pub struct Args {
     pub kind: Kind,
     /// Connect to the server at this host; without it, start a server and wait for a client.
     pub servername: Option<String>,
-    /// Listen on / connect to TCP port PORT for the address exchange.
-    #[arg(short = 'p', long = "port", default_value = "18515", value_parser = parse_u16)]
+    /// Listen on / connect to TCP port PORT (1..=65535) for the address exchange.
+    #[arg(short = 'p', long = "port", default_value = "18515", value_parser = parse_port)]
     pub port: u16,
     /// The softrdma device, named by its IP address (it binds IP:4791). Default: 127.0.0.1
     /// for a server; for a client 127.0.0.2 when the server is 127.0.0.1, else the address
@@ -91,28 +101,30 @@ pub struct Args {
     #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
     pub ib_dev: Option<String>,
     /// Use port IBPORT of the device (softrdma devices have port 1 only).
-    #[arg(short = 'i', long = "ib-port", default_value = "1", value_parser = parse_u32)]
-    pub ib_port: u32,
-    /// Size of the message to exchange (default 4096 for rc, 1024 for ud).
-    #[arg(short = 's', long = "size", value_parser = parse_u32)]
+    #[arg(short = 'i', long = "ib-port", default_value = "1", value_parser = parse_ib_port)]
+    pub ib_port: u8,
+    /// Size of the message to exchange, 1..=8388608 for rc, 1..=1024 (the port MTU) for ud
+    /// (default 4096 for rc, 1024 for ud).
+    #[arg(short = 's', long = "size", value_parser = parse_size)]
     pub size: Option<u32>,
     /// Path MTU (rc only): 256, 512, 1024, 2048 or 4096.
-    #[arg(short = 'm', long = "mtu", value_parser = parse_u32)]
+    #[arg(short = 'm', long = "mtu", value_parser = parse_mtu)]
     pub mtu: Option<u32>,
-    /// Number of receives to post at a time.
-    #[arg(short = 'r', long = "rx-depth", default_value = "500", value_parser = parse_u32)]
+    /// Number of receives to post at a time, 1..=16384.
+    #[arg(short = 'r', long = "rx-depth", default_value = "500", value_parser = parse_rx_depth)]
     pub rx_depth: u32,
-    /// Number of exchanges.
-    #[arg(short = 'n', long = "iters", default_value = "1000", value_parser = parse_u32)]
+    /// Number of exchanges, 1..=4294967295.
+    #[arg(short = 'n', long = "iters", default_value = "1000", value_parser = parse_iters)]
     pub iters: u32,
-    /// Service level value (carried in the address vector; RoCEv2 does not use it).
-    #[arg(short = 'l', long = "sl", default_value = "0", value_parser = parse_u32)]
-    pub sl: u32,
+    /// Service level value, 0..=15 (carried in the address vector; RoCEv2 does not use it).
+    #[arg(short = 'l', long = "sl", default_value = "0", value_parser = parse_sl)]
+    pub sl: u8,
     /// Sleep on completion events (a background event loop) instead of busy-polling.
     #[arg(short = 'e', long = "events")]
     pub events: bool,
-    /// Local port GID index (1 = the device's IP address; see `softrdma pingpong --help`).
-    #[arg(short = 'g', long = "gid-idx", value_parser = parse_i64)]
+    /// Local port GID index, 0..=1023 (1 = the device's IP address; see `softrdma pingpong
+    /// --help`); negative: the default.
+    #[arg(short = 'g', long = "gid-idx", value_parser = parse_gid_idx, allow_negative_numbers = true)]
     pub gid_idx: Option<i64>,
     /// Validate received buffers.
     #[arg(short = 'c', long = "chk")]
@@ -120,8 +132,9 @@ pub struct Args {
     /// Record every datagram sent and received to this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
-    /// Give up when no completion arrives for this many seconds (0: wait forever).
-    #[arg(long, value_name = "SECS", default_value = "0")]
+    /// Give up when no completion arrives for this many seconds, 0..=31536000 (0: wait
+    /// forever).
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_timeout)]
     pub timeout: u64,
 }
 
@@ -143,16 +156,68 @@ fn parse_num(s: &str) -> Result<i64, String> {
     Ok(if neg { -v } else { v })
 }
 
-fn parse_i64(s: &str) -> Result<i64, String> {
-    parse_num(s)
+/// A number (as [`parse_num`] reads it) within `lo..=hi`.
+fn ranged(s: &str, lo: i64, hi: i64) -> Result<i64, String> {
+    let v = parse_num(s).map_err(|_| format!("{s} is not a number in {lo}..={hi}"))?;
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s} is not in {lo}..={hi}"))
+    }
 }
 
-fn parse_u32(s: &str) -> Result<u32, String> {
-    u32::try_from(parse_num(s)?).map_err(|_| format!("{s}: out of range"))
+/// The largest message (the port's `max_msg_sz`).
+const MAX_SIZE: i64 = 0x80_0000;
+/// The most receives a QP may have posted (the device's `max_qp_wr`).
+const MAX_RX_DEPTH: i64 = 0x4000;
+/// The longest `--timeout`: a year.
+const MAX_TIMEOUT: i64 = 365 * 24 * 3600;
+
+fn parse_port(s: &str) -> Result<u16, String> {
+    ranged(s, 1, 65535).map(|v| v as u16)
 }
 
-fn parse_u16(s: &str) -> Result<u16, String> {
-    u16::try_from(parse_num(s)?).map_err(|_| format!("{s}: out of range (0..65535)"))
+fn parse_ib_port(s: &str) -> Result<u8, String> {
+    ranged(s, 1, 1).map(|v| v as u8)
+}
+
+fn parse_size(s: &str) -> Result<u32, String> {
+    ranged(s, 1, MAX_SIZE).map(|v| v as u32)
+}
+
+fn parse_mtu(s: &str) -> Result<u32, String> {
+    let v = parse_num(s).unwrap_or(0);
+    match u32::try_from(v).ok().and_then(mtu_from_bytes) {
+        Some(m) => Ok(m.bytes()),
+        None => Err(format!("{s} is not one of 256, 512, 1024, 2048, 4096")),
+    }
+}
+
+fn parse_rx_depth(s: &str) -> Result<u32, String> {
+    ranged(s, 1, MAX_RX_DEPTH).map(|v| v as u32)
+}
+
+fn parse_iters(s: &str) -> Result<u32, String> {
+    ranged(s, 1, i64::from(u32::MAX)).map(|v| v as u32)
+}
+
+fn parse_sl(s: &str) -> Result<u8, String> {
+    ranged(s, 0, 15).map(|v| v as u8)
+}
+
+fn parse_gid_idx(s: &str) -> Result<i64, String> {
+    let max = GID_TABLE_LEN as i64 - 1;
+    match parse_num(s) {
+        Ok(v) if v < 0 => Ok(-1),
+        Ok(v) if v <= max => Ok(v),
+        _ => Err(format!(
+            "{s} is not a GID index in 0..={max} (or negative: the default)"
+        )),
+    }
+}
+
+fn parse_timeout(s: &str) -> Result<u64, String> {
+    ranged(s, 0, MAX_TIMEOUT).map(|v| v as u64)
 }
 
 /// A failure: what to print on stderr (the tools' wording where they have one).
@@ -308,23 +373,14 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
     if kind == Kind::Ud && args.mtu.is_some() {
         return Err("-m/--mtu is an ibv_rc_pingpong option (ud uses the port MTU)".into());
     }
-    let mtu = match mtu_from_bytes(args.mtu.unwrap_or(1024)) {
-        Some(m) => m,
-        None => return Err("-m: the path MTU must be 256, 512, 1024, 2048 or 4096".into()),
-    };
+    // clap checked each argument's range; what depends on several is checked here, before the
+    // device is opened.
+    let mtu = mtu_from_bytes(args.mtu.unwrap_or(1024)).unwrap_or(Mtu::Mtu1024);
     let size = args.size.unwrap_or(match kind {
         Kind::Rc => 4096,
         Kind::Ud => 1024,
     }) as usize;
-    if args.rx_depth == 0 {
-        return Err("Couldn't post receive (0)".into());
-    }
-    let ib_port = u8::try_from(args.ib_port).unwrap_or(0);
-    if ib_port < 1 {
-        return Err("-i: the IB port must be 1 or more".into());
-    }
-
-    // The device.
+    let ib_port = args.ib_port;
     let dev_ip = match &args.ib_dev {
         Some(name) => name
             .parse::<IpAddr>()
@@ -332,6 +388,18 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
         None => default_device(server, args.port),
     };
     let mut cfg = DeviceConfig::new(dev_ip);
+    if kind == Kind::Ud {
+        // The port's active MTU, as the device will derive it from its netdev MTU.
+        let port_mtu = Mtu::from_netdev_mtu(cfg.netdev_mtu, Mtu::Mtu4096).bytes() as usize;
+        if size > port_mtu {
+            return Err(format!(
+                "Requested size larger than port MTU ({port_mtu}): -s must be 1..={port_mtu} for ud"
+            )
+            .into());
+        }
+    }
+
+    // The device.
     cfg = if args.events {
         cfg.background()
     } else {
@@ -354,16 +422,6 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
             format!("Couldn't get context for {dev_ip}: {e}{hint}")
         })?;
 
-    if kind == Kind::Ud {
-        let port = dev
-            .query_port(ib_port)
-            .map_err(|e| format!("Unable to query port info for port {ib_port}: {e}"))?;
-        let mtu = port.active_mtu.bytes() as usize;
-        if size > mtu {
-            return Err(format!("Requested size larger than port MTU ({mtu})").into());
-        }
-    }
-
     // pp_init_ctx.
     let pd = dev
         .alloc_pd()
@@ -380,10 +438,7 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
         .map_err(|e| format!("Couldn't create CQ: {e}"))?;
     let (qpn, _) = dev
         .create_qp(QpInitAttr {
-            qp_type: match kind {
-                Kind::Rc => QpType::Rc,
-                Kind::Ud => QpType::Ud,
-            },
+            qp_type: kind.qp_type(),
             pd,
             send_cq: cq,
             recv_cq: cq,
@@ -399,7 +454,6 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
         })
         .map_err(|e| format!("Couldn't create QP: {e}"))?;
     {
-        use QpAttrMask as M;
         let init = QpAttr {
             qp_state: QpState::Init,
             pkey_index: 0,
@@ -408,10 +462,7 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
             qkey: UD_QKEY,
             ..QpAttr::default()
         };
-        let mask = match kind {
-            Kind::Rc => M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS,
-            Kind::Ud => M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY,
-        };
+        let mask = required_mask(QpState::Reset, QpState::Init, kind.qp_type());
         dev.modify_qp(qpn, &init, mask)
             .map_err(|e| format!("Failed to modify QP to INIT: {e}"))?;
     }
@@ -489,7 +540,7 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
             dgid,
             sgid_index,
             hop_limit: 1,
-            sl: args.sl as u8,
+            sl: args.sl,
             port_num: ib_port,
             ..AddressVector::default()
         };
@@ -642,7 +693,7 @@ fn connect_ctx(
     rem: &Dest,
     av: AddressVector,
 ) -> Result<(), Fail> {
-    use QpAttrMask as M;
+    use QpState::{Init, Rtr, Rts};
     match ctx.kind {
         Kind::Rc => {
             let rtr = QpAttr {
@@ -656,17 +707,7 @@ fn connect_ctx(
                 ..QpAttr::default()
             };
             ctx.dev
-                .modify_qp(
-                    ctx.qpn,
-                    &rtr,
-                    M::STATE
-                        | M::AV
-                        | M::PATH_MTU
-                        | M::DEST_QPN
-                        | M::RQ_PSN
-                        | M::MAX_DEST_RD_ATOMIC
-                        | M::MIN_RNR_TIMER,
-                )
+                .modify_qp(ctx.qpn, &rtr, required_mask(Init, Rtr, QpType::Rc))
                 .map_err(|e| format!("Failed to modify QP to RTR: {e}"))?;
             let rts = QpAttr {
                 qp_state: QpState::Rts,
@@ -678,16 +719,7 @@ fn connect_ctx(
                 ..rtr
             };
             ctx.dev
-                .modify_qp(
-                    ctx.qpn,
-                    &rts,
-                    M::STATE
-                        | M::TIMEOUT
-                        | M::RETRY_CNT
-                        | M::RNR_RETRY
-                        | M::SQ_PSN
-                        | M::MAX_QP_RD_ATOMIC,
-                )
+                .modify_qp(ctx.qpn, &rts, required_mask(Rtr, Rts, QpType::Rc))
                 .map_err(|e| format!("Failed to modify QP to RTS: {e}"))?;
         }
         Kind::Ud => {
@@ -696,7 +728,7 @@ fn connect_ctx(
                 ..QpAttr::default()
             };
             ctx.dev
-                .modify_qp(ctx.qpn, &rtr, M::STATE)
+                .modify_qp(ctx.qpn, &rtr, required_mask(Init, Rtr, QpType::Ud))
                 .map_err(|e| format!("Failed to modify QP to RTR: {e}"))?;
             let rts = QpAttr {
                 qp_state: QpState::Rts,
@@ -704,7 +736,7 @@ fn connect_ctx(
                 ..rtr
             };
             ctx.dev
-                .modify_qp(ctx.qpn, &rts, M::STATE | M::SQ_PSN)
+                .modify_qp(ctx.qpn, &rts, required_mask(Rtr, Rts, QpType::Ud))
                 .map_err(|e| format!("Failed to modify QP to RTS: {e}"))?;
             ctx.ud_dest = Some(UdDest {
                 av,

@@ -325,3 +325,76 @@ fn pcap_of_a_pingpong_decodes_and_every_icrc_verifies() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `pingpong ARGS` is refused at once, before a device is opened or anything printed on stdout,
+/// with `want` on the first line of stderr.
+fn refused(args: &[&str], want: &str) {
+    let t = Instant::now();
+    let out = Command::new(BIN)
+        .arg("pingpong")
+        .args(args)
+        .output()
+        .unwrap();
+    let (o, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_ne!(out.status.code(), Some(0), "{args:?} accepted: {o}");
+    assert!(o.is_empty(), "{args:?} started work: {o}");
+    let first = err.lines().next().unwrap_or("");
+    assert!(first.contains(want), "{args:?}: {err}");
+    assert!(
+        !err.contains('{') && !err.contains("Some("),
+        "{args:?}: Debug output: {err}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "{args:?} was slow to refuse"
+    );
+}
+
+#[test]
+fn every_argument_is_range_checked_before_any_work() {
+    // Server mode on a free address: anything accepted would open a device and listen.
+    let d = ["-d", "127.0.46.1", "-p", "19150"];
+    let cases: &[(&[&str], &str)] = &[
+        (&["rc", "-p", "0"], "0 is not in 1..=65535"),
+        (&["rc", "-p", "65536"], "65536 is not in 1..=65535"),
+        (&["rc", "-i", "2"], "2 is not in 1..=1"),
+        (&["rc", "-i", "0"], "0 is not in 1..=1"),
+        (&["rc", "-s", "0"], "0 is not in 1..=8388608"),
+        (
+            &["rc", "-s", "10737418240"],
+            "10737418240 is not in 1..=8388608",
+        ),
+        (
+            &["rc", "-m", "1500"],
+            "1500 is not one of 256, 512, 1024, 2048, 4096",
+        ),
+        (&["rc", "-r", "0"], "0 is not in 1..=16384"),
+        (&["rc", "-r", "16385"], "16385 is not in 1..=16384"),
+        (&["rc", "-n", "0"], "0 is not in 1..=4294967295"),
+        (
+            &["rc", "-n", "many"],
+            "many is not a number in 1..=4294967295",
+        ),
+        (&["rc", "-l", "16"], "16 is not in 0..=15"),
+        (&["rc", "-g", "1024"], "1024 is not a GID index in 0..=1023"),
+        (
+            &["rc", "--timeout", "99999999999"],
+            "99999999999 is not in 0..=31536000",
+        ),
+        (
+            &["ud", "-s", "1025"],
+            "Requested size larger than port MTU (1024): -s must be 1..=1024",
+        ),
+        (
+            &["ud", "-m", "1024"],
+            "-m/--mtu is an ibv_rc_pingpong option",
+        ),
+    ];
+    for (args, want) in cases {
+        let all: Vec<&str> = args.iter().copied().chain(d).collect();
+        refused(&all, want);
+    }
+}

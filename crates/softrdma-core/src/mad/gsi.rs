@@ -17,7 +17,7 @@ use crate::time::Instant;
 use crate::transport::ud::GRH_LEN;
 use crate::transport::Stack;
 use crate::verbs::{
-    AccessFlags, AddressVector, CqId, MrKeys, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
+    steps_to_rts, AccessFlags, AddressVector, CqId, MrKeys, PdId, QpAttr, QpCap, QpInitAttr,
     QpType, RecvWr, SendOp, SendWr, Sge, UdDest, VerbsError, WcOpcode, WcStatus, GSI_QKEY, GSI_QPN,
 };
 
@@ -103,33 +103,14 @@ impl GsiPort {
             sq_sig_all: false,
         })?;
         debug_assert_eq!(qpn, GSI_QPN);
-        use QpAttrMask as A;
-        stack.modify_qp(
-            qpn,
-            &QpAttr {
-                qp_state: QpState::Init,
-                qkey: GSI_QKEY,
-                ..QpAttr::default()
-            },
-            A::STATE | A::PKEY_INDEX | A::QKEY,
-        )?;
-        stack.modify_qp(
-            qpn,
-            &QpAttr {
-                qp_state: QpState::Rtr,
-                ..QpAttr::default()
-            },
-            A::STATE,
-        )?;
-        stack.modify_qp(
-            qpn,
-            &QpAttr {
-                qp_state: QpState::Rts,
-                sq_psn: 0,
-                ..QpAttr::default()
-            },
-            A::STATE | A::SQ_PSN,
-        )?;
+        let attr = QpAttr {
+            qkey: GSI_QKEY,
+            sq_psn: 0,
+            ..QpAttr::default()
+        };
+        for (a, mask) in steps_to_rts(QpType::Gsi, &attr) {
+            stack.modify_qp(qpn, &a, mask)?;
+        }
         let port = GsiPort {
             pd,
             cq,

@@ -84,23 +84,11 @@ fn create(sim: &mut Sim, i: usize, e: &mut End, ty: QpType) {
 }
 
 fn connect(sim: &mut Sim, i: usize, e: &End, peer_ip: IpAddr, peer_qpn: u32, o: &Opts) {
-    use QpAttrMask as A;
     let s = &mut sim.stacks[i];
-    let init = QpAttr {
-        qp_state: QpState::Init,
+    let attr = QpAttr {
         qp_access_flags: AccessFlags::REMOTE_WRITE
             | AccessFlags::REMOTE_READ
             | AccessFlags::REMOTE_ATOMIC,
-        ..QpAttr::default()
-    };
-    s.modify_qp(
-        e.qpn,
-        &init,
-        A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS,
-    )
-    .expect("init");
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
         path_mtu: Mtu::Mtu1024,
         dest_qp_num: peer_qpn,
         rq_psn: o.rq_psn,
@@ -111,22 +99,6 @@ fn connect(sim: &mut Sim, i: usize, e: &End, peer_ip: IpAddr, peer_qpn: u32, o: 
             sgid_index: 0,
             ..AddressVector::default()
         },
-        ..QpAttr::default()
-    };
-    s.modify_qp(
-        e.qpn,
-        &rtr,
-        A::STATE
-            | A::AV
-            | A::PATH_MTU
-            | A::DEST_QPN
-            | A::RQ_PSN
-            | A::MAX_DEST_RD_ATOMIC
-            | A::MIN_RNR_TIMER,
-    )
-    .expect("rtr");
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
         timeout: o.timeout,
         retry_cnt: o.retry_cnt,
         rnr_retry: o.rnr_retry,
@@ -134,12 +106,9 @@ fn connect(sim: &mut Sim, i: usize, e: &End, peer_ip: IpAddr, peer_qpn: u32, o: 
         max_rd_atomic: 4,
         ..QpAttr::default()
     };
-    s.modify_qp(
-        e.qpn,
-        &rts,
-        A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC,
-    )
-    .expect("rts");
+    for (a, mask) in steps_to_rts(QpType::Rc, &attr) {
+        s.modify_qp(e.qpn, &a, mask).expect("modify_qp");
+    }
 }
 
 fn rc_pair(net: NetConfig, seed: u64, o: &Opts) -> (Sim, End, End) {
@@ -755,37 +724,14 @@ fn ud_send_with_grh_area_and_qkey() {
     create(&mut sim, 0, &mut a, QpType::Ud);
     create(&mut sim, 1, &mut b, QpType::Ud);
     for (i, e) in [(0usize, &a), (1, &b)] {
-        use QpAttrMask as A;
-        let s = &mut sim.stacks[i];
-        s.modify_qp(
-            e.qpn,
-            &QpAttr {
-                qp_state: QpState::Init,
-                qkey: 0x1111_1111,
-                ..QpAttr::default()
-            },
-            A::STATE | A::PKEY_INDEX | A::PORT | A::QKEY,
-        )
-        .expect("init");
-        s.modify_qp(
-            e.qpn,
-            &QpAttr {
-                qp_state: QpState::Rtr,
-                ..QpAttr::default()
-            },
-            A::STATE,
-        )
-        .expect("rtr");
-        s.modify_qp(
-            e.qpn,
-            &QpAttr {
-                qp_state: QpState::Rts,
-                sq_psn: 7377404,
-                ..QpAttr::default()
-            },
-            A::STATE | A::SQ_PSN,
-        )
-        .expect("rts");
+        let attr = QpAttr {
+            qkey: 0x1111_1111,
+            sq_psn: 7377404,
+            ..QpAttr::default()
+        };
+        for (a, mask) in steps_to_rts(QpType::Ud, &attr) {
+            sim.stacks[i].modify_qp(e.qpn, &a, mask).expect("modify_qp");
+        }
     }
     sim.stacks[1]
         .post_recv(b.qpn, RecvWr::new(5, vec![sge(&b, 0, 1024)]))

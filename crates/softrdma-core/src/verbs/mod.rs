@@ -20,7 +20,7 @@ pub use cq::{rxe_queue_depth, Cq, WcOpcode, WcStatus, WorkCompletion};
 pub use error::VerbsError;
 pub use mr::{AccessFlags, Mr, MrError, MrKeys, MrState, MrTable, MrType};
 pub use qp::{Qp, QpAttr, QpCap, QpInitAttr, QpType, GSI_QKEY, GSI_QPN};
-pub use qp_state::{ModifyQpError, QpAttrMask, QpState};
+pub use qp_state::{required_mask, steps_to_rts, ModifyQpError, QpAttrMask, QpState};
 pub use srq::{Srq, SrqAttr};
 pub use wr::{AddressVector, RecvWr, SendOp, SendWr, Sge, UdDest};
 

@@ -23,7 +23,7 @@
 use core::fmt;
 use core::ops::{BitOr, BitOrAssign};
 
-use super::qp::QpType;
+use super::qp::{QpAttr, QpType};
 
 /// `enum ib_qp_state` / `ibv_qp_state`, with their values.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
@@ -407,6 +407,42 @@ pub const fn rule(from: QpState, to: QpState, ty: QpType) -> Option<Rule> {
     Some(Rule { required, optional })
 }
 
+impl Rule {
+    /// `STATE` plus the required attributes: the mask of a `modify_qp` call that sets exactly
+    /// what the transition demands.
+    pub const fn mask(self) -> QpAttrMask {
+        QpAttrMask(self.required.0 | QpAttrMask::STATE.0)
+    }
+}
+
+/// The mask of a `modify_qp` call taking a `ty` QP from `from` to `to` with the attributes the
+/// transition requires and nothing else: [`rule`]'s `required` plus `STATE`. Add bits of the
+/// rule's `optional` set to change more. For a pair the table does not have, `STATE` alone
+/// (`modify_qp` then refuses the call as an invalid transition, naming the pair).
+pub const fn required_mask(from: QpState, to: QpState, ty: QpType) -> QpAttrMask {
+    match rule(from, to, ty) {
+        Some(r) => r.mask(),
+        None => QpAttrMask::STATE,
+    }
+}
+
+/// The three `modify_qp` calls that take a new `ty` QP from RESET through INIT and RTR to RTS:
+/// each is `attr` with `qp_state` set to the step's state, and the step's [`required_mask`].
+/// One `attr` holds the values of all three steps (each mask picks the fields of its step),
+/// so a caller fills in what its QP needs (for RC: port, access flags, path MTU, peer QPN and
+/// PSNs, AV, RDMA READ depths, RNR timer, timeout and retries) and applies the steps in order.
+pub fn steps_to_rts(ty: QpType, attr: &QpAttr) -> [(QpAttr, QpAttrMask); 3] {
+    use QpState::{Init, Reset, Rtr, Rts};
+    let step = |from: QpState, to: QpState| {
+        let a = QpAttr {
+            qp_state: to,
+            ..*attr
+        };
+        (a, required_mask(from, to, ty))
+    };
+    [step(Reset, Init), step(Init, Rtr), step(Rtr, Rts)]
+}
+
 /// Why `modify_qp` refused a call. Every variant names the state pair and the attribute.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum ModifyQpError {
@@ -638,6 +674,59 @@ mod tests {
                     "{ty} {from}->{to} +{opt:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn required_mask_is_the_rule_plus_state() {
+        for (ty, from, to, r) in legal() {
+            let m = required_mask(from, to, ty);
+            assert_eq!(m, r.required | QpAttrMask::STATE, "{ty} {from}->{to}");
+            assert_eq!(check(ty, from, to, m), Ok(to), "{ty} {from}->{to}");
+        }
+        assert_eq!(
+            required_mask(QpState::Reset, QpState::Rts, QpType::Rc),
+            QpAttrMask::STATE
+        );
+        // The hand-written masks the tools used before, for the record.
+        use QpAttrMask as A;
+        assert_eq!(
+            required_mask(QpState::Init, QpState::Rtr, QpType::Rc),
+            A::STATE
+                | A::AV
+                | A::PATH_MTU
+                | A::DEST_QPN
+                | A::RQ_PSN
+                | A::MAX_DEST_RD_ATOMIC
+                | A::MIN_RNR_TIMER
+        );
+        assert_eq!(
+            required_mask(QpState::Rtr, QpState::Rts, QpType::Rc),
+            A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC
+        );
+        assert_eq!(
+            required_mask(QpState::Reset, QpState::Init, QpType::Ud),
+            A::STATE | A::PKEY_INDEX | A::PORT | A::QKEY
+        );
+    }
+
+    #[test]
+    fn steps_to_rts_are_legal_in_order() {
+        for ty in QpType::ALL {
+            let attr = QpAttr {
+                qp_state: QpState::Sqd, // overwritten by every step
+                ..QpAttr::default()
+            };
+            let steps = steps_to_rts(ty, &attr);
+            let mut state = QpState::Reset;
+            for (a, m) in steps {
+                assert_eq!(
+                    check_transition(ty, state, state, a.qp_state, m),
+                    Ok(a.qp_state)
+                );
+                state = a.qp_state;
+            }
+            assert_eq!(state, QpState::Rts, "{ty}");
         }
     }
 

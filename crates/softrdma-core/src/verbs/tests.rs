@@ -79,7 +79,6 @@ fn assert_invalid_value(r: Result<(), VerbsError>, attr: &str) {
 
 /// RESET -> INIT of an RC QP on P_Key index 0, port 1, with `access`.
 fn rc_to_init(e: &mut Env, qpn: u32, access: AccessFlags) {
-    use QpAttrMask as A;
     let init = QpAttr {
         qp_state: QpState::Init,
         pkey_index: 0,
@@ -87,18 +86,13 @@ fn rc_to_init(e: &mut Env, qpn: u32, access: AccessFlags) {
         qp_access_flags: access,
         ..QpAttr::default()
     };
-    e.v.modify_qp(
-        &e.dev,
-        qpn,
-        &init,
-        A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS,
-    )
-    .expect("INIT");
+    let mask = required_mask(QpState::Reset, QpState::Init, QpType::Rc);
+    e.v.modify_qp(&e.dev, qpn, &init, mask).expect("INIT");
 }
 
 /// ibv_rc_pingpong's three modify_qp calls.
 fn rc_to_rts(e: &mut Env, qpn: u32) {
-    use QpAttrMask as A;
+    use QpState::{Init, Rtr, Rts};
     rc_to_init(e, qpn, AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE);
     let rtr = QpAttr {
         qp_state: QpState::Rtr,
@@ -114,19 +108,8 @@ fn rc_to_rts(e: &mut Env, qpn: u32) {
         },
         ..QpAttr::default()
     };
-    e.v.modify_qp(
-        &e.dev,
-        qpn,
-        &rtr,
-        A::STATE
-            | A::AV
-            | A::PATH_MTU
-            | A::DEST_QPN
-            | A::RQ_PSN
-            | A::MAX_DEST_RD_ATOMIC
-            | A::MIN_RNR_TIMER,
-    )
-    .expect("RTR");
+    let mask = required_mask(Init, Rtr, QpType::Rc);
+    e.v.modify_qp(&e.dev, qpn, &rtr, mask).expect("RTR");
     let rts = QpAttr {
         qp_state: QpState::Rts,
         timeout: 14,
@@ -136,39 +119,20 @@ fn rc_to_rts(e: &mut Env, qpn: u32) {
         max_rd_atomic: 1,
         ..QpAttr::default()
     };
-    e.v.modify_qp(
-        &e.dev,
-        qpn,
-        &rts,
-        A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC,
-    )
-    .expect("RTS");
+    let mask = required_mask(Rtr, Rts, QpType::Rc);
+    e.v.modify_qp(&e.dev, qpn, &rts, mask).expect("RTS");
 }
 
 fn ud_to_rts(e: &mut Env, qpn: u32, gsi: bool) {
-    use QpAttrMask as A;
-    let mut mask = A::STATE | A::PKEY_INDEX | A::QKEY;
-    if !gsi {
-        mask |= A::PORT;
-    }
-    let init = QpAttr {
-        qp_state: QpState::Init,
+    let ty = if gsi { QpType::Gsi } else { QpType::Ud };
+    let attr = QpAttr {
         qkey: if gsi { GSI_QKEY } else { 0x1111_1111 },
-        ..QpAttr::default()
-    };
-    e.v.modify_qp(&e.dev, qpn, &init, mask).expect("INIT");
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
-        ..QpAttr::default()
-    };
-    e.v.modify_qp(&e.dev, qpn, &rtr, A::STATE).expect("RTR");
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
         sq_psn: 0,
         ..QpAttr::default()
     };
-    e.v.modify_qp(&e.dev, qpn, &rts, A::STATE | A::SQ_PSN)
-        .expect("RTS");
+    for (a, mask) in steps_to_rts(ty, &attr) {
+        e.v.modify_qp(&e.dev, qpn, &a, mask).expect("to RTS");
+    }
 }
 
 fn ud_dest() -> UdDest {
@@ -282,7 +246,7 @@ fn modify_qp_value_checks() {
         qp_state: QpState::Init,
         ..QpAttr::default()
     };
-    let m = A::STATE | A::PKEY_INDEX | A::PORT | A::ACCESS_FLAGS;
+    let m = required_mask(QpState::Reset, QpState::Init, QpType::Rc);
     let bad = |e: &mut Env, a: QpAttr, mask: QpAttrMask| e.v.modify_qp(&e.dev, qpn, &a, mask);
     // P_Key index beyond rxe's one-entry table.
     assert_invalid_value(
@@ -324,13 +288,7 @@ fn modify_qp_value_checks() {
         qp_state: QpState::Rtr,
         ..QpAttr::default()
     };
-    let rm = A::STATE
-        | A::AV
-        | A::PATH_MTU
-        | A::DEST_QPN
-        | A::RQ_PSN
-        | A::MAX_DEST_RD_ATOMIC
-        | A::MIN_RNR_TIMER;
+    let rm = required_mask(QpState::Init, QpState::Rtr, QpType::Rc);
     let r = bad(&mut e, rtr, rm.minus(A::MIN_RNR_TIMER));
     assert_eq!(
         r,
@@ -401,7 +359,7 @@ fn modify_qp_value_checks() {
         timeout: 32,
         ..QpAttr::default()
     };
-    let sm = A::STATE | A::TIMEOUT | A::RETRY_CNT | A::RNR_RETRY | A::SQ_PSN | A::MAX_QP_RD_ATOMIC;
+    let sm = required_mask(QpState::Rtr, QpState::Rts, QpType::Rc);
     assert_invalid_value(bad(&mut e, rts, sm), "timeout");
     assert_invalid_value(
         bad(

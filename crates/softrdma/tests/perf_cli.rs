@@ -1,0 +1,152 @@
+//! `softrdma perf`: every argument is checked before any work (no device opened, no buffer
+//! allocated), refusals are one line naming the valid range; and a short run prints the
+//! figures in the documented format (devices on 127.0.45.x, away from other tests).
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_softrdma");
+
+/// Runs `softrdma perf ARGS`; returns (exit code, stdout, stderr) and how long it took.
+fn perf(args: &[&str]) -> (i32, String, String, Duration) {
+    let t = Instant::now();
+    let out = Command::new(BIN).arg("perf").args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+        t.elapsed(),
+    )
+}
+
+/// `args` are refused at once, before anything is printed on stdout, with `want` on the first
+/// line of stderr.
+fn refused(args: &[&str], want: &str) {
+    let (code, out, err, took) = perf(args);
+    assert_ne!(code, 0, "{args:?} accepted: {out}");
+    assert!(out.is_empty(), "{args:?} started work: {out}");
+    let first = err.lines().next().unwrap_or("");
+    assert!(first.contains(want), "{args:?}: {err}");
+    assert!(
+        !err.contains("{") && !err.contains("Some("),
+        "{args:?}: Debug output: {err}"
+    );
+    // Refused before any allocation or device: well under a second even in a debug build.
+    assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
+}
+
+#[test]
+fn size_beyond_max_msg_is_refused_before_allocating() {
+    refused(
+        &["write", "bw", "-s", "10737418240", "-n", "1"],
+        "10737418240 is not in 1..=8388608",
+    );
+    refused(&["write", "bw", "-s", "0"], "0 is not in 1..=8388608");
+    refused(
+        &["send", "lat", "-s", "8M"],
+        "8M is not a number in 1..=8388608",
+    );
+}
+
+#[test]
+fn tx_depth_zero_is_refused() {
+    refused(&["write", "bw", "-t", "0"], "0 is not in 1..=16384");
+    refused(&["write", "bw", "-t", "16385"], "16385 is not in 1..=16384");
+}
+
+#[test]
+fn runs_zero_is_refused() {
+    refused(&["write", "bw", "-r", "0"], "0 is not in 1..=1000");
+}
+
+#[test]
+fn duration_must_be_positive_and_bounded() {
+    for d in ["0", "-1", "nan", "inf", "3601"] {
+        refused(
+            &["write", "bw", "-D", d],
+            &format!("{d} is not a number of seconds in (0, 3600]"),
+        );
+    }
+    refused(
+        &["write", "bw", "-D", "1", "-n", "10"],
+        "cannot be used with",
+    );
+}
+
+#[test]
+fn iterations_are_checked() {
+    refused(&["write", "bw", "-n", "0"], "0 is not in 1..=1000000000");
+    // lat: the first 1% (at least 10) round trips are warm-up, so at least 11.
+    for n in ["1", "10"] {
+        refused(
+            &["send", "lat", "-n", n],
+            "lat needs at least 11 round trips (the first 1%, at least 10, are warm-up",
+        );
+    }
+}
+
+#[test]
+fn mtu_must_be_an_ib_mtu() {
+    refused(
+        &["write", "bw", "-m", "1500"],
+        "1500 is not one of 256, 512, 1024, 2048, 4096",
+    );
+}
+
+#[test]
+fn addresses_must_be_two_of_one_family() {
+    refused(
+        &[
+            "write",
+            "bw",
+            "--server",
+            "127.0.0.1",
+            "--client",
+            "127.0.0.1",
+        ],
+        "--server and --client are both 127.0.0.1",
+    );
+    refused(
+        &["write", "bw", "--server", "::1"],
+        "must both be IPv4 or both IPv6",
+    );
+}
+
+#[test]
+fn short_runs_print_figures_and_what_the_ratio_means() {
+    let at = ["--server", "127.0.45.2", "--client", "127.0.45.1"];
+    let lat: Vec<&str> = ["send", "lat", "-n", "40", "--pin", "off"]
+        .into_iter()
+        .chain(at)
+        .collect();
+    let (code, out, err, _) = perf(&lat);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].contains("40 iterations (first 10: warm-up)"),
+        "{out}"
+    );
+    let run = lines[1];
+    for want in [
+        "run 1: softrdma RTT median",
+        " | TCP median",
+        " | TCP busy-poll median",
+        "x TCP busy-poll: lower is better",
+    ] {
+        assert!(run.contains(want), "{want:?} missing: {run}");
+    }
+    let bw: Vec<&str> = [
+        "write", "bw", "-n", "4", "-s", "65536", "-r", "2", "--pin", "off",
+    ]
+    .into_iter()
+    .chain(at)
+    .collect();
+    let (code, out, err, _) = perf(&bw);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(lines[1].contains("x TCP: higher is better"), "{out}");
+    assert!(lines[3].starts_with("ratio over 2 runs: min "), "{out}");
+}
