@@ -114,7 +114,7 @@ pub fn wait_for_input(
         // now finds only what the wait reports at once anyway (see `UdpEndpoint::rx_drained`),
         // so go straight to the wait. With the deadline passed there is no wait: receive.
         let skip =
-            spin_until.is_none() && ep.rx_drained() && !deadline.is_some_and(|d| clock.now() >= d);
+            spin_until.is_none() && ep.rx_drained() && deadline.is_none_or(|d| clock.now() < d);
         if !skip {
             let got = ep.recv_batch(bufs)?;
             if !got.is_empty() {
