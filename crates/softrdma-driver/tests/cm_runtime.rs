@@ -11,7 +11,7 @@ use std::time::{Duration, Instant as StdInstant};
 use softrdma_core::cm::{CmEvent, CmId, CmPort, RepParams, ReqParams};
 use softrdma_core::mad::{form_tid, AgentId, MadAddr, MadEvent, SendParams};
 use softrdma_core::rdma_cm::RdmaCm;
-use softrdma_core::verbs::{QpCap, QpInitAttr, QpType};
+use softrdma_core::verbs::QpInitAttr;
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::mad::{MadClient, PortCtx};
 use softrdma_driver::{Device, DeviceConfig};
@@ -32,23 +32,7 @@ fn qp1_mad(payload: &[u8]) -> Option<&[u8]> {
 fn rc_qp(dev: &Device) -> u32 {
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(16).unwrap();
-    let (qpn, _) = dev
-        .create_qp(QpInitAttr {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: 4,
-                max_recv_wr: 4,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: false,
-        })
-        .unwrap();
+    let (qpn, _) = dev.create_qp(QpInitAttr::rc(pd, cq, 4, 4)).unwrap();
     dev.with_stack(|s| RdmaCm::init_qp(s, qpn)).unwrap();
     qpn
 }

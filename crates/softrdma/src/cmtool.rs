@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use softrdma_core::cm::CmPort;
 use softrdma_core::rdma_cm::RdmaCm;
-use softrdma_core::verbs::{CqId, PdId, QpCap, QpInitAttr, QpType};
+use softrdma_core::verbs::{CqId, PdId, QpInitAttr};
 use softrdma_driver::cm::Cm;
 use softrdma_driver::{Device, DeviceConfig};
 
@@ -72,21 +72,7 @@ impl CmDevice {
     pub fn rc_qp_on(&self, cq: CqId, send: u32, recv: u32) -> Result<(CqId, u32), String> {
         let (qpn, _) = self
             .dev
-            .create_qp(QpInitAttr {
-                qp_type: QpType::Rc,
-                pd: self.pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
-                cap: QpCap {
-                    max_send_wr: send.max(1),
-                    max_recv_wr: recv.max(1),
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: 0,
-                },
-                sq_sig_all: true,
-            })
+            .create_qp(QpInitAttr::rc(self.pd, cq, send.max(1), recv.max(1)).signal_all())
             .map_err(|e| format!("rdma_create_qp: {e}"))?;
         self.dev
             .with_stack(|s| RdmaCm::init_qp(s, qpn))

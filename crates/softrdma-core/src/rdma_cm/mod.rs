@@ -1022,13 +1022,8 @@ impl RdmaCm {
             port: Some(req.port),
             local: Some(local),
             remote: Some(remote),
-            route: None,
-            qpn: None,
-            seq_num: 0,
-            param: ConnParam::default(),
-            backlog: 0,
-            pending: 0,
             parent: Some(l),
+            ..Id::new()
         });
         self.by_cm.insert(comm, r);
         if let Some(li) = self.ids.get_mut(&l) {

@@ -14,7 +14,7 @@ use super::*;
 use crate::cm::{CmConfig, CmPort, RXE_CA_ACK_DELAY};
 use crate::mad::MadPort;
 use crate::sim::{NetConfig, Sim};
-use crate::verbs::{CqId, MrKeys, QpCap, QpInitAttr, QpType};
+use crate::verbs::{CqId, MrKeys, QpInitAttr};
 
 /// One device of a node: its stack in the simulation, QP1, an RC QP.
 struct Dev {
@@ -37,21 +37,7 @@ fn rc_qp(s: &mut Stack) -> (CqId, u32, MrKeys) {
     let cq = s.verbs.create_cq(64).expect("cq");
     let (qpn, _) = s
         .verbs
-        .create_qp(QpInitAttr {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: 16,
-                max_recv_wr: 16,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 64,
-            },
-            sq_sig_all: false,
-        })
+        .create_qp(QpInitAttr::rc(pd, cq, 16, 16).with_inline(64))
         .expect("qp");
     RdmaCm::init_qp(s, qpn).expect("init");
     let mr = s

@@ -83,6 +83,41 @@ pub struct QpInitAttr {
     pub sq_sig_all: bool,
 }
 
+impl QpInitAttr {
+    /// An RC QP on `pd` whose sends and receives complete on `cq`, with `send` and `recv`
+    /// work requests of one SGE each, no inline data and no SRQ (what the RDMA CM tools and
+    /// most tests ask for).
+    pub fn rc(pd: PdId, cq: CqId, send: u32, recv: u32) -> QpInitAttr {
+        QpInitAttr {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: send,
+                max_recv_wr: recv,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+        }
+    }
+
+    /// With inline data up to `bytes`.
+    pub fn with_inline(mut self, bytes: u32) -> QpInitAttr {
+        self.cap.max_inline_data = bytes;
+        self
+    }
+
+    /// With `sq_sig_all`.
+    pub fn signal_all(mut self) -> QpInitAttr {
+        self.sq_sig_all = true;
+        self
+    }
+}
+
 /// `struct ibv_qp_attr`: the attributes `modify_qp` sets (selected by a
 /// [`super::QpAttrMask`]) and `query_qp` returns.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
