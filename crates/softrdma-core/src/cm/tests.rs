@@ -12,9 +12,9 @@ use softrdma_wire::mad::{Mad, MadHeader, Method, MgmtClass};
 use softrdma_wire::{Gid, Guid};
 
 use super::*;
-use crate::mad::{MadAddr, MadAgent, SendParams};
+use crate::mad::{MadAddr, MadAgent, SendParams, SendStatus};
 use crate::time::{Duration, Instant};
-use crate::verbs::QpState;
+use crate::verbs::{AccessFlags, QpAttrMask, QpState};
 
 const GUID_A: u64 = 0x5054_00ff_fe77_000b;
 const GUID_B: u64 = 0x5054_00ff_fe77_000a;
@@ -172,7 +172,10 @@ fn connect() -> (SinglePortCm, SinglePortCm, CmId, CmId) {
     assert!(matches!(&log[..], [CmMessage::Rtu(_)]));
     assert_eq!(
         events(&mut b),
-        vec![CmEvent::RtuReceived { id: ib.as_ref() }]
+        vec![CmEvent::RtuReceived {
+            id: ib.as_ref(),
+            private_data: vec![0; 224]
+        }]
     );
     assert_eq!(a.state(ia.as_ref()), Some(CmState::Established));
     assert_eq!(b.state(ib.as_ref()), Some(CmState::Established));
@@ -232,7 +235,10 @@ fn active_passive_connect_and_disconnect() {
     assert!(matches!(&log[..], [CmMessage::Drep(_)]));
     assert_eq!(
         events(&mut a),
-        vec![CmEvent::DrepReceived { id: ia.as_ref() }]
+        vec![CmEvent::DrepReceived {
+            id: ia.as_ref(),
+            private_data: vec![0; 224]
+        }]
     );
     assert_eq!(a.state(ia.as_ref()), Some(CmState::Timewait));
     assert_eq!(b.state(ib.as_ref()), Some(CmState::Timewait));
@@ -441,13 +447,17 @@ fn req_retries_exhausted_gives_req_error_and_no_rej() {
         vec![
             retry(1, 12288),
             retry(2, 18432),
-            CmEvent::ReqError { id: ia.as_ref() }
+            CmEvent::ReqError {
+                id: ia.as_ref(),
+                status: SendStatus::TimedOut
+            }
         ]
     );
-    assert_eq!(a.counters().tx_retries, 2);
     assert_eq!(a.state(ia.as_ref()), Some(CmState::Idle));
     assert!(sent(&mut a).is_empty(), "no REJ");
-    assert_eq!(a.counters().tx_retries, 2);
+    // cm_send_handler at the completion: 1 + 2 transmissions, 2 retries.
+    let c = a.counters();
+    assert_eq!((c.tx(AttrId::REQ), c.retries(AttrId::REQ)), (3, 2));
 }
 
 /// A listener on `e` that received the peer's REQ; returns the new id.
@@ -514,7 +524,8 @@ fn mra_received_extends_req_wait() {
         events(&mut a),
         vec![CmEvent::MraReceived {
             id: ia.as_ref(),
-            service_timeout: 24
+            service_timeout: 24,
+            private_data: vec![0; 222]
         }]
     );
     assert_eq!(a.state(ia.as_ref()), Some(CmState::MraReqRcvd));
@@ -522,9 +533,10 @@ fn mra_received_extends_req_wait() {
     assert_eq!(a.poll_timeout(), Some(at(1000 + 65536 + 2048)));
 }
 
-/// The peer connects to `e` and disconnects; `e`'s id ends in TIMEWAIT.
-fn passive_to_timewait(e: &mut SinglePortCm) -> CmId {
-    let (_l, id) = passive_req(e);
+/// The peer connects to `e` and disconnects; `e`'s id ends in TIMEWAIT. Returns the
+/// listener (dropping it would destroy it) and the id.
+fn passive_to_timewait(e: &mut SinglePortCm) -> (CmId, CmId) {
+    let (l, id) = passive_req(e);
     e.send_rep(at(1), &id, &rep_params()).expect("rep");
     let _ = sent(e);
     let rtu = RtuRepr {
@@ -533,14 +545,20 @@ fn passive_to_timewait(e: &mut SinglePortCm) -> CmId {
         private_data: [0; 224],
     };
     from_peer(at(2), e, CmMessage::Rtu(rtu), peer_tid());
-    assert_eq!(events(e), vec![CmEvent::RtuReceived { id: id.as_ref() }]);
+    assert_eq!(
+        events(e),
+        vec![CmEvent::RtuReceived {
+            id: id.as_ref(),
+            private_data: vec![0; 224]
+        }]
+    );
     from_peer(at(3), e, CmMessage::Dreq(peer_dreq(&id)), 0x2_1111_1111);
     assert!(matches!(&events(e)[..], [CmEvent::DreqReceived { .. }]));
     e.send_drep(at(4), &id, &[]).expect("drep");
     let out = sent(e);
     assert!(matches!(&out[..], [(m, CmMessage::Drep(_))] if m.header.tid == 0x2_1111_1111));
     assert_eq!(e.state(id.as_ref()), Some(CmState::Timewait));
-    id
+    (l, id)
 }
 
 fn peer_dreq(id: &CmId) -> DreqRepr {
@@ -552,10 +570,15 @@ fn peer_dreq(id: &CmId) -> DreqRepr {
     }
 }
 
+/// Rule 1 (`cm_enter_timewait` → `cm_cleanup_timewait`): entering TIMEWAIT gives up the
+/// remote-ID and remote-QPN entries, so during the timewait a REQ from the same remote QP
+/// is a new connection (before: REJ 10), and REJ 10 goes out only for a collision with a
+/// live connection.
 #[test]
-fn duplicates_in_timewait_rej_stale_and_drep_resent() {
+fn timewait_gives_up_remote_entries_so_a_req_is_a_new_connection() {
     let mut e = ep(GUID_B, 5);
-    let id = passive_to_timewait(&mut e);
+    let (_l, id) = passive_to_timewait(&mut e);
+    // A duplicate DREQ in TIMEWAIT: the DREP again, formatted from the id.
     from_peer(
         at(5),
         &mut e,
@@ -564,7 +587,20 @@ fn duplicates_in_timewait_rej_stale_and_drep_resent() {
     );
     let out = sent(&mut e);
     assert!(matches!(&out[..], [(_, CmMessage::Drep(d))] if d.local_comm_id == id.local_comm_id()));
-    from_peer(at(6), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
+    assert_eq!(e.counters().dup(AttrId::DREQ), 1);
+    // Another comm ID from the same remote QP: a new connection, not REJ 10.
+    let mut other = peer_req(SVC);
+    other.local_comm_id = 0x0e67_4df0;
+    from_peer(at(6), &mut e, CmMessage::Req(other), 0x2_f04d_670e);
+    assert!(sent(&mut e).is_empty(), "no REJ 10 for a QPN in timewait");
+    let Some(CmEvent::ReqReceived { id: new, .. }) = e.poll_event() else {
+        panic!("a new connection")
+    };
+    assert_eq!(e.state(new.as_ref()), Some(CmState::ReqRcvd));
+    assert_eq!(e.state(id.as_ref()), Some(CmState::Timewait));
+    // The old connection's own REQ again: not a duplicate of the id in TIMEWAIT; its QPN
+    // now belongs to the live connection, so this one is the stale one: REJ 10.
+    from_peer(at(7), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
     let out = sent(&mut e);
     let [(mad, CmMessage::Rej(rej))] = &out[..] else {
         panic!("{out:?}")
@@ -573,21 +609,15 @@ fn duplicates_in_timewait_rej_stale_and_drep_resent() {
         (rej.reason, rej.remote_comm_id, mad.header.tid),
         (RejectReason::STALE_CONN, PEER_ID, peer_tid())
     );
-    assert_eq!(e.counters().dup(AttrId::REQ), 1);
-    assert_eq!(e.counters().dup(AttrId::DREQ), 1);
-    // After the timewait the same REQ is a new connection again.
+    assert_eq!(e.counters().dup(AttrId::REQ), 0);
+    assert!(events(&mut e).is_empty());
+    // The timewait ends as usual.
     e.handle_timeout(at(10_000));
     assert_eq!(
         events(&mut e),
         vec![CmEvent::TimewaitExit { id: id.as_ref() }]
     );
-    from_peer(
-        at(10_001),
-        &mut e,
-        CmMessage::Req(peer_req(SVC)),
-        peer_tid(),
-    );
-    assert!(matches!(&events(&mut e)[..], [CmEvent::ReqReceived { .. }]));
+    e.destroy(at(10_001), new);
 }
 
 #[test]
@@ -753,11 +783,16 @@ fn destroy_in_each_state_sends_what_the_kernel_sends() {
         if r.reason == RejectReason::CONSUMER_DEFINED && r.local_comm_id == lcid && r.message_rejected == RejMessage::OTHER));
     assert!(e.mad().poll_timeout().is_none(), "REP cancelled");
 
-    // LISTEN: the listener goes away; REQs now get REJ 8.
+    assert_eq!(e.state(CmIdRef(lcid)), None, "gone, its timewait too");
+    // LISTEN: the listener goes away; REQs now get REJ 8. (The same REQ again is a new
+    // connection: the destroyed id's entries went with it.)
     from_peer(at(7), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
+    let Some(CmEvent::ReqReceived { id, .. }) = e.poll_event() else {
+        panic!("REQ")
+    };
+    e.destroy(at(7), id);
     assert!(
-        sent(&mut e).is_empty() && events(&mut e).is_empty(),
-        "orphaned timewait: dropped"
+        matches!(&sent(&mut e)[..], [(_, CmMessage::Rej(r))] if r.reason == RejectReason::CONSUMER_DEFINED)
     );
     e.destroy(at(7), l);
     let mut other = peer_req(SVC);

@@ -46,7 +46,7 @@ use softrdma_wire::rdma_cm::{
 use softrdma_wire::Gid;
 
 use crate::cm::{
-    CmConfig, CmEndpoint, CmError, CmEvent, CmId, CmPort, CmState, RepParams, ReqParams,
+    CmConfig, CmEndpoint, CmError, CmEvent, CmId, CmIdError, CmPort, CmState, RepParams, ReqParams,
     CMA_CM_MRA_SETTING,
 };
 use crate::device::{GidType, PORT_NUM};
@@ -250,9 +250,16 @@ impl RdmaCm {
     }
 
     /// The next IB CM event that is not the RDMA CM's (see [`RdmaCm::cm_mut`]), or a
-    /// [`CmEvent::Retry`] notice of any id.
+    /// [`CmEvent::Retry`] notice of any id. Events of ids destroyed since they were queued
+    /// are not delivered (a REQ of a destroyed listener is dropped, destroying its id).
     pub fn poll_ib_event(&mut self) -> Option<CmEvent> {
-        self.ib_events.pop_front()
+        while let Some(ev) = self.ib_events.pop_front() {
+            let live = |r| self.cm.state(r).is_some();
+            if live(ev.id()) && ev.listen_id().map_or(true, live) {
+                return Some(ev);
+            }
+        }
+        None
     }
 
     /// The next MAD operation for a port's MAD layer ([`CmEndpoint::poll_mad`]).
@@ -273,7 +280,8 @@ impl RdmaCm {
 
     /// The IB CM state of an id (for tests and diagnostics).
     pub fn cm_state(&self, id: RdmaId) -> Option<CmState> {
-        self.cm.state(crate::cm::CmIdRef(id.0))
+        let i = self.ids.get(&id.0)?;
+        self.cm.state(i.cm.as_ref())
     }
 
     /// The QP attached by `connect`/`accept`.
@@ -512,9 +520,16 @@ impl RdmaCm {
         id: RdmaId,
         private_data: &[u8],
     ) -> Result<(), RdmaCmError> {
-        let i = self.ids.remove(&id.0).ok_or(RdmaCmError::NoSuchId)?;
-        self.cm
-            .reject(now, i.cm, RejectReason::CONSUMER_DEFINED, &[], private_data)?;
+        let mut i = self.ids.remove(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        let r = self
+            .cm
+            .reject(now, i.cm, RejectReason::CONSUMER_DEFINED, &[], private_data);
+        if let Err(CmIdError { id: cm, error }) = r {
+            // Refused (e.g. private data too long): the id stays as it was.
+            i.cm = cm;
+            self.ids.insert(id.0, i);
+            return Err(error.into());
+        }
         Ok(())
     }
 
@@ -584,23 +599,8 @@ impl RdmaCm {
         use RdmaCmEventType as T;
         // Ids the RDMA CM does not own (the IB CM's own users), and retry notices.
         let owner = match &ev {
-            CmEvent::ReqReceived { listen, .. } | CmEvent::SidrReqReceived { listen, .. } => {
-                Some(listen.0)
-            }
             CmEvent::Retry { .. } => None,
-            CmEvent::ReqError { id }
-            | CmEvent::RepReceived { id, .. }
-            | CmEvent::RepError { id }
-            | CmEvent::RtuReceived { id }
-            | CmEvent::UserEstablished { id }
-            | CmEvent::DreqReceived { id, .. }
-            | CmEvent::DreqError { id }
-            | CmEvent::DrepReceived { id }
-            | CmEvent::TimewaitExit { id }
-            | CmEvent::MraReceived { id, .. }
-            | CmEvent::RejReceived { id, .. }
-            | CmEvent::SidrReqError { id }
-            | CmEvent::SidrRepReceived { id, .. } => Some(id.0),
+            e => Some(e.listen_id().unwrap_or(e.id()).local_comm_id()),
         };
         if !owner.is_some_and(|o| self.ids.contains_key(&o)) {
             self.ib_events.push_back(ev);
@@ -608,15 +608,19 @@ impl RdmaCm {
         }
         match ev {
             CmEvent::ReqReceived { id, listen, req } => match stack {
-                Some(stack) => self.on_req(now, stack, id, listen.0, &req),
+                Some(stack) => self.on_req(now, stack, id, listen.local_comm_id(), &req),
                 None => self.cm.destroy(now, id),
             },
+            // cma_ib_check_req_qp_type: a SIDR_REQ is for a UD listener and ours are RC
+            // (RDMA_PS_TCP): cma_ib_req_handler fails, the IB CM destroys the new id,
+            // which answers SIDR_REP status 2 (REJECT).
+            CmEvent::SidrReqReceived { id, .. } => self.cm.destroy(now, id),
             CmEvent::RepReceived { id, rep } => {
-                let r = RdmaId(id.0);
+                let r = RdmaId(id.local_comm_id());
                 let ok = stack.is_some_and(|s| self.qp_to_rts(s, r).is_ok())
                     && self
                         .ids
-                        .get(&id.0)
+                        .get(&r.0)
                         .map(|i| self.cm.send_rtu(now, &i.cm, &[]).is_ok())
                         .unwrap_or(false);
                 if ok {
@@ -628,36 +632,39 @@ impl RdmaCm {
                     self.events.push_back(e);
                 } else {
                     // cma_rep_recv failing: REJ CONSUMER_DEFINED and CONNECT_ERROR.
-                    if let Some(i) = self.ids.get(&id.0) {
+                    if let Some(i) = self.ids.get(&r.0) {
                         let _ =
                             self.cm
                                 .send_rej(now, &i.cm, RejectReason::CONSUMER_DEFINED, &[], &[]);
                     }
-                    self.push(T::ConnectError, id.0);
+                    self.push(T::ConnectError, r.0);
                 }
             }
-            CmEvent::RtuReceived { id } | CmEvent::UserEstablished { id } => {
-                self.push(T::Established, id.0)
+            CmEvent::RtuReceived { id, .. } | CmEvent::UserEstablished { id } => {
+                self.push(T::Established, id.local_comm_id())
             }
-            CmEvent::ReqError { id } | CmEvent::RepError { id } => self.push(T::Unreachable, id.0),
+            CmEvent::ReqError { id, .. } | CmEvent::RepError { id, .. } => {
+                self.push(T::Unreachable, id.local_comm_id())
+            }
             CmEvent::RejReceived { id, rej } => {
-                let mut e = RdmaCmEvent::new(T::Rejected, RdmaId(id.0));
+                let mut e = RdmaCmEvent::new(T::Rejected, RdmaId(id.local_comm_id()));
                 e.reject_reason = Some(rej.reason);
                 e.private_data = rej.private_data.to_vec();
                 self.events.push_back(e);
             }
             CmEvent::DreqReceived { id, .. }
-            | CmEvent::DrepReceived { id }
-            | CmEvent::DreqError { id } => {
-                if let Some(i) = self.ids.get_mut(&id.0) {
+            | CmEvent::DrepReceived { id, .. }
+            | CmEvent::DreqError { id, .. } => {
+                let id = id.local_comm_id();
+                if let Some(i) = self.ids.get_mut(&id) {
                     if !i.disconnected {
                         i.disconnected = true;
-                        self.push(T::Disconnected, id.0);
+                        self.push(T::Disconnected, id);
                     }
                 }
             }
-            CmEvent::TimewaitExit { id } if self.ids.contains_key(&id.0) => {
-                self.push(T::TimewaitExit, id.0)
+            CmEvent::TimewaitExit { id } if self.ids.contains_key(&id.local_comm_id()) => {
+                self.push(T::TimewaitExit, id.local_comm_id())
             }
             _ => {}
         }
@@ -671,6 +678,12 @@ impl RdmaCm {
         listen: u32,
         req: &crate::cm::ReqInfo,
     ) {
+        // cma_ib_check_req_qp_type: our listeners are RC; a UC (or XRC) REQ fails the
+        // handler, and the IB CM's destroy in REQ_RCVD is REJ 28 without private data.
+        if req.req.transport_service_type != TransportType::RC {
+            self.cm.destroy(now, cm);
+            return;
+        }
         let bound = self.ids.get(&listen).and_then(|l| l.local);
         let sid = req.req.service_id;
         let hdr = ip_private_data(sid, &req.req.private_data);
