@@ -281,6 +281,10 @@ impl CmEndpoint {
     pub fn state(&self, id: CmIdRef) -> Option<CmState> {
         self.conns.get(&id.0).map(|c| c.state.kind())
     }
+    /// How many ids exist (listeners included; for tests and diagnostics).
+    pub fn id_count(&self) -> usize {
+        self.conns.len()
+    }
     /// The port an id lives on.
     pub fn port_of(&self, id: CmIdRef) -> Option<CmPort> {
         self.conns.get(&id.0).map(|c| c.port)

@@ -175,7 +175,11 @@ impl PartialEq<CmIdRef> for CmId {
 }
 
 /// The name of an id (events, lookups): it owns nothing, and only the CM makes them
-/// ([`CmId::as_ref`], events).
+/// ([`CmId::as_ref`], events):
+///
+/// ```compile_fail
+/// let forged = softrdma_core::cm::CmIdRef(7);
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CmIdRef(pub(super) u32);
 
