@@ -1677,28 +1677,30 @@ fn counters_follow_cm_send_handler() {
     assert!(c.to_string().contains("cm_tx_msgs/drep 2\n"));
 }
 
-/// `cm_format_dreq` forms the DREQ's TID from our comm ID without making it the id's: a
-/// DREP resent in TIMEWAIT after our DREQ carries the connection's TID, the REQ's.
+/// `cm_format_dreq` forms the DREQ's TID from our comm ID without making it the id's: on
+/// the passive side (whose TID is the peer's REQ's) a DREP resent in TIMEWAIT after our
+/// DREQ carries the connection's TID, not the DREQ's.
 #[test]
 fn our_dreq_does_not_become_the_ids_tid() {
     let (mut a, mut b, ia, ib) = connect();
-    let tid = a.tid(ia.as_ref()).expect("tid");
-    a.send_dreq(at(10), &ia, &[]).expect("dreq");
-    pump(at(11), &mut a, &mut b);
-    let _ = events(&mut b);
-    b.send_drep(at(12), &ib, &[]).expect("drep");
+    let tid = b.tid(ib.as_ref()).expect("tid");
+    b.send_dreq(at(10), &ib, &[]).expect("dreq");
+    let log = pump(at(11), &mut a, &mut b);
+    assert!(matches!(&log[..], [CmMessage::Dreq(_)]));
+    let _ = events(&mut a);
+    a.send_drep(at(12), &ia, &[]).expect("drep");
     pump(at(13), &mut a, &mut b);
-    assert_eq!(a.state(ia.as_ref()), Some(CmState::Timewait));
-    assert_eq!(a.tid(ia.as_ref()), Some(tid));
+    assert_eq!(b.state(ib.as_ref()), Some(CmState::Timewait));
+    assert_eq!(b.tid(ib.as_ref()), Some(tid));
     // The peer's own DREQ, late, finds us in TIMEWAIT: the DREP again, the REQ's TID.
     let dreq = DreqRepr {
-        local_comm_id: ib.local_comm_id(),
-        remote_comm_id: ia.local_comm_id(),
-        remote_qpn_eecn: 0x11,
+        local_comm_id: ia.local_comm_id(),
+        remote_comm_id: ib.local_comm_id(),
+        remote_qpn_eecn: 0x12,
         private_data: [0; 220],
     };
-    from_peer(at(14), &mut a, CmMessage::Dreq(dreq), 0x2_0bad_0bad);
-    let out = sent(&mut a);
+    from_peer(at(14), &mut b, CmMessage::Dreq(dreq), 0x2_0bad_0bad);
+    let out = sent(&mut b);
     assert!(
         matches!(&out[..], [(m, CmMessage::Drep(_))] if m.header.tid == tid),
         "{out:?}"
