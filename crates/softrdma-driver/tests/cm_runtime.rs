@@ -194,7 +194,7 @@ fn req_retransmitted_on_time_while_the_application_waits_elsewhere() {
         .unwrap()
         .unwrap();
     let (id_b, _) = passive.join().unwrap();
-    assert_eq!(cm_a.counters().tx_retries, 2);
+    assert_eq!(cm_a.counters().retries(AttrId::REQ), 2);
     assert_eq!(b.driver_counters().rx_filtered, 2);
     cm_a.with(pa, |rdma, _, now| rdma.cm_mut().destroy(now, id_a))
         .unwrap();

@@ -13,28 +13,49 @@
 //! are the timewaits ([`CmEndpoint::poll_timeout`]). [`SinglePortCm`] bundles an endpoint
 //! with one MAD layer for tests and simulations. The call order is in [`crate::mad::port`].
 //!
-//! **Ownership of ids (the `ib_cm_handler` contract, by types)**: there are no callbacks.
-//! [`CmEndpoint::create_id`] returns a [`CmId`], which is not `Clone`; every command takes
-//! `&CmId`, and [`CmEndpoint::destroy`] / [`CmEndpoint::reject`] take it by value, so a
-//! destroyed id cannot be used again. A passive REQ (or SIDR_REQ) creates a new id that is
-//! handed over *inside* the event ([`CmEvent::ReqReceived`]`{ id: CmId, .. }`); every other
-//! event names an id the user already holds by [`CmIdRef`] (a copyable number). "Destroy the
-//! id from inside its own callback" cannot be written; the kernel's "return non-zero from the
-//! handler and the CM destroys the id" is simply `destroy(id)` right after taking the event:
-//! in REQ_RCVD that sends REJ CONSUMER_DEFINED (28), exactly like the kernel; the kernel's
-//! `-ENOMEM` return (reset to idle, *no* REJ, the peer retries its REQ — ucma's backlog
-//! overflow) is [`CmEndpoint::destroy_silently`].
+//! **Ownership of ids (the `ib_cm_handler` contract, by types).** There are no callbacks.
+//! [`CmEndpoint::create_id`] returns a [`CmId`], which is not `Clone`; commands take `&CmId`;
+//! [`CmEndpoint::destroy`], [`CmEndpoint::destroy_silently`] and [`CmEndpoint::reject`] take
+//! it by value. A REQ or SIDR_REQ arriving on a listener creates a new id handed over
+//! *inside* the event ([`CmEvent::ReqReceived`]`{ id: CmId, .. }`, `SidrReqReceived`): the
+//! user owns it from then on. Every other event names an id by [`CmIdRef`], a copyable
+//! name only the CM makes. The rules:
+//! - "Destroy the id inside its own callback" cannot be written. The kernel's "return
+//!   non-zero from the handler and the CM destroys the id" is **dropping the [`CmId`]** (or
+//!   the event carrying it): the id reports itself to the CM that made it, and the CM runs
+//!   `ib_destroy_cm_id` for it at its next call — any command, `handle_mad`,
+//!   `handle_timeout` or `poll_mad` (with the latest time a call brought; `poll_timeout`
+//!   asks for a call at once while a dropped id waits). So no owned id is ever lost: in
+//!   REQ_RCVD that is REJ 28, in SIDR_REQ_RCVD SIDR_REP status 2 (REJECT), in ESTABLISHED a
+//!   DREQ, ... exactly the kernel's destroy. The kernel's `-ENOMEM` return (back to IDLE,
+//!   *no* REJ, the peer retries its REQ — ucma's backlog overflow) is
+//!   [`CmEndpoint::destroy_silently`].
+//! - A command that consumes an id and fails hands it back, unchanged, with the error
+//!   ([`CmIdError`]): a refused `reject` leaves the id where it was and the user's.
+//! - No event is delivered for an id after it was destroyed: destroying an id withdraws its
+//!   queued events (and those of a listener: a queued REQ of a destroyed listener is
+//!   dropped, which destroys the new id).
+//! - `#[must_use]` on [`CmId`] and [`CmEvent`] makes an unhandled one a warning.
 //!
-//! States: [`CmState`] (`enum ib_cm_state`); each received message has one handler
-//! (`req_handler`, `rep_handler`, ...), and every transition goes through `set_state`, which
-//! is visible in [`CmEndpoint::state`] and, with `trace` on, in [`CmEndpoint::transitions`].
+//! **States as data.** [`CmState`] is `enum ib_cm_state` (its `Display` is the IBTA name);
+//! internally each state carries what it needs (`ReqSent { msg }`, `MraReqSent {
+//! service_timeout }`, `Timewait { until }`, ...) next to what every id has and what the
+//! connection negotiated (`conn.rs`). Each received message has one handler (`recv.rs`:
+//! `req_handler`, `rep_handler`, ...) that finds the id the way cm.c does and then follows
+//! the (state × message) → action table of [`table`], whose text is `state_table.txt`
+//! (checked by a test). Every transition goes through `set_state`, visible in
+//! [`CmEndpoint::state`] and, with `trace` on, in [`CmEndpoint::transitions`]. The files:
+//! `types.rs` (ids, events, parameters), `send.rs` (commands and sending), `recv.rs` (the
+//! handlers), `destroy.rs`, `timers.rs` (timewait, send completions and errors),
+//! `qp_attr.rs` (`ib_cm_init_qp_attr`), `counters.rs`.
 //!
 //! IDs and TIDs (lab README, cm.c `cm_alloc_id_priv` / `cm_form_tid`): local comm IDs are a
 //! cyclic counter XORed with a random operand from the seeded [`Rng`]; on the wire the
 //! kernel's value appears byte-swapped (`(__force __be32)(id ^ operand)` on a little-endian
 //! host), so consecutive IDs differ in the top byte, and the TID is
-//! `hi_tid << 32 | swap_bytes(comm_id)`. Responses (REP, RTU, DREP, REJ, MRA) reuse the TID of
-//! the REQ; DREQ and SIDR_REQ form a new TID from the sender's own comm ID.
+//! `hi_tid << 32 | swap_bytes(comm_id)`. Responses (REP, RTU, DREP, REJ, MRA) reuse the
+//! id's TID, the REQ's (a received DREQ's after one arrives); DREQ and SIDR_REQ form a new
+//! TID from the sender's own comm ID without making it the id's (`cm_format_dreq`).
 //!
 //! Timers (cm.c): REQ `2·cvt(PLT) + cvt(remote_cm_response_timeout)` ms with
 //! `max_cm_retries` retries (`ib_send_cm_req`); the passive side's REP and DREQ use
@@ -44,59 +65,74 @@
 //! `cvt(service_timeout) + cvt(av.timeout)`; TIMEWAIT lasts `cvt(av.timeout)`
 //! (`av.timeout` = PLT+1; the passive side's PLT is the REQ's local ACK timeout − 1; after a
 //! REP, `cm_ack_timeout(target_ack_delay, av.timeout-1)`). Retries running out raise
-//! REQ_ERROR / REP_ERROR / DREQ_ERROR / SIDR_REQ_ERROR with no REJ on the wire
-//! (`cm_process_send_error`).
+//! REQ_ERROR / REP_ERROR / DREQ_ERROR / SIDR_REQ_ERROR with the send status and no REJ on
+//! the wire (`cm_process_send_error`).
 //!
 //! Wire rules taken from cm.c (and checked by the tests):
 //! - REJ fields by state (`cm_format_rej`): REQ_RCVD → local comm ID 0, "REQ"; MRA_REQ_SENT
 //!   → our ID, "REQ"; REP_RCVD/MRA_REP_SENT → "REP"; anything else (REQ_SENT, REP_SENT,
-//!   TIMEWAIT...) → "other". After a REJ (`cm_send_rej_locked`) REP_SENT/MRA_REP_RCVD enter
-//!   TIMEWAIT, the other states go back to IDLE.
-//! - Context-less answers (`cm_issue_rej` / `cm_issue_drep`) swap the received comm IDs and
-//!   reuse the received TID: REQ to no listener → REJ 8, local comm ID 0, "REQ"; REQ from a
-//!   known remote QPN → REJ 10 + DREQ to the old connection; DREQ for no id → DREP (counted
-//!   as a duplicate DREQ, as the kernel does).
+//!   TIMEWAIT...) → "other". After a REJ (`ib_send_cm_rej`) REP_SENT/MRA_REP_RCVD enter
+//!   TIMEWAIT, the other states go back to IDLE; neither cancels the outstanding message
+//!   (only a destroy does).
+//! - Context-less answers (`cm_issue_rej` / `cm_issue_drep`) reuse the received TID and
+//!   swap the received message's first two words, whatever the message: REQ to no listener
+//!   → REJ 8 and REQ from a known remote QPN → REJ 10 (+ DREQ to that connection if it is
+//!   ESTABLISHED) both carry the REQ's word 1 (reserved byte + ECE vendor ID) as their local
+//!   comm ID, and its comm ID as the remote one; DREQ for no id → DREP (counted as a
+//!   duplicate DREQ).
+//! - Entering TIMEWAIT gives up the remote-ID and remote-QPN entries (`cm_enter_timewait` →
+//!   `cm_cleanup_timewait`): a REQ from the same remote comm ID or QPN during the timewait
+//!   is a new connection; REJ 10 goes out only for a collision with a live connection.
 //! - Duplicate REQ (`cm_dup_req_handler`): REQ_RCVD drop; MRA_REQ_SENT resend the MRA
-//!   (this is how the delayed MRA gets out); TIMEWAIT → REJ STALE_CONN; an id destroyed in
-//!   TIMEWAIT keeps its remote-ID entry until the timewait ends, and duplicates matching it
-//!   are dropped (`cm_acquire_id` fails). Duplicate REP: ESTABLISHED → RTU again,
+//!   (this is how the delayed MRA gets out). Duplicate REP: ESTABLISHED → RTU again,
 //!   MRA_REP_SENT → MRA again. Duplicate DREQ in TIMEWAIT → DREP again. A repeated MRA is
-//!   counted and does not extend the wait again.
+//!   counted and does not extend the wait again. What the resent MRA, RTU or DREP carries is
+//!   the id's one private-data slot, the last MRA/RTU/DREP's (`cm_set_private_data`).
 //! - `destroy` per state = `cm_destroy_id` (see [`CmEndpoint::destroy`]); a DREQ sent by a
-//!   destroy in ESTABLISHED goes out once (the kernel cancels it right after posting it).
+//!   destroy in ESTABLISHED goes out once (the kernel cancels it right after posting it);
+//!   the id is gone at once, its timewait included (`cm_free_id`).
+//! - Counters: [`CmCounters`] (cm.c's counting rules are in `counters.rs`).
 //!
-//! Done: all of the above, SIDR (no listener → SIDR_REP status 1; destroy in SIDR_REQ_RCVD
-//! → status 2; duplicate SIDR_REQs by (request ID, peer GID) dropped), `init_qp_attr`
-//! INIT/RTR/RTS, COMM_EST, counters, golden REP against the kernel's REPs.
-//! Not done: LAP/APR (received ones are counted as dropped), alternate paths, XRC/UC
-//! specifics (e.g. XRC_TGT idle on destroy), ECE beyond passing vendor ID / attr_mod
-//! through, the REJ INVALID_GID (12) for an AV that cannot be built, CM ClassPortInfo
-//! (the MAD layer answers Get() "unsupported", like ib_cm), per-port devices (one endpoint
-//! = one port), `ib_cm_insert_listen` sharing, the destroy-wait timeout.
+//! Not done: LAP/APR (received ones are dropped, as cm.c does on RoCE), alternate paths,
+//! XRC specifics (e.g. XRC_TGT idle on destroy), ECE beyond passing vendor ID / attr_mod
+//! through, the REJ INVALID_GID (12) for an AV that cannot be built, CM ClassPortInfo (the
+//! MAD layer answers Get() "unsupported", like ib_cm), `ib_cm_insert_listen` sharing, the
+//! destroy-wait (the kernel's destroy waits for a still-running send; ours cancels it), the
+//! SIDR duplicate key (the kernel keys by request ID and the SLID, which RoCE leaves 0; we
+//! key by request ID and peer GID).
 
+mod conn;
+mod counters;
+mod destroy;
+mod qp_attr;
+mod recv;
+mod send;
 mod single;
+pub mod table;
 #[cfg(test)]
 mod tests;
+mod timers;
+mod types;
 
+pub use counters::{CmCounterGroup, CmCounters, CM_COUNTER_ATTRS};
 pub use single::SinglePortCm;
+pub use types::{
+    CmConfig, CmError, CmEvent, CmId, CmIdError, CmIdRef, CmPort, CmState, ListenId, RepParams,
+    ReqInfo, ReqParams, SidrRepParams, SidrReqParams,
+};
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt;
 
-use softrdma_wire::cm::{
-    pad, AttrId, CmMessage, DrepRepr, DreqRepr, ExtendedTransportType, FailoverAccepted,
-    MraMessage, MraRepr, Path, PathMtu, RejMessage, RejRepr, RejectReason, RepRepr, ReqRepr,
-    RtuRepr, SidrRepRepr, SidrReqRepr, SidrStatus, TransportType, CM_CLASS_VERSION, REJ_ARI_LEN,
-};
-use softrdma_wire::mad::{Mad, Method, MgmtClass};
+use softrdma_wire::cm::{AttrId, CM_CLASS_VERSION};
+use softrdma_wire::mad::{Method, MgmtClass};
 use softrdma_wire::Guid;
 
-use crate::device::Mtu;
-use crate::mad::{form_tid, AgentId, MadAddr, MadAgent, MadEvent, MadOp, SendId, SendParams};
-use crate::mad::{MadError, SendStatus};
+use crate::mad::{form_tid, AgentId, MadAgent, MadEvent, MadOp, SendId};
 use crate::rand::Rng;
 use crate::time::{Duration, Instant};
-use crate::verbs::{AccessFlags, AddressVector, QpAttr, QpAttrMask, QpState};
+
+use conn::{Conn, State};
+use types::DropBox;
 
 /// `IB_CM_ASSIGN_SERVICE_ID`: listen on this to get a service ID from the counter.
 pub const ASSIGN_SERVICE_ID: u64 = 0x0200_0000_0000_0000;
@@ -123,402 +159,23 @@ pub fn cm_ack_timeout(ca_ack_delay: u8, packet_life_time: u8) -> u8 {
     t.min(31) as u8
 }
 
-/// `enum ib_cm_state`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
-pub enum CmState {
-    Idle,
-    Listen,
-    ReqSent,
-    ReqRcvd,
-    MraReqSent,
-    MraReqRcvd,
-    RepSent,
-    RepRcvd,
-    MraRepSent,
-    MraRepRcvd,
-    Established,
-    DreqSent,
-    DreqRcvd,
-    Timewait,
-    SidrReqSent,
-    SidrReqRcvd,
+/// One send the CM handed to a MAD layer, until its completion (`struct ib_mad_send_buf`
+/// with its `context`).
+#[derive(Clone, Copy, Debug)]
+struct SendRec {
+    /// The id it belongs to (`context[0]`); `None`: an answer with no id behind it.
+    owner: Option<u32>,
+    attr: AttrId,
+    /// Retransmissions so far (`send_buf->retries` at completion).
+    retries: u32,
+    /// Made with `cm_alloc_response_msg` (an answer to a received message).
+    response: bool,
+    /// Retransmitted until answered (REQ, REP, DREQ, SIDR_REQ).
+    retrying: bool,
+    port: crate::cm::CmPort,
 }
 
-/// A CM id owned by the user: not `Clone`; destroy it with [`CmEndpoint::destroy`].
-#[derive(PartialEq, Eq, Debug, Hash)]
-pub struct CmId(u32);
-
-impl CmId {
-    /// A copyable name of this id (what events carry).
-    pub fn as_ref(&self) -> CmIdRef {
-        CmIdRef(self.0)
-    }
-    /// The local communication ID as it appears on the wire.
-    pub fn local_comm_id(&self) -> u32 {
-        self.0
-    }
-}
-
-/// The name of an id the user holds (events, lookups); it owns nothing.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
-pub struct CmIdRef(pub u32);
-
-impl PartialEq<CmIdRef> for CmId {
-    fn eq(&self, other: &CmIdRef) -> bool {
-        self.0 == other.0
-    }
-}
-
-/// A port the CM runs on (one device's QP1), as [`CmEndpoint::add_port`] numbered it. Only
-/// the CM makes these.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash, Default)]
-pub struct CmPort(u16);
-
-impl CmPort {
-    /// The port's number in the order ports were added (0, 1, ...).
-    pub fn index(&self) -> usize {
-        usize::from(self.0)
-    }
-}
-
-/// A listening id (the `listen_id` of REQ/SIDR_REQ events).
-pub type ListenId = CmIdRef;
-
-/// What a passive side learns from a REQ (`ib_cm_req_event_param`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReqInfo {
-    pub req: ReqRepr,
-    /// The port it arrived on (the new id lives there).
-    pub port: CmPort,
-    /// Where it came from (the peer's QP1).
-    pub peer: MadAddr,
-    /// The MAD's AttributeModifier (ECE attr_mod).
-    pub attr_mod: u32,
-}
-
-/// CM events (`enum ib_cm_event_type`).
-#[derive(Debug, PartialEq, Eq)]
-pub enum CmEvent {
-    /// A new id, now owned by the user.
-    ReqReceived {
-        id: CmId,
-        listen: ListenId,
-        req: Box<ReqInfo>,
-    },
-    ReqError {
-        id: CmIdRef,
-    },
-    RepReceived {
-        id: CmIdRef,
-        rep: Box<RepRepr>,
-    },
-    RepError {
-        id: CmIdRef,
-    },
-    RtuReceived {
-        id: CmIdRef,
-    },
-    /// [`CmEndpoint::notify_comm_est`] moved the id to ESTABLISHED.
-    UserEstablished {
-        id: CmIdRef,
-    },
-    DreqReceived {
-        id: CmIdRef,
-        private_data: Vec<u8>,
-    },
-    DreqError {
-        id: CmIdRef,
-    },
-    DrepReceived {
-        id: CmIdRef,
-    },
-    TimewaitExit {
-        id: CmIdRef,
-    },
-    MraReceived {
-        id: CmIdRef,
-        service_timeout: u8,
-    },
-    RejReceived {
-        id: CmIdRef,
-        rej: Box<RejRepr>,
-    },
-    /// A new id in SIDR_REQ_RCVD, owned by the user (answer with [`CmEndpoint::sidr_rep`]).
-    SidrReqReceived {
-        id: CmId,
-        listen: ListenId,
-        req: Box<SidrReqRepr>,
-        peer: MadAddr,
-    },
-    SidrReqError {
-        id: CmIdRef,
-    },
-    SidrRepReceived {
-        id: CmIdRef,
-        rep: Box<SidrRepRepr>,
-    },
-    /// The id's outstanding REQ/REP/DREQ/SIDR_REQ went unanswered and was sent again
-    /// (the kernel only counts these, in `cm_tx_retries`; tools print them).
-    Retry {
-        id: CmIdRef,
-        /// The message resent.
-        msg: AttrId,
-        /// This retransmission's number (1 = first) and how many the message may have.
-        attempt: u32,
-        max: u32,
-        /// When this copy's wait ends.
-        next_deadline: Instant,
-    },
-}
-
-/// `ib_cm_req_param` (RoCE: one path, no alternate).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReqParams {
-    /// The port (device) to send from.
-    pub port: CmPort,
-    /// The peer's QP1.
-    pub peer: MadAddr,
-    pub primary_path: Path,
-    /// The path's packet lifetime exponent (not carried in the REQ as such).
-    pub packet_life_time: u8,
-    pub path_mtu: PathMtu,
-    pub partition_key: u16,
-    pub service_id: u64,
-    pub qp_num: u32,
-    pub transport: TransportType,
-    pub starting_psn: u32,
-    pub private_data: Vec<u8>,
-    pub responder_resources: u8,
-    pub initiator_depth: u8,
-    pub remote_cm_response_timeout: u8,
-    pub local_cm_response_timeout: u8,
-    pub flow_control: bool,
-    pub retry_count: u8,
-    pub rnr_retry_count: u8,
-    pub max_cm_retries: u8,
-    pub srq: bool,
-    /// ECE vendor ID (24 bits) and attr_mod.
-    pub ece_vendor_id: u32,
-    pub ece_attr_mod: u32,
-}
-
-/// `ib_cm_rep_param`.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct RepParams {
-    pub qp_num: u32,
-    pub starting_psn: u32,
-    pub private_data: Vec<u8>,
-    pub responder_resources: u8,
-    pub initiator_depth: u8,
-    pub failover_accepted: u8,
-    pub flow_control: bool,
-    pub rnr_retry_count: u8,
-    pub srq: bool,
-    pub ece_vendor_id: u32,
-    pub ece_attr_mod: u32,
-}
-
-/// `ib_cm_sidr_req_param`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SidrReqParams {
-    /// The port (device) to send from.
-    pub port: CmPort,
-    pub peer: MadAddr,
-    pub service_id: u64,
-    pub partition_key: u16,
-    pub private_data: Vec<u8>,
-    pub timeout: Duration,
-    pub max_cm_retries: u8,
-}
-
-/// `ib_cm_sidr_rep_param`.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct SidrRepParams {
-    pub status: SidrStatus,
-    pub qp_num: u32,
-    pub qkey: u32,
-    pub info: Vec<u8>,
-    pub private_data: Vec<u8>,
-}
-
-/// Why a command failed.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum CmError {
-    /// The id is not in a state that allows the command (`-EINVAL`).
-    InvalidState(CmState),
-    /// Another id listens on this service ID (`-EBUSY`).
-    Busy,
-    /// Private data, ARI or info too long.
-    TooLong,
-    /// Unknown id.
-    NoSuchId,
-    /// The port was never added to this CM.
-    NoSuchPort,
-    Mad(MadError),
-}
-
-impl fmt::Display for CmError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CmError::InvalidState(s) => write!(f, "invalid CM state {s:?}"),
-            CmError::Busy => f.write_str("service ID in use"),
-            CmError::TooLong => f.write_str("private data too long"),
-            CmError::NoSuchId => f.write_str("no such CM id"),
-            CmError::NoSuchPort => f.write_str("no such CM port"),
-            CmError::Mad(e) => write!(f, "MAD layer: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for CmError {}
-
-impl From<MadError> for CmError {
-    fn from(e: MadError) -> Self {
-        CmError::Mad(e)
-    }
-}
-
-/// Per-message counters (the kernel's `cm_counter_groups`: xmit, xmit retries, recv,
-/// recv duplicates), indexed by attribute ID 0x10..=0x1a.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub struct CmCounters {
-    pub tx: [u64; 11],
-    pub rx: [u64; 11],
-    pub rx_duplicates: [u64; 11],
-    /// Retransmissions by the MAD layer (all messages).
-    pub tx_retries: u64,
-    /// Received messages matching no id in a state that takes them (dropped).
-    pub rx_dropped: u64,
-    /// Unparseable CM MADs.
-    pub rx_malformed: u64,
-}
-
-impl CmCounters {
-    fn idx(a: AttrId) -> Option<usize> {
-        (0x10..=0x1a)
-            .contains(&a.0)
-            .then(|| usize::from(a.0 - 0x10))
-    }
-    /// Messages of this kind sent (retransmissions not included).
-    pub fn tx(&self, a: AttrId) -> u64 {
-        Self::idx(a)
-            .and_then(|i| self.tx.get(i))
-            .copied()
-            .unwrap_or(0)
-    }
-    /// Messages of this kind received.
-    pub fn rx(&self, a: AttrId) -> u64 {
-        Self::idx(a)
-            .and_then(|i| self.rx.get(i))
-            .copied()
-            .unwrap_or(0)
-    }
-    /// Duplicates of this kind received.
-    pub fn dup(&self, a: AttrId) -> u64 {
-        Self::idx(a)
-            .and_then(|i| self.rx_duplicates.get(i))
-            .copied()
-            .unwrap_or(0)
-    }
-    fn bump(arr: &mut [u64; 11], a: AttrId) {
-        if let Some(x) = Self::idx(a).and_then(|i| arr.get_mut(i)) {
-            *x += 1;
-        }
-    }
-}
-
-/// Endpoint configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CmConfig {
-    /// Our CA (node) GUID: the REQ/REP's local CA GUID and the REJ TIMEOUT's ARI.
-    pub node_guid: Guid,
-    /// The CA's ACK delay (rxe: 15).
-    pub ca_ack_delay: u8,
-    /// Seed of the comm-ID operand.
-    pub seed: u64,
-}
-
-/// One connection's state (`struct cm_id_private`).
-#[derive(Clone, Debug)]
-struct Conn {
-    state: CmState,
-    /// The port it lives on (set by send_req/sidr_req or by the arriving REQ).
-    port: CmPort,
-    /// Dropped by the user while in TIMEWAIT: kept only for the remote-ID tables until
-    /// the timewait ends (the kernel's orphaned `timewait_info`).
-    zombie: bool,
-    /// Silent-drop flavour of destroy in REQ_RCVD.
-    peer: Option<MadAddr>,
-    tid: u64,
-    service_id: u64,
-    remote_id: u32,
-    remote_ca_guid: u64,
-    remote_qpn: u32,
-    local_qpn: u32,
-    /// The outstanding REQ/REP/DREQ/SIDR_REQ.
-    msg: Option<SendId>,
-    timeout: Duration,
-    max_cm_retries: u8,
-    /// `av.timeout` (IBA exponent).
-    av_timeout: u8,
-    timewait_until: Option<Instant>,
-    /// MRA service timeout set by send_mra (for resending on duplicates).
-    service_timeout: u8,
-    mra_pd: Vec<u8>,
-    /// Last RTU / DREP sent, for resending on duplicates.
-    last_rtu: Option<Mad>,
-    last_drep: Option<Mad>,
-    // QP attributes (ib_cm_init_qp_attr).
-    path: Path,
-    path_mtu: PathMtu,
-    pkey: u16,
-    sq_psn: u32,
-    rq_psn: u32,
-    responder_resources: u8,
-    initiator_depth: u8,
-    retry_count: u8,
-    rnr_retry_count: u8,
-    /// SIDR: the request id we answer / the listener.
-    sidr_request_id: u32,
-}
-
-impl Conn {
-    fn new() -> Conn {
-        Conn {
-            state: CmState::Idle,
-            port: CmPort(0),
-            zombie: false,
-            peer: None,
-            tid: 0,
-            service_id: 0,
-            remote_id: 0,
-            remote_ca_guid: 0,
-            remote_qpn: 0,
-            local_qpn: 0,
-            msg: None,
-            timeout: Duration::ZERO,
-            max_cm_retries: 0,
-            av_timeout: 0,
-            timewait_until: None,
-            service_timeout: 0,
-            mra_pd: Vec::new(),
-            last_rtu: None,
-            last_drep: None,
-            path: Path::default(),
-            path_mtu: PathMtu::MTU_1024,
-            pkey: 0xffff,
-            sq_psn: 0,
-            rq_psn: 0,
-            responder_resources: 0,
-            initiator_depth: 0,
-            retry_count: 0,
-            rnr_retry_count: 0,
-            sidr_request_id: 0,
-        }
-    }
-}
-
-/// The IB CM of one port.
+/// The IB CM of any number of ports.
 #[derive(Debug)]
 pub struct CmEndpoint {
     /// The CM's agent on each port's MAD layer and the port's node GUID, by [`CmPort`]
@@ -541,11 +198,15 @@ pub struct CmEndpoint {
     remote_qpns: BTreeMap<(u32, u64), u32>,
     /// (SIDR request ID, peer GID) → local ID (`remote_sidr_table`).
     remote_sidr: BTreeMap<(u32, [u8; 16]), u32>,
-    sends: BTreeMap<SendId, u32>,
+    sends: BTreeMap<SendId, SendRec>,
     events: VecDeque<CmEvent>,
     counters: CmCounters,
-    /// Every transition, in order: (local id, from, to) — for tests and tracing.
-    pub transitions: Vec<(u32, CmState, CmState)>,
+    /// Ids their owners dropped, to be destroyed.
+    dropped: DropBox,
+    /// The latest time a call brought (for destroys of dropped ids found in `poll_mad`).
+    now: Instant,
+    /// Every transition, in order: (id, from, to) — for tests and tracing.
+    pub transitions: Vec<(CmIdRef, CmState, CmState)>,
     /// Record transitions (off by default).
     pub trace: bool,
 }
@@ -572,6 +233,8 @@ impl CmEndpoint {
             sends: BTreeMap::new(),
             events: VecDeque::new(),
             counters: CmCounters::default(),
+            dropped: DropBox::default(),
+            now: Instant::ZERO,
             transitions: Vec::new(),
             trace: false,
         })
@@ -609,100 +272,70 @@ impl CmEndpoint {
     pub fn ports(&self) -> impl Iterator<Item = CmPort> + '_ {
         (0..self.ports.len()).map(|i| CmPort(i as u16))
     }
-    /// Counters.
+    /// The counters (cm.c's `cm_tx_msgs`, `cm_tx_retries`, `cm_rx_msgs`,
+    /// `cm_rx_duplicates`, summed over the ports).
     pub fn counters(&self) -> CmCounters {
         self.counters
     }
-    /// The state of an id (`None`: gone).
+    /// The state of an id (`None`: destroyed).
     pub fn state(&self, id: CmIdRef) -> Option<CmState> {
-        self.conns.get(&id.0).filter(|c| !c.zombie).map(|c| c.state)
+        self.conns.get(&id.0).map(|c| c.state.kind())
+    }
+    /// How many ids exist (listeners included; for tests and diagnostics).
+    pub fn id_count(&self) -> usize {
+        self.conns.len()
     }
     /// The port an id lives on.
     pub fn port_of(&self, id: CmIdRef) -> Option<CmPort> {
-        self.conns.get(&id.0).filter(|c| !c.zombie).map(|c| c.port)
+        self.conns.get(&id.0).map(|c| c.port)
     }
     /// The id's current TID.
     pub fn tid(&self, id: CmIdRef) -> Option<u64> {
         self.conns.get(&id.0).map(|c| c.tid)
     }
     /// The next thing a port's MAD layer is to do: apply it with
-    /// `MadAgent::apply(agent, op)` on that port's layer, in the order given.
+    /// `MadAgent::apply(agent, op)` on that port's layer, in the order given. Destroys the
+    /// ids dropped since the last call first.
     pub fn poll_mad(&mut self) -> Option<(CmPort, AgentId, MadOp)> {
+        self.reap(self.now);
         let (port, op) = self.out.pop_front()?;
         let agent = self.agent(port)?;
         Some((port, agent, op))
     }
-    /// Whether MAD operations are queued.
+    /// Whether MAD operations are queued (or dropped ids wait to be destroyed).
     pub fn has_mad_ops(&self) -> bool {
-        !self.out.is_empty()
+        !self.out.is_empty() || !self.dropped.is_empty()
     }
     /// Next event for the user.
+    #[must_use = "a REQ/SIDR_REQ event owns a new id; dropping it destroys the id"]
     pub fn poll_event(&mut self) -> Option<CmEvent> {
         self.events.pop_front()
-    }
-    /// When [`CmEndpoint::handle_timeout`] wants to run (the CM's own timers: timewait;
-    /// retransmissions are the MAD layers' timers).
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns.values().filter_map(|c| c.timewait_until).min()
-    }
-    /// Runs the timewait exits due by `now`.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        let due: Vec<u32> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.timewait_until.is_some_and(|t| t <= now))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
-            self.timewait_exit(id);
-        }
     }
 
     /// An event of `port`'s MAD layer for the CM's agent there (received CM MADs, send
     /// completions, retransmissions). Events of other agents are ignored.
     pub fn handle_mad(&mut self, now: Instant, port: CmPort, ev: MadEvent) {
+        self.enter(now);
         if self.agent(port) != Some(ev.agent()) {
             return;
         }
         match ev {
             MadEvent::Received { mad, from, .. } => self.dispatch(now, port, from, &mad),
-            MadEvent::SendCompleted { id, status, .. } => {
-                let local = self.sends.remove(&id);
-                if status == SendStatus::TimedOut {
-                    if let Some(l) = local {
-                        self.send_error(now, l, id);
-                    }
-                }
-            }
+            MadEvent::SendCompleted { id, status, .. } => self.send_completed(now, id, status),
             MadEvent::Retransmitted {
                 id,
                 attempt,
                 retries_left,
                 next_deadline,
                 ..
-            } => {
-                self.counters.tx_retries += 1;
-                let Some(&local) = self.sends.get(&id) else {
-                    return;
-                };
-                let msg = self.conns.get(&local).map(|c| match c.state {
-                    CmState::ReqSent => AttrId::REQ,
-                    CmState::RepSent | CmState::MraRepRcvd => AttrId::REP,
-                    CmState::DreqSent => AttrId::DREQ,
-                    CmState::SidrReqSent => AttrId::SIDR_REQ,
-                    _ => AttrId::REQ,
-                });
-                if let Some(msg) = msg {
-                    self.events.push_back(CmEvent::Retry {
-                        id: CmIdRef(local),
-                        msg,
-                        attempt,
-                        max: attempt + retries_left,
-                        next_deadline,
-                    });
-                }
-            }
+            } => self.retransmitted(id, attempt, retries_left, next_deadline),
         }
+    }
+
+    /// Every call with a time starts here: the clock moves on and dropped ids go.
+    fn enter(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        self.reap(now);
     }
 
     // ---- ids ----------------------------------------------------------------------------
@@ -718,11 +351,16 @@ impl CmEndpoint {
         }
     }
 
+    /// A new id in `conn`'s state, owned by whoever gets the returned [`CmId`].
+    fn new_id(&mut self, conn: Conn) -> CmId {
+        let id = self.alloc_local_id();
+        self.conns.insert(id, conn);
+        CmId::new(id, self.dropped.clone())
+    }
+
     /// `ib_create_cm_id`.
     pub fn create_id(&mut self) -> CmId {
-        let id = self.alloc_local_id();
-        self.conns.insert(id, Conn::new());
-        CmId(id)
+        self.new_id(Conn::new(CmPort(0)))
     }
 
     fn own_tid(&self, port: CmPort, local: u32) -> u64 {
@@ -730,1271 +368,41 @@ impl CmEndpoint {
         form_tid(agent, local.swap_bytes())
     }
 
-    fn set_state(&mut self, id: u32, to: CmState) {
+    fn set_state(&mut self, id: u32, to: State) {
         if let Some(c) = self.conns.get_mut(&id) {
             if self.trace {
-                self.transitions.push((id, c.state, to));
+                self.transitions
+                    .push((CmIdRef(id), c.state.kind(), to.kind()));
             }
             c.state = to;
         }
     }
 
     fn conn(&self, id: &CmId) -> Result<&Conn, CmError> {
-        self.conns.get(&id.0).ok_or(CmError::NoSuchId)
+        self.conns.get(&id.local_comm_id()).ok_or(CmError::NoSuchId)
     }
 
-    fn state_of(&self, id: &CmId) -> Result<CmState, CmError> {
-        Ok(self.conn(id)?.state)
-    }
-
-    /// `ib_cm_listen`; [`ASSIGN_SERVICE_ID`] takes the next ID from the counter. Returns the
-    /// service ID listened on.
-    pub fn listen(&mut self, id: &CmId, service_id: u64) -> Result<u64, CmError> {
-        let st = self.state_of(id)?;
-        if st != CmState::Idle {
-            return Err(CmError::InvalidState(st));
-        }
-        let sid = if service_id == ASSIGN_SERVICE_ID {
-            let s = self.next_service_id;
-            self.next_service_id += 1;
-            s
-        } else {
-            service_id
-        };
-        if self.listeners.contains_key(&sid) {
-            return Err(CmError::Busy);
-        }
-        self.listeners.insert(sid, id.0);
-        if let Some(c) = self.conns.get_mut(&id.0) {
-            c.service_id = sid;
-        }
-        self.set_state(id.0, CmState::Listen);
-        Ok(sid)
-    }
-
-    // ---- sending ------------------------------------------------------------------------
-
-    #[allow(clippy::too_many_arguments)]
-    fn send_msg(
-        &mut self,
-        now: Instant,
-        port: CmPort,
-        local: Option<u32>,
-        dest: MadAddr,
-        mad: Mad,
-        params: SendParams,
-    ) -> Option<SendId> {
-        CmCounters::bump(&mut self.counters.tx, AttrId(mad.header.attr_id));
-        let id = SendId(self.next_send);
-        self.next_send += 1;
-        self.out.push_back((
-            port,
-            MadOp::Send {
-                id,
-                at: now,
-                dest,
-                mad: Box::new(mad),
-                params,
-            },
-        ));
-        if let Some(l) = local {
-            if params.expects_response {
-                self.sends.insert(id, l);
-            }
-        }
-        Some(id)
-    }
-
-    fn send_once(&mut self, now: Instant, port: CmPort, dest: MadAddr, mad: Mad) {
-        let _ = self.send_msg(now, port, None, dest, mad, SendParams::ONCE);
-    }
-
-    fn cancel_msg(&mut self, id: u32) {
-        if let Some(c) = self.conns.get_mut(&id) {
-            if let Some(m) = c.msg.take() {
-                let port = c.port;
-                self.sends.remove(&m);
-                self.out.push_back((port, MadOp::Cancel(m)));
-            }
-        }
-    }
-
-    fn retry_params(c: &Conn) -> SendParams {
-        SendParams {
-            timeout: c.timeout,
-            retries: u32::from(c.max_cm_retries),
-            expects_response: true,
-        }
-    }
-
-    /// `ib_send_cm_req`.
-    pub fn send_req(&mut self, now: Instant, id: &CmId, p: &ReqParams) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        if st != CmState::Idle {
-            return Err(CmError::InvalidState(st));
-        }
-        if p.private_data.len() > softrdma_wire::cm::REQ_PRIVATE_DATA_LEN {
-            return Err(CmError::TooLong);
-        }
-        let (transport, ext) = (p.transport, ExtendedTransportType::NONE);
-        let mut path = p.primary_path;
-        path.local_ack_timeout = cm_ack_timeout(self.cfg.ca_ack_delay, p.packet_life_time);
-        let req = ReqRepr {
-            local_comm_id: id.0,
-            vendor_id: p.ece_vendor_id & 0x00ff_ffff,
-            service_id: p.service_id,
-            local_ca_guid: self.port_guid(p.port),
-            local_qkey: 0,
-            local_qpn: p.qp_num,
-            responder_resources: p.responder_resources,
-            local_eecn: 0,
-            initiator_depth: p.initiator_depth,
-            remote_eecn: 0,
-            remote_cm_response_timeout: p.remote_cm_response_timeout,
-            transport_service_type: transport,
-            end_to_end_flow_control: p.flow_control,
-            starting_psn: p.starting_psn,
-            local_cm_response_timeout: p.local_cm_response_timeout,
-            retry_count: p.retry_count,
-            partition_key: p.partition_key,
-            path_mtu: p.path_mtu,
-            rdc_exists: false,
-            rnr_retry_count: p.rnr_retry_count,
-            max_cm_retries: p.max_cm_retries,
-            srq: p.srq,
-            extended_transport_type: ext,
-            primary_path: path,
-            alternate_path: Path::default(),
-            sap_supported: false,
-            private_data: pad(&p.private_data),
-        };
-        if self.agent(p.port).is_none() {
-            return Err(CmError::NoSuchPort);
-        }
-        let tid = self.own_tid(p.port, id.0);
-        let timeout = cm_convert_to_ms(p.packet_life_time)
-            + cm_convert_to_ms(p.packet_life_time)
-            + cm_convert_to_ms(p.remote_cm_response_timeout);
-        let c = self.conns.get_mut(&id.0).ok_or(CmError::NoSuchId)?;
-        c.port = p.port;
-        c.peer = Some(p.peer);
-        c.tid = tid;
-        c.service_id = p.service_id;
-        c.local_qpn = p.qp_num;
-        c.timeout = timeout;
-        c.max_cm_retries = p.max_cm_retries;
-        c.av_timeout = p.packet_life_time.saturating_add(1);
-        c.path = path;
-        c.path_mtu = p.path_mtu;
-        c.pkey = p.partition_key;
-        // cm.c (ib_send_cm_req): a message's starting PSN is what its sender's RQ expects
-        // (the peer's SQ starts there): rq_psn from our REQ, sq_psn from the peer's REP.
-        c.rq_psn = p.starting_psn;
-        c.responder_resources = p.responder_resources;
-        c.initiator_depth = p.initiator_depth;
-        c.retry_count = p.retry_count;
-        c.rnr_retry_count = p.rnr_retry_count;
-        let params = Self::retry_params(c);
-        let mad = CmMessage::Req(req).to_mad(tid, p.ece_attr_mod);
-        let m = self.send_msg(now, p.port, Some(id.0), p.peer, mad, params);
-        if let Some(c) = self.conns.get_mut(&id.0) {
-            c.msg = m;
-        }
-        self.set_state(id.0, CmState::ReqSent);
-        Ok(())
-    }
-
-    /// `ib_send_cm_rep` (from REQ_RCVD or MRA_REQ_SENT).
-    pub fn send_rep(&mut self, now: Instant, id: &CmId, p: &RepParams) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        if !matches!(st, CmState::ReqRcvd | CmState::MraReqSent) {
-            return Err(CmError::InvalidState(st));
-        }
-        if p.private_data.len() > softrdma_wire::cm::REP_PRIVATE_DATA_LEN {
-            return Err(CmError::TooLong);
-        }
-        let guid = self.port_guid(self.conn(id)?.port);
-        let c = self.conns.get_mut(&id.0).ok_or(CmError::NoSuchId)?;
-        let v = p.ece_vendor_id & 0x00ff_ffff;
-        let rep = RepRepr {
-            local_comm_id: id.0,
-            remote_comm_id: c.remote_id,
-            local_qkey: 0,
-            local_qpn: p.qp_num,
-            vendor_id: v,
-            local_eecn: 0,
-            starting_psn: p.starting_psn,
-            responder_resources: p.responder_resources,
-            initiator_depth: p.initiator_depth,
-            target_ack_delay: self.cfg.ca_ack_delay,
-            failover_accepted: FailoverAccepted(p.failover_accepted),
-            end_to_end_flow_control: p.flow_control,
-            rnr_retry_count: p.rnr_retry_count,
-            srq: p.srq,
-            local_ca_guid: guid,
-            private_data: pad(&p.private_data),
-        };
-        c.local_qpn = p.qp_num;
-        // ib_send_cm_rep: rq_psn = the REP's starting PSN (cm_req_handler took sq_psn from the REQ).
-        c.rq_psn = p.starting_psn;
-        c.responder_resources = p.responder_resources;
-        c.initiator_depth = p.initiator_depth;
-        c.rnr_retry_count = p.rnr_retry_count;
-        let (tid, peer, params, port) = (c.tid, c.peer, Self::retry_params(c), c.port);
-        let peer = peer.ok_or(CmError::NoSuchId)?;
-        let mad = CmMessage::Rep(rep).to_mad(tid, p.ece_attr_mod);
-        let m = self.send_msg(now, port, Some(id.0), peer, mad, params);
-        if let Some(c) = self.conns.get_mut(&id.0) {
-            c.msg = m;
-        }
-        self.set_state(id.0, CmState::RepSent);
-        Ok(())
-    }
-
-    /// `ib_send_cm_rtu` (from REP_RCVD or MRA_REP_SENT).
-    pub fn send_rtu(&mut self, now: Instant, id: &CmId, pd: &[u8]) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        if !matches!(st, CmState::RepRcvd | CmState::MraRepSent) {
-            return Err(CmError::InvalidState(st));
-        }
-        if pd.len() > softrdma_wire::cm::RTU_PRIVATE_DATA_LEN {
-            return Err(CmError::TooLong);
-        }
-        let c = self.conn(id)?;
-        let rtu = RtuRepr {
-            local_comm_id: id.0,
-            remote_comm_id: c.remote_id,
-            private_data: pad(pd),
-        };
-        let mad = CmMessage::Rtu(rtu).to_mad(c.tid, 0);
-        let peer = c.peer.ok_or(CmError::NoSuchId)?;
-        let port = c.port;
-        if let Some(c) = self.conns.get_mut(&id.0) {
-            c.last_rtu = Some(mad.clone());
-        }
-        self.send_once(now, port, peer, mad);
-        self.set_state(id.0, CmState::Established);
-        Ok(())
-    }
-
-    fn rej_mad(&self, local: u32, c: &Conn, reason: RejectReason, ari: &[u8], pd: &[u8]) -> Mad {
-        // cm_format_rej: the comm ID and "message rejected" depend on the state (REQ_RCVD
-        // is the only state that hides our comm ID; REP_SENT says "other").
-        let (lid, msg) = match c.state {
-            CmState::ReqRcvd => (0, RejMessage::REQ),
-            CmState::MraReqSent => (local, RejMessage::REQ),
-            CmState::RepRcvd | CmState::MraRepSent => (local, RejMessage::REP),
-            _ => (local, RejMessage::OTHER),
-        };
-        let rej = RejRepr {
-            local_comm_id: lid,
-            remote_comm_id: c.remote_id,
-            message_rejected: msg,
-            reject_info_length: ari.len().min(REJ_ARI_LEN) as u8,
-            reason,
-            ari: pad(ari),
-            private_data: pad(pd),
-        };
-        CmMessage::Rej(rej).to_mad(c.tid, 0)
-    }
-
-    /// `ib_send_cm_rej` (`cm_send_rej_locked`): from REP_SENT/MRA_REP_RCVD the id enters
-    /// TIMEWAIT, from the other states it goes back to IDLE; it stays the user's.
-    pub fn send_rej(
-        &mut self,
-        now: Instant,
-        id: &CmId,
-        reason: RejectReason,
-        ari: &[u8],
-        pd: &[u8],
-    ) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        if !matches!(
-            st,
-            CmState::ReqSent
-                | CmState::MraReqRcvd
-                | CmState::ReqRcvd
-                | CmState::MraReqSent
-                | CmState::RepRcvd
-                | CmState::MraRepSent
-                | CmState::RepSent
-                | CmState::MraRepRcvd
-        ) {
-            return Err(CmError::InvalidState(st));
-        }
-        if ari.len() > REJ_ARI_LEN || pd.len() > softrdma_wire::cm::REJ_PRIVATE_DATA_LEN {
-            return Err(CmError::TooLong);
-        }
-        self.send_rej_locked(now, id.0, reason, ari, pd);
-        Ok(())
-    }
-
-    /// `cm_send_rej_locked`: the REJ formatted for the current state, then IDLE (or
-    /// TIMEWAIT from REP_SENT/MRA_REP_RCVD).
-    fn send_rej_locked(
-        &mut self,
-        now: Instant,
-        id: u32,
-        reason: RejectReason,
-        ari: &[u8],
-        pd: &[u8],
-    ) {
-        self.cancel_msg(id);
-        let Some(c) = self.conns.get(&id) else { return };
-        let mad = self.rej_mad(id, c, reason, ari, pd);
-        let (st, peer, port) = (c.state, c.peer, c.port);
-        if let Some(peer) = peer {
-            self.send_once(now, port, peer, mad);
-        }
-        if matches!(st, CmState::RepSent | CmState::MraRepRcvd) {
-            self.enter_timewait(now, id);
-        } else {
-            self.reset_to_idle(id);
-        }
-    }
-
-    /// `ib_send_cm_rej` and `ib_destroy_cm_id`.
-    pub fn reject(
-        &mut self,
-        now: Instant,
-        id: CmId,
-        reason: RejectReason,
-        ari: &[u8],
-        pd: &[u8],
-    ) -> Result<(), CmError> {
-        self.send_rej(now, &id, reason, ari, pd)?;
-        self.destroy(now, id);
-        Ok(())
-    }
-
-    /// `ib_send_cm_mra` / `ib_prepare_cm_mra`. With `delayed` (`IB_CM_MRA_FLAG_DELAY`, what
-    /// the RDMA CM does) nothing is sent now: the MRA goes out only when a duplicate REQ
-    /// arrives before the user answered.
-    pub fn send_mra(
-        &mut self,
-        now: Instant,
-        id: &CmId,
-        service_timeout: u8,
-        delayed: bool,
-        pd: &[u8],
-    ) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        let (to, what) = match st {
-            CmState::ReqRcvd => (CmState::MraReqSent, MraMessage::REQ),
-            CmState::RepRcvd => (CmState::MraRepSent, MraMessage::REP),
-            _ => return Err(CmError::InvalidState(st)),
-        };
-        if pd.len() > softrdma_wire::cm::MRA_PRIVATE_DATA_LEN {
-            return Err(CmError::TooLong);
-        }
-        if let Some(c) = self.conns.get_mut(&id.0) {
-            c.service_timeout = service_timeout & 0x1f;
-            c.mra_pd = pd.to_vec();
-        }
-        if !delayed {
-            self.resend_mra(now, id.0, what);
-        }
-        self.set_state(id.0, to);
-        Ok(())
-    }
-
-    fn resend_mra(&mut self, now: Instant, id: u32, what: MraMessage) {
-        let Some(c) = self.conns.get(&id) else { return };
-        let mra = MraRepr {
-            local_comm_id: id,
-            remote_comm_id: c.remote_id,
-            message_mraed: what,
-            service_timeout: c.service_timeout,
-            private_data: pad(&c.mra_pd),
-        };
-        let mad = CmMessage::Mra(mra).to_mad(c.tid, 0);
-        if let Some(peer) = c.peer {
-            self.send_once(now, c.port, peer, mad);
-        }
-    }
-
-    /// `ib_send_cm_dreq` (ESTABLISHED → DREQ_SENT).
-    pub fn send_dreq(&mut self, now: Instant, id: &CmId, pd: &[u8]) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        if st != CmState::Established {
-            return Err(CmError::InvalidState(st));
-        }
-        if pd.len() > softrdma_wire::cm::DREQ_PRIVATE_DATA_LEN {
-            return Err(CmError::TooLong);
-        }
-        self.issue_dreq(now, id.0, pd);
-        Ok(())
-    }
-
-    fn issue_dreq(&mut self, now: Instant, id: u32, pd: &[u8]) {
-        self.issue_dreq_with(now, id, pd, false);
-    }
-
-    fn issue_dreq_with(&mut self, now: Instant, id: u32, pd: &[u8], once: bool) {
-        let Some(port) = self.conns.get(&id).map(|c| c.port) else {
-            return;
-        };
-        let tid = self.own_tid(port, id);
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        // cm_format_dreq: a fresh TID from our own comm ID.
-        c.tid = tid;
-        let dreq = DreqRepr {
-            local_comm_id: id,
-            remote_comm_id: c.remote_id,
-            remote_qpn_eecn: c.remote_qpn,
-            private_data: pad(pd),
-        };
-        let params = if once {
-            SendParams::ONCE
-        } else {
-            Self::retry_params(c)
-        };
-        let peer = c.peer;
-        let mad = CmMessage::Dreq(dreq).to_mad(tid, 0);
-        if let Some(peer) = peer {
-            let m = self.send_msg(now, port, Some(id), peer, mad, params);
-            if let Some(c) = self.conns.get_mut(&id).filter(|_| !once) {
-                c.msg = m;
-            }
-        }
-        self.set_state(id, CmState::DreqSent);
-    }
-
-    /// `ib_send_cm_drep` (DREQ_RCVD → TIMEWAIT).
-    pub fn send_drep(&mut self, now: Instant, id: &CmId, pd: &[u8]) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        if st != CmState::DreqRcvd {
-            return Err(CmError::InvalidState(st));
-        }
-        if pd.len() > softrdma_wire::cm::DREP_PRIVATE_DATA_LEN {
-            return Err(CmError::TooLong);
-        }
-        self.issue_drep(now, id.0, pd);
-        Ok(())
-    }
-
-    fn issue_drep(&mut self, now: Instant, id: u32, pd: &[u8]) {
-        let Some(c) = self.conns.get(&id) else { return };
-        let drep = DrepRepr {
-            local_comm_id: id,
-            remote_comm_id: c.remote_id,
-            private_data: pad(pd),
-        };
-        let mad = CmMessage::Drep(drep).to_mad(c.tid, 0);
-        let (peer, port) = (c.peer, c.port);
-        if let Some(c) = self.conns.get_mut(&id) {
-            c.last_drep = Some(mad.clone());
-        }
-        if let Some(peer) = peer {
-            self.send_once(now, port, peer, mad);
-        }
-        self.enter_timewait(now, id);
-    }
-
-    /// `ib_cm_notify(IB_EVENT_COMM_EST)`: a data packet arrived before the RTU.
-    pub fn notify_comm_est(&mut self, id: &CmId) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        match st {
-            CmState::RepSent | CmState::MraRepRcvd => {
-                self.cancel_msg(id.0);
-                self.set_state(id.0, CmState::Established);
-                self.events
-                    .push_back(CmEvent::UserEstablished { id: id.as_ref() });
-                Ok(())
-            }
-            CmState::Established => Ok(()),
-            _ => Err(CmError::InvalidState(st)),
-        }
-    }
-
-    /// `ib_send_cm_sidr_req`.
-    pub fn sidr_req(&mut self, now: Instant, id: &CmId, p: &SidrReqParams) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        if st != CmState::Idle {
-            return Err(CmError::InvalidState(st));
-        }
-        if p.private_data.len() > softrdma_wire::cm::SIDR_REQ_PRIVATE_DATA_LEN {
-            return Err(CmError::TooLong);
-        }
-        if self.agent(p.port).is_none() {
-            return Err(CmError::NoSuchPort);
-        }
-        let tid = self.own_tid(p.port, id.0);
-        let req = SidrReqRepr {
-            request_id: id.0,
-            partition_key: p.partition_key,
-            service_id: p.service_id,
-            private_data: pad(&p.private_data),
-        };
-        let c = self.conns.get_mut(&id.0).ok_or(CmError::NoSuchId)?;
-        c.port = p.port;
-        c.tid = tid;
-        c.peer = Some(p.peer);
-        c.service_id = p.service_id;
-        c.timeout = p.timeout;
-        c.max_cm_retries = p.max_cm_retries;
-        let params = Self::retry_params(c);
-        let mad = CmMessage::SidrReq(req).to_mad(tid, 0);
-        let m = self.send_msg(now, p.port, Some(id.0), p.peer, mad, params);
-        if let Some(c) = self.conns.get_mut(&id.0) {
-            c.msg = m;
-        }
-        self.set_state(id.0, CmState::SidrReqSent);
-        Ok(())
-    }
-
-    /// `ib_send_cm_sidr_rep` (SIDR_REQ_RCVD → IDLE).
-    pub fn sidr_rep(&mut self, now: Instant, id: &CmId, p: &SidrRepParams) -> Result<(), CmError> {
-        let st = self.state_of(id)?;
-        if st != CmState::SidrReqRcvd {
-            return Err(CmError::InvalidState(st));
-        }
-        if p.info.len() > softrdma_wire::cm::SIDR_REP_INFO_LEN
-            || p.private_data.len() > softrdma_wire::cm::SIDR_REP_PRIVATE_DATA_LEN
-        {
-            return Err(CmError::TooLong);
-        }
-        self.issue_sidr_rep(now, id.0, p);
-        Ok(())
-    }
-
-    fn issue_sidr_rep(&mut self, now: Instant, id: u32, p: &SidrRepParams) {
-        let Some(c) = self.conns.get(&id) else { return };
-        let rep = SidrRepRepr {
-            request_id: c.sidr_request_id,
-            status: p.status,
-            additional_info_length: p.info.len() as u8,
-            vendor_id_h: 0,
-            qpn: p.qp_num,
-            vendor_id_l: 0,
-            service_id: c.service_id,
-            qkey: p.qkey,
-            additional_info: pad(&p.info),
-            private_data: pad(&p.private_data),
-        };
-        let mad = CmMessage::SidrRep(rep).to_mad(c.tid, 0);
-        let (peer, port) = (c.peer, c.port);
-        let key = (c.sidr_request_id, peer.map(|p| p.gid.0).unwrap_or_default());
-        if let Some(peer) = peer {
-            self.send_once(now, port, peer, mad);
-        }
-        self.remote_sidr.remove(&key);
-        self.set_state(id, CmState::Idle);
-    }
-
-    /// `ib_destroy_cm_id` (`cm_destroy_id`): what goes on the wire depends on the state
-    /// (`docs/cm-timers.md`, "Destroying an id").
-    pub fn destroy(&mut self, now: Instant, id: CmId) {
-        self.destroy_id(now, id.0, false);
-    }
-
-    /// The kernel's REQ handler returning `-ENOMEM`: in REQ_RCVD the id is dropped with no
-    /// REJ (the peer's REQ retransmission will be treated as new). Elsewhere = destroy.
-    pub fn destroy_silently(&mut self, now: Instant, id: CmId) {
-        self.destroy_id(now, id.0, true);
-    }
-
-    fn destroy_id(&mut self, now: Instant, id: u32, silent: bool) {
-        let Some((st, port)) = self.conns.get(&id).map(|c| (c.state, c.port)) else {
-            return;
-        };
-        let guid = self.port_guid(port).0.to_be_bytes();
-        match st {
-            CmState::Listen => {
-                self.listeners.retain(|_, v| *v != id);
-            }
-            CmState::SidrReqSent => self.cancel_msg(id),
-            CmState::SidrReqRcvd => {
-                let p = SidrRepParams {
-                    status: SidrStatus::REJECT,
-                    ..SidrRepParams::default()
-                };
-                self.issue_sidr_rep(now, id, &p);
-            }
-            CmState::ReqSent | CmState::MraReqRcvd => {
-                self.send_rej_locked(now, id, RejectReason::TIMEOUT, &guid, &[]);
-            }
-            CmState::ReqRcvd if silent => {}
-            CmState::ReqRcvd
-            | CmState::MraReqSent
-            | CmState::RepSent
-            | CmState::MraRepRcvd
-            | CmState::RepRcvd
-            | CmState::MraRepSent => {
-                self.send_rej_locked(now, id, RejectReason::CONSUMER_DEFINED, &[], &[]);
-            }
-            CmState::Established => {
-                // ib_send_cm_dreq, then the DREQ_SENT case: cancel + timewait.
-                // The kernel's DREQ is already posted when it is cancelled, so it goes out
-                // once; here the MAD layer would withdraw an unsent copy, so send it once.
-                self.issue_dreq_with(now, id, &[], true);
-                self.enter_timewait(now, id);
-            }
-            CmState::DreqSent => {
-                self.cancel_msg(id);
-                self.enter_timewait(now, id);
-            }
-            CmState::DreqRcvd => self.issue_drep(now, id, &[]),
-            CmState::Timewait | CmState::Idle => {}
-        }
-        let keep = self
-            .conns
-            .get(&id)
-            .is_some_and(|c| c.state == CmState::Timewait);
-        if keep {
-            if let Some(c) = self.conns.get_mut(&id) {
-                c.zombie = true;
-            }
-        } else {
-            self.cancel_msg(id);
-            self.remove_tables(id);
-            self.conns.remove(&id);
-        }
-    }
-
-    fn remove_tables(&mut self, id: u32) {
-        self.remote_ids.retain(|_, v| *v != id);
-        self.remote_qpns.retain(|_, v| *v != id);
-        self.remote_sidr.retain(|_, v| *v != id);
-    }
-
-    fn reset_to_idle(&mut self, id: u32) {
-        self.cancel_msg(id);
-        self.remove_tables(id);
-        self.set_state(id, CmState::Idle);
-    }
-
-    fn enter_timewait(&mut self, now: Instant, id: u32) {
-        self.cancel_msg(id);
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        c.timewait_until = Some(now + cm_convert_to_ms(c.av_timeout));
-        self.set_state(id, CmState::Timewait);
-    }
-
-    fn timewait_exit(&mut self, id: u32) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        c.timewait_until = None;
-        let zombie = c.zombie;
-        self.remove_tables(id);
-        if zombie {
-            self.conns.remove(&id);
-            return;
-        }
-        if c_state(&self.conns, id) == Some(CmState::Timewait) {
-            self.set_state(id, CmState::Idle);
-            self.events
-                .push_back(CmEvent::TimewaitExit { id: CmIdRef(id) });
-        }
-    }
-
-    /// `cm_process_send_error`: a REQ/REP/DREQ/SIDR_REQ ran out of retries.
-    fn send_error(&mut self, now: Instant, id: u32, send: SendId) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if c.msg != Some(send) {
-            return;
-        }
-        c.msg = None;
-        let r = CmIdRef(id);
-        match c.state {
-            CmState::ReqSent | CmState::MraReqRcvd => {
-                self.reset_to_idle(id);
-                self.events.push_back(CmEvent::ReqError { id: r });
-            }
-            CmState::RepSent | CmState::MraRepRcvd => {
-                self.reset_to_idle(id);
-                self.events.push_back(CmEvent::RepError { id: r });
-            }
-            CmState::DreqSent => {
-                self.enter_timewait(now, id);
-                self.events.push_back(CmEvent::DreqError { id: r });
-            }
-            CmState::SidrReqSent => {
-                self.set_state(id, CmState::Idle);
-                self.events.push_back(CmEvent::SidrReqError { id: r });
-            }
-            _ => {}
-        }
-    }
-
-    /// `ib_cm_init_qp_attr`: the attributes and mask for moving the QP to `target`
-    /// (INIT, RTR or RTS) from what the CM negotiated.
-    pub fn init_qp_attr(
+    /// The preamble of every command: the private data (and ARI) must fit, then the id
+    /// must be in one of `allowed` (the kernel checks in this order, both `-EINVAL`).
+    fn check(
         &self,
         id: &CmId,
-        target: QpState,
-    ) -> Result<(QpAttr, QpAttrMask), CmError> {
+        allowed: &[CmState],
+        lengths: &[(usize, usize)],
+    ) -> Result<&Conn, CmError> {
+        if lengths.iter().any(|&(len, max)| len > max) {
+            return Err(CmError::TooLong);
+        }
         let c = self.conn(id)?;
-        use CmState as S;
-        use QpAttrMask as M;
-        let connected = matches!(
-            c.state,
-            S::ReqRcvd
-                | S::MraReqSent
-                | S::RepRcvd
-                | S::MraRepSent
-                | S::RepSent
-                | S::MraRepRcvd
-                | S::Established
-        );
-        let mut a = QpAttr {
-            qp_state: target,
-            ..QpAttr::default()
-        };
-        match target {
-            QpState::Init if connected || matches!(c.state, S::ReqSent | S::MraReqRcvd) => {
-                // cm_init_qp_init_attr: remote write always, read/atomic with responder
-                // resources.
-                let mut f = AccessFlags(AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_WRITE.0);
-                if c.responder_resources > 0 {
-                    f = AccessFlags(
-                        f.0 | AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_ATOMIC.0,
-                    );
-                }
-                a.qp_access_flags = f;
-                a.pkey_index = 0;
-                a.port_num = 1;
-                Ok((a, M::STATE | M::ACCESS_FLAGS | M::PKEY_INDEX | M::PORT))
-            }
-            QpState::Rtr if connected => {
-                a.ah_attr = AddressVector {
-                    dgid: c.path.remote_gid,
-                    hop_limit: c.path.hop_limit,
-                    traffic_class: c.path.traffic_class,
-                    flow_label: c.path.flow_label,
-                    sl: c.path.sl,
-                    port_num: 1,
-                    ..AddressVector::default()
-                };
-                a.path_mtu = Mtu::from_enum(c.path_mtu.0).unwrap_or(Mtu::Mtu1024);
-                a.dest_qp_num = c.remote_qpn;
-                a.rq_psn = c.rq_psn;
-                a.max_dest_rd_atomic = c.responder_resources;
-                a.min_rnr_timer = 0;
-                Ok((
-                    a,
-                    M::STATE
-                        | M::AV
-                        | M::PATH_MTU
-                        | M::DEST_QPN
-                        | M::RQ_PSN
-                        | M::MAX_DEST_RD_ATOMIC
-                        | M::MIN_RNR_TIMER,
-                ))
-            }
-            QpState::Rts if connected => {
-                a.sq_psn = c.sq_psn;
-                a.timeout = c.av_timeout;
-                a.retry_cnt = c.retry_count;
-                a.rnr_retry = c.rnr_retry_count;
-                a.max_rd_atomic = c.initiator_depth;
-                Ok((
-                    a,
-                    M::STATE
-                        | M::SQ_PSN
-                        | M::TIMEOUT
-                        | M::RETRY_CNT
-                        | M::RNR_RETRY
-                        | M::MAX_QP_RD_ATOMIC,
-                ))
-            }
-            _ => Err(CmError::InvalidState(c.state)),
+        let st = c.state.kind();
+        if !allowed.contains(&st) {
+            return Err(CmError::InvalidState(st));
         }
-    }
-
-    // ---- receiving ----------------------------------------------------------------------
-
-    fn dispatch(&mut self, now: Instant, port: CmPort, from: MadAddr, mad: &Mad) {
-        let attr = AttrId(mad.header.attr_id);
-        let msg = match CmMessage::from_mad(mad) {
-            Ok(m) => m,
-            Err(_) => {
-                self.counters.rx_malformed += 1;
-                return;
-            }
-        };
-        CmCounters::bump(&mut self.counters.rx, attr);
-        let tid = mad.header.tid;
-        match msg {
-            CmMessage::Req(r) => self.req_handler(now, (port, from), tid, mad.header.attr_mod, r),
-            CmMessage::Mra(r) => self.mra_handler(now, r),
-            CmMessage::Rej(r) => self.rej_handler(now, r),
-            CmMessage::Rep(r) => self.rep_handler(now, (port, from), tid, r),
-            CmMessage::Rtu(r) => self.rtu_handler(r),
-            CmMessage::Dreq(r) => self.dreq_handler(now, (port, from), tid, r),
-            CmMessage::Drep(r) => self.drep_handler(now, r),
-            CmMessage::SidrReq(r) => self.sidr_req_handler(now, (port, from), tid, r),
-            CmMessage::SidrRep(r) => self.sidr_rep_handler(r),
-            _ => self.counters.rx_dropped += 1,
-        }
-    }
-
-    fn dup(&mut self, a: AttrId) {
-        CmCounters::bump(&mut self.counters.rx_duplicates, a);
-    }
-
-    /// `cm_issue_rej`: a REJ with no id behind it; the comm IDs are the received message's,
-    /// swapped (so a REQ's zero "remote comm ID" becomes the REJ's local comm ID).
-    fn issue_rej(
-        &mut self,
-        now: Instant,
-        (port, to): (CmPort, MadAddr),
-        tid: u64,
-        (rcv_local, rcv_remote): (u32, u32),
-        reason: RejectReason,
-        msg: RejMessage,
-    ) {
-        let rej = RejRepr {
-            local_comm_id: rcv_remote,
-            remote_comm_id: rcv_local,
-            message_rejected: msg,
-            reject_info_length: 0,
-            reason,
-            ari: [0; REJ_ARI_LEN],
-            private_data: [0; softrdma_wire::cm::REJ_PRIVATE_DATA_LEN],
-        };
-        self.send_once(now, port, to, CmMessage::Rej(rej).to_mad(tid, 0));
-    }
-
-    /// `cm_req_handler`.
-    fn req_handler(
-        &mut self,
-        now: Instant,
-        (port, from): (CmPort, MadAddr),
-        tid: u64,
-        attr_mod: u32,
-        req: ReqRepr,
-    ) {
-        let guid = req.local_ca_guid.0;
-        // cm_match_req: a REQ we already know (by remote comm ID and CA GUID)?
-        if let Some(&old) = self.remote_ids.get(&(req.local_comm_id, guid)) {
-            self.dup(AttrId::REQ);
-            let Some(c) = self.conns.get(&old).filter(|c| !c.zombie) else {
-                return;
-            };
-            match c.state {
-                CmState::MraReqSent => self.resend_mra(now, old, MraMessage::REQ),
-                CmState::Timewait => {
-                    let mad = self.rej_mad(old, c, RejectReason::STALE_CONN, &[], &[]);
-                    let mut mad = mad;
-                    mad.header.tid = tid;
-                    self.send_once(now, port, from, mad);
-                }
-                _ => {}
-            }
-            return;
-        }
-        // A second connection from the same remote QP: stale.
-        if let Some(&old) = self.remote_qpns.get(&(req.local_qpn, guid)) {
-            self.issue_rej(
-                now,
-                (port, from),
-                tid,
-                (req.local_comm_id, 0),
-                RejectReason::STALE_CONN,
-                RejMessage::REQ,
-            );
-            if self.conns.get(&old).map(|c| c.state) == Some(CmState::Established) {
-                self.issue_dreq(now, old, &[]);
-            }
-            return;
-        }
-        let Some(&listen) = self.listeners.get(&req.service_id) else {
-            self.issue_rej(
-                now,
-                (port, from),
-                tid,
-                (req.local_comm_id, 0),
-                RejectReason::INVALID_SERVICE_ID,
-                RejMessage::REQ,
-            );
-            return;
-        };
-        let id = self.alloc_local_id();
-        let mut c = Conn::new();
-        c.port = port;
-        c.peer = Some(from);
-        c.tid = tid;
-        c.service_id = req.service_id;
-        c.remote_id = req.local_comm_id;
-        c.remote_ca_guid = guid;
-        c.remote_qpn = req.local_qpn;
-        // cm_format_paths_from_req: the packet lifetime is the local ACK timeout minus one;
-        // the REP/DREQ wait is cvt(REQ.local_cm_response_timeout).
-        let plt = req.primary_path.local_ack_timeout.saturating_sub(1);
-        c.av_timeout = plt + 1;
-        c.timeout = cm_convert_to_ms(req.local_cm_response_timeout);
-        c.max_cm_retries = req.max_cm_retries;
-        // Our view of the path: the REQ's, with local and remote swapped.
-        let mut path = req.primary_path;
-        std::mem::swap(&mut path.local_gid, &mut path.remote_gid);
-        std::mem::swap(&mut path.local_lid, &mut path.remote_lid);
-        c.path = path;
-        c.path_mtu = req.path_mtu;
-        c.pkey = req.partition_key;
-        c.sq_psn = req.starting_psn;
-        c.responder_resources = req.initiator_depth;
-        c.initiator_depth = req.responder_resources;
-        c.retry_count = req.retry_count;
-        c.rnr_retry_count = req.rnr_retry_count;
-        self.conns.insert(id, c);
-        self.remote_ids.insert((req.local_comm_id, guid), id);
-        self.remote_qpns.insert((req.local_qpn, guid), id);
-        self.set_state(id, CmState::ReqRcvd);
-        self.events.push_back(CmEvent::ReqReceived {
-            id: CmId(id),
-            listen: CmIdRef(listen),
-            req: Box::new(ReqInfo {
-                req,
-                port,
-                peer: from,
-                attr_mod,
-            }),
-        });
-    }
-
-    /// `cm_rep_handler`.
-    fn rep_handler(
-        &mut self,
-        now: Instant,
-        (port, from): (CmPort, MadAddr),
-        tid: u64,
-        rep: RepRepr,
-    ) {
-        let id = rep.remote_comm_id;
-        let Some(c) = self.conns.get(&id).filter(|c| !c.zombie) else {
-            self.counters.rx_dropped += 1;
-            return;
-        };
-        let (st, rtu, peer) = (c.state, c.last_rtu.clone(), c.peer);
-        match st {
-            CmState::ReqSent | CmState::MraReqRcvd => {}
-            // cm_dup_rep_handler
-            CmState::Established => {
-                self.dup(AttrId::REP);
-                if let (Some(m), Some(p)) = (rtu, peer) {
-                    self.send_once(now, port, p, m);
-                }
-                return;
-            }
-            CmState::MraRepSent => {
-                self.dup(AttrId::REP);
-                self.resend_mra(now, id, MraMessage::REP);
-                return;
-            }
-            _ => {
-                self.dup(AttrId::REP);
-                return;
-            }
-        }
-        let guid = rep.local_ca_guid.0;
-        if self.remote_ids.contains_key(&(rep.local_comm_id, guid)) {
-            // A REP whose remote ID we already know (cm_insert_remote_id fails): dropped.
-            self.dup(AttrId::REP);
-            return;
-        }
-        if let Some(&old) = self.remote_qpns.get(&(rep.local_qpn, guid)) {
-            // Stale connection: REJ STALE_CONN for the REP, DREQ to the old connection.
-            self.issue_rej(
-                now,
-                (port, from),
-                tid,
-                (rep.local_comm_id, id),
-                RejectReason::STALE_CONN,
-                RejMessage::REP,
-            );
-            if c_state(&self.conns, old) == Some(CmState::Established) {
-                self.issue_dreq(now, old, &[]);
-            }
-            return;
-        }
-        self.cancel_msg(id);
-        let ack_delay = rep.target_ack_delay;
-        if let Some(c) = self.conns.get_mut(&id) {
-            c.remote_id = rep.local_comm_id;
-            c.remote_ca_guid = guid;
-            c.remote_qpn = rep.local_qpn;
-            c.sq_psn = rep.starting_psn; // cm_rep_handler
-            c.initiator_depth = rep.responder_resources;
-            c.responder_resources = rep.initiator_depth;
-            c.av_timeout = cm_ack_timeout(ack_delay, c.av_timeout.saturating_sub(1));
-        }
-        self.remote_ids.insert((rep.local_comm_id, guid), id);
-        self.remote_qpns.insert((rep.local_qpn, guid), id);
-        self.set_state(id, CmState::RepRcvd);
-        self.events.push_back(CmEvent::RepReceived {
-            id: CmIdRef(id),
-            rep: Box::new(rep),
-        });
-    }
-
-    /// `cm_rtu_handler`.
-    fn rtu_handler(&mut self, rtu: RtuRepr) {
-        let id = rtu.remote_comm_id;
-        let st = self.conns.get(&id).filter(|c| !c.zombie).map(|c| c.state);
-        match st {
-            Some(CmState::RepSent | CmState::MraRepRcvd) => {
-                self.cancel_msg(id);
-                self.set_state(id, CmState::Established);
-                self.events
-                    .push_back(CmEvent::RtuReceived { id: CmIdRef(id) });
-            }
-            Some(_) => self.dup(AttrId::RTU),
-            None => self.counters.rx_dropped += 1,
-        }
-    }
-
-    /// `cm_mra_handler`.
-    fn mra_handler(&mut self, now: Instant, mra: MraRepr) {
-        let id = mra.remote_comm_id;
-        let Some(c) = self.conns.get(&id).filter(|c| !c.zombie) else {
-            self.counters.rx_dropped += 1;
-            return;
-        };
-        let (st, msg, av_timeout) = (c.state, c.msg, c.av_timeout);
-        let to = match (st, mra.message_mraed) {
-            (CmState::ReqSent, MraMessage::REQ) => CmState::MraReqRcvd,
-            (CmState::RepSent, MraMessage::REP) => CmState::MraRepRcvd,
-            (CmState::MraReqRcvd | CmState::MraRepRcvd, _) => {
-                // A repeated MRA: counted and dropped; the wait is not extended again.
-                self.dup(AttrId::MRA);
-                return;
-            }
-            _ => {
-                self.counters.rx_dropped += 1;
-                return;
-            }
-        };
-        // ib_modify_mad(msg, cvt(service_timeout) + cvt(av.timeout)).
-        let timeout = cm_convert_to_ms(mra.service_timeout) + cm_convert_to_ms(av_timeout);
-        if let Some(m) = msg {
-            let port = c.port;
-            self.out.push_back((
-                port,
-                MadOp::Modify {
-                    id: m,
-                    at: now,
-                    timeout,
-                },
-            ));
-        }
-        self.set_state(id, to);
-        self.events.push_back(CmEvent::MraReceived {
-            id: CmIdRef(id),
-            service_timeout: mra.service_timeout,
-        });
-    }
-
-    /// `cm_rej_handler`.
-    fn rej_handler(&mut self, now: Instant, rej: RejRepr) {
-        // cm_acquire_rejected_id: a REJ TIMEOUT is found by (its local comm ID, the GUID in
-        // its ARI) in the remote-ID table; a REJ of a REQ by its remote comm ID alone; any
-        // other by both comm IDs.
-        let id = if rej.reason == RejectReason::TIMEOUT {
-            let guid = u64::from_be_bytes(pad::<8>(&rej.ari));
-            self.remote_ids.get(&(rej.local_comm_id, guid)).copied()
-        } else if rej.message_rejected == RejMessage::REQ {
-            Some(rej.remote_comm_id)
-        } else {
-            Some(rej.remote_comm_id).filter(|i| {
-                self.conns
-                    .get(i)
-                    .is_some_and(|c| c.remote_id == rej.local_comm_id)
-            })
-        };
-        let Some(id) = id else {
-            self.counters.rx_dropped += 1;
-            return;
-        };
-        let Some(st) = self.conns.get(&id).filter(|c| !c.zombie).map(|c| c.state) else {
-            self.counters.rx_dropped += 1;
-            return;
-        };
-        let stale = rej.reason == RejectReason::STALE_CONN;
-        match st {
-            CmState::ReqSent
-            | CmState::MraReqRcvd
-            | CmState::RepSent
-            | CmState::MraRepRcvd
-            | CmState::ReqRcvd
-            | CmState::MraReqSent => {
-                self.cancel_msg(id);
-                if stale {
-                    self.enter_timewait(now, id);
-                } else {
-                    self.reset_to_idle(id);
-                }
-            }
-            CmState::DreqSent | CmState::RepRcvd | CmState::MraRepSent | CmState::Established => {
-                self.enter_timewait(now, id);
-            }
-            _ => {
-                self.counters.rx_dropped += 1;
-                return;
-            }
-        }
-        self.events.push_back(CmEvent::RejReceived {
-            id: CmIdRef(id),
-            rej: Box::new(rej),
-        });
-    }
-
-    /// `cm_dreq_handler`.
-    fn dreq_handler(
-        &mut self,
-        now: Instant,
-        (port, from): (CmPort, MadAddr),
-        tid: u64,
-        dreq: DreqRepr,
-    ) {
-        let id = dreq.remote_comm_id;
-        let found = self
-            .conns
-            .get(&id)
-            .filter(|c| !c.zombie && c.remote_id == dreq.local_comm_id)
-            .map(|c| (c.state, c.local_qpn));
-        let Some((st, local_qpn)) = found else {
-            // cm_issue_drep: a DREP with no id behind it (counted as a duplicate DREQ).
-            self.dup(AttrId::DREQ);
-            let drep = DrepRepr {
-                local_comm_id: dreq.remote_comm_id,
-                remote_comm_id: dreq.local_comm_id,
-                private_data: [0; softrdma_wire::cm::DREP_PRIVATE_DATA_LEN],
-            };
-            self.send_once(now, port, from, CmMessage::Drep(drep).to_mad(tid, 0));
-            return;
-        };
-        if local_qpn != dreq.remote_qpn_eecn {
-            self.counters.rx_dropped += 1;
-            return;
-        }
-        match st {
-            CmState::RepSent | CmState::MraRepRcvd | CmState::Established | CmState::DreqSent => {
-                self.cancel_msg(id);
-                if let Some(c) = self.conns.get_mut(&id) {
-                    // The DREP answers with the DREQ's TID.
-                    c.tid = tid;
-                }
-                self.set_state(id, CmState::DreqRcvd);
-                self.events.push_back(CmEvent::DreqReceived {
-                    id: CmIdRef(id),
-                    private_data: dreq.private_data.to_vec(),
-                });
-            }
-            CmState::Timewait => {
-                // The DREP again (cm_format_drep: the stored TID).
-                self.dup(AttrId::DREQ);
-                // cm_format_drep from the id, even if it never sent one (e.g. it entered
-                // TIMEWAIT through a REJ).
-                let m = self.conns.get(&id).map(|c| {
-                    c.last_drep.clone().unwrap_or_else(|| {
-                        let drep = DrepRepr {
-                            local_comm_id: id,
-                            remote_comm_id: c.remote_id,
-                            private_data: [0; softrdma_wire::cm::DREP_PRIVATE_DATA_LEN],
-                        };
-                        CmMessage::Drep(drep).to_mad(c.tid, 0)
-                    })
-                });
-                if let Some(m) = m {
-                    self.send_once(now, port, from, m);
-                }
-            }
-            CmState::DreqRcvd => self.dup(AttrId::DREQ),
-            _ => self.counters.rx_dropped += 1,
-        }
-    }
-
-    /// `cm_drep_handler`.
-    fn drep_handler(&mut self, now: Instant, drep: DrepRepr) {
-        let id = drep.remote_comm_id;
-        match self.conns.get(&id).filter(|c| !c.zombie).map(|c| c.state) {
-            Some(CmState::DreqSent | CmState::DreqRcvd) => {
-                self.enter_timewait(now, id);
-                self.events
-                    .push_back(CmEvent::DrepReceived { id: CmIdRef(id) });
-            }
-            _ => self.counters.rx_dropped += 1,
-        }
-    }
-
-    /// `cm_sidr_req_handler`.
-    fn sidr_req_handler(
-        &mut self,
-        now: Instant,
-        (port, from): (CmPort, MadAddr),
-        tid: u64,
-        req: SidrReqRepr,
-    ) {
-        let key = (req.request_id, from.gid.0);
-        if self.remote_sidr.contains_key(&key) {
-            self.dup(AttrId::SIDR_REQ);
-            return;
-        }
-        let Some(&listen) = self.listeners.get(&req.service_id) else {
-            let rep = SidrRepRepr {
-                request_id: req.request_id,
-                status: SidrStatus::UNSUPPORTED,
-                additional_info_length: 0,
-                vendor_id_h: 0,
-                qpn: 0,
-                vendor_id_l: 0,
-                service_id: req.service_id,
-                qkey: 0,
-                additional_info: [0; softrdma_wire::cm::SIDR_REP_INFO_LEN],
-                private_data: [0; softrdma_wire::cm::SIDR_REP_PRIVATE_DATA_LEN],
-            };
-            self.send_once(now, port, from, CmMessage::SidrRep(rep).to_mad(tid, 0));
-            return;
-        };
-        let id = self.alloc_local_id();
-        let mut c = Conn::new();
-        c.port = port;
-        c.peer = Some(from);
-        c.tid = tid;
-        c.service_id = req.service_id;
-        c.sidr_request_id = req.request_id;
-        c.pkey = req.partition_key;
-        self.conns.insert(id, c);
-        self.remote_sidr.insert(key, id);
-        self.set_state(id, CmState::SidrReqRcvd);
-        self.events.push_back(CmEvent::SidrReqReceived {
-            id: CmId(id),
-            listen: CmIdRef(listen),
-            req: Box::new(req),
-            peer: from,
-        });
-    }
-
-    /// `cm_sidr_rep_handler`.
-    fn sidr_rep_handler(&mut self, rep: SidrRepRepr) {
-        let id = rep.request_id;
-        match self.conns.get(&id).filter(|c| !c.zombie).map(|c| c.state) {
-            Some(CmState::SidrReqSent) => {
-                self.cancel_msg(id);
-                self.set_state(id, CmState::Idle);
-                self.events.push_back(CmEvent::SidrRepReceived {
-                    id: CmIdRef(id),
-                    rep: Box::new(rep),
-                });
-            }
-            _ => self.counters.rx_dropped += 1,
-        }
+        Ok(c)
     }
 
     /// A fresh random value from the endpoint's generator (e.g. a starting PSN).
     pub fn random_psn(&mut self) -> u32 {
         self.rng.next_psn()
     }
-}
-
-fn c_state(conns: &BTreeMap<u32, Conn>, id: u32) -> Option<CmState> {
-    conns.get(&id).map(|c| c.state)
 }

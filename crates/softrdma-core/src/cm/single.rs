@@ -69,9 +69,12 @@ impl SinglePortCm {
     /// The next MAD for the wire.
     pub fn poll_transmit(&mut self) -> Option<OutMad> {
         self.apply_ops();
-        // A send without an answer completes as it leaves; the CM takes that completion
-        // (which changes nothing for it) with the next event.
-        self.mad.poll_transmit()
+        let o = self.mad.poll_transmit()?;
+        // A send without an answer completes as it leaves: the CM takes that completion
+        // (its transmit counters count then) at once, at the latest time it saw.
+        let now = self.cm.now;
+        self.process(now);
+        Some(o)
     }
 
     /// A MAD from the wire.

@@ -5,16 +5,16 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use softrdma_wire::cm::{
-    CmMessage, DreqRepr, MraMessage, MraRepr, Path, PathMtu, RejMessage, RejRepr, RejectReason,
-    RepRepr, ReqRepr, RtuRepr, SidrReqRepr, SidrStatus, TransportType,
+    CmMessage, DrepRepr, DreqRepr, MraMessage, MraRepr, Path, PathMtu, RejMessage, RejRepr,
+    RejectReason, RepRepr, ReqRepr, RtuRepr, SidrReqRepr, SidrStatus, TransportType,
 };
 use softrdma_wire::mad::{Mad, MadHeader, Method, MgmtClass};
 use softrdma_wire::{Gid, Guid};
 
 use super::*;
-use crate::mad::{MadAddr, MadAgent, SendParams};
+use crate::mad::{MadAddr, MadAgent, SendParams, SendStatus};
 use crate::time::{Duration, Instant};
-use crate::verbs::QpState;
+use crate::verbs::{AccessFlags, QpAttrMask, QpState};
 
 const GUID_A: u64 = 0x5054_00ff_fe77_000b;
 const GUID_B: u64 = 0x5054_00ff_fe77_000a;
@@ -172,7 +172,10 @@ fn connect() -> (SinglePortCm, SinglePortCm, CmId, CmId) {
     assert!(matches!(&log[..], [CmMessage::Rtu(_)]));
     assert_eq!(
         events(&mut b),
-        vec![CmEvent::RtuReceived { id: ib.as_ref() }]
+        vec![CmEvent::RtuReceived {
+            id: ib.as_ref(),
+            private_data: vec![0; 224]
+        }]
     );
     assert_eq!(a.state(ia.as_ref()), Some(CmState::Established));
     assert_eq!(b.state(ib.as_ref()), Some(CmState::Established));
@@ -232,7 +235,10 @@ fn active_passive_connect_and_disconnect() {
     assert!(matches!(&log[..], [CmMessage::Drep(_)]));
     assert_eq!(
         events(&mut a),
-        vec![CmEvent::DrepReceived { id: ia.as_ref() }]
+        vec![CmEvent::DrepReceived {
+            id: ia.as_ref(),
+            private_data: vec![0; 224]
+        }]
     );
     assert_eq!(a.state(ia.as_ref()), Some(CmState::Timewait));
     assert_eq!(b.state(ib.as_ref()), Some(CmState::Timewait));
@@ -441,13 +447,17 @@ fn req_retries_exhausted_gives_req_error_and_no_rej() {
         vec![
             retry(1, 12288),
             retry(2, 18432),
-            CmEvent::ReqError { id: ia.as_ref() }
+            CmEvent::ReqError {
+                id: ia.as_ref(),
+                status: SendStatus::TimedOut
+            }
         ]
     );
-    assert_eq!(a.counters().tx_retries, 2);
     assert_eq!(a.state(ia.as_ref()), Some(CmState::Idle));
     assert!(sent(&mut a).is_empty(), "no REJ");
-    assert_eq!(a.counters().tx_retries, 2);
+    // cm_send_handler at the completion: 1 + 2 transmissions, 2 retries.
+    let c = a.counters();
+    assert_eq!((c.tx(AttrId::REQ), c.retries(AttrId::REQ)), (3, 2));
 }
 
 /// A listener on `e` that received the peer's REQ; returns the new id.
@@ -514,7 +524,8 @@ fn mra_received_extends_req_wait() {
         events(&mut a),
         vec![CmEvent::MraReceived {
             id: ia.as_ref(),
-            service_timeout: 24
+            service_timeout: 24,
+            private_data: vec![0; 222]
         }]
     );
     assert_eq!(a.state(ia.as_ref()), Some(CmState::MraReqRcvd));
@@ -522,9 +533,10 @@ fn mra_received_extends_req_wait() {
     assert_eq!(a.poll_timeout(), Some(at(1000 + 65536 + 2048)));
 }
 
-/// The peer connects to `e` and disconnects; `e`'s id ends in TIMEWAIT.
-fn passive_to_timewait(e: &mut SinglePortCm) -> CmId {
-    let (_l, id) = passive_req(e);
+/// The peer connects to `e` and disconnects; `e`'s id ends in TIMEWAIT. Returns the
+/// listener (dropping it would destroy it) and the id.
+fn passive_to_timewait(e: &mut SinglePortCm) -> (CmId, CmId) {
+    let (l, id) = passive_req(e);
     e.send_rep(at(1), &id, &rep_params()).expect("rep");
     let _ = sent(e);
     let rtu = RtuRepr {
@@ -533,14 +545,20 @@ fn passive_to_timewait(e: &mut SinglePortCm) -> CmId {
         private_data: [0; 224],
     };
     from_peer(at(2), e, CmMessage::Rtu(rtu), peer_tid());
-    assert_eq!(events(e), vec![CmEvent::RtuReceived { id: id.as_ref() }]);
+    assert_eq!(
+        events(e),
+        vec![CmEvent::RtuReceived {
+            id: id.as_ref(),
+            private_data: vec![0; 224]
+        }]
+    );
     from_peer(at(3), e, CmMessage::Dreq(peer_dreq(&id)), 0x2_1111_1111);
     assert!(matches!(&events(e)[..], [CmEvent::DreqReceived { .. }]));
     e.send_drep(at(4), &id, &[]).expect("drep");
     let out = sent(e);
     assert!(matches!(&out[..], [(m, CmMessage::Drep(_))] if m.header.tid == 0x2_1111_1111));
     assert_eq!(e.state(id.as_ref()), Some(CmState::Timewait));
-    id
+    (l, id)
 }
 
 fn peer_dreq(id: &CmId) -> DreqRepr {
@@ -552,10 +570,15 @@ fn peer_dreq(id: &CmId) -> DreqRepr {
     }
 }
 
+/// Rule 1 (`cm_enter_timewait` → `cm_cleanup_timewait`): entering TIMEWAIT gives up the
+/// remote-ID and remote-QPN entries, so during the timewait a REQ from the same remote QP
+/// is a new connection (before: REJ 10), and REJ 10 goes out only for a collision with a
+/// live connection.
 #[test]
-fn duplicates_in_timewait_rej_stale_and_drep_resent() {
+fn timewait_gives_up_remote_entries_so_a_req_is_a_new_connection() {
     let mut e = ep(GUID_B, 5);
-    let id = passive_to_timewait(&mut e);
+    let (_l, id) = passive_to_timewait(&mut e);
+    // A duplicate DREQ in TIMEWAIT: the DREP again, formatted from the id.
     from_peer(
         at(5),
         &mut e,
@@ -564,7 +587,20 @@ fn duplicates_in_timewait_rej_stale_and_drep_resent() {
     );
     let out = sent(&mut e);
     assert!(matches!(&out[..], [(_, CmMessage::Drep(d))] if d.local_comm_id == id.local_comm_id()));
-    from_peer(at(6), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
+    assert_eq!(e.counters().dup(AttrId::DREQ), 1);
+    // Another comm ID from the same remote QP: a new connection, not REJ 10.
+    let mut other = peer_req(SVC);
+    other.local_comm_id = 0x0e67_4df0;
+    from_peer(at(6), &mut e, CmMessage::Req(other), 0x2_f04d_670e);
+    assert!(sent(&mut e).is_empty(), "no REJ 10 for a QPN in timewait");
+    let Some(CmEvent::ReqReceived { id: new, .. }) = e.poll_event() else {
+        panic!("a new connection")
+    };
+    assert_eq!(e.state(new.as_ref()), Some(CmState::ReqRcvd));
+    assert_eq!(e.state(id.as_ref()), Some(CmState::Timewait));
+    // The old connection's own REQ again: not a duplicate of the id in TIMEWAIT; its QPN
+    // now belongs to the live connection, so this one is the stale one: REJ 10.
+    from_peer(at(7), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
     let out = sent(&mut e);
     let [(mad, CmMessage::Rej(rej))] = &out[..] else {
         panic!("{out:?}")
@@ -573,21 +609,15 @@ fn duplicates_in_timewait_rej_stale_and_drep_resent() {
         (rej.reason, rej.remote_comm_id, mad.header.tid),
         (RejectReason::STALE_CONN, PEER_ID, peer_tid())
     );
-    assert_eq!(e.counters().dup(AttrId::REQ), 1);
-    assert_eq!(e.counters().dup(AttrId::DREQ), 1);
-    // After the timewait the same REQ is a new connection again.
+    assert_eq!(e.counters().dup(AttrId::REQ), 0);
+    assert!(events(&mut e).is_empty());
+    // The timewait ends as usual.
     e.handle_timeout(at(10_000));
     assert_eq!(
         events(&mut e),
         vec![CmEvent::TimewaitExit { id: id.as_ref() }]
     );
-    from_peer(
-        at(10_001),
-        &mut e,
-        CmMessage::Req(peer_req(SVC)),
-        peer_tid(),
-    );
-    assert!(matches!(&events(&mut e)[..], [CmEvent::ReqReceived { .. }]));
+    e.destroy(at(10_001), new);
 }
 
 #[test]
@@ -739,8 +769,8 @@ fn destroy_in_each_state_sends_what_the_kernel_sends() {
     e.destroy_silently(at(3), id);
     assert!(sent(&mut e).is_empty());
 
-    // REP_SENT: REJ 28, msg "other" (cm_format_rej's default), our comm ID; the id goes
-    // through TIMEWAIT, whose remote-ID entry outlives the destroy.
+    // REP_SENT: REJ 28, msg "other" (cm_format_rej's default), our comm ID; the REJ puts
+    // the id in TIMEWAIT, and the destroy ends it at once (cm_free_id).
     from_peer(at(4), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
     let Some(CmEvent::ReqReceived { id, .. }) = e.poll_event() else {
         panic!("REQ")
@@ -753,11 +783,16 @@ fn destroy_in_each_state_sends_what_the_kernel_sends() {
         if r.reason == RejectReason::CONSUMER_DEFINED && r.local_comm_id == lcid && r.message_rejected == RejMessage::OTHER));
     assert!(e.mad().poll_timeout().is_none(), "REP cancelled");
 
-    // LISTEN: the listener goes away; REQs now get REJ 8.
+    assert_eq!(e.state(CmIdRef(lcid)), None, "gone, its timewait too");
+    // LISTEN: the listener goes away; REQs now get REJ 8. (The same REQ again is a new
+    // connection: the destroyed id's entries went with it.)
     from_peer(at(7), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
+    let Some(CmEvent::ReqReceived { id, .. }) = e.poll_event() else {
+        panic!("REQ")
+    };
+    e.destroy(at(7), id);
     assert!(
-        sent(&mut e).is_empty() && events(&mut e).is_empty(),
-        "orphaned timewait: dropped"
+        matches!(&sent(&mut e)[..], [(_, CmMessage::Rej(r))] if r.reason == RejectReason::CONSUMER_DEFINED)
     );
     e.destroy(at(7), l);
     let mut other = peer_req(SVC);
@@ -1133,4 +1168,631 @@ fn golden_no_listener_answers_equal_the_kernels_bytes() {
         checked += 1;
     }
     assert_eq!(checked, 2);
+}
+
+// ---- ownership, and the kernel's rules where we differed (the tracker issue) ----------
+
+/// A REP from the scripted peer (comm ID PEER_ID, QPN 0x33) for `to`.
+fn peer_rep(to: &CmId, rnr_retry_count: u8) -> RepRepr {
+    RepRepr {
+        local_comm_id: PEER_ID,
+        remote_comm_id: to.local_comm_id(),
+        local_qkey: 0,
+        local_qpn: 0x33,
+        vendor_id: 0,
+        local_eecn: 0,
+        starting_psn: 0x777,
+        responder_resources: 2,
+        initiator_depth: 2,
+        target_ack_delay: 15,
+        failover_accepted: softrdma_wire::cm::FailoverAccepted::ACCEPTED,
+        end_to_end_flow_control: true,
+        rnr_retry_count,
+        srq: false,
+        local_ca_guid: Guid(GUID_B),
+        private_data: [0; 196],
+    }
+}
+
+fn peer_rtu(to: &CmId, pd: &[u8]) -> RtuRepr {
+    RtuRepr {
+        local_comm_id: PEER_ID,
+        remote_comm_id: to.local_comm_id(),
+        private_data: softrdma_wire::cm::pad(pd),
+    }
+}
+
+/// A passive id ESTABLISHED with the scripted peer (REQ, REP, RTU). Returns the listener
+/// and the id.
+fn passive_established(e: &mut SinglePortCm) -> (CmId, CmId) {
+    let (l, id) = passive_req(e);
+    e.send_rep(at(1), &id, &rep_params()).expect("rep");
+    let _ = sent(e);
+    from_peer(at(2), e, CmMessage::Rtu(peer_rtu(&id, &[])), peer_tid());
+    assert!(matches!(&events(e)[..], [CmEvent::RtuReceived { .. }]));
+    (l, id)
+}
+
+#[test]
+fn states_print_their_ibta_names() {
+    assert_eq!(CmState::MraRepRcvd.to_string(), "MRA_REP_RCVD");
+    assert_eq!(CmState::Timewait.kernel_name(), "IB_CM_TIMEWAIT");
+    assert_eq!(format!("{:<13}|", CmState::Idle), "IDLE         |");
+}
+
+/// Dropping the event that owns a new id destroys the id, like the kernel's non-zero
+/// return from the handler: REJ 28 (REQ_RCVD) or SIDR_REP status 2 (SIDR_REQ_RCVD) at the
+/// CM's next call, and no state left. (Before: the id stayed, nothing was answered.)
+#[test]
+fn dropping_an_event_that_owns_an_id_destroys_the_id() {
+    let mut e = ep(GUID_B, 20);
+    let l = e.create_id();
+    e.listen(&l, SVC).expect("listen");
+    from_peer(at(0), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
+    let ev = e.poll_event().expect("REQ");
+    let id = ev.id();
+    assert_eq!(e.state(id), Some(CmState::ReqRcvd));
+    assert_eq!(CmEndpoint::poll_timeout(&e), None);
+    drop(ev);
+    assert_eq!(
+        CmEndpoint::poll_timeout(&e),
+        Some(at(0)),
+        "the CM asks to run at once"
+    );
+    let out = sent(&mut e);
+    assert!(
+        matches!(&out[..], [(m, CmMessage::Rej(r))] if r.reason == RejectReason::CONSUMER_DEFINED
+        && r.local_comm_id == 0 && r.remote_comm_id == PEER_ID && m.header.tid == peer_tid()),
+        "{out:?}"
+    );
+    assert_eq!(e.state(id), None);
+    assert_eq!(e.id_count(), 1, "only the listener");
+    // The same for a SIDR_REQ: status 2 (REJECT).
+    let req = SidrReqRepr {
+        request_id: PEER_ID,
+        partition_key: 0xffff,
+        service_id: SVC,
+        private_data: [0; 216],
+    };
+    from_peer(at(1), &mut e, CmMessage::SidrReq(req), peer_tid());
+    let ev = e.poll_event().expect("SIDR_REQ");
+    assert!(matches!(ev, CmEvent::SidrReqReceived { .. }));
+    drop(ev);
+    e.handle_timeout(at(1));
+    let out = sent(&mut e);
+    assert!(
+        matches!(&out[..], [(_, CmMessage::SidrRep(r))] if r.status == SidrStatus::REJECT
+        && r.request_id == PEER_ID),
+        "{out:?}"
+    );
+    assert_eq!(e.id_count(), 1);
+    // A dropped listener stops listening.
+    drop(l);
+    e.handle_timeout(at(2));
+    assert_eq!(e.id_count(), 0);
+}
+
+/// A command that consumes the id and fails hands it back with the error: a `reject` with
+/// private data too long leaves the id in MRA_REQ_SENT and the user's (before: the id was
+/// lost, and the connection kept answering the peer's REQs with MRAs).
+#[test]
+fn a_refused_reject_hands_the_id_back() {
+    let mut e = ep(GUID_B, 21);
+    let (_l, id) = passive_req(&mut e);
+    e.send_mra(at(1), &id, CMA_CM_MRA_SETTING, true, &[])
+        .expect("mra");
+    let lcid = id.local_comm_id();
+    let err = e
+        .reject(at(2), id, RejectReason::CONSUMER_DEFINED, &[], &[7; 149])
+        .expect_err("149 bytes do not fit");
+    assert_eq!(err.error, CmError::TooLong);
+    let id = err.id;
+    assert_eq!(id.local_comm_id(), lcid);
+    assert_eq!(e.state(id.as_ref()), Some(CmState::MraReqSent));
+    let err = e
+        .reject(at(2), id, RejectReason::CONSUMER_DEFINED, &[0; 73], &[])
+        .expect_err("ARI too long");
+    let id = err.id;
+    assert!(sent(&mut e).is_empty());
+    // Still the user's, and the REJ it sends is MRA_REQ_SENT's.
+    e.reject(at(3), id, RejectReason::CONSUMER_DEFINED, &[], b"no")
+        .expect("rej");
+    let out = sent(&mut e);
+    assert!(
+        matches!(&out[..], [(_, CmMessage::Rej(r))] if r.local_comm_id == lcid
+        && r.message_rejected == RejMessage::REQ && r.private_data.starts_with(b"no")),
+        "{out:?}"
+    );
+    assert_eq!(e.state(CmIdRef(lcid)), None);
+}
+
+/// No event is delivered for an id after its destroy: a queued RTU_RECEIVED (before: still
+/// delivered), and a listener's queued REQ (whose new id is destroyed in turn: REJ 28).
+#[test]
+fn no_event_for_an_id_after_its_destroy() {
+    let mut e = ep(GUID_B, 22);
+    let (l, id) = passive_req(&mut e);
+    e.send_rep(at(1), &id, &rep_params()).expect("rep");
+    let _ = sent(&mut e);
+    from_peer(
+        at(2),
+        &mut e,
+        CmMessage::Rtu(peer_rtu(&id, &[])),
+        peer_tid(),
+    );
+    e.destroy(at(3), id);
+    assert_eq!(e.poll_event(), None, "the RTU's event went with the id");
+    assert!(matches!(&sent(&mut e)[..], [(_, CmMessage::Dreq(_))]));
+    let mut other = peer_req(SVC);
+    other.local_comm_id = 0x0f67_4df0;
+    other.local_qpn = 0x44;
+    from_peer(at(4), &mut e, CmMessage::Req(other), 0x2_f04d_670f);
+    e.destroy(at(5), l);
+    assert_eq!(e.poll_event(), None, "the listener's REQ went with it");
+    let out = sent(&mut e);
+    assert!(
+        matches!(&out[..], [(_, CmMessage::Rej(r))] if r.reason == RejectReason::CONSUMER_DEFINED
+        && r.remote_comm_id == 0x0f67_4df0),
+        "{out:?}"
+    );
+    assert_eq!(e.id_count(), 0);
+}
+
+/// Rule 2 (`cm_rep_handler`, `cm_req_handler`, `cm_init_qp_rts_attr`): the active side's
+/// RNR retry count is the REP's, the passive side's the REQ's (before: swapped).
+#[test]
+fn rnr_retry_in_rts_is_the_reps_on_the_active_side_and_the_reqs_on_the_passive() {
+    let (mut a, mut b) = (ep(GUID_A, 1), ep(GUID_B, 2));
+    let l = b.create_id();
+    b.listen(&l, SVC).expect("listen");
+    let ia = a.create_id();
+    let mut p = req_params(15);
+    p.rnr_retry_count = 3;
+    a.send_req(at(0), &ia, &p).expect("req");
+    pump(at(1), &mut a, &mut b);
+    let Some(CmEvent::ReqReceived { id: ib, .. }) = b.poll_event() else {
+        panic!("REQ")
+    };
+    let rep = RepParams {
+        rnr_retry_count: 5,
+        ..rep_params()
+    };
+    b.send_rep(at(2), &ib, &rep).expect("rep");
+    pump(at(3), &mut a, &mut b);
+    assert!(matches!(&events(&mut a)[..], [CmEvent::RepReceived { .. }]));
+    let (rts_a, mask) = a.init_qp_attr(&ia, QpState::Rts).expect("rts a");
+    let (rts_b, _) = b.init_qp_attr(&ib, QpState::Rts).expect("rts b");
+    assert_eq!((rts_a.rnr_retry, rts_b.rnr_retry), (5, 3));
+    assert!(mask.contains(QpAttrMask::RNR_RETRY | QpAttrMask::TIMEOUT));
+}
+
+/// Rule 3 (`cm_init_qp_init_attr`): INIT gets remote write, and remote read + atomic with
+/// responder resources — no local write (before: LOCAL_WRITE too).
+#[test]
+fn init_access_flags_are_cm_init_qp_init_attr() {
+    let mut a = ep(GUID_A, 23);
+    let ia = a.create_id();
+    let p = ReqParams {
+        responder_resources: 0,
+        ..req_params(15)
+    };
+    a.send_req(at(0), &ia, &p).expect("req");
+    let (init, mask) = a.init_qp_attr(&ia, QpState::Init).expect("init");
+    assert_eq!(init.qp_access_flags, AccessFlags::REMOTE_WRITE);
+    assert_eq!(
+        mask,
+        QpAttrMask::STATE | QpAttrMask::ACCESS_FLAGS | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT
+    );
+    let (_, b, _, ib) = connect();
+    let (init, _) = b.init_qp_attr(&ib, QpState::Init).expect("init");
+    assert_eq!(
+        init.qp_access_flags,
+        AccessFlags(
+            AccessFlags::REMOTE_WRITE.0 | AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_ATOMIC.0
+        )
+    );
+    // RTR needs the REP on the active side.
+    assert_eq!(
+        a.init_qp_attr(&ia, QpState::Rtr).map(|_| ()),
+        Err(CmError::InvalidState(CmState::ReqSent))
+    );
+}
+
+/// Runs `e`'s timers until `done` says stop; returns the events seen (Retry notices left
+/// out).
+fn run_timers(e: &mut SinglePortCm, done: impl Fn(&CmEvent) -> bool) -> Vec<CmEvent> {
+    let mut seen = Vec::new();
+    for _ in 0..64 {
+        let Some(t) = e.poll_timeout() else { break };
+        e.handle_timeout(t);
+        let _ = sent(e);
+        let evs: Vec<CmEvent> = events(e)
+            .into_iter()
+            .filter(|x| !matches!(x, CmEvent::Retry { .. }))
+            .collect();
+        let stop = evs.iter().any(&done);
+        seen.extend(evs);
+        if stop {
+            break;
+        }
+    }
+    seen
+}
+
+/// Rule 5 (`cm_process_send_error`: `cm_event.param.send_status = wc_status`): REP_ERROR,
+/// DREQ_ERROR and SIDR_REQ_ERROR carry the send status.
+#[test]
+fn error_events_carry_the_send_status() {
+    let timed_out = SendStatus::TimedOut;
+    // REP_SENT: the REP runs out of the REQ's retries.
+    let mut e = ep(GUID_B, 24);
+    let l = e.create_id();
+    e.listen(&l, SVC).expect("listen");
+    let mut req = peer_req(SVC);
+    req.max_cm_retries = 1;
+    from_peer(at(0), &mut e, CmMessage::Req(req), peer_tid());
+    let Some(CmEvent::ReqReceived { id, .. }) = e.poll_event() else {
+        panic!("REQ")
+    };
+    e.send_rep(at(1), &id, &rep_params()).expect("rep");
+    let seen = run_timers(&mut e, |x| matches!(x, CmEvent::RepError { .. }));
+    assert_eq!(
+        seen,
+        vec![CmEvent::RepError {
+            id: id.as_ref(),
+            status: timed_out
+        }]
+    );
+    assert_eq!(e.state(id.as_ref()), Some(CmState::Idle));
+    // DREQ_SENT: DREQ_ERROR, then TIMEWAIT.
+    let mut e = ep(GUID_B, 25);
+    let (_l, id) = passive_established(&mut e);
+    e.send_dreq(at(3), &id, &[]).expect("dreq");
+    let seen = run_timers(&mut e, |x| matches!(x, CmEvent::DreqError { .. }));
+    assert_eq!(
+        seen,
+        vec![CmEvent::DreqError {
+            id: id.as_ref(),
+            status: timed_out
+        }]
+    );
+    assert_eq!(e.state(id.as_ref()), Some(CmState::Timewait));
+    // SIDR_REQ_SENT.
+    let mut a = ep(GUID_A, 26);
+    let ia = a.create_id();
+    let p = SidrReqParams {
+        port: CmPort::default(),
+        peer: MadAddr::gsi(gid(2)),
+        service_id: SVC,
+        partition_key: 0xffff,
+        private_data: vec![],
+        timeout: Duration::from_millis(100),
+        max_cm_retries: 0,
+    };
+    a.sidr_req(at(0), &ia, &p).expect("sidr");
+    let seen = run_timers(&mut a, |x| matches!(x, CmEvent::SidrReqError { .. }));
+    assert_eq!(
+        seen,
+        vec![CmEvent::SidrReqError {
+            id: ia.as_ref(),
+            status: timed_out
+        }]
+    );
+}
+
+/// Rule 5 (`cm_rtu_handler`, `cm_drep_handler`, `cm_mra_handler` set
+/// `work->cm_event.private_data`): the RTU's, DREP's and MRA's private data reach the user.
+#[test]
+fn rtu_drep_and_mra_private_data_reach_the_user() {
+    // MRA to our REQ.
+    let mut a = ep(GUID_A, 27);
+    let ia = a.create_id();
+    a.send_req(at(0), &ia, &req_params(15)).expect("req");
+    let _ = sent(&mut a);
+    let tid = a.tid(ia.as_ref()).expect("tid");
+    let mra = MraRepr {
+        local_comm_id: PEER_ID,
+        remote_comm_id: ia.local_comm_id(),
+        message_mraed: MraMessage::REQ,
+        service_timeout: 20,
+        private_data: softrdma_wire::cm::pad(b"busy"),
+    };
+    from_peer(at(1), &mut a, CmMessage::Mra(mra), tid);
+    let ev = events(&mut a);
+    assert!(
+        matches!(&ev[..], [CmEvent::MraReceived { private_data, service_timeout: 20, .. }]
+        if private_data.starts_with(b"busy") && private_data.len() == 222),
+        "{ev:?}"
+    );
+    // RTU to our REP.
+    let mut e = ep(GUID_B, 28);
+    let (_l, id) = passive_req(&mut e);
+    e.send_rep(at(1), &id, &rep_params()).expect("rep");
+    let _ = sent(&mut e);
+    from_peer(
+        at(2),
+        &mut e,
+        CmMessage::Rtu(peer_rtu(&id, b"ready")),
+        peer_tid(),
+    );
+    let ev = events(&mut e);
+    assert!(
+        matches!(&ev[..], [CmEvent::RtuReceived { private_data, .. }]
+        if private_data.starts_with(b"ready") && private_data.len() == 224),
+        "{ev:?}"
+    );
+    // DREP to our DREQ.
+    e.send_dreq(at(3), &id, &[]).expect("dreq");
+    let _ = sent(&mut e);
+    let drep = DrepRepr {
+        local_comm_id: PEER_ID,
+        remote_comm_id: id.local_comm_id(),
+        private_data: softrdma_wire::cm::pad(b"bye"),
+    };
+    from_peer(at(4), &mut e, CmMessage::Drep(drep), 0x2_1234_5678);
+    let ev = events(&mut e);
+    assert!(
+        matches!(&ev[..], [CmEvent::DrepReceived { private_data, .. }]
+        if private_data.starts_with(b"bye")),
+        "{ev:?}"
+    );
+}
+
+/// Rule 5 (`cm_establish`): COMM_EST on an ESTABLISHED id is `-EISCONN` (before: Ok).
+#[test]
+fn comm_est_on_an_established_id_is_an_error() {
+    let mut e = ep(GUID_B, 29);
+    let (_l, id) = passive_established(&mut e);
+    assert_eq!(e.notify_comm_est(&id), Err(CmError::IsConnected));
+    let (_l2, id2) = {
+        let mut f = ep(GUID_B, 30);
+        let r = passive_req(&mut f);
+        assert_eq!(
+            f.notify_comm_est(&r.1),
+            Err(CmError::InvalidState(CmState::ReqRcvd))
+        );
+        r
+    };
+    let _ = id2;
+}
+
+/// Rule 6 (`cm_issue_rej`): the REJ 10 for a REQ from a remote QPN we are connected to is
+/// made from the received REQ read as a REJ: the REQ's word 1 (reserved byte + ECE vendor
+/// ID) becomes the local comm ID, its comm ID the remote one, its TID the TID; no ARI, no
+/// private data, attribute modifier 0. (Before: local comm ID 0.) REJ 8 is made the same
+/// way.
+#[test]
+fn stale_rej_for_a_remote_qpn_collision_carries_the_kernels_fields() {
+    let mut e = ep(GUID_B, 31);
+    let (_l, id) = passive_established(&mut e);
+    let mut req = peer_req(SVC);
+    req.local_comm_id = 0x0e67_4df0;
+    req.vendor_id = 0x0002c9;
+    let tid = 0x2_f04d_670e;
+    from_peer(at(5), &mut e, CmMessage::Req(req.clone()), tid);
+    let out = sent(&mut e);
+    let want = CmMessage::Rej(RejRepr {
+        local_comm_id: 0x0000_02c9,
+        remote_comm_id: 0x0e67_4df0,
+        message_rejected: RejMessage::REQ,
+        reject_info_length: 0,
+        reason: RejectReason::STALE_CONN,
+        ari: [0; 72],
+        private_data: [0; 148],
+    })
+    .to_mad(tid, 0);
+    let [(rej, _), (_, CmMessage::Dreq(d))] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(rej.to_bytes(), want.to_bytes());
+    assert_eq!(
+        d.remote_comm_id, PEER_ID,
+        "and a DREQ to the old connection"
+    );
+    assert_eq!(e.state(id.as_ref()), Some(CmState::DreqSent));
+    // REJ 8 (no listener): the same construction.
+    req.service_id = SVC + 1;
+    req.local_qpn = 0x55;
+    from_peer(at(6), &mut e, CmMessage::Req(req), tid);
+    let out = sent(&mut e);
+    assert!(
+        matches!(&out[..], [(_, CmMessage::Rej(r))] if r.reason == RejectReason::INVALID_SERVICE_ID
+        && r.local_comm_id == 0x0000_02c9),
+        "{out:?}"
+    );
+}
+
+/// Rule 7 (`cm_send_handler`, `cm_recv_handler`, the handlers' duplicate counts): sends are
+/// counted at their completion, `1 + retries` of them; an answer with no id behind it other
+/// than a REJ counts as 2 transmissions and 1 retry; received messages are counted before
+/// they are looked at. (Before: counted when posted, retries apart.)
+#[test]
+fn counters_follow_cm_send_handler() {
+    let mut a = ep(GUID_A, 32);
+    let ia = a.create_id();
+    a.send_req(at(0), &ia, &req_params(15)).expect("req");
+    let _ = sent(&mut a);
+    assert_eq!(a.counters().tx(AttrId::REQ), 0, "counted at completion");
+    let t = a.poll_timeout().expect("REQ timer");
+    a.handle_timeout(t);
+    assert!(matches!(&sent(&mut a)[..], [(_, CmMessage::Req(_))]));
+    let tid = a.tid(ia.as_ref()).expect("tid");
+    from_peer(t, &mut a, CmMessage::Rep(peer_rep(&ia, 7)), tid);
+    let _ = sent(&mut a);
+    let c = a.counters();
+    assert_eq!(
+        (c.tx(AttrId::REQ), c.retries(AttrId::REQ), c.rx(AttrId::REP)),
+        (2, 1, 1)
+    );
+    a.send_rtu(t, &ia, &[]).expect("rtu");
+    let _ = sent(&mut a);
+    assert_eq!(
+        (
+            a.counters().tx(AttrId::RTU),
+            a.counters().retries(AttrId::RTU)
+        ),
+        (1, 0)
+    );
+    // A duplicate REP: the RTU again, an answer with no id behind it.
+    from_peer(t, &mut a, CmMessage::Rep(peer_rep(&ia, 7)), tid);
+    assert!(matches!(&sent(&mut a)[..], [(_, CmMessage::Rtu(_))]));
+    let c = a.counters();
+    assert_eq!(
+        (
+            c.tx(AttrId::RTU),
+            c.retries(AttrId::RTU),
+            c.rx(AttrId::REP),
+            c.dup(AttrId::REP)
+        ),
+        (3, 1, 2, 1)
+    );
+    assert_eq!(c.get("cm_tx_msgs/req"), Some(2));
+    assert_eq!(c.get("cm_tx_retries/rtu"), Some(1));
+    assert_eq!(c.get("cm_rx_duplicates/rep"), Some(1));
+    // Passive: REJ 8 is an answer but a REJ (1, 0); a DREQ for nobody gets a DREP (2, 1);
+    // a LAP is counted and dropped.
+    let mut e = ep(GUID_B, 33);
+    from_peer(at(0), &mut e, CmMessage::Req(peer_req(SVC)), peer_tid());
+    let _ = sent(&mut e);
+    from_peer(at(0), &mut e, CmMessage::Dreq(peer_dreq(&ia)), peer_tid());
+    let _ = sent(&mut e);
+    let lap = Mad {
+        header: MadHeader::cm_send(AttrId::LAP.0, 1),
+        data: [0; 232],
+    };
+    e.handle_receive(at(0), MadAddr::gsi(gid(9)), &lap.to_bytes());
+    let c = e.counters();
+    assert_eq!(
+        (
+            c.tx(AttrId::REJ),
+            c.retries(AttrId::REJ),
+            c.tx(AttrId::DREP),
+            c.retries(AttrId::DREP),
+            c.dup(AttrId::DREQ),
+            c.rx(AttrId::LAP),
+            c.rx_dropped
+        ),
+        (1, 0, 2, 1, 1, 1, 1)
+    );
+    assert!(c.to_string().contains("cm_tx_msgs/drep 2\n"));
+}
+
+/// `cm_format_dreq` forms the DREQ's TID from our comm ID without making it the id's: on
+/// the passive side (whose TID is the peer's REQ's) a DREP resent in TIMEWAIT after our
+/// DREQ carries the connection's TID, not the DREQ's.
+#[test]
+fn our_dreq_does_not_become_the_ids_tid() {
+    let (mut a, mut b, ia, ib) = connect();
+    let tid = b.tid(ib.as_ref()).expect("tid");
+    b.send_dreq(at(10), &ib, &[]).expect("dreq");
+    let log = pump(at(11), &mut a, &mut b);
+    assert!(matches!(&log[..], [CmMessage::Dreq(_)]));
+    let _ = events(&mut a);
+    a.send_drep(at(12), &ia, &[]).expect("drep");
+    pump(at(13), &mut a, &mut b);
+    assert_eq!(b.state(ib.as_ref()), Some(CmState::Timewait));
+    assert_eq!(b.tid(ib.as_ref()), Some(tid));
+    // The peer's own DREQ, late, finds us in TIMEWAIT: the DREP again, the REQ's TID.
+    let dreq = DreqRepr {
+        local_comm_id: ia.local_comm_id(),
+        remote_comm_id: ib.local_comm_id(),
+        remote_qpn_eecn: 0x12,
+        private_data: [0; 220],
+    };
+    from_peer(at(14), &mut b, CmMessage::Dreq(dreq), 0x2_0bad_0bad);
+    let out = sent(&mut b);
+    assert!(
+        matches!(&out[..], [(m, CmMessage::Drep(_))] if m.header.tid == tid),
+        "{out:?}"
+    );
+}
+
+/// `cm_dreq_handler` cancels nothing in MRA_REP_RCVD: the REP keeps being retransmitted
+/// (the kernel's behaviour) until the DREP-side cancel or a destroy.
+#[test]
+fn dreq_in_mra_rep_rcvd_leaves_the_rep_running() {
+    let mut e = ep(GUID_B, 34);
+    let (_l, id) = passive_req(&mut e);
+    e.send_rep(at(1), &id, &rep_params()).expect("rep");
+    let _ = sent(&mut e);
+    let mra = MraRepr {
+        local_comm_id: PEER_ID,
+        remote_comm_id: id.local_comm_id(),
+        message_mraed: MraMessage::REP,
+        service_timeout: 8,
+        private_data: [0; 222],
+    };
+    from_peer(at(2), &mut e, CmMessage::Mra(mra), peer_tid());
+    assert_eq!(e.state(id.as_ref()), Some(CmState::MraRepRcvd));
+    from_peer(
+        at(3),
+        &mut e,
+        CmMessage::Dreq(peer_dreq(&id)),
+        0x2_1111_1111,
+    );
+    assert!(matches!(
+        &events(&mut e)[..],
+        [CmEvent::MraReceived { .. }, CmEvent::DreqReceived { .. }]
+    ));
+    assert_eq!(e.mad().outstanding(), 1, "the REP still runs");
+    let t = e.poll_timeout().expect("REP timer");
+    e.handle_timeout(t);
+    assert!(matches!(&sent(&mut e)[..], [(_, CmMessage::Rep(_))]));
+    e.destroy(t, id);
+    assert!(matches!(&sent(&mut e)[..], [(_, CmMessage::Drep(_))]));
+    assert_eq!(e.mad().outstanding(), 0, "the destroy cancelled the REP");
+}
+
+/// `ib_send_cm_rej` does not cancel the outstanding REQ (only a destroy does): it keeps
+/// running, and its end is no REQ_ERROR (the id is no longer in REQ_SENT).
+#[test]
+fn send_rej_leaves_the_req_running() {
+    let mut a = ep(GUID_A, 35);
+    let ia = a.create_id();
+    a.send_req(at(0), &ia, &req_params(0)).expect("req");
+    let _ = sent(&mut a);
+    a.send_rej(at(1), &ia, RejectReason::CONSUMER_DEFINED, &[], &[])
+        .expect("rej");
+    assert!(
+        matches!(&sent(&mut a)[..], [(_, CmMessage::Rej(r))] if r.message_rejected == RejMessage::OTHER)
+    );
+    assert_eq!(a.state(ia.as_ref()), Some(CmState::Idle));
+    assert_eq!(a.mad().outstanding(), 1);
+    let seen = run_timers(&mut a, |_| false);
+    assert!(seen.is_empty(), "{seen:?}");
+    assert_eq!(a.state(ia.as_ref()), Some(CmState::Idle));
+}
+
+/// `cm_format_sidr_rep` copies the additional information but leaves its length 0.
+#[test]
+fn sidr_rep_info_length_stays_zero() {
+    let mut e = ep(GUID_B, 36);
+    let l = e.create_id();
+    e.listen(&l, SVC).expect("listen");
+    let req = SidrReqRepr {
+        request_id: PEER_ID,
+        partition_key: 0xffff,
+        service_id: SVC,
+        private_data: [0; 216],
+    };
+    from_peer(at(0), &mut e, CmMessage::SidrReq(req), peer_tid());
+    let Some(CmEvent::SidrReqReceived { id, .. }) = e.poll_event() else {
+        panic!("SIDR_REQ")
+    };
+    let p = SidrRepParams {
+        status: SidrStatus::SUCCESS,
+        qp_num: 0x42,
+        qkey: 0x1111_2222,
+        info: vec![1, 2, 3],
+        private_data: vec![],
+    };
+    e.sidr_rep(at(1), &id, &p).expect("sidr rep");
+    let out = sent(&mut e);
+    let [(_, CmMessage::SidrRep(r))] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        (r.additional_info_length, &r.additional_info[..3]),
+        (0, &[1u8, 2, 3][..])
+    );
 }

@@ -316,9 +316,16 @@ impl RdmaCm {
     }
 
     /// The next IB CM event that is not the RDMA CM's (see [`RdmaCm::cm_mut`]), or a
-    /// [`CmEvent::Retry`] notice of any id.
+    /// [`CmEvent::Retry`] notice of any id. Events of ids destroyed since they were queued
+    /// are not delivered (a REQ of a destroyed listener is dropped, destroying its id).
     pub fn poll_ib_event(&mut self) -> Option<CmEvent> {
-        self.ib_events.pop_front()
+        while let Some(ev) = self.ib_events.pop_front() {
+            let live = |r| self.cm.state(r).is_some();
+            if live(ev.id()) && ev.listen_id().is_none_or(live) {
+                return Some(ev);
+            }
+        }
+        None
     }
 
     /// The next MAD operation for a port's MAD layer ([`CmEndpoint::poll_mad`]).
@@ -900,6 +907,17 @@ impl RdmaCm {
 
     fn on_cm_event(&mut self, now: Instant, stack: Option<&mut Stack>, ev: CmEvent) {
         use RdmaCmEventType as T;
+        if let CmEvent::SidrReqReceived { listen, .. } = &ev {
+            if self.listens.values().any(|(l, _)| l == listen) {
+                // cma_ib_check_req_qp_type: a SIDR_REQ is for a UD listener and these are
+                // RC (RDMA_PS_TCP): cma_ib_req_handler fails, the IB CM destroys the new id,
+                // which answers SIDR_REP status 2 (REJECT).
+                if let CmEvent::SidrReqReceived { id, .. } = ev {
+                    self.cm.destroy(now, id);
+                }
+                return;
+            }
+        }
         if let CmEvent::ReqReceived { id, listen, req } = ev {
             let ours = self.listens.values().any(|(l, _)| *l == listen);
             match (ours, stack) {
@@ -913,20 +931,8 @@ impl RdmaCm {
         }
         // Events of IB CM ids that are not ours, and retry notices, go to the IB CM user.
         let owner = match &ev {
-            CmEvent::ReqError { id }
-            | CmEvent::RepReceived { id, .. }
-            | CmEvent::RepError { id }
-            | CmEvent::RtuReceived { id }
-            | CmEvent::UserEstablished { id }
-            | CmEvent::DreqReceived { id, .. }
-            | CmEvent::DreqError { id }
-            | CmEvent::DrepReceived { id }
-            | CmEvent::TimewaitExit { id }
-            | CmEvent::MraReceived { id, .. }
-            | CmEvent::RejReceived { id, .. }
-            | CmEvent::SidrReqError { id }
-            | CmEvent::SidrRepReceived { id, .. } => self.by_cm.get(&id.0).copied(),
-            _ => None,
+            CmEvent::Retry { .. } => None,
+            e => self.by_cm.get(&e.id().local_comm_id()).copied(),
         };
         let Some(r) = owner else {
             self.ib_events.push_back(ev);
@@ -997,6 +1003,13 @@ impl RdmaCm {
 
     /// `cma_ib_req_handler` for a REQ on one of our IB CM listeners, arrived on `req.port`.
     fn on_req(&mut self, now: Instant, stack: &mut Stack, cm: CmId, req: &crate::cm::ReqInfo) {
+        // cma_ib_check_req_qp_type: our listeners are RC; a UC (or XRC) REQ fails the
+        // handler, and the IB CM's destroy in REQ_RCVD is REJ 28 without private data.
+        if req.req.transport_service_type != TransportType::RC {
+            self.counters.req_refused += 1;
+            self.cm.destroy(now, cm);
+            return;
+        }
         let sid = req.req.service_id;
         let Some(listen) = self.match_listener(stack, sid, req) else {
             // cma_ib_req_handler failing: the id is destroyed in REQ_RCVD → REJ 28, no data.

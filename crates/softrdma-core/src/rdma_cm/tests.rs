@@ -818,3 +818,111 @@ fn no_event_for_a_destroyed_id() {
     n[0].cm.destroy(sim.now, id);
     assert!(n[0].cm.poll_event().is_none());
 }
+
+/// Rule 4 (`cma_ib_check_req_qp_type`): a SIDR_REQ for the RDMA CM's RC listener fails
+/// `cma_ib_req_handler`, the IB CM destroys the new id: SIDR_REP status 2 (REJECT) on the
+/// wire and no state left. (Before: the id was dropped in a catch-all arm, nothing
+/// answered, the id stayed in SIDR_REQ_RCVD.)
+#[test]
+fn sidr_req_to_an_rc_listener_gets_sidr_rep_reject_and_leaves_no_state() {
+    use crate::cm::SidrReqParams;
+    use softrdma_wire::cm::SidrStatus;
+    use softrdma_wire::rdma_cm::{service_id, PortSpace};
+    let (mut sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    let before = n[1].cm.cm().id_count();
+    let p = SidrReqParams {
+        port: n[0].devs[0].port,
+        peer: MadAddr::gsi(Gid::from(b)),
+        service_id: service_id(PortSpace::TCP, 7174),
+        partition_key: 0xffff,
+        private_data: vec![],
+        timeout: crate::time::Duration::from_millis(500),
+        max_cm_retries: 2,
+    };
+    let now = sim.now;
+    let ib = n[0].cm.cm_mut().create_id();
+    n[0].cm.cm_mut().sidr_req(now, &ib, &p).expect("sidr req");
+    let mut reps = Vec::new();
+    pump(&mut sim, &mut n, |_| false);
+    while let Some(ev) = n[0].cm.poll_ib_event() {
+        if let CmEvent::SidrRepReceived { rep, .. } = ev {
+            reps.push(rep.status);
+        }
+    }
+    assert_eq!(reps, vec![SidrStatus::REJECT]);
+    let log = cm_log(&sim);
+    assert!(
+        matches!(&log[..], [(0, CmMessage::SidrReq(_)), (1, CmMessage::SidrRep(r))]
+        if r.status == SidrStatus::REJECT && r.qpn == 0),
+        "{log:?}"
+    );
+    assert_eq!(n[1].cm.cm().id_count(), before, "no id left behind");
+    assert!(n[1].events.is_empty());
+    n[0].cm.cm_mut().destroy(now, ib);
+}
+
+/// Rule 4 (`cma_ib_check_req_qp_type`): a UC REQ to an RC listener is destroyed in
+/// REQ_RCVD: REJ 28 without private data, no CONNECT_REQUEST. (Before: CONNECT_REQUEST.)
+#[test]
+fn uc_req_to_an_rc_listener_gets_rej_28_without_private_data() {
+    use crate::cm::ReqParams;
+    use softrdma_wire::cm::{Path, PathMtu, TransportType};
+    use softrdma_wire::rdma_cm::{service_id, PortSpace};
+    let (mut sim, mut n) = pair();
+    let (a, b) = (sim.addrs[0], sim.addrs[1]);
+    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    let before = n[1].cm.cm().id_count();
+    let mut pd = IpCmHeader::new(a, 40000, b).to_bytes();
+    pd.extend_from_slice(b"uc");
+    let p = ReqParams {
+        port: n[0].devs[0].port,
+        peer: MadAddr::gsi(Gid::from(b)),
+        primary_path: Path {
+            local_lid: 0xffff,
+            remote_lid: 0xffff,
+            local_gid: Gid::from(a),
+            remote_gid: Gid::from(b),
+            hop_limit: 64,
+            ..Path::default()
+        },
+        packet_life_time: ROCE_PACKET_LIFE_TIME,
+        path_mtu: PathMtu::MTU_1024,
+        partition_key: 0xffff,
+        service_id: service_id(PortSpace::TCP, 7174),
+        qp_num: n[0].devs[0].qpn,
+        transport: TransportType::UC,
+        starting_psn: 1,
+        private_data: pd,
+        responder_resources: 0,
+        initiator_depth: 0,
+        remote_cm_response_timeout: 20,
+        local_cm_response_timeout: 20,
+        flow_control: false,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        max_cm_retries: 2,
+        srq: false,
+        ece_vendor_id: 0,
+        ece_attr_mod: 0,
+    };
+    let now = sim.now;
+    let ib = n[0].cm.cm_mut().create_id();
+    n[0].cm.cm_mut().send_req(now, &ib, &p).expect("req");
+    pump(&mut sim, &mut n, |_| false);
+    assert!(!has(&n[1], RdmaCmEventType::ConnectRequest));
+    let log = cm_log(&sim);
+    assert!(
+        matches!(&log[..], [(0, CmMessage::Req(_)), (1, CmMessage::Rej(r))]
+        if r.reason == RejectReason::CONSUMER_DEFINED && r.private_data == [0; 148]),
+        "{log:?}"
+    );
+    assert_eq!(n[1].cm.cm().id_count(), before);
+    let mut rejected = false;
+    while let Some(ev) = n[0].cm.poll_ib_event() {
+        rejected |= matches!(ev, CmEvent::RejReceived { .. });
+    }
+    assert!(rejected);
+    n[0].cm.cm_mut().destroy(now, ib);
+}
