@@ -5,7 +5,9 @@ use softrdma_wire::cm::TransportType;
 
 use super::{CmEndpoint, CmError, CmId, CmState};
 use crate::device::{Mtu, PORT_NUM};
-use crate::verbs::{AccessFlags, AddressVector, QpAttr, QpAttrMask, QpState};
+use crate::verbs::{
+    required_mask, AccessFlags, AddressVector, QpAttr, QpAttrMask, QpState, QpType,
+};
 
 impl CmEndpoint {
     /// `ib_cm_init_qp_attr`: the attributes and mask for moving the QP to `target`.
@@ -23,11 +25,13 @@ impl CmEndpoint {
         target: QpState,
     ) -> Result<(QpAttr, QpAttrMask), CmError> {
         use CmState as S;
-        use QpAttrMask as M;
         let c = self.conn(id)?;
         let st = c.state.kind();
         let n = &c.neg;
         let rc = n.qp_type == TransportType::RC;
+        // The masks are the verbs table's required attributes for each step (what
+        // cm_init_qp_*_attr set by hand in the kernel comes to the same).
+        let ty = if rc { QpType::Rc } else { QpType::Uc };
         let connected = matches!(
             st,
             S::ReqRcvd
@@ -51,7 +55,7 @@ impl CmEndpoint {
                 a.qp_access_flags = AccessFlags(f);
                 a.pkey_index = 0;
                 a.port_num = PORT_NUM;
-                Ok((a, M::STATE | M::ACCESS_FLAGS | M::PKEY_INDEX | M::PORT))
+                Ok((a, required_mask(QpState::Reset, QpState::Init, ty)))
             }
             QpState::Rtr if connected => {
                 a.ah_attr = AddressVector {
@@ -66,27 +70,59 @@ impl CmEndpoint {
                 a.path_mtu = Mtu::from_enum(n.path_mtu.0).unwrap_or(Mtu::Mtu1024);
                 a.dest_qp_num = c.remote_qpn;
                 a.rq_psn = n.rq_psn;
-                let mut mask = M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN;
                 if rc {
                     a.max_dest_rd_atomic = n.responder_resources;
                     a.min_rnr_timer = 0;
-                    mask |= M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER;
                 }
-                Ok((a, mask))
+                Ok((a, required_mask(QpState::Init, QpState::Rtr, ty)))
             }
             QpState::Rts if connected => {
                 a.sq_psn = n.sq_psn;
-                let mut mask = M::STATE | M::SQ_PSN;
                 if rc {
                     a.retry_cnt = n.retry_count;
                     a.rnr_retry = n.rnr_retry_count;
                     a.max_rd_atomic = n.initiator_depth;
                     a.timeout = n.av_timeout;
-                    mask |= M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC | M::TIMEOUT;
                 }
-                Ok((a, mask))
+                Ok((a, required_mask(QpState::Rtr, QpState::Rts, ty)))
             }
             _ => Err(CmError::InvalidState(st)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::verbs::{required_mask, QpAttrMask as M, QpState as S, QpType};
+
+    /// The table's required masks are the ones cm.c's `cm_init_qp_*_attr` set by hand.
+    #[test]
+    fn required_masks_are_cm_cs() {
+        assert_eq!(
+            required_mask(S::Reset, S::Init, QpType::Rc),
+            M::STATE | M::ACCESS_FLAGS | M::PKEY_INDEX | M::PORT
+        );
+        assert_eq!(
+            required_mask(S::Init, S::Rtr, QpType::Rc),
+            M::STATE
+                | M::AV
+                | M::PATH_MTU
+                | M::DEST_QPN
+                | M::RQ_PSN
+                | M::MAX_DEST_RD_ATOMIC
+                | M::MIN_RNR_TIMER
+        );
+        assert_eq!(
+            required_mask(S::Rtr, S::Rts, QpType::Rc),
+            M::STATE | M::SQ_PSN | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC | M::TIMEOUT
+        );
+        assert_eq!(
+            required_mask(S::Init, S::Rtr, QpType::Uc),
+            M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN
+        );
+        assert_eq!(
+            required_mask(S::Rtr, S::Rts, QpType::Uc),
+            M::STATE | M::SQ_PSN
+        );
     }
 }
