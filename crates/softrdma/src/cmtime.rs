@@ -114,6 +114,15 @@ impl Timings {
             .count()
     }
 
+    /// Connection 0's time in the step named `name`, µs.
+    pub fn step_us(&self, name: &str) -> Option<f64> {
+        let s = STEPS.iter().find(|s| s.name() == name)?;
+        match self.per.first()?[*s as usize] {
+            (Some(a), Some(b)) => Some(b.saturating_duration_since(a).as_secs_f64() * 1e6),
+            _ => None,
+        }
+    }
+
     /// v44's show_perf: total ms, max ms, min us, us / conn (the total over N).
     pub fn table(&self, bound: bool) -> String {
         let us = |(a, b): (Option<Instant>, Option<Instant>)| match (a, b) {
@@ -171,12 +180,12 @@ fn wait_step(
     t: &mut Timings,
     step: Step,
     started: usize,
-    args: &Args,
+    retries: u8,
     dst: SocketAddr,
     src: Option<IpAddr>,
 ) -> Result<(), String> {
     let end = Instant::now() + STEP_LIMIT;
-    let mut retries = vec![args.retries; conns.len()];
+    let mut retries = vec![retries; conns.len()];
     loop {
         let finished = t.done(step) + conns.iter().filter(|c| c.error).count();
         if finished >= started {
@@ -244,10 +253,34 @@ fn run_client(args: &Args) -> Result<(), String> {
     };
     let src = cmtool::source_for(bind, dst.ip())?;
     let d = cmtool::open(src, args.pcap.as_ref())?;
-    let n = args.connections as usize;
+    let (t, r) = cycle(&d, args.connections, dst, src, bind, args.retries, true);
+    print!("{}", t.table(bind.is_some()));
+    r
+}
+
+/// One cmtime client run of `connections` full cycles from `d` to `dst` (`bind`: bind every
+/// id to it first; `verbose`: print the step lines). Also what `softrdma perf cm` runs.
+pub(crate) fn cycle(
+    d: &CmDevice,
+    connections: u32,
+    dst: SocketAddr,
+    src: IpAddr,
+    bind: Option<IpAddr>,
+    retries: u8,
+    verbose: bool,
+) -> (Timings, Result<(), String>) {
+    let say = |m: &str| {
+        if verbose {
+            println!("{m}");
+        }
+    };
+    let n = connections as usize;
     let mut t = Timings::new(n);
-    let cq = d.shared_cq(args.connections, 1)?;
-    println!("creating id");
+    let cq = match d.shared_cq(connections, 1) {
+        Ok(c) => c,
+        Err(e) => return (t, Err(e)),
+    };
+    say("creating id");
     t.start(Step::CreateId);
     let mut conns: Vec<Conn> = (0..n)
         .map(|c| {
@@ -264,7 +297,7 @@ fn run_client(args: &Args) -> Result<(), String> {
     t.end(Step::CreateId);
     let r = (|| {
         if let Some(b) = bind {
-            println!("binding source address");
+            say("binding source address");
             t.start(Step::Bind);
             for (c, conn) in conns.iter_mut().enumerate() {
                 t.start_c(c, Step::Bind);
@@ -279,7 +312,7 @@ fn run_client(args: &Args) -> Result<(), String> {
             }
             t.end(Step::Bind);
         }
-        println!("resolving address");
+        say("resolving address");
         t.start(Step::ResolveAddr);
         let mut started = 0;
         for (c, conn) in conns.iter_mut().enumerate() {
@@ -297,18 +330,18 @@ fn run_client(args: &Args) -> Result<(), String> {
             }
         }
         wait_step(
-            &d,
+            d,
             &mut conns,
             &mut t,
             Step::ResolveAddr,
             started,
-            args,
+            retries,
             dst,
             Some(src),
         )?;
         t.end(Step::ResolveAddr);
 
-        println!("resolving route");
+        say("resolving route");
         t.start(Step::ResolveRoute);
         let mut started = 0;
         for (c, conn) in conns.iter_mut().enumerate() {
@@ -326,18 +359,18 @@ fn run_client(args: &Args) -> Result<(), String> {
             }
         }
         wait_step(
-            &d,
+            d,
             &mut conns,
             &mut t,
             Step::ResolveRoute,
             started,
-            args,
+            retries,
             dst,
             Some(src),
         )?;
         t.end(Step::ResolveRoute);
 
-        println!("creating qp");
+        say("creating qp");
         t.start(Step::CreateQp);
         for (c, conn) in conns.iter_mut().enumerate() {
             if conn.error {
@@ -357,10 +390,10 @@ fn run_client(args: &Args) -> Result<(), String> {
         }
         t.end(Step::CreateQp);
 
-        println!("connecting");
+        say("connecting");
         // cmtime: resources 1/1, the RC retry count is -r, RNR retry 0.
         let p = ConnParam {
-            retry_count: args.retries,
+            retry_count: retries,
             rnr_retry_count: 0,
             ..ConnParam::default()
         };
@@ -389,18 +422,18 @@ fn run_client(args: &Args) -> Result<(), String> {
             }
         }
         wait_step(
-            &d,
+            d,
             &mut conns,
             &mut t,
             Step::Connect,
             started,
-            args,
+            retries,
             dst,
             Some(src),
         )?;
         t.end(Step::Connect);
 
-        println!("disconnecting");
+        say("disconnecting");
         t.start(Step::Disconnect);
         let mut started = 0;
         for (c, conn) in conns.iter_mut().enumerate() {
@@ -416,19 +449,19 @@ fn run_client(args: &Args) -> Result<(), String> {
             }
         }
         wait_step(
-            &d,
+            d,
             &mut conns,
             &mut t,
             Step::Disconnect,
             started,
-            args,
+            retries,
             dst,
             Some(src),
         )?;
         t.end(Step::Disconnect);
         Ok(())
     })();
-    println!("destroying id");
+    say("destroying id");
     t.start(Step::Destroy);
     for (c, conn) in conns.iter_mut().enumerate() {
         t.start_c(c, Step::Destroy);
@@ -438,8 +471,7 @@ fn run_client(args: &Args) -> Result<(), String> {
         t.end_c(c, Step::Destroy);
     }
     t.end(Step::Destroy);
-    print!("{}", t.table(bind.is_some()));
-    r
+    (t, r)
 }
 
 fn run_server(args: &Args) -> Result<(), String> {
@@ -469,7 +501,7 @@ fn run_server(args: &Args) -> Result<(), String> {
     r
 }
 
-fn on_server_event(
+pub(crate) fn on_server_event(
     d: &CmDevice,
     cq: softrdma_core::verbs::CqId,
     mut e: RdmaCmEvent,

@@ -7,6 +7,7 @@ mod cmtime;
 mod cmtool;
 mod decode;
 mod perf;
+mod perf_cm;
 mod pingpong;
 mod pingpong_exch;
 mod rping;
@@ -30,7 +31,8 @@ enum Command {
     /// and output, over a softrdma device named by its IP address (-d 10.77.0.1).
     Pingpong(pingpong::Args),
     /// perftest-style bandwidth / latency between two softrdma devices on loopback, with a
-    /// TCP baseline in the same run.
+    /// TCP baseline in the same run (`perf cm [-c N] [-r RUNS]`: connection setup rate
+    /// against TCP connect/accept/close).
     Perf(perf::Args),
     /// A peer of rdma-core's rping (RDMA CM + RC SEND/RDMA READ/RDMA WRITE) over a softrdma
     /// device and softrdma's own IB CM / RDMA CM.
@@ -44,6 +46,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `perf cm` takes other arguments than `perf VERB TEST`: parsed on its own.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == "perf") && argv.get(2).is_some_and(|a| a == "cm") {
+        let plan = perf_cm::Plan::parse_from(
+            std::iter::once("softrdma perf cm".into()).chain(argv[3..].iter().cloned()),
+        );
+        return perf_cm::run(&plan);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Decode(args) => decode::run(&args),
