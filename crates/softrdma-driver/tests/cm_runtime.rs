@@ -390,3 +390,71 @@ fn dm_client_and_cm_share_qp1_and_unclaimed_classes_get_unsupported() {
     })
     .unwrap();
 }
+
+/// The CM's events as a future: an RDMA CM connection set up between two devices with both
+/// sides awaiting `Cm::next_event` under tokio (threaded devices: nobody polls).
+#[test]
+fn rdma_cm_events_arrive_as_futures_under_tokio() {
+    use softrdma_core::rdma_cm::{ConnParam, RdmaCmEventType as T};
+    use std::net::SocketAddr;
+    let (a_ip, b_ip) = (ip(33, 1), ip(33, 2));
+    let (a, b) = (Device::open(a_ip).unwrap(), Device::open(b_ip).unwrap());
+    let (cm_a, cm_b) = (Cm::new(5), Cm::new(6));
+    cm_a.add_device(&a).unwrap();
+    cm_b.add_device(&b).unwrap();
+    let (qa, qb) = (rc_qp(&a), rc_qp(&b));
+    let dst = SocketAddr::new(b_ip, 7600);
+    let listener = cm_b.with_cm(|r| r.listen_on(dst, 0)).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let rdma = |e: Event| match e {
+            Event::Rdma(e) => Some(e),
+            Event::Ib(_) => None,
+        };
+        let next = |cm: &Cm| {
+            let cm = cm.clone();
+            async move {
+                loop {
+                    let e = tokio::time::timeout(Duration::from_secs(5), cm.next_event())
+                        .await
+                        .expect("event within 5 s");
+                    if let Some(e) = rdma(e) {
+                        return e;
+                    }
+                }
+            }
+        };
+        let id = cm_a.with_cm(|r| r.create_id());
+        cm_a.resolve_addr(&id, Some(a_ip), dst).unwrap();
+        assert_eq!(next(&cm_a).await.event, T::AddrResolved);
+        cm_a.with_cm(|r| r.resolve_route(&id)).unwrap();
+        assert_eq!(next(&cm_a).await.event, T::RouteResolved);
+        cm_a.with_id(id.name(), |r, s, now| {
+            r.connect(now, s, &id, Some(qa), &ConnParam::default())
+        })
+        .unwrap()
+        .unwrap();
+        let mut req = next(&cm_b).await;
+        assert_eq!(req.event, T::ConnectRequest);
+        let sid = req.new_id.take().unwrap();
+        cm_b.with_id(sid.name(), |r, s, now| {
+            r.accept(now, s, &sid, qb, &ConnParam::default())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(next(&cm_a).await.event, T::Established);
+        assert_eq!(next(&cm_b).await.event, T::Established);
+        cm_a.with_id(id.name(), |r, s, now| r.disconnect(now, s, &id))
+            .unwrap()
+            .unwrap();
+        assert_eq!(next(&cm_b).await.event, T::Disconnected);
+        cm_a.with_cm(|r| r.destroy(a.now(), id));
+        cm_b.with_cm(|r| {
+            r.destroy(b.now(), sid);
+            r.destroy(b.now(), listener);
+        });
+    });
+}
