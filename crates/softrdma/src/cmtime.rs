@@ -15,7 +15,7 @@ use clap::Parser;
 use softrdma_core::rdma_cm::{ConnParam, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId};
 use softrdma_driver::cm::Event;
 
-use crate::cmtool::{self, CmDevice};
+use crate::cmtool::{self, signals, CmDevice};
 
 #[derive(Debug, Parser)]
 pub struct Args {
@@ -28,8 +28,8 @@ pub struct Args {
     /// Number of connections.
     #[arg(short = 'c', default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub connections: u32,
-    /// Port.
-    #[arg(short = 'p', default_value_t = 7471)]
+    /// Port, 1 to 65535.
+    #[arg(short = 'p', default_value_t = 7471, value_parser = cmtool::parse_port)]
     pub port: u16,
     /// Retries of address and route resolution (and the connection's RC retry count).
     #[arg(short = 'r', default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=7))]
@@ -155,6 +155,46 @@ struct Conn {
     id: Option<RdmaCmId>,
     qpn: Option<u32>,
     error: bool,
+    /// Established and not disconnected yet.
+    up: bool,
+}
+
+/// A wait ended by SIGINT/SIGTERM, carried as a message: `signal N`.
+fn signal_error(sig: i32) -> String {
+    format!("signal {sig}")
+}
+
+fn is_signal(m: &str) -> Option<i32> {
+    m.strip_prefix("signal ")?.parse().ok()
+}
+
+/// Disconnects (DREQ) every connection still up, as the kernel does for ids of a process
+/// that exits, and waits up to a second for the DREPs: a failed or interrupted run leaves
+/// no server waiting.
+fn hang_up(d: &CmDevice, conns: &mut [Conn]) {
+    let mut waiting = 0usize;
+    for c in conns.iter_mut().filter(|c| c.up) {
+        c.up = false;
+        if let Some(id) = c.id.as_ref() {
+            if let Ok(Ok(())) =
+                d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
+            {
+                waiting += 1;
+            }
+        }
+    }
+    let end = Instant::now() + Duration::from_secs(1);
+    while waiting > 0 {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        if let Some(Event::Rdma(e)) = d.cm.wait_event(left.min(cmtool::SIGNAL_SLICE)) {
+            if e.event == RdmaCmEventType::Disconnected {
+                waiting -= 1;
+            }
+        }
+    }
 }
 
 fn find(conns: &[Conn], id: RdmaId) -> Option<usize> {
@@ -175,6 +215,7 @@ fn wait_step(
     dst: SocketAddr,
     src: Option<IpAddr>,
 ) -> Result<(), String> {
+    use RdmaCmEventType as T;
     let end = Instant::now() + STEP_LIMIT;
     let mut retries = vec![args.retries; conns.len()];
     loop {
@@ -191,11 +232,17 @@ fn wait_step(
                 STEP_LIMIT.as_secs()
             ));
         }
-        let Some(Event::Rdma(e)) = d.cm.wait_event(left) else {
-            continue;
+        let e = match cmtool::wait_event(&d.cm, left) {
+            Ok(Some(Event::Rdma(e))) => e,
+            Ok(_) => continue,
+            Err(sig) => return Err(signal_error(sig)),
         };
         let Some(c) = find(conns, e.id) else { continue };
-        use RdmaCmEventType as T;
+        match e.event {
+            T::Established => conns[c].up = true,
+            T::Disconnected => conns[c].up = false,
+            _ => {}
+        }
         match e.event {
             T::AddrResolved => t.end_c(c, Step::ResolveAddr),
             T::RouteResolved => t.end_c(c, Step::ResolveRoute),
@@ -235,15 +282,14 @@ fn run_client(args: &Args) -> Result<(), String> {
     let dst = softrdma_driver::cm::resolve_host(host, args.port, None)
         .map_err(|e| format!("cmtime: getaddrinfo {host}: {e}"))?;
     let bind = match args.bind.as_deref() {
-        Some(b) => Some(
-            softrdma_driver::cm::resolve_host(b, 0, Some(dst.is_ipv4()))
-                .map_err(|e| format!("cmtime: getaddrinfo {b}: {e}"))?
-                .ip(),
-        ),
+        Some(b) => {
+            Some(cmtool::source_of_family(b, dst, "-s", "-b").map_err(|e| format!("cmtime: {e}"))?)
+        }
         None => None,
     };
-    let src = cmtool::source_for(bind, dst.ip())?;
-    let d = cmtool::open(src, args.pcap.as_ref())?;
+    let d = cmtool::open_client(bind, dst.ip(), args.pcap.as_ref(), "-b", "cmtime")
+        .map_err(|e| format!("cmtime: {e}"))?;
+    let src = d.dev.local_addr().ip();
     let n = args.connections as usize;
     let mut t = Timings::new(n);
     let cq = d.shared_cq(args.connections, 1)?;
@@ -258,6 +304,7 @@ fn run_client(args: &Args) -> Result<(), String> {
                 id: Some(id),
                 qpn: None,
                 error: false,
+                up: false,
             }
         })
         .collect();
@@ -428,6 +475,20 @@ fn run_client(args: &Args) -> Result<(), String> {
         t.end(Step::Disconnect);
         Ok(())
     })();
+    // A failure or a signal part way: disconnect what is up before the ids go.
+    hang_up(&d, &mut conns);
+    if r.as_ref()
+        .err()
+        .and_then(|m: &String| is_signal(m))
+        .is_some()
+    {
+        for conn in conns.iter_mut() {
+            if let Some(id) = conn.id.take() {
+                d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+            }
+        }
+        return r;
+    }
     println!("destroying id");
     t.start(Step::Destroy);
     for (c, conn) in conns.iter_mut().enumerate() {
@@ -448,7 +509,12 @@ fn run_server(args: &Args) -> Result<(), String> {
     };
     let bind = softrdma_driver::cm::resolve_host(b, args.port, None)
         .map_err(|e| format!("cmtime: getaddrinfo {b}: {e}"))?;
-    let d = cmtool::open(bind.ip(), args.pcap.as_ref())?;
+    let d = cmtool::open(
+        bind.ip(),
+        args.pcap.as_ref(),
+        "listen on another local address with -b ADDR",
+    )
+    .map_err(|e| format!("cmtime: {e}"))?;
     let cq = d.shared_cq(args.connections, 1)?;
     let listener =
         d.cm.with_cm(|cm| cm.listen_on(bind, 0))
@@ -457,13 +523,28 @@ fn run_server(args: &Args) -> Result<(), String> {
     let mut disc = 0u32;
     // v44's server handles events until it is stopped (the lab sends SIGTERM).
     let r = (|| loop {
-        let Some(Event::Rdma(e)) = d.cm.wait_event(Duration::from_secs(3600)) else {
-            continue;
+        let e = match cmtool::wait_event(&d.cm, Duration::from_secs(3600)) {
+            Ok(Some(Event::Rdma(e))) => e,
+            Ok(_) => continue,
+            Err(sig) => return Err(signal_error(sig)),
         };
         on_server_event(&d, cq, e, &mut live, &mut disc)?;
     })();
-    for id in live {
-        d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+    // Stopped: the connections still up are disconnected before their ids go.
+    let mut conns: Vec<Conn> = live
+        .into_iter()
+        .map(|id| Conn {
+            id: Some(id),
+            qpn: None,
+            error: false,
+            up: true,
+        })
+        .collect();
+    hang_up(&d, &mut conns);
+    for c in conns {
+        if let Some(id) = c.id {
+            d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+        }
     }
     d.cm.with_cm(|cm| cm.destroy(d.dev.now(), listener));
     r
@@ -516,6 +597,7 @@ fn on_server_event(
 }
 
 pub fn run(args: &Args) -> ExitCode {
+    signals::catch();
     let r = if args.server.is_some() {
         run_client(args)
     } else {
@@ -523,6 +605,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
+        Err(m) if is_signal(&m).is_some() => signals::die(is_signal(&m).unwrap_or(15)),
         Err(m) => {
             eprintln!("{m}");
             ExitCode::FAILURE
