@@ -15,7 +15,7 @@ use clap::Parser;
 use softrdma_core::rdma_cm::{ConnParam, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId};
 use softrdma_driver::cm::Event;
 
-use crate::cmtool::{self, signals, CmDevice};
+use crate::cmtool::{self, signals, CmDevice, CmText};
 
 #[derive(Debug, Parser)]
 pub struct Args {
@@ -254,10 +254,10 @@ fn wait_step(
                     retries[c] -= 1;
                     let id = conns[c].id.as_ref().ok_or("no id")?;
                     let r = if addr {
-                        d.cm.resolve_addr(id, src, dst).map_err(|e| e.to_string())
+                        d.cm.resolve_addr(id, src, dst).map_err(|e| e.text())
                     } else {
                         d.cm.with_cm(|cm| cm.resolve_route(id))
-                            .map_err(|e| e.to_string())
+                            .map_err(|e| e.text())
                     };
                     if r.is_ok() {
                         continue;
@@ -319,7 +319,7 @@ fn run_client(args: &Args) -> Result<(), String> {
                 match d.cm.with_cm(|cm| cm.bind_addr(id, SocketAddr::new(b, 0))) {
                     Ok(_) => t.end_c(c, Step::Bind),
                     Err(e) => {
-                        println!("failure bind addr: {e}");
+                        println!("failure bind addr: {}", e.text());
                         conn.error = true;
                     }
                 }
@@ -338,7 +338,7 @@ fn run_client(args: &Args) -> Result<(), String> {
             match d.cm.resolve_addr(id, Some(src), dst) {
                 Ok(()) => started += 1,
                 Err(e) => {
-                    println!("failure getting addr: {e}");
+                    println!("failure getting addr: {}", e.text());
                     conn.error = true;
                 }
             }
@@ -367,7 +367,7 @@ fn run_client(args: &Args) -> Result<(), String> {
             match d.cm.with_cm(|cm| cm.resolve_route(id)) {
                 Ok(()) => started += 1,
                 Err(e) => {
-                    println!("failure resolving route: {e}");
+                    println!("failure resolving route: {}", e.text());
                     conn.error = true;
                 }
             }
@@ -426,11 +426,11 @@ fn run_client(args: &Args) -> Result<(), String> {
             match r {
                 Ok(Ok(())) => started += 1,
                 Ok(Err(e)) => {
-                    println!("failure rconnecting: {e}");
+                    println!("failure rconnecting: {}", e.text());
                     conn.error = true;
                 }
                 Err(e) => {
-                    println!("failure rconnecting: {e}");
+                    println!("failure rconnecting: {}", e.text());
                     conn.error = true;
                 }
             }
@@ -518,7 +518,7 @@ fn run_server(args: &Args) -> Result<(), String> {
     let cq = d.shared_cq(args.connections, 1)?;
     let listener =
         d.cm.with_cm(|cm| cm.listen_on(bind, 0))
-            .map_err(|e| format!("cmtime: listen on {bind}: {e}"))?;
+            .map_err(|e| format!("cmtime: listen on {bind}: {}", e.text()))?;
     let mut live: Vec<RdmaCmId> = Vec::new();
     let mut disc = 0u32;
     // v44's server handles events until it is stopped (the lab sends SIGTERM).
@@ -571,8 +571,8 @@ fn on_server_event(
             };
             let r = d.rc_qp_on(cq, 1, 1).and_then(|(_, qpn)| {
                 d.cm.with_id(id.name(), |cm, s, now| cm.accept(now, s, &id, qpn, &p))
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.text())?
+                    .map_err(|e| e.text())
             });
             match r {
                 Ok(()) => live.push(id),

@@ -51,9 +51,14 @@ pub fn is_in_use(e: &softrdma_driver::Error) -> bool {
 /// What every tool says when `<ip>:4791` is taken: who holds it and how to choose another
 /// address (`how`: e.g. "pass another local address with -I ADDR").
 pub fn in_use_message(ip: IpAddr, how: &str) -> String {
+    format!("{}; stop it or {how}", held(ip))
+}
+
+/// "another process already holds `<ip>`:4791 (...)".
+fn held(ip: IpAddr) -> String {
     format!(
         "another process already holds {}:{ROCE_PORT} (a softrdma device, e.g. a server on \
-         this host); stop it or {how}",
+         this host)",
         bracket(ip)
     )
 }
@@ -147,13 +152,14 @@ pub fn open_client(
             ))
         }
         IpAddr::V6(a) if a.is_loopback() => Err(format!(
-            "{} (the source address routed towards {dst}); IPv6 has one loopback address, \
-             so a client on the server's host needs another of its IPv6 addresses: {how}",
-            in_use_message(src, "stop it")
+            "the source address routed towards {dst} is {src}, and {}; IPv6 has only one \
+             loopback address, so a client on the server's host needs another IPv6 address \
+             of this host: pass it with {flag} ADDR",
+            held(src)
         )),
         _ => Err(format!(
-            "{} (the source address routed towards {dst}); {how}",
-            in_use_message(src, "stop it")
+            "the source address routed towards {dst} is {src}, and {}; {how}",
+            held(src)
         )),
     }
 }
@@ -395,4 +401,51 @@ pub fn parse_port(s: &str) -> Result<u16, String> {
 /// A byte within `LO..=HI`.
 pub fn parse_u8_in<const LO: u8, const HI: u8>(s: &str) -> Result<u8, String> {
     parse_in(s, i64::from(LO), i64::from(HI)).map(|v| v as u8)
+}
+
+/// A CM error as the tools print it: the IB CM's state by its kernel name
+/// (`IB_CM_TIMEWAIT`), not as Rust debug output.
+pub trait CmText {
+    fn text(&self) -> String;
+}
+
+impl CmText for softrdma_core::rdma_cm::RdmaCmError {
+    fn text(&self) -> String {
+        use softrdma_core::cm::{CmError, CmState as S};
+        match self {
+            softrdma_core::rdma_cm::RdmaCmError::Cm(CmError::InvalidState(s)) => {
+                let name = match s {
+                    S::Idle => "IB_CM_IDLE",
+                    S::Listen => "IB_CM_LISTEN",
+                    S::ReqSent => "IB_CM_REQ_SENT",
+                    S::ReqRcvd => "IB_CM_REQ_RCVD",
+                    S::MraReqSent => "IB_CM_MRA_REQ_SENT",
+                    S::MraReqRcvd => "IB_CM_MRA_REQ_RCVD",
+                    S::RepSent => "IB_CM_REP_SENT",
+                    S::RepRcvd => "IB_CM_REP_RCVD",
+                    S::MraRepSent => "IB_CM_MRA_REP_SENT",
+                    S::MraRepRcvd => "IB_CM_MRA_REP_RCVD",
+                    S::Established => "IB_CM_ESTABLISHED",
+                    S::DreqSent => "IB_CM_DREQ_SENT",
+                    S::DreqRcvd => "IB_CM_DREQ_RCVD",
+                    S::Timewait => "IB_CM_TIMEWAIT",
+                    S::SidrReqSent => "IB_CM_SIDR_REQ_SENT",
+                    S::SidrReqRcvd => "IB_CM_SIDR_REQ_RCVD",
+                    #[allow(unreachable_patterns)]
+                    _ => "another IB CM state",
+                };
+                format!("the connection is in {name}, not a state for this call")
+            }
+            e => e.to_string(),
+        }
+    }
+}
+
+impl CmText for softrdma_driver::cm::Error {
+    fn text(&self) -> String {
+        match self {
+            softrdma_driver::cm::Error::Rdma(e) => e.text(),
+            e => e.to_string(),
+        }
+    }
 }

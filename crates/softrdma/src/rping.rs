@@ -37,7 +37,7 @@ use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::Device;
 use softrdma_wire::cm::AttrId;
 
-use crate::cmtool::{self, signals, SIGNAL_SLICE};
+use crate::cmtool::{self, signals, CmText, SIGNAL_SLICE};
 
 /// `RPING_BUFSIZE`.
 const RPING_BUFSIZE: u32 = 64 * 1024;
@@ -624,7 +624,7 @@ impl<'a> Conn<'a> {
             let (mut a, m) = self
                 .cm
                 .with_cm(|c| c.init_qp_attr(id, st))
-                .map_err(|e| fail(format!("rdma_init_qp_attr: {e}")))?;
+                .map_err(|e| fail(format!("rdma_init_qp_attr: {}", e.text())))?;
             if st == QpState::Rtr {
                 // The source GID of the id's address (the kernel's sgid_attr).
                 a.ah_attr.sgid_index = self.dev.ip_gid_index().unwrap_or(1);
@@ -747,7 +747,7 @@ fn run_server(o: &Opts) -> Result<(), Fail> {
     dbg_log!(o, "rdma_bind_addr successful");
     let listener = cm
         .with_cm(|c| c.listen_on(bind, BACKLOG))
-        .map_err(|e| fail(format!("rdma_listen on {bind}: {e}")))?;
+        .map_err(|e| fail(format!("rdma_listen on {bind}: {}", e.text())))?;
     dbg_log!(o, "rdma_listen");
     let mut pending: VecDeque<RdmaCmEvent> = VecDeque::new();
     let r = serve(o, &cm, &mut pending);
@@ -831,8 +831,8 @@ fn next_request(
                     e
                 })
             })
-            .map_err(|err| fail(format!("rdma_reject: {err}")))?
-            .map_err(|err| fail(format!("rdma_reject: {err}")))?;
+            .map_err(|err| fail(format!("rdma_reject: {}", err.text())))?
+            .map_err(|err| fail(format!("rdma_reject: {}", err.text())))?;
             println!("rejected connect request (--reject)");
             continue;
         }
@@ -879,8 +879,8 @@ fn accept_and_serve(conn: &mut Conn<'_>, req: &RdmaCmEvent) -> Result<(), Fail> 
     let id = conn.id()?;
     conn.cm
         .with_id(id.name(), |cm, s, now| cm.accept(now, s, id, qpn, &p))
-        .map_err(|e| fail(format!("rdma_accept: {e}")))?
-        .map_err(|e| fail(format!("rdma_accept: {e}")))?;
+        .map_err(|e| fail(format!("rdma_accept: {}", e.text())))?
+        .map_err(|e| fail(format!("rdma_accept: {}", e.text())))?;
     server_loop(conn)
 }
 
@@ -1017,12 +1017,12 @@ fn connect(conn: &mut Conn<'_>, local: IpAddr) -> Result<(), Fail> {
     let id = conn.id()?;
     conn.cm
         .resolve_addr(id, Some(local), o.addr)
-        .map_err(|e| fail(format!("rdma_resolve_addr: {e}")))?;
+        .map_err(|e| fail(format!("rdma_resolve_addr: {}", e.text())))?;
     conn.expect_event(RdmaCmEventType::AddrResolved, Duration::from_secs(2))?;
     let id = conn.id()?;
     conn.cm
         .with_cm(|cm| cm.resolve_route(id))
-        .map_err(|e| fail(format!("rdma_resolve_route: {e}")))?;
+        .map_err(|e| fail(format!("rdma_resolve_route: {}", e.text())))?;
     conn.expect_event(RdmaCmEventType::RouteResolved, Duration::from_secs(2))?;
     dbg_log!(o, "rdma_resolve_addr - rdma_resolve_route successful");
     conn.setup()?;
@@ -1046,8 +1046,8 @@ fn connect(conn: &mut Conn<'_>, local: IpAddr) -> Result<(), Fail> {
                 cm.connect(now, s, id, Some(qpn), &p)
             }
         })
-        .map_err(|e| fail(format!("rdma_connect: {e}")))?
-        .map_err(|e| fail(format!("rdma_connect: {e}")))?;
+        .map_err(|e| fail(format!("rdma_connect: {}", e.text())))?
+        .map_err(|e| fail(format!("rdma_connect: {}", e.text())))?;
     // The CM gives up on the REQ after 15 retries (about 98 s); the limit is only a guard.
     let want = if o.self_qp {
         RdmaCmEventType::ConnectResponse
@@ -1076,8 +1076,8 @@ fn connect(conn: &mut Conn<'_>, local: IpAddr) -> Result<(), Fail> {
         let id = conn.id()?;
         conn.cm
             .with_id(id.name(), |cm, _, now| cm.establish(now, id))
-            .map_err(|e| fail(format!("rdma_establish: {e}")))?
-            .map_err(|e| fail(format!("rdma_establish: {e}")))?;
+            .map_err(|e| fail(format!("rdma_establish: {}", e.text())))?
+            .map_err(|e| fail(format!("rdma_establish: {}", e.text())))?;
     }
     dbg_log!(o, "rdma_connect successful");
     Ok(())

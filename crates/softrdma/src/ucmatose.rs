@@ -19,7 +19,7 @@ use softrdma_core::verbs::{
 };
 use softrdma_driver::cm::Event;
 
-use crate::cmtool::{self, signals, CmDevice, SIGNAL_SLICE};
+use crate::cmtool::{self, signals, CmDevice, CmText, SIGNAL_SLICE};
 
 #[derive(Debug, Parser)]
 pub struct Args {
@@ -274,7 +274,7 @@ impl Test {
                 self.d
                     .cm
                     .with_cm(|cm| cm.resolve_route(id))
-                    .map_err(|err| format!("cmatose: resolve route failed: {err}"))?;
+                    .map_err(|err| format!("cmatose: resolve route failed: {}", err.text()))?;
             }
             T::RouteResolved => {
                 let i = self.node_of(&e).ok_or("unknown id")?;
@@ -285,8 +285,8 @@ impl Test {
                     .with_id(id.name(), |cm, s, now| {
                         cm.connect(now, s, id, Some(qpn), &p)
                     })
-                    .map_err(|err| format!("cmatose: failure connecting: {err}"))?
-                    .map_err(|err| format!("cmatose: failure connecting: {err}"))?;
+                    .map_err(|err| format!("cmatose: failure connecting: {}", err.text()))?
+                    .map_err(|err| format!("cmatose: failure connecting: {}", err.text()))?;
             }
             T::ConnectRequest => {
                 let id = e.new_id.take().ok_or("no new id")?;
@@ -298,8 +298,8 @@ impl Test {
                     .cm
                     .with_id(id.name(), |cm, s, now| cm.accept(now, s, &id, qpn, &p));
                 self.nodes[i].id = Some(id);
-                r.map_err(|err| format!("cmatose: failure accepting: {err}"))?
-                    .map_err(|err| format!("cmatose: failure accepting: {err}"))?;
+                r.map_err(|err| format!("cmatose: failure accepting: {}", err.text()))?
+                    .map_err(|err| format!("cmatose: failure accepting: {}", err.text()))?;
             }
             T::Established => {
                 if let Some(i) = self.node_of(&e) {
@@ -432,7 +432,7 @@ fn run_server(a: Args, v6: Option<bool>) -> Result<(), String> {
     let listener =
         t.d.cm
             .with_cm(|cm| cm.listen_on(bind, 0))
-            .map_err(|e| format!("cmatose: bind/listen on {bind}: {e}"))?;
+            .map_err(|e| format!("cmatose: bind/listen on {bind}: {}", e.text()))?;
     let total = t.args.connections as usize;
     let r = (|| {
         t.events_until("connections", |t| {
@@ -453,8 +453,8 @@ fn run_server(a: Args, v6: Option<bool>) -> Result<(), String> {
             if let Some(id) = n.id.as_ref() {
                 t.d.cm
                     .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
-                    .map_err(|e| format!("cmatose: disconnect: {e}"))?
-                    .map_err(|e| format!("cmatose: disconnect: {e}"))?;
+                    .map_err(|e| format!("cmatose: disconnect: {}", e.text()))?
+                    .map_err(|e| format!("cmatose: disconnect: {}", e.text()))?;
             }
         }
         wait_disconnected(&mut t)?;
@@ -514,7 +514,7 @@ fn run_client(a: Args, v6: Option<bool>) -> Result<(), String> {
             let id = t.nodes[i].id.as_ref().ok_or("no id")?;
             t.d.cm
                 .resolve_addr(id, Some(src), dst)
-                .map_err(|e| format!("cmatose: failure getting addr: {e}"))?;
+                .map_err(|e| format!("cmatose: failure getting addr: {}", e.text()))?;
         }
         t.events_until("connections", |t| t.nodes.iter().all(|n| n.established))?;
         if t.args.message_count > 0 {
