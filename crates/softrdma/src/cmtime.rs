@@ -15,7 +15,7 @@ use clap::Parser;
 use softrdma_core::rdma_cm::{ConnParam, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId};
 use softrdma_driver::cm::Event;
 
-use crate::cmtool::{self, CmDevice};
+use crate::cmtool::{self, signals, CmDevice, CmText};
 
 #[derive(Debug, Parser)]
 pub struct Args {
@@ -28,8 +28,8 @@ pub struct Args {
     /// Number of connections.
     #[arg(short = 'c', default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub connections: u32,
-    /// Port.
-    #[arg(short = 'p', default_value_t = 7471)]
+    /// Port, 1 to 65535.
+    #[arg(short = 'p', default_value_t = 7471, value_parser = cmtool::parse_port)]
     pub port: u16,
     /// Retries of address and route resolution (and the connection's RC retry count).
     #[arg(short = 'r', default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=7))]
@@ -164,6 +164,46 @@ struct Conn {
     id: Option<RdmaCmId>,
     qpn: Option<u32>,
     error: bool,
+    /// Established and not disconnected yet.
+    up: bool,
+}
+
+/// A wait ended by SIGINT/SIGTERM, carried as a message: `signal N`.
+fn signal_error(sig: i32) -> String {
+    format!("signal {sig}")
+}
+
+fn is_signal(m: &str) -> Option<i32> {
+    m.strip_prefix("signal ")?.parse().ok()
+}
+
+/// Disconnects (DREQ) every connection still up, as the kernel does for ids of a process
+/// that exits, and waits up to a second for the DREPs: a failed or interrupted run leaves
+/// no server waiting.
+fn hang_up(d: &CmDevice, conns: &mut [Conn]) {
+    let mut waiting = 0usize;
+    for c in conns.iter_mut().filter(|c| c.up) {
+        c.up = false;
+        if let Some(id) = c.id.as_ref() {
+            if let Ok(Ok(())) =
+                d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
+            {
+                waiting += 1;
+            }
+        }
+    }
+    let end = Instant::now() + Duration::from_secs(1);
+    while waiting > 0 {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        if let Some(Event::Rdma(e)) = d.cm.wait_event(left.min(cmtool::SIGNAL_SLICE)) {
+            if e.event == RdmaCmEventType::Disconnected {
+                waiting -= 1;
+            }
+        }
+    }
 }
 
 fn find(conns: &[Conn], id: RdmaId) -> Option<usize> {
@@ -184,6 +224,7 @@ fn wait_step(
     dst: SocketAddr,
     src: Option<IpAddr>,
 ) -> Result<(), String> {
+    use RdmaCmEventType as T;
     let end = Instant::now() + STEP_LIMIT;
     let mut retries = vec![retries; conns.len()];
     loop {
@@ -200,11 +241,17 @@ fn wait_step(
                 STEP_LIMIT.as_secs()
             ));
         }
-        let Some(Event::Rdma(e)) = d.cm.wait_event(left) else {
-            continue;
+        let e = match cmtool::wait_event(&d.cm, left) {
+            Ok(Some(Event::Rdma(e))) => e,
+            Ok(_) => continue,
+            Err(sig) => return Err(signal_error(sig)),
         };
         let Some(c) = find(conns, e.id) else { continue };
-        use RdmaCmEventType as T;
+        match e.event {
+            T::Established => conns[c].up = true,
+            T::Disconnected => conns[c].up = false,
+            _ => {}
+        }
         match e.event {
             T::AddrResolved => t.end_c(c, Step::ResolveAddr),
             T::RouteResolved => t.end_c(c, Step::ResolveRoute),
@@ -216,10 +263,10 @@ fn wait_step(
                     retries[c] -= 1;
                     let id = conns[c].id.as_ref().ok_or("no id")?;
                     let r = if addr {
-                        d.cm.resolve_addr(id, src, dst).map_err(|e| e.to_string())
+                        d.cm.resolve_addr(id, src, dst).map_err(|e| e.text())
                     } else {
                         d.cm.with_cm(|cm| cm.resolve_route(id))
-                            .map_err(|e| e.to_string())
+                            .map_err(|e| e.text())
                     };
                     if r.is_ok() {
                         continue;
@@ -244,17 +291,18 @@ fn run_client(args: &Args) -> Result<(), String> {
     let dst = softrdma_driver::cm::resolve_host(host, args.port, None)
         .map_err(|e| format!("cmtime: getaddrinfo {host}: {e}"))?;
     let bind = match args.bind.as_deref() {
-        Some(b) => Some(
-            softrdma_driver::cm::resolve_host(b, 0, Some(dst.is_ipv4()))
-                .map_err(|e| format!("cmtime: getaddrinfo {b}: {e}"))?
-                .ip(),
-        ),
+        Some(b) => {
+            Some(cmtool::source_of_family(b, dst, "-s", "-b").map_err(|e| format!("cmtime: {e}"))?)
+        }
         None => None,
     };
-    let src = cmtool::source_for(bind, dst.ip())?;
-    let d = cmtool::open(src, args.pcap.as_ref())?;
+    let d = cmtool::open_client(bind, dst.ip(), args.pcap.as_ref(), "-b", "cmtime")
+        .map_err(|e| format!("cmtime: {e}"))?;
+    let src = d.dev.local_addr().ip();
     let (t, r) = cycle(&d, args.connections, dst, src, bind, args.retries, true);
-    print!("{}", t.table(bind.is_some()));
+    if r.as_ref().err().and_then(|m| is_signal(m)).is_none() {
+        print!("{}", t.table(bind.is_some()));
+    }
     r
 }
 
@@ -291,6 +339,7 @@ pub(crate) fn cycle(
                 id: Some(id),
                 qpn: None,
                 error: false,
+                up: false,
             }
         })
         .collect();
@@ -305,7 +354,7 @@ pub(crate) fn cycle(
                 match d.cm.with_cm(|cm| cm.bind_addr(id, SocketAddr::new(b, 0))) {
                     Ok(_) => t.end_c(c, Step::Bind),
                     Err(e) => {
-                        println!("failure bind addr: {e}");
+                        println!("failure bind addr: {}", e.text());
                         conn.error = true;
                     }
                 }
@@ -324,7 +373,7 @@ pub(crate) fn cycle(
             match d.cm.resolve_addr(id, Some(src), dst) {
                 Ok(()) => started += 1,
                 Err(e) => {
-                    println!("failure getting addr: {e}");
+                    println!("failure getting addr: {}", e.text());
                     conn.error = true;
                 }
             }
@@ -353,7 +402,7 @@ pub(crate) fn cycle(
             match d.cm.with_cm(|cm| cm.resolve_route(id)) {
                 Ok(()) => started += 1,
                 Err(e) => {
-                    println!("failure resolving route: {e}");
+                    println!("failure resolving route: {}", e.text());
                     conn.error = true;
                 }
             }
@@ -412,11 +461,11 @@ pub(crate) fn cycle(
             match r {
                 Ok(Ok(())) => started += 1,
                 Ok(Err(e)) => {
-                    println!("failure rconnecting: {e}");
+                    println!("failure rconnecting: {}", e.text());
                     conn.error = true;
                 }
                 Err(e) => {
-                    println!("failure rconnecting: {e}");
+                    println!("failure rconnecting: {}", e.text());
                     conn.error = true;
                 }
             }
@@ -461,6 +510,20 @@ pub(crate) fn cycle(
         t.end(Step::Disconnect);
         Ok(())
     })();
+    // A failure or a signal part way: disconnect what is up before the ids go.
+    hang_up(d, &mut conns);
+    if r.as_ref()
+        .err()
+        .and_then(|m: &String| is_signal(m))
+        .is_some()
+    {
+        for conn in conns.iter_mut() {
+            if let Some(id) = conn.id.take() {
+                d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+            }
+        }
+        return (t, r);
+    }
     say("destroying id");
     t.start(Step::Destroy);
     for (c, conn) in conns.iter_mut().enumerate() {
@@ -480,22 +543,42 @@ fn run_server(args: &Args) -> Result<(), String> {
     };
     let bind = softrdma_driver::cm::resolve_host(b, args.port, None)
         .map_err(|e| format!("cmtime: getaddrinfo {b}: {e}"))?;
-    let d = cmtool::open(bind.ip(), args.pcap.as_ref())?;
+    let d = cmtool::open(
+        bind.ip(),
+        args.pcap.as_ref(),
+        "listen on another local address with -b ADDR",
+    )
+    .map_err(|e| format!("cmtime: {e}"))?;
     let cq = d.shared_cq(args.connections, 1)?;
     let listener =
         d.cm.with_cm(|cm| cm.listen_on(bind, 0))
-            .map_err(|e| format!("cmtime: listen on {bind}: {e}"))?;
+            .map_err(|e| format!("cmtime: listen on {bind}: {}", e.text()))?;
     let mut live: Vec<RdmaCmId> = Vec::new();
     let mut disc = 0u32;
     // v44's server handles events until it is stopped (the lab sends SIGTERM).
     let r = (|| loop {
-        let Some(Event::Rdma(e)) = d.cm.wait_event(Duration::from_secs(3600)) else {
-            continue;
+        let e = match cmtool::wait_event(&d.cm, Duration::from_secs(3600)) {
+            Ok(Some(Event::Rdma(e))) => e,
+            Ok(_) => continue,
+            Err(sig) => return Err(signal_error(sig)),
         };
         on_server_event(&d, cq, e, &mut live, &mut disc)?;
     })();
-    for id in live {
-        d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+    // Stopped: the connections still up are disconnected before their ids go.
+    let mut conns: Vec<Conn> = live
+        .into_iter()
+        .map(|id| Conn {
+            id: Some(id),
+            qpn: None,
+            error: false,
+            up: true,
+        })
+        .collect();
+    hang_up(&d, &mut conns);
+    for c in conns {
+        if let Some(id) = c.id {
+            d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+        }
     }
     d.cm.with_cm(|cm| cm.destroy(d.dev.now(), listener));
     r
@@ -522,8 +605,8 @@ pub(crate) fn on_server_event(
             };
             let r = d.rc_qp_on(cq, 1, 1).and_then(|(_, qpn)| {
                 d.cm.with_id(id.name(), |cm, s, now| cm.accept(now, s, &id, qpn, &p))
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.text())?
+                    .map_err(|e| e.text())
             });
             match r {
                 Ok(()) => live.push(id),
@@ -548,6 +631,7 @@ pub(crate) fn on_server_event(
 }
 
 pub fn run(args: &Args) -> ExitCode {
+    signals::catch();
     let r = if args.server.is_some() {
         run_client(args)
     } else {
@@ -555,6 +639,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
+        Err(m) if is_signal(&m).is_some() => signals::die(is_signal(&m).unwrap_or(15)),
         Err(m) => {
             eprintln!("{m}");
             ExitCode::FAILURE

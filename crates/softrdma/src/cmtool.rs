@@ -1,13 +1,15 @@
 //! What the RDMA CM tools (`ucmatose`, `cmtime`, `rping`) share: a device with the
-//! process's CM on it, RC QPs in INIT, and the source address rule.
+//! process's CM on it, RC QPs in INIT, the source address rule, the message for an address
+//! another process holds, every local address (a wildcard listener), and SIGINT/SIGTERM.
 
-use std::net::IpAddr;
-use std::path::PathBuf;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use softrdma_core::cm::CmPort;
 use softrdma_core::rdma_cm::RdmaCm;
 use softrdma_core::verbs::{CqId, PdId, QpInitAttr};
-use softrdma_driver::cm::Cm;
+use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::{Device, DeviceConfig};
 
 /// A device on `ip` with a CM on it.
@@ -29,15 +31,60 @@ pub fn seed() -> u64 {
         ^ u64::from(std::process::id()).rotate_left(32)
 }
 
-/// Opens the device on `ip` (binding `ip:4791`) and runs a CM on it. The error says what
-/// to do when another process holds the address.
-pub fn open(ip: IpAddr, pcap: Option<&PathBuf>) -> Result<CmDevice, String> {
+/// The RoCEv2 UDP port every softrdma device binds on its address.
+pub const ROCE_PORT: u16 = 4791;
+
+/// Opens a device on `ip` (binding `ip:4791`), nothing more.
+pub fn open_device(ip: IpAddr, pcap: Option<&Path>) -> Result<Device, softrdma_driver::Error> {
     let mut cfg = DeviceConfig::new(ip);
     if let Some(p) = pcap {
         cfg = cfg.with_pcap(p);
     }
-    let dev = Device::open_with(cfg).map_err(|e| device_error(ip, &e))?;
-    let cm = Cm::new(seed());
+    Device::open_with(cfg)
+}
+
+/// Whether opening a device failed because another socket holds `<ip>:4791`.
+pub fn is_in_use(e: &softrdma_driver::Error) -> bool {
+    matches!(e, softrdma_driver::Error::Io(io) if io.kind() == std::io::ErrorKind::AddrInUse)
+}
+
+/// What every tool says when `<ip>:4791` is taken: who holds it and how to choose another
+/// address (`how`: e.g. "pass another local address with -I ADDR").
+pub fn in_use_message(ip: IpAddr, how: &str) -> String {
+    format!("{}; stop it or {how}", held(ip))
+}
+
+/// "another process already holds `<ip>`:4791 (...)".
+fn held(ip: IpAddr) -> String {
+    format!(
+        "another process already holds {}:{ROCE_PORT} (a softrdma device, e.g. a server on \
+         this host)",
+        bracket(ip)
+    )
+}
+
+/// `ip` as it stands before `:port` (IPv6 in brackets).
+pub fn bracket(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    }
+}
+
+/// The message for a device that could not be opened (`how`: as for [`in_use_message`]).
+pub fn device_error(ip: IpAddr, e: &softrdma_driver::Error, how: &str) -> String {
+    match e {
+        e if is_in_use(e) => in_use_message(ip, how),
+        softrdma_driver::Error::Io(io) if io.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            format!("{ip} is not an address of this host; {how}")
+        }
+        e => format!("device {ip}: {e}"),
+    }
+}
+
+/// Runs a CM on `dev`, with a PD.
+fn with_cm(dev: Device, cm: Cm) -> Result<CmDevice, String> {
+    let ip = dev.local_addr().ip();
     let port = cm
         .add_device(&dev)
         .map_err(|e| format!("device {ip}: {e}"))?;
@@ -45,18 +92,152 @@ pub fn open(ip: IpAddr, pcap: Option<&PathBuf>) -> Result<CmDevice, String> {
     Ok(CmDevice { dev, cm, port, pd })
 }
 
-/// The message for a device that could not be opened.
-pub fn device_error(ip: IpAddr, e: &softrdma_driver::Error) -> String {
-    match e {
-        softrdma_driver::Error::Io(io) if io.kind() == std::io::ErrorKind::AddrInUse => format!(
-            "{ip}:4791 is already held by another process (a softrdma device on that address); \
-             stop it or choose another local address"
-        ),
-        softrdma_driver::Error::Io(io) if io.kind() == std::io::ErrorKind::AddrNotAvailable => {
-            format!("{ip} is not an address of this host; choose a local address")
-        }
-        e => format!("device {ip}: {e}"),
+/// Opens the device on `ip` (binding `ip:4791`) and runs a CM on it. The error says what
+/// to do when another process holds the address (`how`, as for [`in_use_message`]).
+pub fn open(ip: IpAddr, pcap: Option<&PathBuf>, how: &str) -> Result<CmDevice, String> {
+    let dev = open_device(ip, pcap.map(|p| p.as_path())).map_err(|e| device_error(ip, &e, how))?;
+    with_cm(dev, Cm::new(seed()))
+}
+
+/// The client's device. With `given` (`-b`/`-I`), on that address. Without, on the
+/// address the routing table picks towards `dst`; when another process holds it (a server
+/// on the same host: the routed source of a local address is that address, or 127.0.0.1
+/// for all of 127.0.0.0/8) an IPv4 loopback client takes the next free 127.0.0.x and says
+/// so on stderr, and anything else is refused with a hint to pass `flag` ADDR. `tool`
+/// prefixes the note.
+pub fn open_client(
+    given: Option<IpAddr>,
+    dst: IpAddr,
+    pcap: Option<&PathBuf>,
+    flag: &str,
+    tool: &str,
+) -> Result<CmDevice, String> {
+    let how = format!("pass another local address with {flag} ADDR");
+    if let Some(ip) = given {
+        return open(ip, pcap, &how);
     }
+    let src = softrdma_driver::cm::route_source(dst)
+        .ok_or_else(|| format!("no route to {dst}: give the source address with {flag} ADDR"))?;
+    let pcap = pcap.map(|p| p.as_path());
+    let first = match open_device(src, pcap) {
+        Ok(dev) => return with_cm(dev, Cm::new(seed())),
+        Err(e) => e,
+    };
+    if !is_in_use(&first) {
+        return Err(device_error(src, &first, &how));
+    }
+    match src {
+        IpAddr::V4(a) if a.is_loopback() => {
+            for k in 2..=254u8 {
+                let cand = IpAddr::V4(Ipv4Addr::new(127, 0, 0, k));
+                if cand == src || cand == dst {
+                    continue;
+                }
+                match open_device(cand, pcap) {
+                    Ok(dev) => {
+                        eprintln!(
+                            "{tool}: {src}:{ROCE_PORT} (the source address routed towards {dst}) \
+                             is held by another process; using {cand} instead ({flag} ADDR \
+                             chooses one)"
+                        );
+                        return with_cm(dev, Cm::new(seed()));
+                    }
+                    Err(e) if is_in_use(&e) => continue,
+                    Err(e) => return Err(device_error(cand, &e, &how)),
+                }
+            }
+            Err(format!(
+                "every address from 127.0.0.1 to 127.0.0.254 is held by another process on \
+                 port {ROCE_PORT}; {how}"
+            ))
+        }
+        IpAddr::V6(a) if a.is_loopback() => Err(format!(
+            "the source address routed towards {dst} is {src}, and {}; IPv6 has only one \
+             loopback address, so a client on the server's host needs another IPv6 address \
+             of this host: pass it with {flag} ADDR",
+            held(src)
+        )),
+        _ => Err(format!(
+            "the source address routed towards {dst} is {src}, and {}; {how}",
+            held(src)
+        )),
+    }
+}
+
+/// Every address of this host a device can open on, of the family of `v4`: the interfaces'
+/// addresses, without IPv6 link-local ones (a device needs an address without a scope).
+pub fn local_addrs(v4: bool) -> Vec<(String, IpAddr)> {
+    let mut out: Vec<(String, IpAddr)> = Vec::new();
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return out;
+    };
+    for a in addrs {
+        let Some(sa) = a.address else { continue };
+        let ip = if let Some(s) = sa.as_sockaddr_in() {
+            IpAddr::V4(s.ip())
+        } else if let Some(s) = sa.as_sockaddr_in6() {
+            let ip = s.ip();
+            if (ip.segments()[0] & 0xffc0) == 0xfe80 {
+                continue;
+            }
+            IpAddr::V6(ip)
+        } else {
+            continue;
+        };
+        if ip.is_ipv4() == v4 && !out.iter().any(|(_, x)| *x == ip) {
+            out.push((a.interface_name, ip));
+        }
+    }
+    out
+}
+
+/// `path` for one of several devices: `NAME-IP.EXT`.
+fn pcap_for(path: &Path, ip: IpAddr) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{ip}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{ip}"),
+    };
+    path.with_file_name(name)
+}
+
+/// A CM over a device on every local address of one family (a wildcard listener), and the
+/// devices. Addresses another process holds are skipped with a note on stderr; with
+/// `pcap`, each device records to `NAME-IP.EXT`.
+pub fn open_every(
+    v4: bool,
+    pcap: Option<&PathBuf>,
+    tool: &str,
+) -> Result<(Cm, Vec<Device>), String> {
+    let cm = Cm::new(seed());
+    let mut devs = Vec::new();
+    let addrs = local_addrs(v4);
+    for (ifname, ip) in &addrs {
+        let p = pcap.map(|p| pcap_for(p, *ip));
+        match open_device(*ip, p.as_deref()) {
+            Ok(dev) => {
+                cm.add_device(&dev)
+                    .map_err(|e| format!("device {ip}: {e}"))?;
+                devs.push(dev);
+            }
+            Err(e) if is_in_use(&e) => eprintln!(
+                "{tool}: skipping {ip} ({ifname}): {}",
+                in_use_message(*ip, "listen on another address with -a ADDR")
+            ),
+            Err(e) => eprintln!("{tool}: skipping {ip} ({ifname}): {e}"),
+        }
+    }
+    if devs.is_empty() {
+        return Err(format!(
+            "no local {} address could take a device ({} found); give one with -a ADDR",
+            if v4 { "IPv4" } else { "IPv6" },
+            addrs.len()
+        ));
+    }
+    Ok((cm, devs))
 }
 
 impl CmDevice {
@@ -81,9 +262,176 @@ impl CmDevice {
     }
 }
 
-/// The client's source address: `-b`/`-I` if given, else the routed one.
-pub fn source_for(given: Option<IpAddr>, dst: IpAddr) -> Result<IpAddr, String> {
-    given
-        .or_else(|| softrdma_driver::cm::route_source(dst))
-        .ok_or_else(|| format!("no route to {dst}: give the source address"))
+/// Resolves a client's `-b`/`-I` source for `dst`: a name takes an address of `dst`'s
+/// family; an address of the other family is refused at once (`what` names both flags,
+/// e.g. "-s ::1" and "-b 127.0.0.2").
+pub fn source_of_family(
+    src: &str,
+    dst: SocketAddr,
+    dst_flag: &str,
+    src_flag: &str,
+) -> Result<IpAddr, String> {
+    let fam = |ip: IpAddr| if ip.is_ipv4() { "IPv4" } else { "IPv6" };
+    if let Ok(ip) = src.parse::<IpAddr>() {
+        if ip.is_ipv4() != dst.is_ipv4() {
+            return Err(format!(
+                "{dst_flag} {} is an {} address but {src_flag} {ip} is {}: the source must be \
+                 of the destination's family",
+                dst.ip(),
+                fam(dst.ip()),
+                fam(ip)
+            ));
+        }
+        return Ok(ip);
+    }
+    softrdma_driver::cm::resolve_host(src, 0, Some(dst.is_ipv4()))
+        .map(|a| a.ip())
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!(
+                "{src_flag} {src} has no {} address, and {dst_flag} {} is {}",
+                fam(dst.ip()),
+                dst.ip(),
+                fam(dst.ip())
+            ),
+            _ => format!("getaddrinfo {src}: {e}"),
+        })
+}
+
+/// SIGINT and SIGTERM: the first sets a flag the tools' waits look at (so they disconnect
+/// and destroy their ids, as the kernel does for a process that exits, then die of the
+/// signal); a second one of the same kind kills the process at once.
+pub mod signals {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, OnceLock};
+
+    use signal_hook::consts::{SIGINT, SIGTERM};
+
+    struct Flags {
+        caught: Arc<AtomicUsize>,
+        any: Arc<AtomicBool>,
+    }
+
+    static FLAGS: OnceLock<Flags> = OnceLock::new();
+
+    /// Installs the handlers (once per process).
+    pub fn catch() {
+        FLAGS.get_or_init(|| {
+            let f = Flags {
+                caught: Arc::new(AtomicUsize::new(0)),
+                any: Arc::new(AtomicBool::new(false)),
+            };
+            for sig in [SIGINT, SIGTERM] {
+                // The second signal: the default action (the handler runs before the flags
+                // are set, so it sees the first one's).
+                let _ = signal_hook::flag::register_conditional_default(sig, f.any.clone());
+                let _ = signal_hook::flag::register_usize(sig, f.caught.clone(), sig as usize);
+                let _ = signal_hook::flag::register(sig, f.any.clone());
+            }
+            f
+        });
+    }
+
+    /// The signal caught, if any.
+    pub fn caught() -> Option<i32> {
+        let f = FLAGS.get()?;
+        match f.caught.load(Ordering::SeqCst) {
+            0 => None,
+            s => Some(s as i32),
+        }
+    }
+
+    /// Dies of `sig` (as a process without handlers would: the shell sees the signal).
+    pub fn die(sig: i32) -> ! {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        let _ = signal_hook::low_level::emulate_default_handler(sig);
+        std::process::exit(128 + sig)
+    }
+}
+
+/// The next CM event within `timeout`, waiting in short slices so a caught signal ends the
+/// wait: `Err(signal)`.
+pub fn wait_event(cm: &Cm, timeout: Duration) -> Result<Option<Event>, i32> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(s) = signals::caught() {
+            return Err(s);
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        if let Some(e) = cm.wait_event(left.min(SIGNAL_SLICE)) {
+            return Ok(Some(e));
+        }
+    }
+}
+
+/// How often a blocked tool looks for a caught signal.
+pub const SIGNAL_SLICE: Duration = Duration::from_millis(100);
+
+/// A decimal number within `lo..=hi`, or the one-line message naming the range.
+pub fn parse_in(s: &str, lo: i64, hi: i64) -> Result<i64, String> {
+    match s.trim().parse::<i64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!("{s} is not in {lo}..={hi}")),
+    }
+}
+
+/// A port, 1 to 65535.
+pub fn parse_port(s: &str) -> Result<u16, String> {
+    parse_in(s, 1, 65535).map(|v| v as u16)
+}
+
+/// A byte within `LO..=HI`.
+pub fn parse_u8_in<const LO: u8, const HI: u8>(s: &str) -> Result<u8, String> {
+    parse_in(s, i64::from(LO), i64::from(HI)).map(|v| v as u8)
+}
+
+/// A CM error as the tools print it: the IB CM's state by its kernel name
+/// (`IB_CM_TIMEWAIT`), not as Rust debug output.
+pub trait CmText {
+    fn text(&self) -> String;
+}
+
+impl CmText for softrdma_core::rdma_cm::RdmaCmError {
+    fn text(&self) -> String {
+        use softrdma_core::cm::{CmError, CmState as S};
+        match self {
+            softrdma_core::rdma_cm::RdmaCmError::Cm(CmError::InvalidState(s)) => {
+                let name = match s {
+                    S::Idle => "IB_CM_IDLE",
+                    S::Listen => "IB_CM_LISTEN",
+                    S::ReqSent => "IB_CM_REQ_SENT",
+                    S::ReqRcvd => "IB_CM_REQ_RCVD",
+                    S::MraReqSent => "IB_CM_MRA_REQ_SENT",
+                    S::MraReqRcvd => "IB_CM_MRA_REQ_RCVD",
+                    S::RepSent => "IB_CM_REP_SENT",
+                    S::RepRcvd => "IB_CM_REP_RCVD",
+                    S::MraRepSent => "IB_CM_MRA_REP_SENT",
+                    S::MraRepRcvd => "IB_CM_MRA_REP_RCVD",
+                    S::Established => "IB_CM_ESTABLISHED",
+                    S::DreqSent => "IB_CM_DREQ_SENT",
+                    S::DreqRcvd => "IB_CM_DREQ_RCVD",
+                    S::Timewait => "IB_CM_TIMEWAIT",
+                    S::SidrReqSent => "IB_CM_SIDR_REQ_SENT",
+                    S::SidrReqRcvd => "IB_CM_SIDR_REQ_RCVD",
+                    #[allow(unreachable_patterns)]
+                    _ => "another IB CM state",
+                };
+                format!("the connection is in {name}, not a state for this call")
+            }
+            e => e.to_string(),
+        }
+    }
+}
+
+impl CmText for softrdma_driver::cm::Error {
+    fn text(&self) -> String {
+        match self {
+            softrdma_driver::cm::Error::Rdma(e) => e.text(),
+            e => e.to_string(),
+        }
+    }
 }

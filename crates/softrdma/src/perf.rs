@@ -665,7 +665,16 @@ impl Node {
             });
         cfg.name = format!("perf{seed}");
         cfg.endpoint.gso = !args.no_gso;
-        let dev = Device::open_with(cfg).map_err(|e| format!("device on {ip}: {e}"))?;
+        let dev = Device::open_with(cfg).map_err(|e| {
+            if crate::cmtool::is_in_use(&e) {
+                crate::cmtool::in_use_message(
+                    ip,
+                    "choose other loopback addresses with --server ADDR and --client ADDR",
+                )
+            } else {
+                format!("device on {ip}: {e}")
+            }
+        })?;
         let err =
             |what: &'static str| move |e: softrdma_driver::Error| format!("{ip}: {what}: {e}");
         let pd = dev.alloc_pd().map_err(err("alloc_pd"))?;

@@ -408,19 +408,16 @@ fn run_inner(args: &Args) -> Result<bool, Fail> {
     if let Some(p) = &args.pcap {
         cfg = cfg.with_pcap(p);
     }
-    let dev =
-        Device::open_with(cfg).map_err(|e| {
-            let in_use = matches!(&e, softrdma_driver::Error::Io(io) if io.kind() == std::io::ErrorKind::AddrInUse);
-            let hint = if in_use {
-                format!(
-                    " (another softrdma device already owns {dev_ip}:4791; stop it or name \
-                     another address with -d)"
-                )
-            } else {
-                String::new()
-            };
-            format!("Couldn't get context for {dev_ip}: {e}{hint}")
-        })?;
+    let dev = Device::open_with(cfg).map_err(|e| {
+        if crate::cmtool::is_in_use(&e) {
+            format!(
+                "Couldn't get context for {dev_ip}: {}",
+                crate::cmtool::in_use_message(dev_ip, "name another local address with -d ADDR")
+            )
+        } else {
+            format!("Couldn't get context for {dev_ip}: {e}")
+        }
+    })?;
 
     // pp_init_ctx.
     let pd = dev

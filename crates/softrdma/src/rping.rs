@@ -4,28 +4,40 @@
 //! The protocol, as rping runs it (one RC QP, RDMA_PS_TCP, default port 7174):
 //! 1. the client SENDs a 16-byte `struct rping_rdma_info` (big-endian buf address u64,
 //!    rkey u32, size u32) naming its "ping" buffer ("rdma-ping-N: " then letters A..z);
-//! 2. the server RDMA READs it, then SENDs a 16-byte "go ahead";
+//! 2. the server RDMA READs it (the length the client advertised, into its own buffer: a
+//!    client larger than the server fails the READ with a local protection error, status 4,
+//!    as rping does), then SENDs a 16-byte "go ahead";
 //! 3. the client SENDs the info of its sink buffer; the server RDMA WRITEs the data back
 //!    (strlen + 1 bytes) and SENDs "go ahead" again; the client prints
 //!    `ping data: rdma-ping-N: ...` with -v.
 //!
 //! After COUNT pings the client disconnects (DREQ); the server sees DISCONNECTED, answers
-//! DREP and exits 0.
+//! DREP and exits 0 (with `-P` it serves the next client). A failure on either side (a
+//! completion error, a bad message, SIGINT or SIGTERM) disconnects before the process
+//! exits, as the kernel does for a process that exits, so the peer is never left waiting;
+//! a signal then ends the process as the signal would.
+//!
+//! The server without `-a` (or with `-a 0.0.0.0` / `-a ::`) listens on the wildcard: a
+//! device on every local address of the family, all in one CM, and each connection's QP on
+//! the device its request came in on.
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use softrdma_core::cm::{CmEvent, CmPort};
-use softrdma_core::rdma_cm::RdmaCmEvent;
-use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEventType, RdmaCmId};
+use softrdma_core::cm::CmEvent;
+use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEvent, RdmaCmEventType, RdmaCmId};
 use softrdma_core::verbs::{
-    AccessFlags, CqId, MrKeys, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge, WcOpcode,
-    WcStatus, WorkCompletion,
+    AccessFlags, CqId, MrKeys, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
+    RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
 };
 use softrdma_driver::cm::{Cm, Event};
-use softrdma_driver::{Device, DeviceConfig};
+use softrdma_driver::Device;
 use softrdma_wire::cm::AttrId;
+
+use crate::cmtool::{self, signals, CmText, SIGNAL_SLICE};
 
 /// `RPING_BUFSIZE`.
 const RPING_BUFSIZE: u32 = 64 * 1024;
@@ -34,6 +46,8 @@ const RPING_MIN_BUFSIZE: u32 = 11 + 15;
 /// `RPING_SQ_DEPTH`.
 const SQ_DEPTH: u32 = 16;
 const INFO_LEN: usize = 16;
+/// rping's `rdma_listen(cb->cm_id, 3)`.
+const BACKLOG: u32 = 3;
 
 const RECV_IOVA: u64 = 0x1000;
 const SEND_IOVA: u64 = 0x2000;
@@ -44,7 +58,11 @@ const WR_RECV: u64 = 1;
 const WR_SEND: u64 = 2;
 const WR_RDMA: u64 = 3;
 
-/// `softrdma rping -s|-c -a ADDR [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [-d]`.
+/// The exit status of a refused argument (rping's `EINVAL`).
+const EINVAL: u8 = 22;
+
+/// `softrdma rping -s [-a ADDR] [-P] | -c -a ADDR [-I ADDR]` `[-p PORT] [-C COUNT] [-S SIZE]
+/// [-q] [-v] [-V] [-d]`.
 #[derive(Debug, clap::Args)]
 #[command(disable_version_flag = true)]
 pub struct Args {
@@ -54,22 +72,30 @@ pub struct Args {
     /// Client side.
     #[arg(short = 'c')]
     pub client: bool,
-    /// Address (server: bind; client: the server's).
+    /// Address, a name or a number. Server: where to listen (default 0.0.0.0: every local
+    /// IPv4 address; -a :: every IPv6 one). Client: the server's.
     #[arg(short = 'a')]
-    pub addr: IpAddr,
-    /// Client: the source address (default: the one routed towards the server).
+    pub addr: Option<String>,
+    /// Client: the source address, a name or a number (default: the one routed towards the
+    /// server; on one host with a loopback server, the next free 127.0.0.x).
     #[arg(short = 'I')]
-    pub source: Option<IpAddr>,
-    /// Port.
-    #[arg(short = 'p', default_value_t = 7174)]
-    pub port: u16,
-    /// Ping count (0: forever).
-    #[arg(short = 'C', default_value_t = 0)]
-    pub count: u32,
-    /// Ping data size.
-    #[arg(short = 'S', default_value_t = 64)]
-    pub size: u32,
-    /// Display ping data to stdout.
+    pub source: Option<String>,
+    /// Port, 1 to 65535.
+    #[arg(short = 'p', default_value = "7174", allow_hyphen_values = true)]
+    pub port: String,
+    /// Ping count, 0 (forever) to 2147483647.
+    #[arg(short = 'C', default_value = "0", allow_hyphen_values = true)]
+    pub count: String,
+    /// Ping data size, 26 to 65535.
+    #[arg(short = 'S', default_value = "64", allow_hyphen_values = true)]
+    pub size: String,
+    /// Server: persistent, serving one client after another until interrupted.
+    #[arg(short = 'P')]
+    pub persistent: bool,
+    /// Use a self-created, self-modified QP (rdma_init_qp_attr, rdma_establish).
+    #[arg(short = 'q')]
+    pub self_qp: bool,
+    /// Display ping data to stdout (and each CM retransmission as it happens).
     #[arg(short = 'v')]
     pub verbose: bool,
     /// Validate ping data.
@@ -87,58 +113,321 @@ pub struct Args {
     /// "softrdma-reject"; never accepts, runs until killed.
     #[arg(long)]
     pub reject: bool,
-    /// Record every datagram to this pcap file.
+    /// Record every datagram to this pcap file (a wildcard server: one file per device,
+    /// NAME-IP.EXT).
     #[arg(long)]
-    pub pcap: Option<std::path::PathBuf>,
+    pub pcap: Option<PathBuf>,
 }
 
-struct Fail(String);
+/// The arguments, checked.
+struct Opts {
+    server: bool,
+    /// Server: where to listen; client: the server.
+    addr: SocketAddr,
+    /// Client: `-I`.
+    source: Option<IpAddr>,
+    count: u32,
+    size: u32,
+    persistent: bool,
+    self_qp: bool,
+    verbose: bool,
+    validate: bool,
+    debug: bool,
+    accept_delay: u64,
+    reject: bool,
+    pcap: Option<PathBuf>,
+}
+
+/// Why a run ended early.
+enum Fail {
+    /// A failure, with what to print.
+    Msg(String),
+    /// SIGINT or SIGTERM: everything was hung up; die of it.
+    Signal(i32),
+}
 
 impl<E: std::fmt::Display> From<E> for Fail {
     fn from(e: E) -> Self {
-        Fail(e.to_string())
+        Fail::Msg(e.to_string())
     }
 }
 
-macro_rules! dbg_log {
-    ($cb:expr, $($t:tt)*) => { if $cb.debug { println!($($t)*); } };
+fn fail(m: impl Into<String>) -> Fail {
+    Fail::Msg(m.into())
 }
 
-/// The control block (`struct rping_cb`).
-struct Cb {
-    dev: Device,
-    cm: Cm,
-    port: CmPort,
+/// A decimal number within `lo..=hi`, or rping's message for `what`.
+fn ranged(s: &str, what: &str, lo: i64, hi: i64) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v as u32),
+        _ => Err(format!("Invalid {what} {s} (valid range is {lo} to {hi})")),
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    softrdma_driver::cm::resolve_host(host, port, None)
+        .map_err(|e| format!("getaddrinfo failed ({e}) - invalid hostname or IP address"))
+}
+
+/// Every argument, before any work: one line naming the valid range or the fix.
+fn check(a: &Args) -> Result<Opts, String> {
+    if a.server == a.client {
+        return Err("rping: give one of -s (server) and -c (client)".into());
+    }
+    let port = ranged(&a.port, "port", 1, 65535)? as u16;
+    let count = ranged(&a.count, "count", 0, i64::from(i32::MAX))?;
+    let size = ranged(
+        &a.size,
+        "size",
+        i64::from(RPING_MIN_BUFSIZE),
+        i64::from(RPING_BUFSIZE - 1),
+    )?;
+    let server_only = [
+        (a.persistent, "-P (persistent server)"),
+        (a.reject, "--reject"),
+        (a.accept_delay > 0, "--accept-delay"),
+    ];
+    if a.client {
+        if let Some((_, flag)) = server_only.iter().find(|(on, _)| *on) {
+            return Err(format!("rping: {flag} is a server flag: it needs -s"));
+        }
+    } else if a.source.is_some() {
+        return Err("rping: -I (the client's source address) needs -c".into());
+    }
+    let (addr, source) = if a.server {
+        (resolve(a.addr.as_deref().unwrap_or("0.0.0.0"), port)?, None)
+    } else {
+        let host = a
+            .addr
+            .as_deref()
+            .ok_or("rping: the client needs -a ADDR (the server's name or address)".to_string())?;
+        let dst = resolve(host, port)?;
+        if dst.ip().is_unspecified() {
+            return Err(format!(
+                "rping: -a {} is the wildcard, not a server to connect to",
+                dst.ip()
+            ));
+        }
+        let src = match a.source.as_deref() {
+            Some(s) => Some(
+                cmtool::source_of_family(s, dst, "-a", "-I").map_err(|e| format!("rping: {e}"))?,
+            ),
+            None => None,
+        };
+        (dst, src)
+    };
+    Ok(Opts {
+        server: a.server,
+        addr,
+        source,
+        count,
+        size,
+        persistent: a.persistent,
+        self_qp: a.self_qp,
+        verbose: a.verbose,
+        validate: a.validate,
+        debug: a.debug,
+        accept_delay: a.accept_delay,
+        reject: a.reject,
+        pcap: a.pcap.clone(),
+    })
+}
+
+macro_rules! dbg_log {
+    ($o:expr, $($t:tt)*) => { if $o.debug { println!($($t)*); } };
+}
+
+/// A connection's verbs resources (rping_setup_qp + rping_setup_buffers).
+struct Res {
+    pd: PdId,
     cq: CqId,
     qpn: u32,
     recv: MrKeys,
     send: MrKeys,
     rdma: MrKeys,
+    /// The client's ping buffer.
     start: Option<MrKeys>,
-    size: u32,
-    debug: bool,
-    id: Option<RdmaCmId>,
-    /// The listener (server).
-    listener: Option<RdmaCmId>,
+}
+
+impl Res {
+    fn new(dev: &Device, o: &Opts) -> Result<Res, Fail> {
+        let pd = dev.alloc_pd()?;
+        let cq = match dev.create_cq(SQ_DEPTH * 2) {
+            Ok(cq) => cq,
+            Err(e) => {
+                let _ = dev.dealloc_pd(pd);
+                return Err(fail(format!("ibv_create_cq: {e}")));
+            }
+        };
+        let qp = dev.create_qp(QpInitAttr {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: SQ_DEPTH,
+                max_recv_wr: 2,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+        });
+        let qpn = match qp {
+            Ok((qpn, _)) => qpn,
+            Err(e) => {
+                let _ = dev.destroy_cq(cq);
+                let _ = dev.dealloc_pd(pd);
+                return Err(fail(format!("rdma_create_qp: {e}")));
+            }
+        };
+        let mut r = Res {
+            pd,
+            cq,
+            qpn,
+            recv: MrKeys { lkey: 0, rkey: 0 },
+            send: MrKeys { lkey: 0, rkey: 0 },
+            rdma: MrKeys { lkey: 0, rkey: 0 },
+            start: None,
+        };
+        if let Err(e) = r.fill(dev, o) {
+            r.free(dev);
+            return Err(e);
+        }
+        Ok(r)
+    }
+
+    fn fill(&mut self, dev: &Device, o: &Opts) -> Result<(), Fail> {
+        let moved = if o.self_qp {
+            // rping -q: ibv_create_qp, then INIT with no remote access (the CM's INIT
+            // attributes add it once the connection is known).
+            let attr = QpAttr {
+                qp_state: QpState::Init,
+                pkey_index: 0,
+                port_num: 1,
+                qp_access_flags: AccessFlags::NONE,
+                ..QpAttr::default()
+            };
+            dev.modify_qp(
+                self.qpn,
+                &attr,
+                QpAttrMask::STATE
+                    | QpAttrMask::PKEY_INDEX
+                    | QpAttrMask::PORT
+                    | QpAttrMask::ACCESS_FLAGS,
+            )
+            .map_err(|e| e.to_string())
+        } else {
+            dev.with_stack(|s| RdmaCm::init_qp(s, self.qpn))
+                .map_err(|e| e.to_string())
+        };
+        moved.map_err(|e| fail(format!("rdma_create_qp: {e}")))?;
+        let rw = AccessFlags(
+            AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_WRITE.0,
+        );
+        let size = o.size as usize;
+        self.recv = dev.reg_mr(
+            self.pd,
+            vec![0; INFO_LEN],
+            RECV_IOVA,
+            AccessFlags::LOCAL_WRITE,
+        )?;
+        self.send = dev.reg_mr(self.pd, vec![0; INFO_LEN], SEND_IOVA, AccessFlags::NONE)?;
+        self.rdma = dev.reg_mr(self.pd, vec![0; size], RDMA_IOVA, rw)?;
+        if !o.server {
+            self.start = Some(dev.reg_mr(self.pd, vec![0; size], START_IOVA, rw)?);
+        }
+        Ok(())
+    }
+
+    fn free(&self, dev: &Device) {
+        let _ = dev.destroy_qp(self.qpn);
+        let _ = dev.destroy_cq(self.cq);
+        for k in [
+            Some(self.recv),
+            Some(self.send),
+            Some(self.rdma),
+            self.start,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if k.lkey != 0 {
+                let _ = dev.dereg_mr(k.lkey);
+            }
+        }
+        let _ = dev.dealloc_pd(self.pd);
+    }
 }
 
 /// What a wait ended with.
 enum Got {
-    Wc(WorkCompletion),
+    Wc(WcOpcode),
     Disconnected,
 }
 
-impl Cb {
+/// One connection (`struct rping_cb` for one id).
+struct Conn<'a> {
+    o: &'a Opts,
+    cm: Cm,
+    dev: Device,
+    id: Option<RdmaCmId>,
+    res: Option<Res>,
+    /// Server: CONNECT_REQUESTs for the listener that came meanwhile, served next (`-P`).
+    stash: Vec<RdmaCmEvent>,
+    /// DISCONNECTED was seen.
+    disconnected: bool,
+}
+
+impl<'a> Conn<'a> {
+    fn new(o: &'a Opts, cm: Cm, dev: Device, id: RdmaCmId) -> Conn<'a> {
+        Conn {
+            o,
+            cm,
+            dev,
+            id: Some(id),
+            res: None,
+            stash: Vec::new(),
+            disconnected: false,
+        }
+    }
+
+    fn side(&self) -> &'static str {
+        if self.o.server {
+            "server"
+        } else {
+            "client"
+        }
+    }
+
+    fn res(&self) -> Result<&Res, Fail> {
+        self.res.as_ref().ok_or_else(|| fail("no QP"))
+    }
+
+    fn id(&self) -> Result<&RdmaCmId, Fail> {
+        self.id.as_ref().ok_or_else(|| fail("no id"))
+    }
+
+    fn setup(&mut self) -> Result<(), Fail> {
+        let r = Res::new(&self.dev, self.o)?;
+        self.res = Some(r);
+        self.post_recv()?;
+        dbg_log!(self.o, "created qp {}", self.res()?.qpn);
+        Ok(())
+    }
+
     fn post_recv(&self) -> Result<(), Fail> {
+        let r = self.res()?;
         let wr = RecvWr::new(
             WR_RECV,
             vec![Sge {
                 addr: RECV_IOVA,
                 length: INFO_LEN as u32,
-                lkey: self.recv.lkey,
+                lkey: r.recv.lkey,
             }],
         );
-        Ok(self.dev.post_recv(self.qpn, wr)?)
+        Ok(self.dev.post_recv(r.qpn, wr)?)
     }
 
     fn post(&self, wr_id: u64, op: SendOp, addr: u64, len: u32, lkey: u32) -> Result<(), Fail> {
@@ -148,310 +437,474 @@ impl Cb {
             lkey,
         });
         wr.signaled = true;
-        Ok(self.dev.post_send(self.qpn, wr)?)
+        self.dev
+            .post_send(self.res()?.qpn, wr)
+            .map_err(|e| fail(format!("post send error: {e}")))
+    }
+
+    fn send_go_ahead(&self) -> Result<(), Fail> {
+        let r = self.res()?;
+        self.post(
+            WR_SEND,
+            SendOp::Send,
+            SEND_IOVA,
+            INFO_LEN as u32,
+            r.send.lkey,
+        )
     }
 
     fn send_info(&self, buf: u64, rkey: u32) -> Result<(), Fail> {
         let mut info = [0u8; INFO_LEN];
         info[..8].copy_from_slice(&buf.to_be_bytes());
         info[8..12].copy_from_slice(&rkey.to_be_bytes());
-        info[12..].copy_from_slice(&self.size.to_be_bytes());
-        dbg_log!(self, "RDMA addr {buf:x} rkey {rkey:x} len {}", self.size);
-        self.dev.write_mr(self.send.lkey, SEND_IOVA, &info)?;
-        self.post(
-            WR_SEND,
-            SendOp::Send,
-            SEND_IOVA,
-            INFO_LEN as u32,
-            self.send.lkey,
-        )
+        info[12..].copy_from_slice(&self.o.size.to_be_bytes());
+        dbg_log!(
+            self.o,
+            "RDMA addr {buf:x} rkey {rkey:x} len {}",
+            self.o.size
+        );
+        self.dev.write_mr(self.res()?.send.lkey, SEND_IOVA, &info)?;
+        self.send_go_ahead()
     }
 
-    /// Waits for the next completion that is not a SEND's (rping's semaphore), turning
-    /// the CM meanwhile; DISCONNECTED ends the wait.
-    fn wait(&mut self) -> Result<Got, Fail> {
+    /// The next event of this connection's id (waiting up to `wait`; `None`: no waiting).
+    /// CM retransmissions are printed with `-v`/`-d`; a CONNECT_REQUEST for the listener is
+    /// kept for later; a caught signal ends the wait.
+    fn next_event(&mut self, wait: Option<Duration>) -> Result<Option<RdmaCmEvent>, Fail> {
+        let end = Instant::now() + wait.unwrap_or(Duration::ZERO);
+        loop {
+            if let Some(s) = signals::caught() {
+                return Err(Fail::Signal(s));
+            }
+            let e = match wait {
+                Some(_) => {
+                    let left = end.saturating_duration_since(Instant::now());
+                    match cmtool::wait_event(&self.cm, left) {
+                        Ok(e) => e,
+                        Err(s) => return Err(Fail::Signal(s)),
+                    }
+                }
+                None => self.cm.poll_event(),
+            };
+            let Some(e) = e else { return Ok(None) };
+            match e {
+                Event::Rdma(e) if self.id.as_ref().is_some_and(|i| *i == e.id) => {
+                    dbg_log!(self.o, "cma_event type {}", e.event.as_str());
+                    return Ok(Some(e));
+                }
+                Event::Rdma(e) if e.event == RdmaCmEventType::ConnectRequest => {
+                    dbg_log!(self.o, "cma_event type {} (queued)", e.event.as_str());
+                    self.stash.push(e);
+                }
+                Event::Rdma(_) => {}
+                Event::Ib(ev) => print_retry(self.o, &self.dev, &ev),
+            }
+        }
+    }
+
+    /// Waits for the next completion that is not a SEND's (rping's semaphore), turning the
+    /// CM meanwhile; DISCONNECTED ends the wait. A completion in error is printed as rping
+    /// prints it (`cq completion failed status 12`) and fails the wait.
+    fn wait(&mut self, what: &str) -> Result<Got, Fail> {
         let mut wcs = Vec::new();
         loop {
-            while let Some(e) = self.next_rdma_event(None) {
-                dbg_log!(self, "cma_event type {}", e.event.as_str());
+            while let Some(e) = self.next_event(None)? {
                 match e.event {
                     RdmaCmEventType::Disconnected => {
-                        eprintln!(
-                            "{} DISCONNECT EVENT...",
-                            if self.start.is_some() {
-                                "client"
-                            } else {
-                                "server"
-                            }
-                        );
+                        eprintln!("{} DISCONNECT EVENT...", self.side());
+                        self.disconnected = true;
                         return Ok(Got::Disconnected);
                     }
-                    RdmaCmEventType::Established | RdmaCmEventType::TimewaitExit => {}
-                    other => return Err(Fail(format!("cma event {}", other.as_str()))),
+                    RdmaCmEventType::Established
+                    | RdmaCmEventType::TimewaitExit
+                    | RdmaCmEventType::ConnectResponse => {}
+                    other => {
+                        eprintln!("cma event {}, error {}", other.as_str(), e.status);
+                        return Err(fail(format!("wait for {what}: {}", other.as_str())));
+                    }
                 }
             }
             wcs.clear();
-            // Completions and CM events (DISCONNECTED) both end the wait at once.
             let cm = self.cm.clone();
-            self.dev.wait_cq_or(
-                self.cq,
-                &mut wcs,
-                1,
-                Some(Duration::from_secs(1)),
-                &move || cm.has_event(),
-            )?;
+            let (cq, qpn) = {
+                let r = self.res()?;
+                (r.cq, r.qpn)
+            };
+            self.dev
+                .wait_cq_or(cq, &mut wcs, 1, Some(SIGNAL_SLICE), &move || {
+                    cm.has_event() || signals::caught().is_some()
+                })?;
             for wc in wcs.drain(..) {
-                if wc.status == WcStatus::WrFlushErr {
+                if wc.qp_num != qpn || wc.status == WcStatus::WrFlushErr {
                     continue;
                 }
                 if wc.status != WcStatus::Success {
-                    return Err(Fail(format!("cq completion failed status {:?}", wc.status)));
+                    eprintln!("cq completion failed status {}", wc.status.to_verbs());
+                    return Err(fail(format!(
+                        "wait for {what}: a completion failed ({})",
+                        wc.status
+                    )));
                 }
                 match wc.opcode {
-                    WcOpcode::Send => dbg_log!(self, "send completion"),
+                    WcOpcode::Send => dbg_log!(self.o, "send completion"),
                     WcOpcode::Recv => {
-                        dbg_log!(self, "recv completion");
+                        dbg_log!(self.o, "recv completion");
                         if wc.byte_len as usize != INFO_LEN {
-                            return Err(Fail(format!("Received bogus data, size {}", wc.byte_len)));
+                            eprintln!("Received bogus data, size {}", wc.byte_len);
+                            return Err(fail(format!("wait for {what}: bogus data")));
                         }
                         self.post_recv()?;
-                        return Ok(Got::Wc(wc));
+                        return Ok(Got::Wc(WcOpcode::Recv));
                     }
-                    _ => return Ok(Got::Wc(wc)),
+                    WcOpcode::RdmaRead => {
+                        dbg_log!(self.o, "rdma read completion");
+                        return Ok(Got::Wc(wc.opcode));
+                    }
+                    WcOpcode::RdmaWrite => {
+                        dbg_log!(self.o, "rdma write completion");
+                        return Ok(Got::Wc(wc.opcode));
+                    }
+                    other => {
+                        return Err(fail(format!(
+                            "wait for {what}: unknown completion (opcode {})",
+                            other.to_verbs()
+                        )))
+                    }
                 }
             }
         }
     }
 
+    /// Waits for a completion of `op`: `Ok(false)` when the peer disconnected instead.
     fn expect(&mut self, op: WcOpcode, what: &str) -> Result<bool, Fail> {
-        match self.wait()? {
+        match self.wait(what)? {
             Got::Disconnected => Ok(false),
-            Got::Wc(wc) if wc.opcode == op => Ok(true),
-            Got::Wc(wc) => Err(Fail(format!("wait for {what}: got {:?}", wc.opcode))),
+            Got::Wc(got) if got == op => Ok(true),
+            Got::Wc(got) => Err(fail(format!(
+                "wait for {what}: got a completion of opcode {} instead",
+                got.to_verbs()
+            ))),
         }
     }
 
-    /// Waits for one event of type `want` (rping's `cma_event_handler` for address and
-    /// route resolution).
-    fn expect_event(&self, want: RdmaCmEventType) -> Result<(), Fail> {
-        match self.next_rdma_event(Some(Duration::from_secs(2))) {
-            Some(e) if e.event == want => {
-                dbg_log!(self, "cma_event type {}", e.event.as_str());
-                Ok(())
+    /// Waits for one event of type `want` on the id (address and route resolution,
+    /// connection).
+    fn expect_event(&mut self, want: RdmaCmEventType, limit: Duration) -> Result<(), Fail> {
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(fail(format!("waiting for {}: timeout", want.as_str())));
             }
-            Some(e) => {
-                eprintln!("cma event {}, error {}", e.event.as_str(), e.status);
-                Err(Fail(format!("waiting for {}", want.as_str())))
+            let Some(e) = self.next_event(Some(left))? else {
+                continue;
+            };
+            if e.event == want {
+                return Ok(());
             }
-            None => Err(Fail(format!("waiting for {}: timeout", want.as_str()))),
+            if e.event == RdmaCmEventType::TimewaitExit {
+                continue;
+            }
+            eprintln!("cma event {}, error {}", e.event.as_str(), e.status);
+            return Err(fail(format!("waiting for {}", want.as_str())));
         }
     }
 
     fn cstr(&self, lkey: u32, iova: u64) -> Result<String, Fail> {
-        let mut b = vec![0u8; self.size as usize];
+        let mut b = vec![0u8; self.o.size as usize];
         self.dev.read_mr(lkey, iova, &mut b)?;
         let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
         Ok(String::from_utf8_lossy(&b[..n]).into_owned())
     }
 
-    fn disconnect(&mut self) {
-        if let Some(id) = &self.id {
-            let _ = self
+    /// rping_self_modify_qp: INIT, RTR, RTS from `rdma_init_qp_attr`.
+    fn self_modify_qp(&self, through: QpState) -> Result<(), Fail> {
+        let (id, qpn) = (self.id()?.name(), self.res()?.qpn);
+        for st in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            let (mut a, m) = self
                 .cm
-                .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id));
-        }
-    }
-
-    /// `rdma_destroy_id` of everything (the DREQ or DREP of a destroy goes out at once).
-    fn destroy(&mut self) {
-        for id in [self.id.take(), self.listener.take()].into_iter().flatten() {
-            self.cm.with_cm(|cm| cm.destroy(self.dev.now(), id));
-        }
-    }
-
-    /// The next RDMA CM event (waiting up to `wait`; `None`: no waiting), printing IB CM
-    /// retry notices with `-d`.
-    fn next_rdma_event(&self, wait: Option<Duration>) -> Option<RdmaCmEvent> {
-        let end = wait.map(|w| Instant::now() + w);
-        loop {
-            let e = match end {
-                Some(end) => self
-                    .cm
-                    .wait_event(end.saturating_duration_since(Instant::now()))?,
-                None => self.cm.poll_event()?,
-            };
-            match e {
-                Event::Rdma(e) => return Some(e),
-                Event::Ib(CmEvent::Retry {
-                    msg,
-                    attempt,
-                    max,
-                    next_deadline,
-                    ..
-                }) => {
-                    let next = next_deadline.saturating_duration_since(self.dev.now());
-                    let what = match msg {
-                        AttrId::REQ => "REQ",
-                        AttrId::REP => "REP",
-                        AttrId::DREQ => "DREQ",
-                        AttrId::SIDR_REQ => "SIDR_REQ",
-                        _ => "CM MAD",
-                    };
-                    dbg_log!(
-                        self,
-                        "{what} retry {attempt}/{max}, next in {:.1} s",
-                        next.total_micros() as f64 / 1e6
-                    );
-                }
-                Event::Ib(_) => {}
+                .with_cm(|c| c.init_qp_attr(id, st))
+                .map_err(|e| fail(format!("rdma_init_qp_attr: {}", e.text())))?;
+            if st == QpState::Rtr {
+                // The source GID of the id's address (the kernel's sgid_attr).
+                a.ah_attr.sgid_index = self.dev.ip_gid_index().unwrap_or(1);
+            }
+            self.dev
+                .modify_qp(qpn, &a, m)
+                .map_err(|e| fail(format!("ibv_modify_qp: {e}")))?;
+            if st == through {
+                break;
             }
         }
+        Ok(())
+    }
+
+    /// rping_disconnect (-q: the QP to ERR first, as the CM does not hold it), then
+    /// waits up to `linger` for DISCONNECTED (the DREP), then destroys the id and frees
+    /// the resources. Returns the requests kept meanwhile.
+    fn hang_up(mut self, linger: Duration) -> Vec<RdmaCmEvent> {
+        if let Some(id) = &self.id {
+            if self.o.self_qp {
+                if let Some(r) = &self.res {
+                    let err = QpAttr {
+                        qp_state: QpState::Err,
+                        ..QpAttr::default()
+                    };
+                    let _ = self.dev.modify_qp(r.qpn, &err, QpAttrMask::STATE);
+                }
+            }
+            // DREQ when established, DREP after the peer's DREQ; nothing otherwise.
+            let sent = matches!(
+                self.cm
+                    .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id)),
+                Ok(Ok(()))
+            );
+            if sent && !self.disconnected && !linger.is_zero() {
+                let end = Instant::now() + linger;
+                while !self.disconnected {
+                    let left = end.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    match self.cm.wait_event(left.min(SIGNAL_SLICE)) {
+                        Some(Event::Rdma(e)) if *id == e.id => {
+                            self.disconnected = e.event == RdmaCmEventType::Disconnected;
+                        }
+                        Some(Event::Rdma(e)) if e.event == RdmaCmEventType::ConnectRequest => {
+                            self.stash.push(e)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if let Some(id) = self.id.take() {
+            let now = self.dev.now();
+            self.cm.with_cm(|cm| cm.destroy(now, id));
+        }
+        if let Some(r) = self.res.take() {
+            r.free(&self.dev);
+        }
+        std::mem::take(&mut self.stash)
     }
 }
 
-fn setup(args: &Args, local: IpAddr, client: bool) -> Result<Cb, Fail> {
-    let mut cfg = DeviceConfig::new(local);
-    if let Some(p) = &args.pcap {
-        cfg = cfg.with_pcap(p);
+/// Prints an IB CM retransmission notice with `-v`/`-d`:
+/// `REQ retry 3/15, next in 6.1 s`.
+fn print_retry(o: &Opts, dev: &Device, ev: &CmEvent) {
+    if let CmEvent::Retry {
+        msg,
+        attempt,
+        max,
+        next_deadline,
+        ..
+    } = ev
+    {
+        if !(o.verbose || o.debug) {
+            return;
+        }
+        let next = next_deadline.saturating_duration_since(dev.now());
+        let what = match *msg {
+            AttrId::REQ => "REQ",
+            AttrId::REP => "REP",
+            AttrId::DREQ => "DREQ",
+            AttrId::SIDR_REQ => "SIDR_REQ",
+            _ => "CM MAD",
+        };
+        println!(
+            "{what} retry {attempt}/{max}, next in {:.1} s",
+            next.total_micros() as f64 / 1e6
+        );
     }
-    let dev = Device::open_with(cfg).map_err(|e| Fail(format!("device {local}: {e}")))?;
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-        ^ u64::from(std::process::id());
-    let cm = Cm::new(seed);
-    let port = cm.add_device(&dev)?;
-    let pd = dev.alloc_pd()?;
-    let cq = dev.create_cq(SQ_DEPTH * 2)?;
-    let (qpn, _) = dev.create_qp(QpInitAttr {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        cap: QpCap {
-            max_send_wr: SQ_DEPTH,
-            max_recv_wr: 2,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        },
-        sq_sig_all: false,
-    })?;
-    dev.with_stack(|s| RdmaCm::init_qp(s, qpn))
-        .map_err(|e| Fail(format!("rdma_create_qp: {e}")))?;
-    let rw = AccessFlags(
-        AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_WRITE.0,
-    );
-    let size = args.size as usize;
-    let recv = dev.reg_mr(pd, vec![0; INFO_LEN], RECV_IOVA, AccessFlags::LOCAL_WRITE)?;
-    let send = dev.reg_mr(pd, vec![0; INFO_LEN], SEND_IOVA, AccessFlags::NONE)?;
-    let rdma = dev.reg_mr(pd, vec![0; size], RDMA_IOVA, rw)?;
-    let start = if client {
-        Some(dev.reg_mr(pd, vec![0; size], START_IOVA, rw)?)
-    } else {
-        None
-    };
-    let cb = Cb {
-        dev,
-        cm,
-        port,
-        cq,
-        qpn,
-        recv,
-        send,
-        rdma,
-        start,
-        size: args.size,
-        debug: args.debug,
-        id: None,
-        listener: None,
-    };
-    cb.post_recv()?;
-    Ok(cb)
 }
 
 /// The private data `--reject` puts in its REJ (reason 28).
 const REJECT_PRIVATE_DATA: &[u8] = b"softrdma-reject";
 
-fn run_server(args: &Args) -> Result<(), Fail> {
-    let mut cb = setup(args, args.addr, false)?;
-    let (ip, port) = (args.addr, args.port);
-    let l = cb
-        .cm
-        .with_cm(|cm| cm.listen_on(SocketAddr::new(ip, port), 0))
-        .map_err(|e| Fail(format!("rdma_listen on {ip}:{port}: {e}")))?;
-    cb.listener = Some(l);
-    dbg_log!(cb, "rdma_listen");
-    let (req, id) = loop {
-        if let Some(mut e) = cb.next_rdma_event(Some(Duration::from_secs(1))) {
-            if e.event == RdmaCmEventType::ConnectRequest {
-                let Some(id) = e.new_id.take() else { continue };
-                if args.reject {
-                    cb.cm
-                        .with(cb.port, |cm, _, now| {
-                            cm.reject(now, id, REJECT_PRIVATE_DATA).map_err(|(id, e)| {
-                                cm.destroy(now, id);
-                                e
-                            })
-                        })
-                        .map_err(|err| Fail(format!("rdma_reject: {err}")))?
-                        .map_err(|err| Fail(format!("rdma_reject: {err}")))?;
-                    println!("rejected connect request (--reject)");
-                    continue;
-                }
-                break (e, id);
-            }
-        }
+fn run_server(o: &Opts) -> Result<(), Fail> {
+    let bind = o.addr;
+    let (cm, devs) = if bind.ip().is_unspecified() {
+        let (cm, devs) =
+            cmtool::open_every(bind.is_ipv4(), o.pcap.as_ref(), "rping").map_err(Fail::Msg)?;
+        let names: Vec<&str> = devs.iter().map(|d| d.name()).collect();
+        eprintln!(
+            "rping: listening on {bind}, every local {} address: {} device{} ({})",
+            if bind.is_ipv4() { "IPv4" } else { "IPv6" },
+            devs.len(),
+            if devs.len() == 1 { "" } else { "s" },
+            names.join(", ")
+        );
+        (cm, devs)
+    } else {
+        let d = cmtool::open(
+            bind.ip(),
+            o.pcap.as_ref(),
+            "listen on another local address with -a ADDR",
+        )
+        .map_err(Fail::Msg)?;
+        (d.cm, vec![d.dev])
     };
-    dbg_log!(cb, "child cma {}", id.name().value());
-    if args.accept_delay > 0 {
-        let end = Instant::now() + Duration::from_millis(args.accept_delay);
-        while Instant::now() < end {
-            // The CM runs in the device's loop: a retransmitted REQ is answered with the
-            // MRA meanwhile.
-            std::thread::sleep(end.saturating_duration_since(Instant::now()));
+    dbg_log!(o, "rdma_bind_addr successful");
+    let listener = cm
+        .with_cm(|c| c.listen_on(bind, BACKLOG))
+        .map_err(|e| fail(format!("rdma_listen on {bind}: {}", e.text())))?;
+    dbg_log!(o, "rdma_listen");
+    let mut pending: VecDeque<RdmaCmEvent> = VecDeque::new();
+    let r = serve(o, &cm, &mut pending);
+    // Requests never served are refused (destroying their ids sends the REJ).
+    let now = devs[0].now();
+    for mut e in pending {
+        if let Some(id) = e.new_id.take() {
+            cm.with_cm(|c| c.destroy(now, id));
         }
     }
-    // rdma_accept(id, NULL): librdmacm answers with the request's resources and retry
-    // counts 7.
-    let p = ConnParam {
-        private_data: Vec::new(),
-        responder_resources: req.param.responder_resources,
-        initiator_depth: req.param.initiator_depth,
-        flow_control: false,
-        retry_count: 7,
-        rnr_retry_count: 7,
-    };
-    let qpn = cb.qpn;
-    let r = cb
-        .cm
-        .with_id(id.name(), |cm, s, now| cm.accept(now, s, &id, qpn, &p))
-        .map_err(|e| Fail(format!("rdma_accept: {e}")));
-    cb.id = Some(id);
-    r?.map_err(|e| Fail(format!("rdma_accept: {e}")))?;
-    // The server waits for ESTABLISHED then for the first RECV (rping_accept + test).
-    let r = server_loop(&mut cb, args);
-    // After a DREQ this sends the DREP (on the wire before it returns).
-    cb.disconnect();
-    cb.destroy();
+    cm.with_cm(|c| c.destroy(now, listener));
     r
 }
 
-fn server_loop(cb: &mut Cb, args: &Args) -> Result<(), Fail> {
+/// Accepts and serves connections: one, or with `-P` one after another.
+fn serve(o: &Opts, cm: &Cm, pending: &mut VecDeque<RdmaCmEvent>) -> Result<(), Fail> {
     loop {
-        // Client's source info.
-        let (raddr, rkey, rlen) = match cb.wait()? {
-            Got::Disconnected => return Ok(()),
-            Got::Wc(wc) if wc.opcode == WcOpcode::Recv => read_info(cb)?,
-            Got::Wc(wc) => return Err(Fail(format!("wait for RDMA_READ_ADV: {:?}", wc.opcode))),
+        let (req, id) = next_request(o, cm, pending)?;
+        dbg_log!(o, "child cma {}", id.name().value());
+        let Some(dev) = cm
+            .with_cm(|c| c.port_of(id.name()))
+            .and_then(|p| cm.device(p))
+        else {
+            cm.with_cm(|c| c.destroy(softrdma_core::time::Instant::ZERO, id));
+            continue;
         };
+        let mut conn = Conn::new(o, cm.clone(), dev, id);
+        let r = accept_and_serve(&mut conn, &req);
+        // After a DREQ this sends the DREP; after a failure, the DREQ.
+        let linger = if r.is_ok() {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(1)
+        };
+        pending.extend(conn.hang_up(linger));
+        match r {
+            Ok(()) if o.persistent => {}
+            Err(Fail::Msg(m)) if o.persistent => eprintln!("rping server: connection failed: {m}"),
+            r => return r,
+        }
+    }
+}
+
+/// The next CONNECT_REQUEST (one kept from before first); `--reject` refuses them here.
+fn next_request(
+    o: &Opts,
+    cm: &Cm,
+    pending: &mut VecDeque<RdmaCmEvent>,
+) -> Result<(RdmaCmEvent, RdmaCmId), Fail> {
+    loop {
+        let mut e = match pending.pop_front() {
+            Some(e) => e,
+            None => match cmtool::wait_event(cm, Duration::from_secs(1)) {
+                Err(s) => return Err(Fail::Signal(s)),
+                Ok(None) => continue,
+                Ok(Some(Event::Rdma(e))) => {
+                    if e.event != RdmaCmEventType::ConnectRequest {
+                        continue;
+                    }
+                    dbg_log!(o, "cma_event type {}", e.event.as_str());
+                    e
+                }
+                Ok(Some(Event::Ib(ev))) => {
+                    if let Some((_, d)) = cm.devices().first() {
+                        print_retry(o, d, &ev);
+                    }
+                    continue;
+                }
+            },
+        };
+        let Some(id) = e.new_id.take() else { continue };
+        if o.reject {
+            let port = cm.with_cm(|c| c.port_of(id.name()));
+            let Some(port) = port else {
+                cm.with_cm(|c| c.destroy(softrdma_core::time::Instant::ZERO, id));
+                continue;
+            };
+            cm.with(port, |c, _, now| {
+                c.reject(now, id, REJECT_PRIVATE_DATA).map_err(|(id, e)| {
+                    c.destroy(now, id);
+                    e
+                })
+            })
+            .map_err(|err| fail(format!("rdma_reject: {}", err.text())))?
+            .map_err(|err| fail(format!("rdma_reject: {}", err.text())))?;
+            println!("rejected connect request (--reject)");
+            continue;
+        }
+        return Ok((e, id));
+    }
+}
+
+fn accept_and_serve(conn: &mut Conn<'_>, req: &RdmaCmEvent) -> Result<(), Fail> {
+    let o = conn.o;
+    conn.setup()?;
+    if o.accept_delay > 0 {
+        // The CM runs in the device's loop: a retransmitted REQ is answered with the MRA
+        // meanwhile.
+        let end = Instant::now() + Duration::from_millis(o.accept_delay);
+        while Instant::now() < end {
+            if let Some(s) = signals::caught() {
+                return Err(Fail::Signal(s));
+            }
+            std::thread::sleep(
+                end.saturating_duration_since(Instant::now())
+                    .min(SIGNAL_SLICE),
+            );
+        }
+    }
+    dbg_log!(o, "accepting client connection request");
+    let p = if o.self_qp {
+        // rping -q: the CM's INIT attributes on the QP, then rdma_accept with the QP's
+        // number and rping_init_conn_param (the core's accept moves it to RTR and RTS).
+        conn.self_modify_qp(QpState::Init)?;
+        ConnParam::default()
+    } else {
+        // rdma_accept(id, NULL): librdmacm answers with the request's resources and retry
+        // counts 7.
+        ConnParam {
+            private_data: Vec::new(),
+            responder_resources: req.param.responder_resources,
+            initiator_depth: req.param.initiator_depth,
+            flow_control: false,
+            retry_count: 7,
+            rnr_retry_count: 7,
+        }
+    };
+    let qpn = conn.res()?.qpn;
+    let id = conn.id()?;
+    conn.cm
+        .with_id(id.name(), |cm, s, now| cm.accept(now, s, id, qpn, &p))
+        .map_err(|e| fail(format!("rdma_accept: {}", e.text())))?
+        .map_err(|e| fail(format!("rdma_accept: {}", e.text())))?;
+    server_loop(conn)
+}
+
+fn server_loop(cb: &mut Conn<'_>) -> Result<(), Fail> {
+    loop {
+        // The client's source info.
+        match cb.wait("RDMA_READ_ADV")? {
+            Got::Disconnected => return Ok(()),
+            Got::Wc(WcOpcode::Recv) => {}
+            Got::Wc(op) => {
+                return Err(fail(format!(
+                    "wait for RDMA_READ_ADV: got a completion of opcode {}",
+                    op.to_verbs()
+                )))
+            }
+        }
+        let (raddr, rkey, rlen) = read_info(cb)?;
         dbg_log!(
-            cb,
+            cb.o,
             "Received rkey {rkey:x} addr {raddr:x} len {rlen} from peer"
         );
-        let len = rlen.min(cb.size);
+        // rping READs the length the client advertised: more than our buffer fails with a
+        // local protection error (status 4), as rping's does.
+        let lkey = cb.res()?.rdma.lkey;
         cb.post(
             WR_RDMA,
             SendOp::RdmaRead {
@@ -459,29 +912,36 @@ fn server_loop(cb: &mut Cb, args: &Args) -> Result<(), Fail> {
                 rkey,
             },
             RDMA_IOVA,
-            len,
-            cb.rdma.lkey,
+            rlen,
+            lkey,
         )?;
+        dbg_log!(cb.o, "server posted rdma read req");
         if !cb.expect(WcOpcode::RdmaRead, "RDMA_READ_COMPLETE")? {
-            return Err(Fail("wait for RDMA_READ_COMPLETE: disconnected".into()));
+            return Ok(());
         }
-        let data = cb.cstr(cb.rdma.lkey, RDMA_IOVA)?;
-        if args.verbose {
+        let data = cb.cstr(lkey, RDMA_IOVA)?;
+        if cb.o.verbose {
             println!("server ping data: {data}");
         }
-        cb.post(
-            WR_SEND,
-            SendOp::Send,
-            SEND_IOVA,
-            INFO_LEN as u32,
-            cb.send.lkey,
-        )?;
-        // Client's sink info.
-        let (raddr, rkey, _) = match cb.wait()? {
-            Got::Wc(wc) if wc.opcode == WcOpcode::Recv => read_info(cb)?,
-            _ => return Err(Fail("wait for RDMA_WRITE_ADV".into())),
-        };
-        let wlen = (data.len() as u32 + 1).min(cb.size);
+        cb.send_go_ahead()?;
+        dbg_log!(cb.o, "server posted go ahead");
+        // The client's sink info.
+        match cb.wait("RDMA_WRITE_ADV")? {
+            Got::Disconnected => return Ok(()),
+            Got::Wc(WcOpcode::Recv) => {}
+            Got::Wc(op) => {
+                return Err(fail(format!(
+                    "wait for RDMA_WRITE_ADV: got a completion of opcode {}",
+                    op.to_verbs()
+                )))
+            }
+        }
+        let (raddr, rkey, _) = read_info(cb)?;
+        let wlen = data.len() as u32 + 1;
+        dbg_log!(
+            cb.o,
+            "rdma write from lkey {lkey:x} laddr {RDMA_IOVA:x} len {wlen}"
+        );
         cb.post(
             WR_RDMA,
             SendOp::RdmaWrite {
@@ -490,24 +950,20 @@ fn server_loop(cb: &mut Cb, args: &Args) -> Result<(), Fail> {
             },
             RDMA_IOVA,
             wlen,
-            cb.rdma.lkey,
+            lkey,
         )?;
         if !cb.expect(WcOpcode::RdmaWrite, "RDMA_WRITE_COMPLETE")? {
-            return Err(Fail("wait for RDMA_WRITE_COMPLETE: disconnected".into()));
+            return Ok(());
         }
-        cb.post(
-            WR_SEND,
-            SendOp::Send,
-            SEND_IOVA,
-            INFO_LEN as u32,
-            cb.send.lkey,
-        )?;
+        dbg_log!(cb.o, "server rdma write complete");
+        cb.send_go_ahead()?;
+        dbg_log!(cb.o, "server posted go ahead");
     }
 }
 
-fn read_info(cb: &Cb) -> Result<(u64, u32, u32), Fail> {
+fn read_info(cb: &Conn<'_>) -> Result<(u64, u32, u32), Fail> {
     let mut b = [0u8; INFO_LEN];
-    cb.dev.read_mr(cb.recv.lkey, RECV_IOVA, &mut b)?;
+    cb.dev.read_mr(cb.res()?.recv.lkey, RECV_IOVA, &mut b)?;
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[..8]);
     let mut k = [0u8; 4];
@@ -536,12 +992,40 @@ fn ping_text(ping: u32, start: u8, size: usize) -> Vec<u8> {
     b
 }
 
-fn run_client(args: &Args) -> Result<(), Fail> {
-    let local = args
-        .source
-        .or_else(|| softrdma_driver::cm::route_source(args.addr))
-        .ok_or_else(|| Fail(format!("no route to {}", args.addr)))?;
-    let mut cb = setup(args, local, true)?;
+fn run_client(o: &Opts) -> Result<(), Fail> {
+    let d = cmtool::open_client(o.source, o.addr.ip(), o.pcap.as_ref(), "-I", "rping")
+        .map_err(Fail::Msg)?;
+    let local = d.dev.local_addr().ip();
+    let _ = d.dev.dealloc_pd(d.pd);
+    let id = d.cm.with_cm(|cm| cm.create_id());
+    dbg_log!(o, "created cm_id {}", id.name().value());
+    let mut conn = Conn::new(o, d.cm.clone(), d.dev.clone(), id);
+    let r = connect(&mut conn, local).and_then(|()| client_loop(&mut conn));
+    // Normal end: wait for the DREP a little, as rping's teardown does; a failure or a
+    // signal: a shorter wait.
+    let linger = match r {
+        Ok(()) => Duration::from_secs(3),
+        Err(_) => Duration::from_secs(1),
+    };
+    conn.hang_up(linger);
+    r
+}
+
+/// rping_bind_client + rping_setup_qp + rping_connect_client.
+fn connect(conn: &mut Conn<'_>, local: IpAddr) -> Result<(), Fail> {
+    let o = conn.o;
+    let id = conn.id()?;
+    conn.cm
+        .resolve_addr(id, Some(local), o.addr)
+        .map_err(|e| fail(format!("rdma_resolve_addr: {}", e.text())))?;
+    conn.expect_event(RdmaCmEventType::AddrResolved, Duration::from_secs(2))?;
+    let id = conn.id()?;
+    conn.cm
+        .with_cm(|cm| cm.resolve_route(id))
+        .map_err(|e| fail(format!("rdma_resolve_route: {}", e.text())))?;
+    conn.expect_event(RdmaCmEventType::RouteResolved, Duration::from_secs(2))?;
+    dbg_log!(o, "rdma_resolve_addr - rdma_resolve_route successful");
+    conn.setup()?;
     let p = ConnParam {
         private_data: Vec::new(),
         responder_resources: 1,
@@ -550,67 +1034,65 @@ fn run_client(args: &Args) -> Result<(), Fail> {
         retry_count: 7,
         rnr_retry_count: 7,
     };
-    let (dst, qpn) = (SocketAddr::new(args.addr, args.port), cb.qpn);
-    let id = cb.cm.with_cm(|cm| cm.create_id());
-    let id = cb.id.insert(id);
-    cb.cm
-        .resolve_addr(id, Some(local), dst)
-        .map_err(|e| Fail(format!("rdma_resolve_addr: {e}")))?;
-    cb.expect_event(RdmaCmEventType::AddrResolved)?;
-    let id = cb.id.as_ref().ok_or_else(|| Fail("no id".into()))?;
-    cb.cm
-        .with_cm(|cm| cm.resolve_route(id))
-        .map_err(|e| Fail(format!("rdma_resolve_route: {e}")))?;
-    cb.expect_event(RdmaCmEventType::RouteResolved)?;
-    let id = cb.id.as_ref().ok_or_else(|| Fail("no id".into()))?;
-    cb.cm
+    // -q: the REQ names our QP but the CM does not move it (CONNECT_RESPONSE, then the QP
+    // moved here and rdma_establish).
+    let qpn = conn.res()?.qpn;
+    let id = conn.id()?;
+    conn.cm
         .with_id(id.name(), |cm, s, now| {
-            cm.connect(now, s, id, Some(qpn), &p)
-        })
-        .map_err(|e| Fail(format!("rdma_connect: {e}")))?
-        .map_err(|e| Fail(format!("rdma_connect: {e}")))?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let Some(e) = cb.next_rdma_event(Some(Duration::from_secs(1))) else {
-            if Instant::now() > deadline {
-                return Err(Fail("wait for CONNECTED: timeout".into()));
+            if o.self_qp {
+                cm.connect_user_qp(now, s, id, qpn, &p)
+            } else {
+                cm.connect(now, s, id, Some(qpn), &p)
             }
+        })
+        .map_err(|e| fail(format!("rdma_connect: {}", e.text())))?
+        .map_err(|e| fail(format!("rdma_connect: {}", e.text())))?;
+    // The CM gives up on the REQ after 15 retries (about 98 s); the limit is only a guard.
+    let want = if o.self_qp {
+        RdmaCmEventType::ConnectResponse
+    } else {
+        RdmaCmEventType::Established
+    };
+    let deadline = Instant::now() + Duration::from_secs(150);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(fail("wait for CONNECTED: timeout"));
+        }
+        let Some(e) = conn.next_event(Some(left))? else {
             continue;
         };
-        dbg_log!(cb, "cma_event type {}", e.event.as_str());
-        match e.event {
-            RdmaCmEventType::Established => break,
-            other => {
-                // rping: "cma event RDMA_CM_EVENT_REJECTED, error 28" (status = the reason).
-                let status = e.reject_reason.map(|r| i32::from(r.0)).unwrap_or(-110);
-                eprintln!("cma event {}, error {status}", other.as_str());
-                return Err(Fail("connect error".into()));
-            }
+        if e.event == want {
+            break;
         }
+        // rping: "cma event RDMA_CM_EVENT_REJECTED, error 28" (status = the reason).
+        eprintln!("cma event {}, error {}", e.event.as_str(), e.status);
+        return Err(fail("connect error"));
     }
-    dbg_log!(cb, "rdma_connect successful");
-    let r = client_loop(&mut cb, args);
-    if r.is_ok() {
-        cb.disconnect();
-        // Wait for the DREP (DISCONNECTED) a little, as rping's teardown does.
-        let end = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < end {
-            match cb.next_rdma_event(Some(Duration::from_millis(100))) {
-                Some(e) if e.event == RdmaCmEventType::Disconnected => break,
-                _ => {}
-            }
-        }
+    if o.self_qp {
+        dbg_log!(o, "CONNECT_RESPONSE");
+        conn.self_modify_qp(QpState::Rts)?;
+        let id = conn.id()?;
+        conn.cm
+            .with_id(id.name(), |cm, _, now| cm.establish(now, id))
+            .map_err(|e| fail(format!("rdma_establish: {}", e.text())))?
+            .map_err(|e| fail(format!("rdma_establish: {}", e.text())))?;
     }
-    cb.destroy();
-    r
+    dbg_log!(o, "rdma_connect successful");
+    Ok(())
 }
 
-fn client_loop(cb: &mut Cb, args: &Args) -> Result<(), Fail> {
-    let start_mr = cb.start.ok_or_else(|| Fail("no start buffer".into()))?;
-    let size = cb.size as usize;
+fn client_loop(cb: &mut Conn<'_>) -> Result<(), Fail> {
+    let o = cb.o;
+    let (start_mr, rdma_mr) = {
+        let r = cb.res()?;
+        (r.start.ok_or_else(|| fail("no start buffer"))?, r.rdma)
+    };
+    let size = o.size as usize;
     let mut start = 65u8;
     let mut ping = 0u32;
-    while args.count == 0 || ping < args.count {
+    while o.count == 0 || ping < o.count {
         let text = ping_text(ping, start, size);
         start = if start >= 122 { 65 } else { start + 1 };
         cb.dev.write_mr(start_mr.lkey, START_IOVA, &text)?;
@@ -618,19 +1100,20 @@ fn client_loop(cb: &mut Cb, args: &Args) -> Result<(), Fail> {
         if !cb.expect(WcOpcode::Recv, "RDMA_WRITE_ADV")? {
             return Ok(());
         }
-        cb.send_info(RDMA_IOVA, cb.rdma.rkey)?;
+        cb.send_info(RDMA_IOVA, rdma_mr.rkey)?;
         if !cb.expect(WcOpcode::Recv, "RDMA_WRITE_COMPLETE")? {
             return Ok(());
         }
-        if args.validate {
+        if o.validate {
             let mut got = vec![0u8; size];
-            cb.dev.read_mr(cb.rdma.lkey, RDMA_IOVA, &mut got)?;
+            cb.dev.read_mr(rdma_mr.lkey, RDMA_IOVA, &mut got)?;
             if got != text {
-                return Err(Fail("data mismatch!".into()));
+                eprintln!("data mismatch!");
+                return Err(fail("data mismatch"));
             }
         }
-        if args.verbose {
-            println!("ping data: {}", cb.cstr(cb.rdma.lkey, RDMA_IOVA)?);
+        if o.verbose {
+            println!("ping data: {}", cb.cstr(rdma_mr.lkey, RDMA_IOVA)?);
         }
         ping += 1;
     }
@@ -638,28 +1121,26 @@ fn client_loop(cb: &mut Cb, args: &Args) -> Result<(), Fail> {
 }
 
 pub fn run(args: &Args) -> ExitCode {
-    if args.server == args.client {
-        eprintln!("rping: exactly one of -s and -c");
-        return ExitCode::from(22);
-    }
-    if args.size < RPING_MIN_BUFSIZE || args.size > RPING_BUFSIZE - 1 {
-        eprintln!(
-            "Invalid size {} (valid range is {RPING_MIN_BUFSIZE} to {RPING_BUFSIZE})",
-            args.size
-        );
-        return ExitCode::from(22);
-    }
-    let r = if args.server {
-        run_server(args)
+    let o = match check(args) {
+        Ok(o) => o,
+        Err(m) => {
+            eprintln!("{m}");
+            return ExitCode::from(EINVAL);
+        }
+    };
+    signals::catch();
+    let r = if o.server {
+        run_server(&o)
     } else {
-        run_client(args)
+        run_client(&o)
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Fail(m)) => {
+        Err(Fail::Signal(s)) => signals::die(s),
+        Err(Fail::Msg(m)) => {
             eprintln!(
                 "rping {} failed: {m}",
-                if args.server { "server" } else { "client" }
+                if o.server { "server" } else { "client" }
             );
             ExitCode::FAILURE
         }
@@ -679,5 +1160,16 @@ mod tests {
         // Letters wrap from 'z' to 'A'.
         let t = ping_text(1, 122, 20);
         assert_eq!(&t[..16], b"rdma-ping-1: zAB");
+    }
+
+    #[test]
+    fn ranges_are_named() {
+        assert_eq!(ranged("64", "size", 26, 65535), Ok(64));
+        assert_eq!(
+            ranged("10", "size", 26, 65535),
+            Err("Invalid size 10 (valid range is 26 to 65535)".into())
+        );
+        assert!(ranged("x", "count", 0, 5).is_err());
+        assert!(ranged("-1", "count", 0, 5).is_err());
     }
 }

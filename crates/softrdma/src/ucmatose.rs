@@ -19,7 +19,7 @@ use softrdma_core::verbs::{
 };
 use softrdma_driver::cm::Event;
 
-use crate::cmtool::{self, CmDevice};
+use crate::cmtool::{self, signals, CmDevice, CmText, SIGNAL_SLICE};
 
 #[derive(Debug, Parser)]
 pub struct Args {
@@ -44,14 +44,14 @@ pub struct Args {
     /// Message size in bytes.
     #[arg(short = 'S', default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub message_size: u32,
-    /// Type of service (not supported yet).
-    #[arg(short = 't')]
+    /// Type of service, 0 to 255 (not supported yet).
+    #[arg(short = 't', value_parser = cmtool::parse_u8_in::<0, 255>)]
     pub tos: Option<u8>,
-    /// Port.
-    #[arg(short = 'p', default_value_t = 7471)]
+    /// Port, 1 to 65535.
+    #[arg(short = 'p', default_value_t = 7471, value_parser = cmtool::parse_port)]
     pub port: u16,
-    /// ACK timeout (not supported yet).
-    #[arg(short = 'a')]
+    /// ACK timeout, 0 to 31 (not supported yet).
+    #[arg(short = 'a', value_parser = cmtool::parse_u8_in::<0, 31>)]
     pub ack_timeout: Option<u8>,
     /// Migrate ids between event channels (not supported: one event queue per process).
     #[arg(short = 'm')]
@@ -86,6 +86,15 @@ struct Test {
 
 fn fail(m: impl Into<String>) -> String {
     m.into()
+}
+
+/// A wait ended by SIGINT/SIGTERM, carried as a message: `signal N`.
+fn signal_error(sig: i32) -> String {
+    format!("signal {sig}")
+}
+
+fn is_signal(m: &str) -> Option<i32> {
+    m.strip_prefix("signal ")?.parse().ok()
 }
 
 /// An error event ends the test with the event's status as the exit status (cmatose's
@@ -201,6 +210,9 @@ impl Test {
             if done {
                 return Ok(());
             }
+            if let Some(sig) = signals::caught() {
+                return Err(signal_error(sig));
+            }
             if Instant::now() > end {
                 return Err(fail(format!(
                     "cmatose: timed out waiting for {} completions",
@@ -211,13 +223,9 @@ impl Test {
             let cm = self.d.cm.clone();
             self.d
                 .dev
-                .wait_cq_or(
-                    self.cq,
-                    &mut wcs,
-                    16,
-                    Some(Duration::from_millis(200)),
-                    &move || cm.has_event(),
-                )
+                .wait_cq_or(self.cq, &mut wcs, 16, Some(SIGNAL_SLICE), &move || {
+                    cm.has_event() || signals::caught().is_some()
+                })
                 .map_err(|e| format!("ibv_poll_cq: {e}"))?;
             for wc in wcs.drain(..) {
                 let node = ((wc.wr_id >> 16) & 0xffff) as usize;
@@ -248,10 +256,10 @@ impl Test {
             if left.is_zero() {
                 return Err(format!("cmatose: timed out waiting for {what}"));
             }
-            match self.d.cm.wait_event(left) {
-                Some(Event::Rdma(e)) => return Ok(e),
-                Some(Event::Ib(_)) => {}
-                None => {}
+            match cmtool::wait_event(&self.d.cm, left) {
+                Ok(Some(Event::Rdma(e))) => return Ok(e),
+                Ok(_) => {}
+                Err(sig) => return Err(signal_error(sig)),
             }
         }
     }
@@ -266,7 +274,7 @@ impl Test {
                 self.d
                     .cm
                     .with_cm(|cm| cm.resolve_route(id))
-                    .map_err(|err| format!("cmatose: resolve route failed: {err}"))?;
+                    .map_err(|err| format!("cmatose: resolve route failed: {}", err.text()))?;
             }
             T::RouteResolved => {
                 let i = self.node_of(&e).ok_or("unknown id")?;
@@ -277,8 +285,8 @@ impl Test {
                     .with_id(id.name(), |cm, s, now| {
                         cm.connect(now, s, id, Some(qpn), &p)
                     })
-                    .map_err(|err| format!("cmatose: failure connecting: {err}"))?
-                    .map_err(|err| format!("cmatose: failure connecting: {err}"))?;
+                    .map_err(|err| format!("cmatose: failure connecting: {}", err.text()))?
+                    .map_err(|err| format!("cmatose: failure connecting: {}", err.text()))?;
             }
             T::ConnectRequest => {
                 let id = e.new_id.take().ok_or("no new id")?;
@@ -290,8 +298,8 @@ impl Test {
                     .cm
                     .with_id(id.name(), |cm, s, now| cm.accept(now, s, &id, qpn, &p));
                 self.nodes[i].id = Some(id);
-                r.map_err(|err| format!("cmatose: failure accepting: {err}"))?
-                    .map_err(|err| format!("cmatose: failure accepting: {err}"))?;
+                r.map_err(|err| format!("cmatose: failure accepting: {}", err.text()))?
+                    .map_err(|err| format!("cmatose: failure accepting: {}", err.text()))?;
             }
             T::Established => {
                 if let Some(i) = self.node_of(&e) {
@@ -327,7 +335,41 @@ impl Test {
         Ok(())
     }
 
+    /// Every connection still up is disconnected (DREQ) before its id goes, as the kernel
+    /// does for a process that exits: on a failure or a signal the peer is not left
+    /// waiting. Waits up to a second for the DREPs.
+    fn hang_up(&mut self) {
+        let mut waiting = 0usize;
+        for n in &mut self.nodes {
+            if n.established && !n.disconnected {
+                n.disconnected = true;
+                if let Some(id) = n.id.as_ref() {
+                    if let Ok(Ok(())) = self
+                        .d
+                        .cm
+                        .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
+                    {
+                        waiting += 1;
+                    }
+                }
+            }
+        }
+        let end = Instant::now() + Duration::from_secs(1);
+        while waiting > 0 {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if let Some(Event::Rdma(e)) = self.d.cm.wait_event(left.min(SIGNAL_SLICE)) {
+                if e.event == RdmaCmEventType::Disconnected {
+                    waiting -= 1;
+                }
+            }
+        }
+    }
+
     fn destroy(&mut self) {
+        self.hang_up();
         let now = self.d.dev.now();
         for n in &mut self.nodes {
             if let Some(id) = n.id.take() {
@@ -374,7 +416,12 @@ fn run_server(a: Args, v6: Option<bool>) -> Result<(), String> {
         return Err("cmatose: give -b ADDR: a softrdma device opens on one local address".into());
     };
     let bind = parse_addr(b, a.port, v6)?;
-    let d = cmtool::open(bind.ip(), a.pcap.as_ref())?;
+    let d = cmtool::open(
+        bind.ip(),
+        a.pcap.as_ref(),
+        "listen on another local address with -b ADDR",
+    )
+    .map_err(|e| format!("cmatose: {e}"))?;
     let cq = d.shared_cq(a.connections, a.message_count)?;
     let mut t = Test {
         d,
@@ -385,7 +432,7 @@ fn run_server(a: Args, v6: Option<bool>) -> Result<(), String> {
     let listener =
         t.d.cm
             .with_cm(|cm| cm.listen_on(bind, 0))
-            .map_err(|e| format!("cmatose: bind/listen on {bind}: {e}"))?;
+            .map_err(|e| format!("cmatose: bind/listen on {bind}: {}", e.text()))?;
     let total = t.args.connections as usize;
     let r = (|| {
         t.events_until("connections", |t| {
@@ -406,8 +453,8 @@ fn run_server(a: Args, v6: Option<bool>) -> Result<(), String> {
             if let Some(id) = n.id.as_ref() {
                 t.d.cm
                     .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
-                    .map_err(|e| format!("cmatose: disconnect: {e}"))?
-                    .map_err(|e| format!("cmatose: disconnect: {e}"))?;
+                    .map_err(|e| format!("cmatose: disconnect: {}", e.text()))?
+                    .map_err(|e| format!("cmatose: disconnect: {}", e.text()))?;
             }
         }
         wait_disconnected(&mut t)?;
@@ -429,11 +476,12 @@ fn wait_disconnected(t: &mut Test) -> Result<(), String> {
         if left.is_zero() {
             return Err("cmatose: timed out waiting for disconnects".into());
         }
-        match t.d.cm.wait_event(left) {
-            Some(Event::Rdma(e)) if e.event == RdmaCmEventType::Disconnected => seen += 1,
-            Some(Event::Rdma(e)) if e.event == RdmaCmEventType::TimewaitExit => {}
-            Some(Event::Rdma(e)) => t.on_event(e)?,
-            _ => {}
+        match cmtool::wait_event(&t.d.cm, left) {
+            Ok(Some(Event::Rdma(e))) if e.event == RdmaCmEventType::Disconnected => seen += 1,
+            Ok(Some(Event::Rdma(e))) if e.event == RdmaCmEventType::TimewaitExit => {}
+            Ok(Some(Event::Rdma(e))) => t.on_event(e)?,
+            Ok(_) => {}
+            Err(sig) => return Err(signal_error(sig)),
         }
     }
     Ok(())
@@ -443,11 +491,14 @@ fn run_client(a: Args, v6: Option<bool>) -> Result<(), String> {
     println!("cmatose: starting client");
     let dst = parse_addr(a.server.as_deref().unwrap_or_default(), a.port, v6)?;
     let src = match a.bind.as_deref() {
-        Some(b) => Some(parse_addr(b, 0, v6)?.ip()),
+        Some(b) => Some(
+            cmtool::source_of_family(b, dst, "-s", "-b").map_err(|e| format!("cmatose: {e}"))?,
+        ),
         None => None,
     };
-    let src: IpAddr = cmtool::source_for(src, dst.ip())?;
-    let d = cmtool::open(src, a.pcap.as_ref())?;
+    let d = cmtool::open_client(src, dst.ip(), a.pcap.as_ref(), "-b", "cmatose")
+        .map_err(|e| format!("cmatose: {e}"))?;
+    let src: IpAddr = d.dev.local_addr().ip();
     let cq = d.shared_cq(a.connections, a.message_count)?;
     let mut t = Test {
         d,
@@ -463,7 +514,7 @@ fn run_client(a: Args, v6: Option<bool>) -> Result<(), String> {
             let id = t.nodes[i].id.as_ref().ok_or("no id")?;
             t.d.cm
                 .resolve_addr(id, Some(src), dst)
-                .map_err(|e| format!("cmatose: failure getting addr: {e}"))?;
+                .map_err(|e| format!("cmatose: failure getting addr: {}", e.text()))?;
         }
         t.events_until("connections", |t| t.nodes.iter().all(|n| n.established))?;
         if t.args.message_count > 0 {
@@ -490,11 +541,16 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(22);
         }
     };
+    signals::catch();
     let r = if args.server.is_some() {
         run_client(args, v6)
     } else {
         run_server(args, v6)
     };
+    if let Some(sig) = r.as_ref().err().and_then(|m: &String| is_signal(m)) {
+        // Everything was disconnected and destroyed: die of the signal, as cmatose would.
+        signals::die(sig);
+    }
     let status: i32 = match r {
         Ok(()) => 0,
         Err(m) => match m.strip_prefix("status ").and_then(|r| r.split_once('|')) {

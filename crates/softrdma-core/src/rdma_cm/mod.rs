@@ -736,6 +736,23 @@ impl RdmaCm {
         Ok(())
     }
 
+    /// `rdma_connect` with `conn_param.qp_num` and no QP for the CM (`rping -q`): the REQ
+    /// names `qp_num`, the CM never moves that QP (CONNECT_RESPONSE follows; the user moves
+    /// it with [`RdmaCm::init_qp_attr`], calls [`RdmaCm::establish`], and moves it to ERR
+    /// itself before [`RdmaCm::disconnect`]).
+    pub fn connect_user_qp(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        id: &RdmaCmId,
+        qp_num: u32,
+        param: &ConnParam,
+    ) -> Result<(), RdmaCmError> {
+        self.connect(now, stack, id, Some(qp_num), param)?;
+        self.id_mut(id)?.qpn = None;
+        Ok(())
+    }
+
     /// `rdma_establish`: after CONNECT_RESPONSE, once the user moved its QP, send the RTU.
     pub fn establish(&mut self, now: Instant, id: &RdmaCmId) -> Result<(), RdmaCmError> {
         let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
