@@ -127,7 +127,7 @@ fi
 for g in $GUESTS; do
   a6=""; [ -n "$IPV6" ] && a6="labip6=${IP6[$g]}/64"
   ip netns exec "$NS" timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -nodefaults -no-user-config -machine pc \
-    -accel tcg -smp 1 -m "$MEM" -display none -no-reboot -serial "file:$OUT/$g.serial" \
+    -accel tcg -smp "${SMP:-1}" -m "$MEM" -display none -no-reboot -serial "file:$OUT/$g.serial" \
     -kernel "$KERNEL" -initrd "$LAB/initrd.cpio" \
     -append "console=ttyS0 panic=-1 quiet labname=$g labip=${IP[$g]}/24 $a6 ${KAPPEND:-}" \
     -netdev "tap,id=n0,ifname=tap$g,script=no,downscript=no" -device "virtio-net-pci,netdev=n0,mac=${MAC[$g]}" \

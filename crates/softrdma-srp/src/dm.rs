@@ -188,20 +188,36 @@ mod tests {
         let iou = IouInfoRepr::parse(&r.data[ATTR..ATTR + 132]).expect("iou");
         assert_eq!(iou, IouInfoRepr::srpt());
 
-        let r = answer(&req(Method::GET, DmAttributeId::IO_CONTROLLER_PROFILE, 1), &i);
+        let r = answer(
+            &req(Method::GET, DmAttributeId::IO_CONTROLLER_PROFILE, 1),
+            &i,
+        );
         let p = IocProfileRepr::parse(&r.data[ATTR..ATTR + 128]).expect("ioc");
         assert_eq!(p.guid, Guid(i.guid));
         assert_eq!(p.io_class, 0x0100);
-        assert_eq!((p.send_queue_depth, p.send_size, p.rdma_size), (128, 8276, 65536));
+        assert_eq!(
+            (p.send_queue_depth, p.send_size, p.rdma_size),
+            (128, 8276, 65536)
+        );
         assert_eq!(p.op_cap_mask, OpCapMask(0x2b));
         assert_eq!(p.id_str(), "Linux SRP target");
-        for (slot, st) in [(0, DmStatus::INVALID_FIELD), (17, DmStatus::INVALID_FIELD), (3, DmStatus::NO_IOC)] {
-            let r = answer(&req(Method::GET, DmAttributeId::IO_CONTROLLER_PROFILE, slot), &i);
+        for (slot, st) in [
+            (0, DmStatus::INVALID_FIELD),
+            (17, DmStatus::INVALID_FIELD),
+            (3, DmStatus::NO_IOC),
+        ] {
+            let r = answer(
+                &req(Method::GET, DmAttributeId::IO_CONTROLLER_PROFILE, slot),
+                &i,
+            );
             assert_eq!(r.header.status.0, st.0, "slot {slot}");
         }
 
         let m = |slot: u32, hi: u32, lo: u32| slot << 16 | hi << 8 | lo;
-        let r = answer(&req(Method::GET, DmAttributeId::SERVICE_ENTRIES, m(1, 0, 0)), &i);
+        let r = answer(
+            &req(Method::GET, DmAttributeId::SERVICE_ENTRIES, m(1, 0, 0)),
+            &i,
+        );
         let s = ServiceEntriesRepr::parse(&r.data[ATTR..]).expect("svc");
         assert_eq!(s.entries[0].name_str(), "SRP.T10:505400fffe770001");
         assert_eq!(s.entries[0].id, i.guid);

@@ -51,7 +51,13 @@ mod tests {
         assert_eq!(parse_guid("5054:00ff:fe77:000a"), Some(g));
         assert_eq!(parse_guid("5054:ff:fe77:a"), Some(0x5054_00ff_fe77_000a));
         assert_eq!(colon_guid(g), "5054:00ff:fe77:000a");
-        for bad in ["", "0x12", "505400fffe77000a0", "5054:00ff:fe77", "zz5400fffe77000a"] {
+        for bad in [
+            "",
+            "0x12",
+            "505400fffe77000a0",
+            "5054:00ff:fe77",
+            "zz5400fffe77000a",
+        ] {
             assert_eq!(parse_guid(bad), None, "{bad}");
         }
     }

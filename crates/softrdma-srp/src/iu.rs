@@ -7,13 +7,13 @@
 //! [`write_tsk_mgmt_rsp`]), so an I/O allocates nothing. Every offset is checked against the
 //! number of bytes that arrived, not the buffer's size (ib_srpt trusts its ring buffers).
 
+use softrdma_wire::scsi::ScsiStatus;
 use softrdma_wire::srp::cmd::field as cmd_field;
 use softrdma_wire::srp::rsp::field as rsp_field;
 use softrdma_wire::srp::{
     DirectBuf, Opcode, RspCode, RspFlags, DATA_DESC_DIRECT, DATA_DESC_IMM, DATA_DESC_INDIRECT,
     NO_DATA_DESC,
 };
-use softrdma_wire::scsi::ScsiStatus;
 
 /// `sizeof(struct srp_cmd)`: the fixed part of an SRP_CMD, and the smallest immediate data
 /// offset ib_srpt accepts at login.
@@ -105,7 +105,9 @@ pub enum DataPhase<'a> {
         descs: DescList<'a>,
     },
     /// Data-out carried in the IU itself (SRP-2 immediate data).
-    Immediate { data: &'a [u8] },
+    Immediate {
+        data: &'a [u8],
+    },
 }
 
 impl DataPhase<'_> {
@@ -157,7 +159,8 @@ impl<'a> CmdIu<'a> {
     /// The CDB: the 16-byte field and the additional CDB after it (`None` if the IU ends
     /// inside the additional CDB).
     pub fn cdb(&self) -> Option<&'a [u8]> {
-        self.b.get(cmd_field::CDB..cmd_field::ADD_DATA + self.add_cdb_len())
+        self.b
+            .get(cmd_field::CDB..cmd_field::ADD_DATA + self.add_cdb_len())
     }
 
     /// The data descriptors, as `srpt_get_desc_tbl` reads them, with the checks it lacks.
@@ -390,7 +393,10 @@ mod tests {
         big.table.len = 48;
         let b = cmd(DataDescriptor::Indirect(big), DataDescriptor::None).to_bytes();
         assert_eq!(
-            CmdIu::new(&b).expect("cmd").data_phase(0, 8276).unwrap_err(),
+            CmdIu::new(&b)
+                .expect("cmd")
+                .data_phase(0, 8276)
+                .unwrap_err(),
             DescError::ExternalTable {
                 entries: 3,
                 in_iu: 2
@@ -422,7 +428,7 @@ mod tests {
             1,
             ScsiStatus::CHECK_CONDITION,
             RspResidual::new(Direction::In, true, false, 512),
-            &[0x70; 18],
+            &[0x70; 40],
             64,
         )
         .expect("fits");

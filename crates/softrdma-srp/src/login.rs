@@ -11,8 +11,8 @@ use std::net::IpAddr;
 
 use softrdma_wire::srp::login::{MultiChannelAction, MultiChannelResult};
 use softrdma_wire::srp::{
-    LoginRejReason, LoginRejRepr, LoginReqRdmaRepr, LoginReqRepr, LoginRspRepr,
-    BUF_FORMAT_DIRECT, BUF_FORMAT_INDIRECT, IMMED_REQUESTED, LOGIN_RSP_IMMED_SUPP,
+    LoginRejReason, LoginRejRepr, LoginReqRdmaRepr, LoginReqRepr, LoginRspRepr, BUF_FORMAT_DIRECT,
+    BUF_FORMAT_INDIRECT, IMMED_REQUESTED, LOGIN_RSP_IMMED_SUPP,
 };
 
 use crate::iu::SRP_CMD_LEN;
@@ -72,8 +72,7 @@ impl LoginRequest {
     /// The immediate data offset the channel uses: the requested one if immediate data was
     /// asked for and the offset lies at or past the SRP_CMD's fixed part, else 0 (none).
     pub fn accepted_imm_data_offset(&self) -> u16 {
-        if self.req_flags & IMMED_REQUESTED != 0
-            && usize::from(self.imm_data_offset) >= SRP_CMD_LEN
+        if self.req_flags & IMMED_REQUESTED != 0 && usize::from(self.imm_data_offset) >= SRP_CMD_LEN
         {
             self.imm_data_offset
         } else {
@@ -163,9 +162,7 @@ impl Refusal {
     pub fn reason(&self) -> LoginRejReason {
         match self {
             Refusal::ItIuLength { .. } => LoginRejReason::REQ_IT_IU_LENGTH_TOO_LARGE,
-            Refusal::PortDisabled | Refusal::Resources(_) => {
-                LoginRejReason::INSUFFICIENT_RESOURCES
-            }
+            Refusal::PortDisabled | Refusal::Resources(_) => LoginRejReason::INSUFFICIENT_RESOURCES,
             Refusal::TargetPortId { .. } => LoginRejReason::UNABLE_ASSOCIATE_CHANNEL,
             Refusal::NotInAcl | Refusal::ChannelLimit { .. } => {
                 LoginRejReason::CHANNEL_LIMIT_REACHED
@@ -307,7 +304,10 @@ mod tests {
         let e = first(&p, &r).unwrap_err();
         assert_eq!(e.reason(), LoginRejReason::REQ_IT_IU_LENGTH_TOO_LARGE);
         r.it_iu_len = 32;
-        assert!(matches!(first(&p, &r), Err(Refusal::ItIuLength { len: 32, .. })));
+        assert!(matches!(
+            first(&p, &r),
+            Err(Refusal::ItIuLength { len: 32, .. })
+        ));
         r.it_iu_len = 8260;
         assert_eq!(first(&p, &r), Err(Refusal::PortDisabled));
         assert_eq!(
@@ -352,10 +352,7 @@ mod tests {
         let mut r2 = r;
         r2.imm_data_offset = 40;
         assert_eq!(r2.accepted_imm_data_offset(), 0);
-        assert_eq!(
-            login_rsp(&p, &r2, MultiChannelResult::NO_CHAN).rsp_flags,
-            0
-        );
+        assert_eq!(login_rsp(&p, &r2, MultiChannelResult::NO_CHAN).rsp_flags, 0);
         let rej = Refusal::NotInAcl.login_rej(&r);
         assert_eq!(rej.buf_fmt, 6);
         assert_eq!(rej.reason.0, 0x0001_0006);

@@ -350,7 +350,11 @@ impl SrpTarget {
     }
 
     /// Serves one more device: a PD and the completion queue all its channels share.
-    pub fn add_port(&mut self, stack: &mut Stack, cm_port: CmPort) -> Result<TargetPort, VerbsError> {
+    pub fn add_port(
+        &mut self,
+        stack: &mut Stack,
+        cm_port: CmPort,
+    ) -> Result<TargetPort, VerbsError> {
         let pd = stack.verbs.alloc_pd()?;
         let max = stack.device.query_device().max_cqe;
         let cq = stack.verbs.create_cq(max)?;
@@ -792,7 +796,13 @@ impl SrpTarget {
 
     /// An RDMA CM event of one of our channels' ids (`srpt_rdma_cm_handler`), with the
     /// stack of the id's device. Events of other ids are ignored.
-    pub fn rdma_event(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ev: &RdmaCmEvent) {
+    pub fn rdma_event(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        ev: &RdmaCmEvent,
+    ) {
         let Some(ChannelId(ch)) = self.channel_of(ev.id) else {
             return;
         };
@@ -955,7 +965,13 @@ impl SrpTarget {
     }
 
     /// Target logout of every channel (shutdown): DREQ on each.
-    pub fn logout_all(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, port: TargetPort) {
+    pub fn logout_all(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        port: TargetPort,
+    ) {
         let chans: Vec<u32> = self
             .channels
             .iter()
@@ -1033,11 +1049,23 @@ impl SrpTarget {
 
     /// Polls the port's completion queue and runs what the completions allow; also sends the
     /// DREQs left for this port. Returns the number of completions handled.
-    pub fn poll(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, port: TargetPort) -> usize {
+    pub fn poll(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        port: TargetPort,
+    ) -> usize {
         self.poll_port(now, rdma, stack, port.0)
     }
 
-    fn poll_port(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, port: usize) -> usize {
+    fn poll_port(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        port: usize,
+    ) -> usize {
         let Some(cq) = self.ports.get(port).map(|p| p.cq) else {
             return 0;
         };
@@ -1068,7 +1096,13 @@ impl SrpTarget {
 
     /// One work completion of the port whose stack this is (for a runtime that took it off
     /// the CQ itself, e.g. while waiting for it).
-    pub fn completion(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, wc: &WorkCompletion) {
+    pub fn completion(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        wc: &WorkCompletion,
+    ) {
         let (ch, kind, idx) = split_wr_id(wc.wr_id);
         let Some(c) = self.channels.get_mut(&ch) else {
             return;
@@ -1129,7 +1163,12 @@ impl SrpTarget {
                     let logout = io.logout_after;
                     self.free_io(ch, idx);
                     if logout {
-                        self.disconnect_channel(now, rdma, Some((self.port_idx(ch), &mut *stack)), ch);
+                        self.disconnect_channel(
+                            now,
+                            rdma,
+                            Some((self.port_idx(ch), &mut *stack)),
+                            ch,
+                        );
                     }
                 }
                 self.process_blocked(now, rdma, stack, ch);
@@ -1162,7 +1201,11 @@ impl SrpTarget {
     fn process_blocked(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ch: u32) {
         let n = self.channels.get(&ch).map_or(0, |c| c.blocked.len());
         for _ in 0..n {
-            let Some(io) = self.channels.get_mut(&ch).and_then(|c| c.blocked.pop_front()) else {
+            let Some(io) = self
+                .channels
+                .get_mut(&ch)
+                .and_then(|c| c.blocked.pop_front())
+            else {
                 return;
             };
             self.advance(now, rdma, stack, ch, io);
@@ -1186,7 +1229,15 @@ impl SrpTarget {
 
     /// `srpt_handle_new_iu` for the IU in receive slot `slot`. Returns false if it has to
     /// wait (no I/O context free); it is then (still) at the front of the wait list.
-    fn new_iu(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ch: u32, slot: u32, len: u32) -> bool {
+    fn new_iu(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        ch: u32,
+        slot: u32,
+        len: u32,
+    ) -> bool {
         let Some(c) = self.channels.get_mut(&ch) else {
             return true;
         };
@@ -1223,7 +1274,9 @@ impl SrpTarget {
         let (qpn, recv, max_req) = (c.qpn, c.recv, c.max_req);
         match (Opcode(opcode), io) {
             (Opcode::CMD, Some(io)) => self.handle_cmd(now, rdma, stack, ch, slot, len, io),
-            (Opcode::TSK_MGMT, Some(io)) => self.handle_tsk_mgmt(now, rdma, stack, ch, slot, len, io),
+            (Opcode::TSK_MGMT, Some(io)) => {
+                self.handle_tsk_mgmt(now, rdma, stack, ch, slot, len, io)
+            }
             (Opcode::I_LOGOUT, _) => {
                 self.events.push_back(SrpEvent::Logout {
                     channel: ChannelId(ch),
@@ -1251,7 +1304,15 @@ impl SrpTarget {
         true
     }
 
-    fn t_logout(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ch: u32, io: u32, why: TLogoutReason) {
+    fn t_logout(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        ch: u32,
+        io: u32,
+        why: TLogoutReason,
+    ) {
         self.events.push_back(SrpEvent::Logout {
             channel: ChannelId(ch),
             by: LogoutBy::Target,
@@ -1267,7 +1328,16 @@ impl SrpTarget {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn handle_cmd(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ch: u32, slot: u32, len: u32, io: u32) {
+    fn handle_cmd(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        ch: u32,
+        slot: u32,
+        len: u32,
+        io: u32,
+    ) {
         let Some(c) = self.channels.get_mut(&ch) else {
             return;
         };
@@ -1276,12 +1346,23 @@ impl SrpTarget {
         let mut cdb_len = 0;
         let mut imm: Option<(u64, u32)> = None;
         let parsed: Result<(u64, [u8; 8], Direction, u32), DescError> = (|| {
-            let mr = stack.verbs.mr(c.recv.lkey).map_err(|_| DescError::BadImmediate)?;
-            let b = mr.slice(addr, len as usize).map_err(|_| DescError::BadImmediate)?;
-            let iu = CmdIu::new(b).ok_or(DescError::Truncated { need: iu::SRP_CMD_LEN, got: b.len() })?;
+            let mr = stack
+                .verbs
+                .mr(c.recv.lkey)
+                .map_err(|_| DescError::BadImmediate)?;
+            let b = mr
+                .slice(addr, len as usize)
+                .map_err(|_| DescError::BadImmediate)?;
+            let iu = CmdIu::new(b).ok_or(DescError::Truncated {
+                need: iu::SRP_CMD_LEN,
+                got: b.len(),
+            })?;
             let x = &mut c.ios[io as usize];
             x.tag = iu.tag();
-            let cd = iu.cdb().ok_or(DescError::Truncated { need: iu::SRP_CMD_LEN, got: b.len() })?;
+            let cd = iu.cdb().ok_or(DescError::Truncated {
+                need: iu::SRP_CMD_LEN,
+                got: b.len(),
+            })?;
             cdb_len = cd.len().min(cdb.len());
             cdb[..cdb_len].copy_from_slice(&cd[..cdb_len]);
             let phase = iu.data_phase(c.imm_data_offset, c.max_req)?;
@@ -1356,7 +1437,9 @@ impl SrpTarget {
             }
             Err(_) => {}
         }
-        let decoded = self.scsi.decode(nexus, lun, &cdb[..cdb_len], scsi_dir, total);
+        let decoded = self
+            .scsi
+            .decode(nexus, lun, &cdb[..cdb_len], scsi_dir, total);
         let (qpn, recv, max_req) = (c.qpn, c.recv, c.max_req);
         match decoded {
             Ok(Decoded::Done(rsp)) => {
@@ -1372,8 +1455,15 @@ impl SrpTarget {
                         x.state = IoState::NeedRsp;
                     }
                     (DataDir::Out, Some((a, _))) => {
-                        let r = match stack.verbs.mr(recv.lkey).and_then(|m| Ok(m.slice(a, n as usize)?)) {
-                            Ok(b) => self.scsi.execute(&cmd, Data::Out(b)).unwrap_or_else(|_| internal()),
+                        let r = match stack
+                            .verbs
+                            .mr(recv.lkey)
+                            .and_then(|m| Ok(m.slice(a, n as usize)?))
+                        {
+                            Ok(b) => self
+                                .scsi
+                                .execute(&cmd, Data::Out(b))
+                                .unwrap_or_else(|_| internal()),
                             Err(_) => internal(),
                         };
                         x.rsp = Some(RspKind::Scsi(r));
@@ -1400,7 +1490,16 @@ impl SrpTarget {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn handle_tsk_mgmt(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ch: u32, slot: u32, len: u32, io: u32) {
+    fn handle_tsk_mgmt(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        ch: u32,
+        slot: u32,
+        len: u32,
+        io: u32,
+    ) {
         let Some(c) = self.channels.get_mut(&ch) else {
             return;
         };
@@ -1452,7 +1551,15 @@ impl SrpTarget {
 
     /// A task a task management function ended: it gets TASK ABORTED or nothing, and its
     /// credit comes back with the next response (`srpt_aborted_task`).
-    fn abort_task(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, nexus: NexusId, tag: u64, status: bool) {
+    fn abort_task(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        nexus: NexusId,
+        tag: u64,
+        status: bool,
+    ) {
         let found = self.channels.iter().find_map(|(k, c)| {
             (c.nexus == nexus)
                 .then(|| {
@@ -1479,7 +1586,14 @@ impl SrpTarget {
         self.finish_abort(now, rdma, stack, ch, i);
     }
 
-    fn finish_abort(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ch: u32, i: u32) {
+    fn finish_abort(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        ch: u32,
+        i: u32,
+    ) {
         let Some(c) = self.channels.get_mut(&ch) else {
             return;
         };
@@ -1539,7 +1653,10 @@ impl SrpTarget {
         let n = cmd.transfer_len() as usize;
         let lkey = c.bufs[b].keys.lkey;
         let r = match stack.verbs.mr(lkey).and_then(|m| Ok(m.slice(0, n)?)) {
-            Ok(d) => self.scsi.execute(&cmd, Data::Out(d)).unwrap_or_else(|_| internal()),
+            Ok(d) => self
+                .scsi
+                .execute(&cmd, Data::Out(d))
+                .unwrap_or_else(|_| internal()),
             Err(_) => internal(),
         };
         x.rsp = Some(RspKind::Scsi(r));
@@ -1582,7 +1699,8 @@ impl SrpTarget {
                         .cmd
                         .as_ref()
                         .map_or(0, |m| m.transfer_len() as usize);
-                    let Some(b) = alloc_buf(c, stack, self.ports[c.port].pd, need, self.max_io) else {
+                    let Some(b) = alloc_buf(c, stack, self.ports[c.port].pd, need, self.max_io)
+                    else {
                         c.blocked.push_back(i);
                         return;
                     };
@@ -1597,7 +1715,9 @@ impl SrpTarget {
                         let r = match (cmd, stack.verbs.mr_mut(lkey)) {
                             (Some(cmd), Ok(m)) => {
                                 let d = &mut m.as_mut_slice()[..need];
-                                self.scsi.execute(&cmd, Data::In(d)).unwrap_or_else(|_| internal())
+                                self.scsi
+                                    .execute(&cmd, Data::In(d))
+                                    .unwrap_or_else(|_| internal())
                             }
                             _ => internal(),
                         };
@@ -1701,7 +1821,14 @@ fn lp_rq(p: &LoginPolicy) -> u32 {
     p.rq_size
 }
 
-fn post_recv_slot(stack: &mut Stack, qpn: u32, ch: u32, recv: MrKeys, max_req: u32, slot: u32) -> Result<(), VerbsError> {
+fn post_recv_slot(
+    stack: &mut Stack,
+    qpn: u32,
+    ch: u32,
+    recv: MrKeys,
+    max_req: u32,
+    slot: u32,
+) -> Result<(), VerbsError> {
     stack.post_recv(
         qpn,
         RecvWr::new(
@@ -1774,7 +1901,13 @@ fn count_wrs(descs: &[DirectBuf], n: u32) -> u32 {
     k
 }
 
-fn alloc_buf(c: &mut Channel, stack: &mut Stack, pd: PdId, need: usize, max_io: u32) -> Option<usize> {
+fn alloc_buf(
+    c: &mut Channel,
+    stack: &mut Stack,
+    pd: PdId,
+    need: usize,
+    max_io: u32,
+) -> Option<usize> {
     if need > max_io as usize {
         return None;
     }
@@ -1810,7 +1943,14 @@ fn alloc_buf(c: &mut Channel, stack: &mut Stack, pd: PdId, need: usize, max_io: 
 }
 
 /// The RDMA WRITEs of the data-in (as the descriptors split it), then the SRP_RSP.
-fn post_response(c: &mut Channel, scsi: &mut Target, stack: &mut Stack, ch: u32, i: u32, writes: u32) {
+fn post_response(
+    c: &mut Channel,
+    scsi: &mut Target,
+    stack: &mut Stack,
+    ch: u32,
+    i: u32,
+    writes: u32,
+) {
     let x = &mut c.ios[i as usize];
     if writes > 0 {
         if let Some(b) = x.buf {
@@ -1845,7 +1985,11 @@ fn post_response(c: &mut Channel, scsi: &mut Target, stack: &mut Stack, ch: u32,
     }
     let delta = 1 + std::mem::take(&mut c.req_lim_delta);
     let addr = u64::from(i) * u64::from(c.max_rsp);
-    let len = match stack.verbs.mr_mut(c.send.lkey).and_then(|m| Ok(m.slice_mut(addr, c.max_rsp as usize)?)) {
+    let len = match stack
+        .verbs
+        .mr_mut(c.send.lkey)
+        .and_then(|m| Ok(m.slice_mut(addr, c.max_rsp as usize)?))
+    {
         Ok(b) => match x.rsp {
             Some(RspKind::Scsi(r)) => {
                 let (under, over, n) = match r.residual {
@@ -1910,9 +2054,7 @@ fn internal() -> Response {
 fn tmf_code(r: TmfResponse) -> RspCode {
     match r {
         TmfResponse::FunctionComplete => RspCode::COMPLETE,
-        TmfResponse::FunctionNotSupported | TmfResponse::FunctionRejected => {
-            RspCode::NOT_SUPPORTED
-        }
+        TmfResponse::FunctionNotSupported | TmfResponse::FunctionRejected => RspCode::NOT_SUPPORTED,
         TmfResponse::TaskDoesNotExist | TmfResponse::LunDoesNotExist => RspCode::FAILED,
     }
 }

@@ -29,7 +29,7 @@ use softrdma_scsi::{
 };
 use softrdma_srp::dm::{self, DmInfo};
 use softrdma_srp::guid::{colon_guid, parse_guid};
-use softrdma_srp::login::{MIN_MAX_REQ_SIZE, DEFAULT_MAX_RDMA_SIZE};
+use softrdma_srp::login::{DEFAULT_MAX_RDMA_SIZE, MIN_MAX_REQ_SIZE};
 use softrdma_srp::{AclEntry, SrpConfig, SrpEvent, SrpTarget, TargetPort};
 use softrdma_wire::dm::MGMT_CLASS_DEVICE_MGMT;
 use softrdma_wire::mad::{Method, MgmtClass};
@@ -218,7 +218,11 @@ impl MadClient for DmClient {
         } = ev
         {
             let rsp = dm::answer(&mad, &self.info);
-            debug!(attr = mad.header.attr_id, status = rsp.header.status.0, "DM MAD answered");
+            debug!(
+                attr = mad.header.attr_id,
+                status = rsp.header.status.0,
+                "DM MAD answered"
+            );
             let _ = ctx.mad.send(ctx.now, agent, from, rsp, SendParams::ONCE);
         }
     }
@@ -264,12 +268,17 @@ fn serve(args: Args) -> Result<(), String> {
     for l in &file.listen {
         let a = l
             .parse::<SocketAddr>()
-            .or_else(|_| l.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, default_port)))
+            .or_else(|_| {
+                l.parse::<IpAddr>()
+                    .map(|ip| SocketAddr::new(ip, default_port))
+            })
             .map_err(|_| format!("listen = {l}: not an address"))?;
         listen.push(a);
     }
     if listen.is_empty() {
-        return Err("give the address to listen on (-a ADDR, or listen = [...] in --config)".into());
+        return Err(
+            "give the address to listen on (-a ADDR, or listen = [...] in --config)".into(),
+        );
     }
     let mut luns: Vec<LunSpec> = file.lun;
     for l in &args.lun {
@@ -339,7 +348,13 @@ fn serve(args: Args) -> Result<(), String> {
     });
     for (i, l) in luns.iter().enumerate() {
         let lu = make_lun(l)?;
-        info!(lun = i, blocks = lu.blocks(), block_size = lu.block_size(), read_only = lu.read_only(), "LUN");
+        info!(
+            lun = i,
+            blocks = lu.blocks(),
+            block_size = lu.block_size(),
+            read_only = lu.read_only(),
+            "LUN"
+        );
         scsi.add_lun(LunId(i as u64), lu)
             .map_err(|e| format!("LUN {i}: {e}"))?;
     }
@@ -446,7 +461,9 @@ fn serve(args: Args) -> Result<(), String> {
             }
         }
         for p in &tports {
-            let Some(cq) = engine.cq(p.tport) else { continue };
+            let Some(cq) = engine.cq(p.tport) else {
+                continue;
+            };
             wcs.clear();
             let stop = || cm.has_event() || (term.load(Ordering::Relaxed) && shutting.is_none());
             let _ = p.dev.wait_cq_or(cq, &mut wcs, 64, Some(slice), &stop);
@@ -493,7 +510,9 @@ fn handle_event(cm: &Cm, engine: &mut SrpTarget, ports: &[Port], ev: Event) {
             }
         }
         Event::Rdma(e) => {
-            let _ = cm.with_id(e.id, |rdma, stack, now| engine.rdma_event(now, rdma, stack, &e));
+            let _ = cm.with_id(e.id, |rdma, stack, now| {
+                engine.rdma_event(now, rdma, stack, &e)
+            });
         }
         Event::Ib(CmEvent::ReqReceived { id, listen, req }) => {
             if !engine.is_ib_listener(listen) {
@@ -529,7 +548,9 @@ fn handle_event(cm: &Cm, engine: &mut SrpTarget, ports: &[Port], ev: Event) {
                 _ => return,
             };
             if let Some(port) = cm.with_cm(|r| r.cm().port_of(id)) {
-                let _ = cm.with(port, |rdma, stack, now| engine.ib_event(now, rdma, stack, &e));
+                let _ = cm.with(port, |rdma, stack, now| {
+                    engine.ib_event(now, rdma, stack, &e)
+                });
             }
         }
     }
