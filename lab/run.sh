@@ -58,6 +58,7 @@ flock -w 600 9 || { echo "another lab run holds $LOCK"; exit 2; }
 rm -rf "$OUT"; mkdir -p "$OUT/share"
 cp -r "$SCEN"/. "$OUT/share/"
 cp "$HERE/scenarios/lib.sh" "$OUT/share/"
+cp "$HERE/scenarios/srpt_lio.sh" "$OUT/share/"   # the kernel SRP target recipe (srp_kernel)
 chmod -R a+rwX "$OUT"
 
 verdict() { # verdict CODE TEXT: record and exit

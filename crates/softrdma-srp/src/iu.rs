@@ -57,8 +57,9 @@ pub enum DescError {
 }
 
 /// The direction of an SRP_CMD's data (from the target's side).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Direction {
+    #[default]
     None,
     /// Data-in: RDMA WRITE to the initiator.
     In,

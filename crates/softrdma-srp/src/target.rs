@@ -250,12 +250,6 @@ struct Io {
     logout_after: bool,
 }
 
-impl Default for Direction {
-    fn default() -> Direction {
-        Direction::None
-    }
-}
-
 struct DataBuf {
     keys: MrKeys,
     len: usize,

@@ -40,6 +40,8 @@ struct Tgt {
     tport: TargetPort,
     engine: SrpTarget,
     events: Vec<SrpEvent>,
+    /// The RDMA CM listener (kept for the world's life).
+    _listener: RdmaCmId,
 }
 
 struct Ini {
@@ -109,7 +111,6 @@ fn world_with(cfg: impl FnOnce(&mut SrpConfig)) -> World {
     let tport = engine.add_port(s1, tport_cm).expect("target port");
     let a = SocketAddr::new(sim.addrs[1], PORT);
     let l = tcm.listen_on(a, 128).expect("listen");
-    std::mem::forget(l);
     engine.listen_ib(&mut tcm).expect("ib listen");
     World {
         sim,
@@ -120,6 +121,7 @@ fn world_with(cfg: impl FnOnce(&mut SrpConfig)) -> World {
             tport,
             engine,
             events: Vec::new(),
+            _listener: l,
         },
         i: Ini {
             cm: icm,
