@@ -58,6 +58,7 @@ flock -w 600 9 || { echo "another lab run holds $LOCK"; exit 2; }
 rm -rf "$OUT"; mkdir -p "$OUT/share"
 cp -r "$SCEN"/. "$OUT/share/"
 cp "$HERE/scenarios/lib.sh" "$OUT/share/"
+cp "$HERE/scenarios/srpt_lio.sh" "$OUT/share/"   # the kernel SRP target recipe (srp_kernel)
 chmod -R a+rwX "$OUT"
 
 verdict() { # verdict CODE TEXT: record and exit
@@ -127,7 +128,7 @@ fi
 for g in $GUESTS; do
   a6=""; [ -n "$IPV6" ] && a6="labip6=${IP6[$g]}/64"
   ip netns exec "$NS" timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -nodefaults -no-user-config -machine pc \
-    -accel tcg -smp 1 -m "$MEM" -display none -no-reboot -serial "file:$OUT/$g.serial" \
+    -accel tcg -smp "${SMP:-1}" -m "$MEM" -display none -no-reboot -serial "file:$OUT/$g.serial" \
     -kernel "$KERNEL" -initrd "$LAB/initrd.cpio" \
     -append "console=ttyS0 panic=-1 quiet labname=$g labip=${IP[$g]}/24 $a6 ${KAPPEND:-}" \
     -netdev "tap,id=n0,ifname=tap$g,script=no,downscript=no" -device "virtio-net-pci,netdev=n0,mac=${MAC[$g]}" \

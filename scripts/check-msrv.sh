@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 import json, sys
 
 def ver(s):
-    return tuple(int(x) for x in s.split("."))
+    # "1.85" and "1.85.0" are the same version: pad to three parts.
+    t = [int(x) for x in s.split(".")]
+    return tuple(t + [0] * (3 - len(t)))
 
 m = json.load(sys.stdin)
 members = set(m["workspace_members"])

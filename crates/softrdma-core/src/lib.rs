@@ -27,7 +27,9 @@ pub mod time;
 pub mod transport;
 pub mod verbs;
 
-#[cfg(test)]
+/// The deterministic network simulation (tests of this crate, and of the crates above it
+/// with the `sim` feature).
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 
 pub use device::{Device, DeviceConfig};

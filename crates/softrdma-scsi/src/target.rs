@@ -281,6 +281,18 @@ impl Target {
         Ok((lu, aborted))
     }
 
+    /// Flushes every LUN's store (a file store's `fdatasync`), e.g. at shutdown; the LUNs
+    /// whose flush failed, with the error.
+    pub fn flush_luns(&mut self) -> Vec<(LunId, crate::StoreError)> {
+        let mut failed = Vec::new();
+        for (id, lu) in self.luns.iter_mut() {
+            if let Err(e) = lu.store.flush() {
+                failed.push((LunId(*id), e));
+            }
+        }
+        failed
+    }
+
     pub fn lun(&self, id: LunId) -> Option<&LogicalUnit> {
         self.luns.get(&id.0)
     }

@@ -11,6 +11,7 @@ mod perf_cm;
 mod pingpong;
 mod pingpong_exch;
 mod rping;
+mod srpt;
 mod ucmatose;
 
 /// softrdma: the Linux RDMA connection-management stack (IB CM, RDMA CM, SRP) in userspace,
@@ -40,6 +41,8 @@ enum Command {
     /// A peer of rdma-core's ucmatose (cmatose.c): N RDMA CM connections, messages each way,
     /// disconnect.
     Ucmatose(ucmatose::Args),
+    /// A userspace SRP target (ib_srpt's logins and I/O) that Linux's ib_srp initiator mounts.
+    Srpt(srpt::Args),
     /// A peer of rdma-core 44's cmtime: N RDMA CM connections set up step by step, each step
     /// timed.
     Cmtime(cmtime::Args),
@@ -62,5 +65,6 @@ fn main() -> ExitCode {
         Command::Rping(args) => rping::run(&args),
         Command::Ucmatose(args) => ucmatose::run(args),
         Command::Cmtime(args) => cmtime::run(&args),
+        Command::Srpt(args) => srpt::run(args),
     }
 }
