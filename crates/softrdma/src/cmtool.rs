@@ -263,8 +263,8 @@ impl CmDevice {
 }
 
 /// Resolves a client's `-b`/`-I` source for `dst`: a name takes an address of `dst`'s
-/// family; an address of the other family is refused at once (`what` names both flags,
-/// e.g. "-s ::1" and "-b 127.0.0.2").
+/// family; an address of the other family is refused at once. `dst_flag` and `src_flag`
+/// name the two flags in the message (`-s ::1 is an IPv6 address but -b 127.0.0.2 is IPv4`).
 pub fn source_of_family(
     src: &str,
     dst: SocketAddr,
