@@ -47,6 +47,15 @@ impl Clock {
     }
 
     /// A clock with the given epoch (for sharing one time base between several clocks).
+    /// The process's clock: one epoch for every device, so that a CM spanning devices
+    /// (`crate::cm::Cm`) compares their times on one scale.
+    pub fn process() -> Self {
+        static EPOCH: std::sync::OnceLock<StdInstant> = std::sync::OnceLock::new();
+        Self {
+            epoch: *EPOCH.get_or_init(StdInstant::now),
+        }
+    }
+
     pub fn with_epoch(epoch: StdInstant) -> Self {
         Self { epoch }
     }

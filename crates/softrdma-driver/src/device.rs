@@ -730,7 +730,7 @@ impl Device {
         };
         let shared = Arc::new(Shared {
             ep,
-            clock: Clock::new(),
+            clock: Clock::process(),
             local,
             name: config.name,
             progress: config.progress,
