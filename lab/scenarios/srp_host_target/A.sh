@@ -9,7 +9,10 @@ ADD=/sys/class/infiniband_srp/srp-rxe0-1/add_target
 disk() { ls /sys/block | grep '^sd' | head -1; }
 login() {
   stamp "add_target $OPTS"
-  echo "$OPTS" > $ADD; echo "add_target rc=$?"
+  # ib_srp removes a logged-out target port in the background: until it is gone, the same
+  # add_target is refused ("Already connected"); try again for a few seconds.
+  for _t in $(seq 25); do echo "$OPTS" > $ADD 2>/dev/null && break; sleep 0.2; done
+  echo "add_target rc=$? (try $_t)"
   for _i in $(seq 100); do [ -n "$(disk)" ] && [ -b /dev/$(disk) ] && break; sleep 0.2; done
   DEV=$(disk); echo "disk: $DEV"
 }
