@@ -530,6 +530,14 @@ impl UdpEndpoint {
             Some(s) if s > 0 && t.contents.len() > s => s,
             _ => return self.send_one(t.destination, t.contents, None),
         };
+        // One send when it fits: by bytes and by segment count, the short last segment
+        // included. A GSO train the core sealed (each segment's ICRC for its IPv4 ID, its
+        // index in the train) must leave whole: split, the tail would restart at ID 0 and
+        // every ICRC after the split would be wrong (a kernel peer drops them silently).
+        let segments = t.contents.len().div_ceil(seg);
+        if t.contents.len() <= self.max_payload() && segments <= self.max_gso_segments() {
+            return self.send_one(t.destination, t.contents, Some(seg));
+        }
         let per_send = self.max_gso_segments().min(self.max_payload() / seg).max(1);
         for chunk in t.contents.chunks(per_send * seg) {
             let gso = (chunk.len() > seg).then_some(seg);
@@ -807,6 +815,32 @@ mod tests {
             ep.wait_readable(Some(Duration::ZERO)).unwrap(),
             Readiness::TimedOut
         );
+    }
+
+    /// A GSO train of full segments and a short last one that together fit one send leaves
+    /// in one `sendmsg`: the core sealed each segment's ICRC for its index in the train (the
+    /// IPv4 ID the kernel gives it), so a split would make the tail's ICRCs wrong. Found in
+    /// the lab: 62 × 1040-byte RDMA WRITE segments + a 52-byte SRP_RSP SEND went out as two
+    /// sends, and the guest's rxe dropped the SEND until its retransmission 2.1 s later.
+    #[test]
+    fn a_train_that_fits_leaves_in_one_send() {
+        let any = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
+        let ep = UdpEndpoint::bind_with(any, &EndpointConfig::default()).unwrap();
+        let rx = UdpSocket::bind(any).unwrap();
+        if ep.max_gso_segments() < 63 {
+            return; // no GSO here: one datagram per send anyway
+        }
+        let buf = vec![7u8; 62 * 1040 + 52];
+        let before = ep.io_stats().send_calls;
+        ep.send(&Transmit::segmented(rx.local_addr().unwrap(), &buf, 1040))
+            .unwrap();
+        assert_eq!(ep.io_stats().send_calls - before, 1);
+        // Still split when it does not fit (here: more bytes than one UDP datagram carries).
+        let big = vec![7u8; 64 * 1040 + 52];
+        let before = ep.io_stats().send_calls;
+        ep.send(&Transmit::segmented(rx.local_addr().unwrap(), &big, 1040))
+            .unwrap();
+        assert!(ep.io_stats().send_calls - before >= 2);
     }
 
     #[test]
