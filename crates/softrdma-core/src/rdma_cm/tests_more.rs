@@ -946,6 +946,32 @@ fn tos_is_the_paths_traffic_class() {
     let tc = |s: &Stack, q: u32| -> AddressVector { s.verbs.qp(q).expect("qp").attr().ah_attr };
     assert_eq!(tc(&sim.stacks[0], qa).traffic_class, 0x60);
     assert_eq!(tc(&sim.stacks[1], n[1].devs[0].qpn).traffic_class, 0x60);
+    // The transport sends the QP's packets with that TOS (rxe's IP header).
+    sim.stacks[0]
+        .post_send(
+            qa,
+            SendWr::new(1, SendOp::Send).with_sge(Sge {
+                addr: 0x1000,
+                length: 8,
+                lkey: n[0].devs[0].mr.lkey,
+            }),
+        )
+        .expect("send");
+    let mut batch = crate::transport::TransmitBatch::default();
+    let now = sim.now;
+    assert!(sim.stacks[0].poll_transmit_batch(now, &mut batch) > 0);
+    let tos: Vec<(u8, u32)> = batch
+        .trains()
+        .map(|(t, b)| {
+            (
+                t.tos,
+                RoceRepr::parse(b).map(|r| r.bth.dest_qp).unwrap_or(0),
+            )
+        })
+        .collect();
+    // (QP1's MADs have no traffic class of their own yet.)
+    assert!(tos.iter().all(|(t, q)| *t == 0x60 || *q == 1), "{tos:?}");
+    assert!(tos.iter().any(|(t, q)| *t == 0x60 && *q != 1), "{tos:?}");
     // UD: the AH of ESTABLISHED.
     let _u = n[1]
         .cm
