@@ -95,6 +95,32 @@ impl CmDevice {
     }
 }
 
+impl CmDevice {
+    /// A UD QP on `cq` (both queues), in RESET: the CM makes it ready
+    /// (`RdmaCm::init_qp_for`), as `rdma_create_qp` does. Sends are not all signalled.
+    pub fn ud_qp_on(&self, cq: CqId, send: u32, recv: u32) -> Result<(CqId, u32), String> {
+        let (qpn, _) = self
+            .dev
+            .create_qp(QpInitAttr {
+                qp_type: QpType::Ud,
+                pd: self.pd,
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                cap: QpCap {
+                    max_send_wr: send.max(1),
+                    max_recv_wr: recv.max(1),
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+                sq_sig_all: false,
+            })
+            .map_err(|e| format!("rdma_create_qp: {e}"))?;
+        Ok((cq, qpn))
+    }
+}
+
 /// The client's source address: `-b`/`-I` if given, else the routed one.
 pub fn source_for(given: Option<IpAddr>, dst: IpAddr) -> Result<IpAddr, String> {
     given

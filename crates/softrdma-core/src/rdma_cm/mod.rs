@@ -81,8 +81,9 @@
 //!   only, as `ucma_reject`.
 //!
 //! Not done: multicast, IPoIB over an IB port (no SA), the REP's ECE options on the active
-//! side (the IB CM's REP event does not carry the MAD's attribute modifier), TOS on the CM's
-//! own MADs (the MAD layer's address has no traffic class).
+//! side (the IB CM's REP event does not carry the MAD's attribute modifier). The active
+//! side's MADs carry the TOS (the kernel's AH from the path); a passive side's answers do
+//! not (the kernel copies the request's GRH traffic class, which the socket does not see).
 
 mod event;
 #[cfg(test)]
@@ -1080,7 +1081,7 @@ impl RdmaCm {
         pd.extend_from_slice(&param.private_data);
         let p = ReqParams {
             port,
-            peer: MadAddr::gsi(Gid::from(remote.ip())),
+            peer: MadAddr::gsi(Gid::from(remote.ip())).with_traffic_class(route.traffic_class),
             primary_path: Path {
                 local_lid: 0xffff,
                 remote_lid: 0xffff,

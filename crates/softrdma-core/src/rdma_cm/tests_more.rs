@@ -969,8 +969,8 @@ fn tos_is_the_paths_traffic_class() {
             )
         })
         .collect();
-    // (QP1's MADs have no traffic class of their own yet.)
-    assert!(tos.iter().all(|(t, q)| *t == 0x60 || *q == 1), "{tos:?}");
+    // (and the active side's MADs too, as the kernel's AH from the path)
+    assert!(tos.iter().all(|(t, _)| *t == 0x60), "{tos:?}");
     assert!(tos.iter().any(|(t, q)| *t == 0x60 && *q != 1), "{tos:?}");
     // UD: the AH of ESTABLISHED.
     let _u = n[1]

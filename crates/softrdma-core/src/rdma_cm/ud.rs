@@ -135,9 +135,10 @@ impl RdmaCm {
             IpCmHeader::new(local.ip(), local.port(), remote.ip()).to_bytes()
         };
         pd.extend_from_slice(data);
+        let tc = i.route.map(|r| r.traffic_class).unwrap_or(0);
         let p = SidrReqParams {
             port,
-            peer: MadAddr::gsi(Gid::from(remote.ip())),
+            peer: MadAddr::gsi(Gid::from(remote.ip())).with_traffic_class(tc),
             service_id: service_id(ps, remote.port()),
             partition_key: 0xffff,
             private_data: pd,
