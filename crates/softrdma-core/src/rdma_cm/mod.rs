@@ -1023,6 +1023,12 @@ impl RdmaCm {
         Ok(())
     }
 
+    /// `cma_init_ud_qp` for a UD QP of the caller's: INIT (P_Key index 0, port 1, `qkey`),
+    /// RTR, RTS with SQ PSN 0.
+    pub fn init_ud_qp(stack: &mut Stack, qpn: u32, qkey: u32) -> Result<(), RdmaCmError> {
+        ud::init_ud_qp(stack, qpn, qkey)
+    }
+
     /// `rdma_create_qp`'s transitions for the id's QP type: RC to INIT ([`RdmaCm::init_qp`]);
     /// UD to INIT with the id's Q_Key (set now if it was not: [`RDMA_UDP_QKEY`]), RTR and RTS
     /// with SQ PSN 0 (`cma_init_ud_qp`).
