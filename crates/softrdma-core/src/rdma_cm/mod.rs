@@ -1,6 +1,7 @@
-//! The RDMA CM for connected QPs (kernel `drivers/infiniband/core/cma.c` and `ucma.c`, with
-//! librdmacm's calls; RoCE, RC over the TCP port space) on top of the IB CM
-//! [`CmEndpoint`], over every port the IB CM was given.
+//! The RDMA CM (kernel `drivers/infiniband/core/cma.c` and `ucma.c`, with librdmacm's
+//! calls; RoCE: RC ids in the TCP and IB port spaces, UD ids over SIDR in the UDP space, IP
+//! or native GID addressing) on top of the IB CM [`CmEndpoint`], over every port the IB CM
+//! was given.
 //!
 //! Ids: [`RdmaCm::create_id`] returns an owned [`RdmaCmId`]; commands borrow it;
 //! [`RdmaCm::destroy`] and [`RdmaCm::reject`] consume it. A CONNECT_REQUEST hands a new

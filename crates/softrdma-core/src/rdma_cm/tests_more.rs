@@ -1006,3 +1006,86 @@ fn tos_is_the_paths_traffic_class() {
         Some((0x20, 0x42))
     );
 }
+
+/// librdmacm's check of the REP (`ucma_process_conn_resp_ece`): a REP naming another ECE
+/// vendor than the one the REQ offered fails the connection — CONNECT_ERROR -EINVAL, the QP
+/// to ERR, a REJ — and a REP without ECE (vendor 0) to an ECE REQ connects without options.
+#[test]
+fn ece_rep_of_another_vendor_is_connect_error() {
+    use crate::cm::{CmEvent, RepParams};
+    for (rep_vendor, ok) in [(0x0000_1111u32, false), (0, true)] {
+        let (mut sim, mut n) = pair();
+        let b = sim.addrs[1];
+        // The passive side is a bare IB CM listener that answers with its own vendor.
+        let cm = n[1].cm.cm_mut();
+        let l = cm.create_id();
+        cm.listen(&l, service_id(PortSpace::TCP, 7174))
+            .expect("listen");
+        let id = n[0].cm.create_id();
+        n[0].cm
+            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
+            .expect("addr");
+        n[0].cm.resolve_route(&id).expect("route");
+        let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+        let qa = n[0].devs[0].qpn;
+        let ece = Ece {
+            vendor_id: 0x00ab_cdef,
+            attr_mod: 1,
+        };
+        n[0].cm
+            .connect_ece(sim.now, &mut sim.stacks[0], &id, Some(qa), &param(b""), ece)
+            .expect("connect");
+        let mut req = None;
+        for _ in 0..100 {
+            pump(&mut sim, &mut n, |_| false);
+            if let Some(CmEvent::ReqReceived { id, .. }) = n[1].cm.poll_ib_event() {
+                req = Some(id);
+                break;
+            }
+        }
+        let rid = req.expect("REQ");
+        let qb = n[1].devs[0].qpn;
+        let rep = RepParams {
+            qp_num: qb,
+            starting_psn: 7,
+            responder_resources: 1,
+            initiator_depth: 1,
+            rnr_retry_count: 7,
+            ece_vendor_id: rep_vendor,
+            ..RepParams::default()
+        };
+        n[1].cm.cm_mut().send_rep(sim.now, &rid, &rep).expect("rep");
+        flush(&mut n[1], &mut sim);
+        let want = if ok {
+            RdmaCmEventType::Established
+        } else {
+            RdmaCmEventType::ConnectError
+        };
+        assert!(
+            pump(&mut sim, &mut n, |n| has(&n[0], want)),
+            "{:?}",
+            n[0].events
+        );
+        let e = take(&mut n[0], want);
+        pump(&mut sim, &mut n, |_| false);
+        if ok {
+            assert_eq!(e.ece, Ece::default());
+            assert_eq!(
+                attrs(&cm_log(&sim)),
+                vec![AttrId::REQ, AttrId::REP, AttrId::RTU]
+            );
+        } else {
+            assert_eq!(e.status, EINVAL);
+            assert_eq!(
+                sim.stacks[0].verbs.qp(qa).expect("qp").state(),
+                QpState::Err
+            );
+            assert_eq!(
+                attrs(&cm_log(&sim)),
+                vec![AttrId::REQ, AttrId::REP, AttrId::REJ]
+            );
+        }
+        n[1].cm.cm_mut().destroy(sim.now, rid);
+        n[1].cm.cm_mut().destroy(sim.now, l);
+    }
+}
