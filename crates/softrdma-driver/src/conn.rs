@@ -44,6 +44,10 @@
 //!
 //! Each endpoint runs one thread that takes the CM's events and hands them to the
 //! connection they belong to; the device's own loop runs on another (`Progress::Thread`).
+//!
+//! Examples (`crates/softrdma-driver/examples/`, run by `cargo test` from `tests/conn.rs`):
+//! `conn_server` + `conn_client` (private data, SEND both ways, RDMA WRITE and READ,
+//! disconnect), `conn_async` (the same on tokio), `ud_echo` (UD over SIDR).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -1807,6 +1811,8 @@ pub struct UdSocket {
     slot: usize,
     depth: usize,
     tx: Region,
+    /// Held from copying a datagram into `tx` to posting it (the post copies it out).
+    tx_lock: Mutex<()>,
     timeout: Duration,
     next_wr: AtomicU64,
     /// Send completions and received datagrams not yet taken.
@@ -1860,6 +1866,7 @@ impl UdSocket {
             slot,
             depth,
             tx,
+            tx_lock: Mutex::new(()),
             timeout: ConnOptions::default().timeout,
             next_wr: AtomicU64::new(1),
             done: Mutex::new((BTreeMap::new(), VecDeque::new())),
@@ -2001,6 +2008,7 @@ impl UdSocket {
         if data.len() > self.max_datagram() {
             return Err(ConnError::OutOfBounds);
         }
+        let _one = lock(&self.tx_lock);
         self.tx.write_at(0, data)?;
         let id = self.next_wr.fetch_add(1, Ordering::Relaxed);
         let wr = SendWr::new(id, SendOp::Send)
