@@ -179,3 +179,72 @@ cmtime_wire() {
   expect "$uw_n distinct connections disconnected (DREQ local comm IDs)" [ "$(distinct infiniband.cm.dreq.localcommid)" = "$uw_n" ]
   expect "$uw_n distinct DREPs (DREP remote comm IDs)" [ "$(distinct infiniband.cm.drsp.remotecommid)" = "$uw_n" ]
 }
+
+# --- udaddy (rdma-core v44's udaddy.c; spec: docs/tools.md) ----------------------------------
+UDA_CLIENT_OK=("udaddy: starting client" "udaddy: connecting" "initiating data transfers"
+  "receiving data transfers" "data transfers complete" "test complete" "return status 0")
+UDA_SERVER_OK=("udaddy: starting server" "receiving data transfers" "sending replies"
+  "data transfers complete" "test complete" "return status 0")
+# ... and of a client whose SIDR REQ got SIDR REP status 1 (no listener for the service ID)
+UDA_CLIENT_UNREACH1=("udaddy: starting client" "udaddy: connecting"
+  "udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1" "test complete" "return status 1")
+# sidr_msgs [PCAP]: the SIDR MADs (tshark has no SIDR fields; `softrdma decode --json` does),
+# one line each: "REQ SRC SERVICE_ID TOS" or "REP SRC SERVICE_ID STATUS QPN QKEY"
+sidr_msgs() {
+  [ -x "${SOFTRDMA:-}" ] || return 0
+  "$SOFTRDMA" decode --json "${1:-capture.pcap}" 2>/dev/null | python3 -c '
+import json, sys
+for l in sys.stdin:
+    d = json.loads(l)
+    ib, ip = d.get("infiniband") or {}, d.get("ip") or {}
+    ds = ip.get("dsfield") or {}
+    tos = (ds.get("dscp", 0) << 2) | ds.get("ecn", 0)
+    if "cm_sidr_req" in ib:
+        print("REQ", ip.get("src"), ib["cm_sidr_req"]["service_id"], "0x%02x" % tos)
+    elif "cm_sidr_rep" in ib:
+        r = ib["cm_sidr_rep"]
+        print("REP", ip.get("src"), r["service_id"], r["status"], r["qpn"], "0x%08x" % r["qkey"])
+'
+}
+# ud_sends SRC SIZE: "QPS FEWEST" for the UD SEND-with-immediate packets of SIZE payload bytes
+# sent by SRC (BTH 12 + DETH 8 + ImmDt 4 + ICRC 4 + UDP 8 = SIZE + 36 bytes of UDP)
+ud_sends() {
+  tshark -r capture.pcap -Y "infiniband.bth.opcode == 101 && ip.src == $1 && udp.length == $(($2 + 36))" \
+    -T fields -e infiniband.bth.destqp 2>/dev/null | sort | uniq -c |
+    awk '{ n++; if (m == "" || $1 < m) m = $1 } END { print n + 0, m + 0 }'
+}
+# ud_wire SERVER CLIENT CONNS COUNT SIZE: the wire of a udaddy run (-c CONNS -C COUNT -S SIZE):
+# per connection one SIDR REQ (client, service ID 0x1111c06) and one SIDR REP (server, status 0,
+# Q_Key 0x01234567) and nothing else on the CM; COUNT SENDs with immediate of SIZE bytes to each
+# of the CONNS server QPs named in the SIDR REPs (Q_Key 0x01234567, the immediate being the
+# sender's QPN), then COUNT back to the client QPs; the client's first
+ud_wire() {
+  uw_s=$1 uw_c=$2 uw_n=$3 uw_k=$4 uw_z=$5
+  echo "CM MADs: $(mad_attrs | tr '\n' ' ')"
+  expect "$uw_n SIDR REQs from the client $uw_c" [ "$(cm_count SIDR_REQ "$uw_c")" = "$uw_n" ]
+  expect "$uw_n SIDR REPs from the server $uw_s" [ "$(cm_count SIDR_REP "$uw_s")" = "$uw_n" ]
+  expect "nothing else on the CM ($((2 * uw_n)) MADs)" [ "$(count_frames infiniband.mad)" = $((2 * uw_n)) ]
+  sidr_msgs > sidr.txt
+  cat sidr.txt
+  if [ -s sidr.txt ]; then
+    expect "every SIDR REQ for service ID 0x1111c06 (UDP, port 7174)" \
+      [ "$(awk '$1 == "REQ" && $3 != "0x0000000001111c06"' sidr.txt | wc -l)" = 0 ]
+    expect "every SIDR REP status 0, Q_Key 0x01234567, service ID 0x1111c06" \
+      [ "$(awk '$1 == "REP" && !($4 == 0 && $6 == "0x01234567" && $3 == "0x0000000001111c06")' sidr.txt | wc -l)" = 0 ]
+    uw_q=$(awk '$1 == "REP" { print $5 }' sidr.txt | sort -un | tr '\n' ' ')
+    uw_d=$(tshark -r capture.pcap -Y "infiniband.bth.opcode == 101 && ip.src == $uw_c" -T fields -e infiniband.bth.destqp 2>/dev/null |
+      while read -r q; do echo $((q)); done | sort -un | tr '\n' ' ')
+    expect "the client sends to the QPNs of the SIDR REPs ($uw_q) and no other ($uw_d)" [ "$uw_q" = "$uw_d" -a -n "$uw_q" ]
+  fi
+  read -r uw_q uw_m <<< "$(ud_sends "$uw_c" "$uw_z")"
+  expect "client SENDs with immediate of $uw_z bytes: to $uw_n QPs ($uw_q), >= $uw_k each (fewest $uw_m)" [ "$uw_q" = "$uw_n" -a "$uw_m" -ge "$uw_k" ]
+  read -r uw_q uw_m <<< "$(ud_sends "$uw_s" "$uw_z")"
+  expect "server SENDs with immediate of $uw_z bytes: to $uw_n QPs ($uw_q), >= $uw_k each (fewest $uw_m)" [ "$uw_q" = "$uw_n" -a "$uw_m" -ge "$uw_k" ]
+  expect "every UD SEND's Q_Key 0x01234567" [ "$(count_frames 'infiniband.bth.opcode == 101 && infiniband.deth.q_key != 0x01234567')" = 0 ]
+  uw_bad=$(tshark -r capture.pcap -Y "infiniband.bth.opcode == 101" -T fields -e infiniband.deth.srcqp -e infiniband.immdt 2>/dev/null |
+    while IFS=$'\t' read -r q imm; do [ $((q)) = $((16#${imm%%,*})) ] || echo bad; done | wc -l)
+  expect "every immediate is the sender's QPN" [ "$uw_bad" = 0 ]
+  uw_fc=$(frame_no first "infiniband.bth.opcode == 101 && ip.src == $uw_c")
+  uw_fs=$(frame_no first "infiniband.bth.opcode == 101 && ip.src == $uw_s")
+  expect "the client SENDs first (frame $uw_fc, the server's first $uw_fs)" [ "$uw_fc" -gt 0 -a "$uw_fs" -gt "$uw_fc" ]
+}

@@ -12,7 +12,8 @@
 //! - [`verbs`]: PD, MR (with the memory model described in `docs/memory.md`), CQ, SRQ, QP
 //!   and the QP state machine ([`verbs::qp_state`]).
 //! - [`cm`]: the IB CM (`CmEndpoint`) on top of the MAD layer.
-//! - [`rdma_cm`]: a minimal RDMA CM (RC, TCP port space) on top of the IB CM.
+//! - [`rdma_cm`]: the RDMA CM on top of the IB CM (RC and UD over SIDR; TCP, UDP, IB port
+//!   spaces; IP and GID addressing; options; ECE).
 //! - [`mad`]: the MAD layer on QP1 (agents, TIDs, timeouts/retries, response matching).
 
 #![forbid(unsafe_code)]

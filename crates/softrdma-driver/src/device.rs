@@ -498,7 +498,8 @@ impl Shared {
         let t = match train.gso_segment_size() {
             Some(seg) => Transmit::segmented(train.dst, bytes, seg),
             None => Transmit::single(train.dst, bytes),
-        };
+        }
+        .with_tos(train.tos);
         match self.send_blocking(&t) {
             Ok(()) => {
                 counters.tx_sends += 1;
@@ -506,7 +507,10 @@ impl Shared {
                 if let Some(tap) = tap.as_mut() {
                     let seg = train.segment_size.max(1);
                     for (k, d) in bytes.chunks(seg).enumerate() {
-                        if tap.sent(self.local, train.dst, k as u16, d).is_err() {
+                        if tap
+                            .sent_tos(self.local, train.dst, k as u16, train.tos, d)
+                            .is_err()
+                        {
                             counters.pcap_errors += 1;
                         }
                     }

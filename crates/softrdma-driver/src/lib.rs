@@ -19,6 +19,10 @@
 //!   executor — its docs say how to use it from tokio). Its docs say how ICRCs are re-sealed
 //!   for the socket's source port and GSO IP IDs, and what the GID indices of a driver device
 //!   are.
+//! - [`conn`]: connections without an event loop — [`conn::Endpoint`],
+//!   [`conn::Listener`], [`conn::Connection`] (SEND, RECV, RDMA WRITE / READ on registered
+//!   [`conn::Region`]s, blocking or async), [`conn::UdSocket`] for UD over SIDR. The
+//!   examples `conn_server`, `conn_client` and `ud_echo` use it; start there.
 //! - [`tap`]: [`Tap`], the pcap tap (`--pcap FILE`): every datagram sent and received, with
 //!   synthesised Ethernet/IP/UDP headers whose IPv4 IDs make every ICRC verify.
 //!
@@ -29,6 +33,7 @@
 
 pub mod clock;
 pub mod cm;
+pub mod conn;
 pub mod device;
 pub mod mad;
 pub mod tap;

@@ -88,11 +88,23 @@ impl<W: Write> Tap<W> {
         gso_index: u16,
         payload: &[u8],
     ) -> io::Result<()> {
+        self.sent_tos(src, dst, gso_index, 0, payload)
+    }
+
+    /// [`Tap::sent`] for a datagram sent with IP TOS / traffic class `tos`.
+    pub fn sent_tos(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        gso_index: u16,
+        tos: u8,
+        payload: &[u8],
+    ) -> io::Result<()> {
         let ident = Ipv4Ident {
             id: gso_index,
             dont_fragment: true,
         };
-        self.write(src, dst, ident, payload)
+        self.write_tos(src, dst, ident, tos, payload)
     }
 
     /// Records a datagram we received from `src` at `dst`; the IPv4 identification is the
@@ -119,6 +131,18 @@ impl<W: Write> Tap<W> {
         ident: Ipv4Ident,
         payload: &[u8],
     ) -> io::Result<()> {
+        self.write_tos(src, dst, ident, 0, payload)
+    }
+
+    /// [`Tap::write`] with an IP TOS / traffic class byte.
+    pub fn write_tos(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        ident: Ipv4Ident,
+        tos: u8,
+        payload: &[u8],
+    ) -> io::Result<()> {
         let udp_len = 8 + payload.len();
         let f = &mut self.frame;
         f.clear();
@@ -139,8 +163,8 @@ impl<W: Write> Tap<W> {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 let total = u16::try_from(20 + udp_len).map_err(|_| too_long())?;
                 let ip = Ipv4Repr {
-                    dscp: 0,
-                    ecn: 0,
+                    dscp: tos >> 2,
+                    ecn: tos & 3,
                     total_len: total,
                     ident: ident.id,
                     flags: if ident.dont_fragment { FLAG_DF } else { 0 },
@@ -160,7 +184,7 @@ impl<W: Write> Tap<W> {
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 let plen = u16::try_from(udp_len).map_err(|_| too_long())?;
                 let ip = Ipv6Repr {
-                    traffic_class: 0,
+                    traffic_class: tos,
                     flow_label: 0,
                     payload_len: plen,
                     next_header: IpProtocol::UDP,

@@ -72,6 +72,9 @@ pub struct Transmit<'a> {
     /// `Some(n)`: `contents` is `ceil(len / n)` datagrams of `n` bytes each (the last may be
     /// shorter). `None`: one datagram.
     pub segment_size: Option<usize>,
+    /// The IPv4 TOS / IPv6 traffic class byte (DSCP and ECN) of every datagram: what rxe
+    /// puts in the IP header from the QP's address vector. 0 by default.
+    pub tos: u8,
 }
 
 impl<'a> Transmit<'a> {
@@ -81,6 +84,7 @@ impl<'a> Transmit<'a> {
             destination,
             contents,
             segment_size: None,
+            tos: 0,
         }
     }
 
@@ -91,7 +95,14 @@ impl<'a> Transmit<'a> {
             destination,
             contents,
             segment_size: Some(segment_size),
+            tos: 0,
         }
+    }
+
+    /// The same datagrams with IP TOS (traffic class) `tos`.
+    pub fn with_tos(mut self, tos: u8) -> Self {
+        self.tos = tos;
+        self
     }
 
     /// How many datagrams this transmit puts on the wire.
@@ -528,7 +539,7 @@ impl UdpEndpoint {
     pub fn send(&self, t: &Transmit<'_>) -> io::Result<()> {
         let seg = match t.segment_size {
             Some(s) if s > 0 && t.contents.len() > s => s,
-            _ => return self.send_one(t.destination, t.contents, None),
+            _ => return self.send_one(t.destination, t.contents, None, t.tos),
         };
         // One send when it fits: by bytes and by segment count, the short last segment
         // included. A GSO train the core sealed (each segment's ICRC for its IPv4 ID, its
@@ -536,17 +547,26 @@ impl UdpEndpoint {
         // every ICRC after the split would be wrong (a kernel peer drops them silently).
         let segments = t.contents.len().div_ceil(seg);
         if t.contents.len() <= self.max_payload() && segments <= self.max_gso_segments() {
-            return self.send_one(t.destination, t.contents, Some(seg));
+            return self.send_one(t.destination, t.contents, Some(seg), t.tos);
         }
         let per_send = self.max_gso_segments().min(self.max_payload() / seg).max(1);
         for chunk in t.contents.chunks(per_send * seg) {
             let gso = (chunk.len() > seg).then_some(seg);
-            self.send_one(t.destination, chunk, gso)?;
+            self.send_one(t.destination, chunk, gso, t.tos)?;
         }
         Ok(())
     }
 
-    fn send_one(&self, dst: SocketAddr, contents: &[u8], seg: Option<usize>) -> io::Result<()> {
+    fn send_one(
+        &self,
+        dst: SocketAddr,
+        contents: &[u8],
+        seg: Option<usize>,
+        tos: u8,
+    ) -> io::Result<()> {
+        if tos != 0 {
+            return self.send_one_tos(dst, contents, seg, tos);
+        }
         let tx = quinn_udp::Transmit {
             destination: dst,
             ecn: None,
@@ -556,6 +576,43 @@ impl UdpEndpoint {
         };
         bump(&self.io.send_calls);
         self.state.try_send(UdpSockRef::from(&self.socket), &tx)
+    }
+
+    /// A send with a TOS byte of its own: quinn-udp always puts an `IP_TOS` /
+    /// `IPV6_TCLASS` control message holding only the ECN bits on its sends, so these go
+    /// through `sendmsg` here, with the whole byte (and the GSO segment size).
+    fn send_one_tos(
+        &self,
+        dst: SocketAddr,
+        contents: &[u8],
+        seg: Option<usize>,
+        tos: u8,
+    ) -> io::Result<()> {
+        use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, SockaddrStorage};
+        use std::os::fd::AsRawFd;
+        let iov = [io::IoSlice::new(contents)];
+        let addr = SockaddrStorage::from(dst);
+        let tclass = i32::from(tos);
+        let seg16 = seg.map(|s| s.min(usize::from(u16::MAX)) as u16);
+        let mut cmsgs = Vec::with_capacity(2);
+        if dst.is_ipv4() {
+            cmsgs.push(ControlMessage::Ipv4Tos(&tos));
+        } else {
+            cmsgs.push(ControlMessage::Ipv6TClass(&tclass));
+        }
+        if let Some(s) = seg16.as_ref() {
+            cmsgs.push(ControlMessage::UdpGsoSegments(s));
+        }
+        bump(&self.io.send_calls);
+        sendmsg(
+            self.socket.as_raw_fd(),
+            &iov,
+            &cmsgs,
+            MsgFlags::empty(),
+            Some(&addr),
+        )
+        .map(|_| ())
+        .map_err(io::Error::from)
     }
 
     /// Sends a batch, non-blocking: returns how many transmits went out before the socket
@@ -776,6 +833,54 @@ mod tests {
         assert_eq!(Transmit::segmented(dst, &buf, 4096).datagrams(), 1);
         assert_eq!(Transmit::segmented(dst, &buf, 0).datagrams(), 1);
         assert_eq!(Transmit::segmented(dst, &[], 1000).datagrams(), 1);
+    }
+
+    /// A transmit with a TOS byte leaves with it in the IP header (single and GSO sends);
+    /// one without keeps TOS 0.
+    #[test]
+    fn tos_reaches_the_ip_header() {
+        use nix::sys::socket::{recvmsg, ControlMessageOwned, SockaddrStorage};
+        use std::os::fd::AsRawFd;
+        let lo = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
+        let ep = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
+        let rx = std::net::UdpSocket::bind(lo).unwrap();
+        nix::sys::socket::setsockopt(&rx, sockopt_nix::IpRecvTos, &true).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let dst = rx.local_addr().unwrap();
+        let data = [7u8; 300];
+        ep.send(&Transmit::single(dst, &data[..100]).with_tos(0xb8))
+            .unwrap();
+        ep.send(&Transmit::segmented(dst, &data, 100).with_tos(0x20))
+            .unwrap();
+        ep.send(&Transmit::single(dst, &data[..100])).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            let mut buf = [0u8; 512];
+            let mut iov = [io::IoSliceMut::new(&mut buf)];
+            let mut space = nix::cmsg_space!(u8);
+            let m = recvmsg::<SockaddrStorage>(
+                rx.as_raw_fd(),
+                &mut iov,
+                Some(&mut space),
+                nix::sys::socket::MsgFlags::empty(),
+            )
+            .unwrap();
+            let tos = m.cmsgs().unwrap().find_map(|c| match c {
+                ControlMessageOwned::Ipv4Tos(t) => Some(t),
+                _ => None,
+            });
+            got.push((m.bytes, tos));
+        }
+        assert_eq!(
+            got,
+            vec![
+                (100, Some(0xb8)),
+                (100, Some(0x20)),
+                (100, Some(0x20)),
+                (100, Some(0x20)),
+                (100, Some(0))
+            ]
+        );
     }
 
     #[test]

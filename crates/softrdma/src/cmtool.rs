@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use softrdma_core::cm::CmPort;
 use softrdma_core::rdma_cm::RdmaCm;
-use softrdma_core::verbs::{CqId, PdId, QpInitAttr};
+use softrdma_core::verbs::{CqId, PdId, QpCap, QpInitAttr, QpType};
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::{Device, DeviceConfig};
 
@@ -384,11 +384,6 @@ pub fn parse_port(s: &str) -> Result<u16, String> {
     parse_in(s, 1, 65535).map(|v| v as u16)
 }
 
-/// A byte within `LO..=HI`.
-pub fn parse_u8_in<const LO: u8, const HI: u8>(s: &str) -> Result<u8, String> {
-    parse_in(s, i64::from(LO), i64::from(HI)).map(|v| v as u8)
-}
-
 /// A CM error as the tools print it: the IB CM's state by its kernel name
 /// (`IB_CM_TIMEWAIT`), not as Rust debug output.
 pub trait CmText {
@@ -434,4 +429,37 @@ impl CmText for softrdma_driver::cm::Error {
             e => e.to_string(),
         }
     }
+}
+
+impl CmDevice {
+    /// A UD QP on `cq` (both queues), in RESET: the CM makes it ready
+    /// (`RdmaCm::init_qp_for`), as `rdma_create_qp` does. Sends are not all signalled.
+    pub fn ud_qp_on(&self, cq: CqId, send: u32, recv: u32) -> Result<(CqId, u32), String> {
+        let (qpn, _) = self
+            .dev
+            .create_qp(QpInitAttr {
+                qp_type: QpType::Ud,
+                pd: self.pd,
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                cap: QpCap {
+                    max_send_wr: send.max(1),
+                    max_recv_wr: recv.max(1),
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+                sq_sig_all: false,
+            })
+            .map_err(|e| format!("rdma_create_qp: {e}"))?;
+        Ok((cq, qpn))
+    }
+}
+
+/// The client's source address: `-b`/`-I` if given, else the routed one.
+pub fn source_for(given: Option<IpAddr>, dst: IpAddr) -> Result<IpAddr, String> {
+    given
+        .or_else(|| softrdma_driver::cm::route_source(dst))
+        .ok_or_else(|| format!("no route to {dst}: give the source address"))
 }

@@ -13,6 +13,7 @@ mod pingpong_exch;
 mod rping;
 mod srpt;
 mod ucmatose;
+mod udaddy;
 
 /// softrdma: the Linux RDMA connection-management stack (IB CM, RDMA CM, SRP) in userspace,
 /// over RoCEv2.
@@ -46,6 +47,9 @@ enum Command {
     /// A peer of rdma-core 44's cmtime: N RDMA CM connections set up step by step, each step
     /// timed.
     Cmtime(cmtime::Args),
+    /// A peer of rdma-core 44's udaddy (udaddy.c): N UD "connections" over the RDMA CM (SIDR),
+    /// SENDs with immediate each way.
+    Udaddy(udaddy::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,5 +70,6 @@ fn main() -> ExitCode {
         Command::Ucmatose(args) => ucmatose::run(args),
         Command::Cmtime(args) => cmtime::run(&args),
         Command::Srpt(args) => srpt::run(args),
+        Command::Udaddy(args) => udaddy::run(args),
     }
 }

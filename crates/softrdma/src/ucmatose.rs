@@ -13,11 +13,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use softrdma_core::rdma_cm::{ConnParam, RdmaCmEvent, RdmaCmEventType, RdmaCmId};
+use softrdma_core::rdma_cm::{
+    ConnParam, IbAddr, PortSpace, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaOption,
+};
 use softrdma_core::verbs::{
     AccessFlags, CqId, MrKeys, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use softrdma_driver::cm::Event;
+use softrdma_wire::Gid;
 
 use crate::cmtool::{self, signals, CmDevice, CmText, SIGNAL_SLICE};
 
@@ -29,10 +32,10 @@ pub struct Args {
     /// Bind to this local address (server: listen on it; client: the source address).
     #[arg(short = 'b')]
     pub bind: Option<String>,
-    /// Address format: ip, ipv6 (`-f gid` and PS_IB are not supported yet).
+    /// Address format: name, ip, ipv6, or gid (native GID addressing, with `-P ib`).
     #[arg(short = 'f')]
     pub format: Option<String>,
-    /// Port space: tcp (udp and ib are not supported yet).
+    /// Port space: tcp or ib.
     #[arg(short = 'P', default_value = "tcp")]
     pub port_space: String,
     /// Number of connections.
@@ -44,14 +47,15 @@ pub struct Args {
     /// Message size in bytes.
     #[arg(short = 'S', default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub message_size: u32,
-    /// Type of service, 0 to 255 (not supported yet).
-    #[arg(short = 't', value_parser = cmtool::parse_u8_in::<0, 255>)]
+    /// Type of service, set on the client's ids once their address resolves.
+    #[arg(short = 't', value_parser = parse_c_u8)]
     pub tos: Option<u8>,
     /// Port, 1 to 65535.
     #[arg(short = 'p', default_value_t = 7471, value_parser = cmtool::parse_port)]
     pub port: u16,
-    /// ACK timeout, 0 to 31 (not supported yet).
-    #[arg(short = 'a', value_parser = cmtool::parse_u8_in::<0, 31>)]
+    /// ACK timeout (`RDMA_OPTION_ID_ACK_TIMEOUT`), 0 to 31: client ids at address
+    /// resolution, server ids before accepting.
+    #[arg(short = 'a', value_parser = parse_ack_timeout)]
     pub ack_timeout: Option<u8>,
     /// Migrate ids between event channels (not supported: one event queue per process).
     #[arg(short = 'm')]
@@ -82,6 +86,42 @@ struct Test {
     cq: CqId,
     nodes: Vec<Node>,
     args: Args,
+    ps: PortSpace,
+}
+
+/// `strtoul(s, NULL, 0)` into a byte, as cmatose's `-t` / `-a` (`atoi` for `-a`).
+fn parse_c_u8(s: &str) -> Result<u8, String> {
+    parse_c_in(s, 255)
+}
+
+/// An ACK timeout exponent, 0 to 31 (what the CM's 5-bit field holds).
+fn parse_ack_timeout(s: &str) -> Result<u8, String> {
+    parse_c_in(s, 31)
+}
+
+/// A number as C's `strtol(s, NULL, 0)` reads it (0x hex, 0 octal), at most `hi`.
+fn parse_c_in(s: &str, hi: u8) -> Result<u8, String> {
+    let t = s.trim();
+    let r = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else if t.len() > 1 && t.starts_with('0') {
+        u64::from_str_radix(&t[1..], 8)
+    } else {
+        t.parse()
+    };
+    match r {
+        Ok(v) if v <= u64::from(hi) => Ok(v as u8),
+        _ => Err(format!("{s} is not in 0..={hi}")),
+    }
+}
+
+/// What `-f` asks for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Format {
+    /// Names or numbers (IPv6 preferred with `ipv6`).
+    Ip(Option<bool>),
+    /// Native addressing: GIDs in IPv6 notation (`AF_IB`).
+    Gid,
 }
 
 fn fail(m: impl Into<String>) -> String {
@@ -271,6 +311,24 @@ impl Test {
             T::AddrResolved => {
                 let i = self.node_of(&e).ok_or("unknown id")?;
                 let id = self.nodes[i].id.as_ref().ok_or("no id")?;
+                if let Some(t) = self.args.tos {
+                    if let Err(err) = self
+                        .d
+                        .cm
+                        .with_cm(|cm| cm.set_option(id, RdmaOption::Tos(t)))
+                    {
+                        eprintln!("cmatose: set TOS option failed: {err}");
+                    }
+                }
+                if let Some(t) = self.args.ack_timeout {
+                    if let Err(err) = self
+                        .d
+                        .cm
+                        .with_cm(|cm| cm.set_option(id, RdmaOption::AckTimeout(t)))
+                    {
+                        eprintln!("cmatose: set ack timeout option failed: {err}");
+                    }
+                }
                 self.d
                     .cm
                     .with_cm(|cm| cm.resolve_route(id))
@@ -291,6 +349,15 @@ impl Test {
             T::ConnectRequest => {
                 let id = e.new_id.take().ok_or("no new id")?;
                 let i = self.new_node(None)?;
+                if let Some(t) = self.args.ack_timeout {
+                    if let Err(err) = self
+                        .d
+                        .cm
+                        .with_cm(|cm| cm.set_option(&id, RdmaOption::AckTimeout(t)))
+                    {
+                        eprintln!("cmatose: set ack timeout option failed: {err}");
+                    }
+                }
                 let p = self.conn_param();
                 let qpn = self.nodes[i].qpn;
                 let r = self
@@ -379,12 +446,20 @@ impl Test {
     }
 }
 
-fn parse_addr(s: &str, port: u16, v6: Option<bool>) -> Result<SocketAddr, String> {
-    softrdma_driver::cm::resolve_host(s, port, v6.map(|v| !v))
-        .map_err(|e| format!("cmatose: getaddrinfo {s}: {e}"))
+fn parse_addr(s: &str, port: u16, f: Format) -> Result<SocketAddr, String> {
+    match f {
+        Format::Gid => s
+            .parse::<std::net::Ipv6Addr>()
+            .map(|g| SocketAddr::new(Gid(g.octets()).to_ip(), port))
+            .map_err(|_| format!("cmatose: getaddrinfo {s}: not a GID")),
+        Format::Ip(v6) => softrdma_driver::cm::resolve_host(s, port, v6.map(|v| !v))
+            .map_err(|e| format!("cmatose: getaddrinfo {s}: {e}")),
+    }
 }
 
-fn check_args(a: &Args) -> Result<Option<bool>, String> {
+/// `-P` and `-f` as cmatose reads them: a known prefix, else a warning on stderr and the
+/// default.
+fn check_args(a: &Args) -> Result<(PortSpace, Format), String> {
     if a.migrate {
         return Err(
             "cmatose: -m (migrating ids between event channels) is not supported: \
@@ -392,30 +467,36 @@ fn check_args(a: &Args) -> Result<Option<bool>, String> {
                 .into(),
         );
     }
-    if a.port_space != "tcp" {
-        return Err(format!(
-            "cmatose: port space '{}' is not supported yet (only -P tcp)",
-            a.port_space
-        ));
-    }
-    if a.tos.is_some() || a.ack_timeout.is_some() {
-        return Err("cmatose: -t (TOS) and -a (ACK timeout) are not supported yet".into());
-    }
-    match a.format.as_deref() {
-        None | Some("ip") | Some("name") => Ok(None),
-        Some("ipv6") => Ok(Some(true)),
-        Some(f) => Err(format!(
-            "cmatose: address format '{f}' is not supported (ip, ipv6)"
-        )),
-    }
+    let p = a.port_space.to_ascii_lowercase();
+    let ps = if p.starts_with("ib") {
+        PortSpace::IB
+    } else {
+        if !p.starts_with("tcp") {
+            eprintln!("Warning: unknown port space format");
+        }
+        PortSpace::TCP
+    };
+    let f = match a.format.as_deref().map(|f| f.to_ascii_lowercase()) {
+        None => Format::Ip(None),
+        Some(f) if f.starts_with("ipv6") => Format::Ip(Some(true)),
+        Some(f) if f.starts_with("ip") => Format::Ip(None),
+        Some(f) if f.starts_with("gid") => Format::Gid,
+        Some(f) => {
+            if !f.starts_with("name") {
+                eprintln!("Warning: unknown address format");
+            }
+            Format::Ip(None)
+        }
+    };
+    Ok((ps, f))
 }
 
-fn run_server(a: Args, v6: Option<bool>) -> Result<(), String> {
+fn run_server(a: Args, (ps, f): (PortSpace, Format)) -> Result<(), String> {
     println!("cmatose: starting server");
     let Some(b) = a.bind.as_deref() else {
         return Err("cmatose: give -b ADDR: a softrdma device opens on one local address".into());
     };
-    let bind = parse_addr(b, a.port, v6)?;
+    let bind = parse_addr(b, a.port, f)?;
     let d = cmtool::open(
         bind.ip(),
         a.pcap.as_ref(),
@@ -428,11 +509,25 @@ fn run_server(a: Args, v6: Option<bool>) -> Result<(), String> {
         cq,
         nodes: Vec::new(),
         args: a,
+        ps,
     };
-    let listener =
-        t.d.cm
-            .with_cm(|cm| cm.listen_on(bind, 0))
-            .map_err(|e| format!("cmatose: bind/listen on {bind}: {}", e.text()))?;
+    let listener = t.d.cm.with_cm(|cm| {
+        let id = cm.create_id_ps(ps);
+        let r = if f == Format::Gid {
+            cm.bind_ib(&id, IbAddr::new(Gid::from(bind.ip()), bind.port()))
+                .map(|_| ())
+        } else {
+            cm.bind_addr(&id, bind).map(|_| ())
+        };
+        match r.and_then(|()| cm.listen(&id, 0)) {
+            Ok(()) => Ok(id),
+            Err(e) => {
+                cm.destroy(softrdma_core::time::Instant::ZERO, id);
+                Err(e)
+            }
+        }
+    });
+    let listener = listener.map_err(|e| format!("cmatose: bind/listen on {bind}: {}", e.text()))?;
     let total = t.args.connections as usize;
     let r = (|| {
         t.events_until("connections", |t| {
@@ -487,10 +582,13 @@ fn wait_disconnected(t: &mut Test) -> Result<(), String> {
     Ok(())
 }
 
-fn run_client(a: Args, v6: Option<bool>) -> Result<(), String> {
+fn run_client(a: Args, (ps, f): (PortSpace, Format)) -> Result<(), String> {
     println!("cmatose: starting client");
-    let dst = parse_addr(a.server.as_deref().unwrap_or_default(), a.port, v6)?;
+    let dst = parse_addr(a.server.as_deref().unwrap_or_default(), a.port, f)?;
     let src = match a.bind.as_deref() {
+        // GIDs (`-f gid`) parse as addresses of the format; IP addresses and names must
+        // be of the destination's family.
+        Some(b) if f == Format::Gid => Some(parse_addr(b, 0, f)?.ip()),
         Some(b) => Some(
             cmtool::source_of_family(b, dst, "-s", "-b").map_err(|e| format!("cmatose: {e}"))?,
         ),
@@ -505,16 +603,24 @@ fn run_client(a: Args, v6: Option<bool>) -> Result<(), String> {
         cq,
         nodes: Vec::new(),
         args: a,
+        ps,
     };
     println!("cmatose: connecting");
     let r = (|| {
         for _ in 0..t.args.connections {
-            let id = t.d.cm.with_cm(|cm| cm.create_id());
+            let id = t.d.cm.with_cm(|cm| cm.create_id_ps(t.ps));
             let i = t.new_node(Some(id))?;
             let id = t.nodes[i].id.as_ref().ok_or("no id")?;
-            t.d.cm
-                .resolve_addr(id, Some(src), dst)
-                .map_err(|e| format!("cmatose: failure getting addr: {}", e.text()))?;
+            if f == Format::Gid {
+                let to = IbAddr::new(Gid::from(dst.ip()), dst.port());
+                t.d.cm
+                    .with_cm(|cm| cm.resolve_addr_ib(id, Some(Gid::from(src)), to))
+                    .map_err(|e| format!("cmatose: failure getting addr: {}", e.text()))?;
+            } else {
+                t.d.cm
+                    .resolve_addr(id, Some(src), dst)
+                    .map_err(|e| format!("cmatose: failure getting addr: {}", e.text()))?;
+            }
         }
         t.events_until("connections", |t| t.nodes.iter().all(|n| n.established))?;
         if t.args.message_count > 0 {
@@ -534,7 +640,7 @@ fn run_client(a: Args, v6: Option<bool>) -> Result<(), String> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let v6 = match check_args(&args) {
+    let how = match check_args(&args) {
         Ok(v) => v,
         Err(m) => {
             eprintln!("{m}");
@@ -543,9 +649,9 @@ pub fn run(args: Args) -> ExitCode {
     };
     signals::catch();
     let r = if args.server.is_some() {
-        run_client(args, v6)
+        run_client(args, how)
     } else {
-        run_server(args, v6)
+        run_server(args, how)
     };
     if let Some(sig) = r.as_ref().err().and_then(|m: &String| is_signal(m)) {
         // Everything was disconnected and destroyed: die of the signal, as cmatose would.

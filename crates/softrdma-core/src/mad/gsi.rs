@@ -160,6 +160,7 @@ impl GsiPort {
                 av: AddressVector {
                     dgid: o.dest.gid,
                     sgid_index: sgid_for(stack, &o.dest.gid),
+                    traffic_class: o.dest.traffic_class,
                     ..AddressVector::default()
                 },
                 remote_qpn: o.dest.qpn,
@@ -209,6 +210,7 @@ impl GsiPort {
                     qpn: wc.src_qp,
                     qkey: GSI_QKEY,
                     pkey_index: wc.pkey_index,
+                    traffic_class: 0,
                 };
                 agent.handle_receive(now, from, buf.get(GRH_LEN..).unwrap_or(&[]));
                 n += 1;

@@ -102,6 +102,10 @@ pub struct MadAddr {
     pub qkey: u32,
     /// Our P_Key index it arrived on / goes out on.
     pub pkey_index: u16,
+    /// The traffic class (IP TOS) of the path: what the kernel's CM puts in its MADs' AH
+    /// (`cm_init_av_by_path`); the RDMA CM's TOS option. 0 for a received MAD (the socket
+    /// does not report the TOS it arrived with).
+    pub traffic_class: u8,
 }
 
 impl MadAddr {
@@ -112,7 +116,14 @@ impl MadAddr {
             qpn: GSI_QPN,
             qkey: GSI_QKEY,
             pkey_index: 0,
+            traffic_class: 0,
         }
+    }
+
+    /// The same address with traffic class `tc`.
+    pub fn with_traffic_class(mut self, tc: u8) -> MadAddr {
+        self.traffic_class = tc;
+        self
     }
 }
 

@@ -2,6 +2,8 @@
 
 use softrdma_wire::cm::RejectReason;
 
+use crate::verbs::AddressVector;
+
 /// The kernel's `-ETIMEDOUT`, the status of UNREACHABLE after the REQ or REP ran out of
 /// retries and of DISCONNECTED after the DREQ did (`cma_ib_handler`).
 pub const ETIMEDOUT: i32 = -110;
@@ -11,6 +13,28 @@ pub const ENODEV: i32 = -19;
 pub const EADDRNOTAVAIL: i32 = -99;
 /// `-ENETUNREACH`: no route between the two addresses (ROUTE_ERROR).
 pub const ENETUNREACH: i32 = -101;
+/// `-EINVAL`: e.g. ADDR_ERROR for an IPoIB-space id on a RoCE device (`cma_acquire_dev_*`),
+/// or for a SIDR REP whose Q_Key differs from the id's (`cma_set_qkey`); CONNECT_ERROR when
+/// a REP names another ECE vendor than ours (librdmacm's `ucma_process_conn_resp_ece`).
+pub const EINVAL: i32 = -22;
+
+/// Enhanced Connection Establishment parameters (`struct rdma_ucm_ece` / `ibv_ece`): a
+/// 24-bit vendor ID (the REQ/REP's VendorID field) and vendor options (the MAD's
+/// AttributeModifier). Zero: no ECE.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug, Hash)]
+pub struct Ece {
+    pub vendor_id: u32,
+    pub attr_mod: u32,
+}
+
+/// `event->param.ud` of a UD id's ESTABLISHED: where to send (`ah_attr`), the remote QPN
+/// and the Q_Key of the SIDR REP.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct UdParam {
+    pub ah: AddressVector,
+    pub qp_num: u32,
+    pub qkey: u32,
+}
 
 /// An RDMA CM id the user owns (`struct rdma_cm_id *`): not `Clone`, consumed by
 /// [`super::RdmaCm::destroy`] / [`super::RdmaCm::reject`]. A CONNECT_REQUEST hands a new one
@@ -133,6 +157,11 @@ pub struct RdmaCmEvent {
     /// CONNECT_REQUEST / ESTABLISHED / CONNECT_RESPONSE: the peer's parameters, seen from
     /// our side (responder resources = what we may answer with).
     pub param: ConnParam,
+    /// ESTABLISHED of a UD id (after the SIDR REP): the peer's AH, QPN and Q_Key.
+    pub ud: Option<UdParam>,
+    /// CONNECT_REQUEST: the REQ's ECE; ESTABLISHED / CONNECT_RESPONSE: the REP's vendor ID
+    /// and the options negotiated (`Ece::default()` without ECE).
+    pub ece: Ece,
 }
 
 impl RdmaCmEvent {
@@ -146,6 +175,8 @@ impl RdmaCmEvent {
             private_data: Vec::new(),
             reject_reason: None,
             param: ConnParam::default(),
+            ud: None,
+            ece: Ece::default(),
         }
     }
 

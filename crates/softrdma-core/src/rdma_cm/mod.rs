@@ -1,6 +1,7 @@
-//! The RDMA CM for connected QPs (kernel `drivers/infiniband/core/cma.c` and `ucma.c`, with
-//! librdmacm's calls; RoCE, RC over the TCP port space) on top of the IB CM
-//! [`CmEndpoint`], over every port the IB CM was given.
+//! The RDMA CM (kernel `drivers/infiniband/core/cma.c` and `ucma.c`, with librdmacm's
+//! calls; RoCE: RC ids in the TCP and IB port spaces, UD ids over SIDR in the UDP space, IP
+//! or native GID addressing) on top of the IB CM [`CmEndpoint`], over every port the IB CM
+//! was given.
 //!
 //! Ids: [`RdmaCm::create_id`] returns an owned [`RdmaCmId`]; commands borrow it;
 //! [`RdmaCm::destroy`] and [`RdmaCm::reject`] consume it. A CONNECT_REQUEST hands a new
@@ -11,8 +12,9 @@
 //! - [`RdmaCm::bind_addr`] (`rdma_bind_addr`): the address must be the wildcard (0.0.0.0 /
 //!   ::, every device) or a RoCEv2 GID of one of the CM's ports, which binds the id to that
 //!   device; port 0 takes an ephemeral port chosen at random in 32768..=60999 and then the
-//!   next free one (`cma_alloc_any_port`); two ids on one port conflict when their
-//!   addresses are equal or either is the wildcard (`cma_check_port`, no REUSEADDR yet).
+//!   next free one (`cma_alloc_any_port`); two ids on one port of one port space conflict
+//!   when their addresses are equal or either is the wildcard, unless both set REUSEADDR or
+//!   both are AF-only and of different families (`cma_check_port`).
 //! - [`RdmaCm::resolve_addr`] (`rdma_resolve_addr`): the source address is the bound one or
 //!   the one the caller's routing table gave; the id is bound to the device that owns it
 //!   (`cma_acquire_dev_by_src_ip`) → ADDR_RESOLVED, or ADDR_ERROR with `-ENODEV`.
@@ -40,7 +42,8 @@
 //!   RTU and raises ESTABLISHED (`cma_rep_recv`); without one, CONNECT_RESPONSE, and the
 //!   user moves its own QP and calls [`RdmaCm::establish`].
 //! - [`RdmaCm::accept`] (`cma_accept_ib`): QP to RTR then RTS, then REP. RTU → ESTABLISHED.
-//! - [`RdmaCm::reject`]: REJ 28 with the consumer's private data.
+//! - [`RdmaCm::reject`]: REJ 28 with the consumer's private data (a UD id: SIDR REP
+//!   status 2).
 //! - [`RdmaCm::disconnect`]: QP to ERR, then DREQ (ESTABLISHED) or DREP (after a DREQ).
 //! - Events with the kernel's statuses (`cma_ib_handler`): UNREACHABLE with `-ETIMEDOUT`
 //!   when the REQ or REP ran out of retries; REJECTED with the reason as status, its private
@@ -49,25 +52,57 @@
 //! - PSNs as cm.c/cma.c set them: a REQ's or REP's starting PSN is where its *sender's* RQ
 //!   starts (`rdma_init_qp_attr`: RTR `rq_psn = seq_num`).
 //!
-//! Not done here (the next layer): UD/SIDR, PS_IB, options (TOS, REUSEADDR, AFONLY, ACK
-//! timeout), ECE.
+//! - Port spaces ([`RdmaCm::create_id_ps`]): TCP and IB ids are RC, UDP and IPoIB ids UD
+//!   (librdmacm's rule); each space has its own ports (`cma_pernet_xa`). A UD id's
+//!   [`RdmaCm::connect`] is a SIDR REQ (the IP header and up to 180 bytes of consumer data,
+//!   `1 << (20 - 8)` ms per try, 15 retries: `cma_resolve_ib_udp`), answered by ESTABLISHED
+//!   with the peer's AH, QPN and Q_Key ([`UdParam`]), UNREACHABLE with the SIDR status, or
+//!   UNREACHABLE `-ETIMEDOUT`; its [`RdmaCm::accept`] is a SIDR REP with the QPN and Q_Key
+//!   ([`RDMA_UDP_QKEY`] by default, `cma_send_sidr_rep`), its reject a SIDR REP status 2.
+//!   IPoIB's Q_Key comes from an SA the RoCE port does not have: as in the kernel
+//!   (`cma_acquire_dev_by_src_ip`, `cma_ib_acquire_dev`), an IPoIB id cannot use a RoCE
+//!   device (bind `-EINVAL`, ADDR_ERROR `-EINVAL`, a SIDR REQ to a wildcard IPoIB listener
+//!   gets status 2). [`init_ah_from_wc`] is `ibv_init_ah_from_wc` for the reply path.
+//! - Native (AF_IB) addressing ([`RdmaCm::bind_ib`], [`RdmaCm::resolve_addr_ib`], [`IbAddr`]):
+//!   a GID and a port, service ID `(space << 16) | port` as `rdma_getaddrinfo` makes it;
+//!   no IP header in the private data (`cma_user_data_offset`), route hop limit 1, the
+//!   device found by the destination GID's subnet prefix (`cma_resolve_ib_dev`). The
+//!   kernel cannot do this over RoCE (`rdma_cap_af_ib`); softrdma can, with itself.
+//! - Options ([`RdmaCm::set_option`], `rdma_set_option` / `ucma_set_option_id`): TOS
+//!   (the path's traffic class: REQ, QP address vectors, a UD id's AH), REUSEADDR and
+//!   AFONLY with `cma_check_port`'s rules (an IPv4 bind is AF-only by default, an IPv6 one
+//!   is not: `bindv6only` = 0), ACK_TIMEOUT (RC only; the QP's RTS timeout, and when set
+//!   before the route the RoCE packet lifetime `timeout - 1`), and
+//!   [`RdmaCm::set_min_rnr_timer`] (the RTR `min_rnr_timer`, `rdma_init_qp_attr`).
+//! - ECE ([`RdmaCm::connect_ece`], [`RdmaCm::accept_ece`], [`RdmaCm::reject_ece`] = REJ 35)
+//!   with librdmacm's negotiation (`init_ece`, `ucma_copy_ece_param_to_kern_rep`,
+//!   `ucma_process_conn_resp_ece`): the REP echoes the requester's vendor ID with the
+//!   options both sides have (none when the vendors differ); a REP naming another vendor
+//!   than ours is CONNECT_ERROR `-EINVAL`. [`RdmaCm::reject_with`] takes reason 28 or 35
+//!   only, as `ucma_reject`.
+//!
+//! Not done: multicast, IPoIB over an IB port (no SA), the REP's ECE options on the active
+//! side (the IB CM's REP event does not carry the MAD's attribute modifier). The active
+//! side's MADs carry the TOS (the kernel's AH from the path); a passive side's answers do
+//! not (the kernel copies the request's GRH traffic class, which the socket does not see).
 
 mod event;
 #[cfg(test)]
 mod tests;
+mod ud;
 
 pub use event::{
-    ConnParam, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId, EADDRNOTAVAIL, ENETUNREACH, ENODEV,
-    ETIMEDOUT,
+    ConnParam, Ece, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId, UdParam, EADDRNOTAVAIL, EINVAL,
+    ENETUNREACH, ENODEV, ETIMEDOUT,
 };
+pub use softrdma_wire::rdma_cm::PortSpace;
+pub use ud::{init_ah_from_wc, RDMA_UDP_QKEY, SIDR_TIMEOUT_MS};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 use softrdma_wire::cm::{Path, PathMtu, RejectReason, TransportType};
-use softrdma_wire::rdma_cm::{
-    ip_private_data, service_id, IpCmHeader, PortSpace, CMA_VERSION, IP_CM_HEADER_LEN,
-};
+use softrdma_wire::rdma_cm::{service_id, IpCmHeader, CMA_VERSION, IP_CM_HEADER_LEN};
 use softrdma_wire::Gid;
 
 use crate::cm::{
@@ -79,7 +114,7 @@ use crate::mad::{AgentId, MadAddr, MadAgent, MadEvent, MadOp};
 use crate::rand::Rng;
 use crate::time::Instant;
 use crate::transport::Stack;
-use crate::verbs::{AccessFlags, QpAttr, QpAttrMask, QpState, VerbsError};
+use crate::verbs::{AccessFlags, QpAttr, QpAttrMask, QpState, QpType, VerbsError};
 
 /// The packet lifetime the kernel's RoCE path records carry (local ACK timeout 19 = 18 + 1).
 pub const ROCE_PACKET_LIFE_TIME: u8 = 18;
@@ -107,9 +142,13 @@ pub enum RdmaCmError {
     NoSuchId,
     /// Not a state for this call (`-EINVAL`).
     InvalidState,
+    /// An argument the kernel refuses (`-EINVAL`): an option for the wrong QP type, a
+    /// reject reason other than 28 or 35, an IPoIB id on a RoCE device...
+    Invalid,
     /// No device holds the address (`-ENODEV` / `-EADDRNOTAVAIL`).
     NoDevice,
-    /// The address and port are taken (`-EADDRINUSE`).
+    /// The address and port are taken (`-EADDRINUSE`, or `-EADDRNOTAVAIL` when a wildcard
+    /// is involved).
     AddrInUse,
     /// Every ephemeral port is taken (`-EADDRNOTAVAIL`).
     NoFreePort,
@@ -143,6 +182,7 @@ impl std::fmt::Display for RdmaCmError {
         match self {
             RdmaCmError::NoSuchId => f.write_str("no such RDMA CM id"),
             RdmaCmError::InvalidState => f.write_str("the id is not in a state for this call"),
+            RdmaCmError::Invalid => f.write_str("Invalid argument"),
             RdmaCmError::NoDevice => f.write_str("no RDMA device has this address"),
             RdmaCmError::AddrInUse => f.write_str("address and port already in use"),
             RdmaCmError::NoFreePort => f.write_str("no free ephemeral port"),
@@ -170,6 +210,64 @@ pub enum CmaState {
     Listen,
 }
 
+/// `rdma_set_option(id, RDMA_OPTION_ID, ...)`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RdmaOption {
+    /// `RDMA_OPTION_ID_TOS` (`rdma_set_service_type`): the traffic class of the path. Set
+    /// before [`RdmaCm::resolve_route`] to matter.
+    Tos(u8),
+    /// `RDMA_OPTION_ID_REUSEADDR` (`rdma_set_reuseaddr`): share the port with other ids that
+    /// set it too (not once listening).
+    ReuseAddr(bool),
+    /// `RDMA_OPTION_ID_AFONLY` (`rdma_set_afonly`): bind and listen for this address family
+    /// only (before or right after bind).
+    AfOnly(bool),
+    /// `RDMA_OPTION_ID_ACK_TIMEOUT` (`rdma_set_ack_timeout`): the QP's local ACK timeout
+    /// exponent (RC only); before the route also the RoCE packet lifetime (`timeout - 1`).
+    AckTimeout(u8),
+}
+
+/// A native InfiniBand address (`struct sockaddr_ib` as `rdma_getaddrinfo` fills it for
+/// `-f gid`): the GID and the port in the service ID `(space << 16) | port`; P_Key 0xffff.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub struct IbAddr {
+    pub gid: Gid,
+    pub port: u16,
+}
+
+impl IbAddr {
+    pub fn new(gid: Gid, port: u16) -> IbAddr {
+        IbAddr { gid, port }
+    }
+}
+
+impl std::fmt::Display for IbAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "[{}]:{}",
+            std::net::Ipv6Addr::from(self.gid.0),
+            self.port
+        )
+    }
+}
+
+/// An id's address family (`sa_family` of its source address).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Family {
+    V4,
+    V6,
+    Ib,
+}
+
+fn family_of(a: &SocketAddr) -> Family {
+    if a.is_ipv4() {
+        Family::V4
+    } else {
+        Family::V6
+    }
+}
+
 /// A port's addresses and state, as the CM saw them when the port was added.
 #[derive(Clone, Debug)]
 struct PortInfo {
@@ -185,11 +283,29 @@ struct Route {
     hop_limit: u8,
     mtu: u8,
     packet_life_time: u8,
+    traffic_class: u8,
+}
+
+/// Options set on an id.
+#[derive(Clone, Copy, Debug, Default)]
+struct Options {
+    tos: Option<u8>,
+    reuseaddr: bool,
+    /// AFONLY was set explicitly (`CMA_OPTION_AFONLY`); else bind chooses.
+    afonly_set: bool,
+    afonly: bool,
+    timeout: Option<u8>,
+    min_rnr_timer: Option<u8>,
 }
 
 #[derive(Debug)]
 struct Id {
     state: CmaState,
+    ps: PortSpace,
+    /// RC (TCP, IB) or UD (UDP, IPoIB).
+    qp_type: QpType,
+    /// AF_IB addressing: `local`/`remote` hold the GIDs as addresses and the ports.
+    ib: bool,
     /// The IB CM id (connecting or connected ids).
     cm: Option<CmId>,
     /// The device the id is bound to.
@@ -206,12 +322,24 @@ struct Id {
     pending: u32,
     /// Passive ids: the listener whose backlog slot the CONNECT_REQUEST holds.
     parent: Option<u32>,
+    opts: Options,
+    /// A UD id's Q_Key (`id_priv->qkey`; 0 = not yet set).
+    qkey: u32,
+    local_ece: Ece,
+    remote_ece: Ece,
 }
 
 impl Id {
-    fn new() -> Id {
+    fn new(ps: PortSpace) -> Id {
         Id {
             state: CmaState::Idle,
+            ps,
+            qp_type: if matches!(ps, PortSpace::UDP | PortSpace::IPOIB) {
+                QpType::Ud
+            } else {
+                QpType::Rc
+            },
+            ib: false,
             cm: None,
             port: None,
             local: None,
@@ -223,6 +351,26 @@ impl Id {
             backlog: 0,
             pending: 0,
             parent: None,
+            opts: Options::default(),
+            qkey: 0,
+            local_ece: Ece::default(),
+            remote_ece: Ece::default(),
+        }
+    }
+
+    fn family(&self) -> Option<Family> {
+        if self.ib {
+            return Some(Family::Ib);
+        }
+        self.local.as_ref().map(family_of)
+    }
+
+    /// `cma_user_data_offset`: the IP header's room in the private data.
+    fn data_offset(&self) -> usize {
+        if self.ib {
+            0
+        } else {
+            IP_CM_HEADER_LEN
         }
     }
 }
@@ -230,9 +378,11 @@ impl Id {
 /// What the RDMA CM counts (the kernel has no such counters; drops made visible).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct RdmaCmCounters {
-    /// REQs dropped because the listener's backlog was full (the peer retries).
+    /// REQs (and SIDR REQs) dropped because the listener's backlog was full (the peer
+    /// retries).
     pub backlog_drops: u64,
-    /// REQs refused with REJ 28: bad IP CM header, no matching listener, device refused.
+    /// REQs refused with REJ 28 (SIDR REQs with SIDR REP status 2): bad IP CM header, no
+    /// matching listener, device refused.
     pub req_refused: u64,
 }
 
@@ -253,6 +403,22 @@ pub struct RdmaCm {
     ib_events: VecDeque<CmEvent>,
     counters: RdmaCmCounters,
     rng: Rng,
+}
+
+/// What a request (REQ or SIDR REQ) says about its addresses, after the IP header checks
+/// (`cma_save_req_info`, `cma_get_net_dev`).
+struct Incoming<'a> {
+    /// The IP header's addresses (destination, source, source port) or `None` for an AF_IB
+    /// request (no header: `-EAFNOSUPPORT` in `cma_save_ip_info`).
+    ip: Option<(IpAddr, IpAddr, u16)>,
+    /// The consumer's private data (after the header of an IP request).
+    data: &'a [u8],
+    /// Our GID and the peer's as the message's path has them (AF_IB ids take these).
+    gids: (Gid, Gid),
+    /// The port it arrived on.
+    port: CmPort,
+    /// A SIDR REQ (UD) rather than a REQ.
+    sidr: bool,
 }
 
 impl RdmaCm {
@@ -359,7 +525,22 @@ impl RdmaCm {
         self.ids.get(&id.0).and_then(|i| i.qpn)
     }
 
-    /// `rdma_get_local_addr`.
+    /// The id's port space (`id->ps`).
+    pub fn port_space(&self, id: RdmaId) -> Option<PortSpace> {
+        self.ids.get(&id.0).map(|i| i.ps)
+    }
+
+    /// The id's QP type (`id->qp_type`): RC or UD.
+    pub fn qp_type(&self, id: RdmaId) -> Option<QpType> {
+        self.ids.get(&id.0).map(|i| i.qp_type)
+    }
+
+    /// Whether the id uses native (AF_IB) addressing.
+    pub fn is_af_ib(&self, id: RdmaId) -> bool {
+        self.ids.get(&id.0).is_some_and(|i| i.ib)
+    }
+
+    /// `rdma_get_local_addr` (an AF_IB id: its GID as an address and its port).
     pub fn local_addr(&self, id: RdmaId) -> Option<SocketAddr> {
         self.ids.get(&id.0).and_then(|i| i.local)
     }
@@ -367,6 +548,38 @@ impl RdmaCm {
     /// `rdma_get_peer_addr`.
     pub fn remote_addr(&self, id: RdmaId) -> Option<SocketAddr> {
         self.ids.get(&id.0).and_then(|i| i.remote)
+    }
+
+    /// An AF_IB id's source address.
+    pub fn local_ib(&self, id: RdmaId) -> Option<IbAddr> {
+        let i = self.ids.get(&id.0).filter(|i| i.ib)?;
+        i.local.map(|a| IbAddr::new(Gid::from(a.ip()), a.port()))
+    }
+
+    /// An AF_IB id's destination address.
+    pub fn remote_ib(&self, id: RdmaId) -> Option<IbAddr> {
+        let i = self.ids.get(&id.0).filter(|i| i.ib)?;
+        i.remote.map(|a| IbAddr::new(Gid::from(a.ip()), a.port()))
+    }
+
+    /// The ECE the peer sent (`rdma_get_remote_ece`).
+    pub fn remote_ece(&self, id: RdmaId) -> Option<Ece> {
+        self.ids.get(&id.0).map(|i| i.remote_ece)
+    }
+
+    /// A UD id's Q_Key (0 until set: by [`RdmaCm::init_qp_for`], accept or the SIDR REP).
+    pub fn qkey(&self, id: RdmaId) -> Option<u32> {
+        self.ids.get(&id.0).map(|i| i.qkey)
+    }
+
+    /// The traffic class the id's path carries (its TOS option, else 0).
+    pub fn traffic_class(&self, id: RdmaId) -> Option<u8> {
+        let i = self.ids.get(&id.0)?;
+        Some(
+            i.route
+                .map(|r| r.traffic_class)
+                .unwrap_or(i.opts.tos.unwrap_or(0)),
+        )
     }
 
     /// How many ids exist (listeners and connections).
@@ -391,7 +604,63 @@ impl RdmaCm {
 
     /// `rdma_create_id(RDMA_PS_TCP, IB_QPT_RC)`.
     pub fn create_id(&mut self) -> RdmaCmId {
-        RdmaCmId(self.alloc_id(Id::new()))
+        self.create_id_ps(PortSpace::TCP)
+    }
+
+    /// `rdma_create_id(ps)`: librdmacm's QP type for the space (UDP and IPoIB: UD; TCP and
+    /// IB: RC).
+    pub fn create_id_ps(&mut self, ps: PortSpace) -> RdmaCmId {
+        RdmaCmId(self.alloc_id(Id::new(ps)))
+    }
+
+    /// `rdma_set_option(RDMA_OPTION_ID, ...)` with the kernel's checks.
+    pub fn set_option(&mut self, id: &RdmaCmId, opt: RdmaOption) -> Result<(), RdmaCmError> {
+        let i = self.id_mut(id)?;
+        match opt {
+            RdmaOption::Tos(t) => i.opts.tos = Some(t),
+            RdmaOption::ReuseAddr(r) => {
+                // rdma_set_reuseaddr: on any time but once listening; off only while idle.
+                if (r && i.state != CmaState::Listen) || i.state == CmaState::Idle {
+                    i.opts.reuseaddr = r;
+                } else {
+                    return Err(RdmaCmError::InvalidState);
+                }
+            }
+            RdmaOption::AfOnly(a) => {
+                if !matches!(i.state, CmaState::Idle | CmaState::AddrBound) {
+                    return Err(RdmaCmError::InvalidState);
+                }
+                i.opts.afonly_set = true;
+                i.opts.afonly = a;
+            }
+            RdmaOption::AckTimeout(t) => {
+                if i.qp_type != QpType::Rc {
+                    return Err(RdmaCmError::Invalid);
+                }
+                i.opts.timeout = Some(t);
+            }
+        }
+        Ok(())
+    }
+
+    /// `rdma_set_min_rnr_timer`: the RNR NAK timer code (5 bits) the id's QP sends; RC only.
+    pub fn set_min_rnr_timer(&mut self, id: &RdmaCmId, timer: u8) -> Result<(), RdmaCmError> {
+        let i = self.id_mut(id)?;
+        if timer & 0xe0 != 0 || i.qp_type != QpType::Rc {
+            return Err(RdmaCmError::Invalid);
+        }
+        i.opts.min_rnr_timer = Some(timer);
+        Ok(())
+    }
+
+    /// `rdma_set_local_ece`: the ECE this id offers (REQ) or accepts (REP); the vendor ID
+    /// must not be 0.
+    pub fn set_local_ece(&mut self, id: &RdmaCmId, ece: Ece) -> Result<(), RdmaCmError> {
+        if ece.vendor_id == 0 || ece.vendor_id > 0x00ff_ffff {
+            return Err(RdmaCmError::Invalid);
+        }
+        self.id_mut(id)?.local_ece = ece;
+        Ok(())
     }
 
     /// The port whose RoCEv2 GIDs hold `ip`.
@@ -403,25 +672,59 @@ impl RdmaCm {
             .map(|(c, _)| c)
     }
 
-    fn port_taken(&self, skip: u32, ip: IpAddr, port: u16) -> bool {
+    /// `cma_check_port`: whether `(ps, fam, ip, port)` may be bound next to the ids already
+    /// there (`skip` is the id asking). `reuse`: the asking id's REUSEADDR (0 at listen).
+    #[allow(clippy::too_many_arguments)]
+    fn check_port(
+        &self,
+        skip: u32,
+        ps: PortSpace,
+        fam: Family,
+        ip: IpAddr,
+        port: u16,
+        reuse: bool,
+        afonly: bool,
+    ) -> Result<(), RdmaCmError> {
+        for (&k, cur) in &self.ids {
+            let Some(l) = cur.local else { continue };
+            if k == skip || cur.parent.is_some() || cur.ps != ps || l.port() != port {
+                continue;
+            }
+            if reuse && cur.opts.reuseaddr {
+                continue;
+            }
+            let cfam = cur.family().unwrap_or(fam);
+            if afonly && cur.opts.afonly && cfam != fam {
+                continue;
+            }
+            if ip.is_unspecified() || l.ip().is_unspecified() {
+                return Err(RdmaCmError::AddrInUse);
+            }
+            if cfam == fam && Gid::from(l.ip()) == Gid::from(ip) {
+                return Err(RdmaCmError::AddrInUse);
+            }
+        }
+        Ok(())
+    }
+
+    fn port_used(&self, skip: u32, ps: PortSpace, port: u16) -> bool {
         self.ids.iter().any(|(&k, i)| {
             k != skip
                 && i.parent.is_none()
-                && i.local.is_some_and(|l| {
-                    l.port() == port
-                        && l.is_ipv4() == ip.is_ipv4()
-                        && (l.ip() == ip || l.ip().is_unspecified() || ip.is_unspecified())
-                })
+                && i.ps == ps
+                && i.local.is_some_and(|l| l.port() == port)
         })
     }
 
-    fn alloc_port(&mut self, skip: u32, ip: IpAddr) -> Result<u16, RdmaCmError> {
+    /// `cma_alloc_any_port`: a random start in the ephemeral range, then the next port no
+    /// id of the space holds.
+    fn alloc_port(&mut self, skip: u32, ps: PortSpace) -> Result<u16, RdmaCmError> {
         let (lo, hi) = (*EPHEMERAL_PORTS.start(), *EPHEMERAL_PORTS.end());
         let n = u32::from(hi - lo) + 1;
         let start = self.rng.next_u32() % n;
         (0..n)
             .map(|k| lo + ((start + k) % n) as u16)
-            .find(|&p| !self.port_taken(skip, ip, p))
+            .find(|&p| !self.port_used(skip, ps, p))
             .ok_or(RdmaCmError::NoFreePort)
     }
 
@@ -431,24 +734,66 @@ impl RdmaCm {
         id: &RdmaCmId,
         addr: SocketAddr,
     ) -> Result<SocketAddr, RdmaCmError> {
-        if self.id_mut(id)?.state != CmaState::Idle {
+        self.bind_inner(id, addr, family_of(&addr))
+    }
+
+    /// `rdma_bind_addr` with a `sockaddr_ib` (native addressing): the GID must be the zero
+    /// GID (any device) or a RoCEv2 GID of one of the CM's ports.
+    pub fn bind_ib(&mut self, id: &RdmaCmId, addr: IbAddr) -> Result<IbAddr, RdmaCmError> {
+        let a = self.bind_inner(id, SocketAddr::new(addr.gid.to_ip(), addr.port), Family::Ib)?;
+        Ok(IbAddr::new(addr.gid, a.port()))
+    }
+
+    fn bind_inner(
+        &mut self,
+        id: &RdmaCmId,
+        addr: SocketAddr,
+        fam: Family,
+    ) -> Result<SocketAddr, RdmaCmError> {
+        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        if i.state != CmaState::Idle {
             return Err(RdmaCmError::InvalidState);
         }
+        let ps = i.ps;
         let port = if addr.ip().is_unspecified() {
             None
         } else {
-            Some(self.port_for(addr.ip()).ok_or(RdmaCmError::NoDevice)?)
+            let p = self.port_for(addr.ip()).ok_or(RdmaCmError::NoDevice)?;
+            // cma_acquire_dev_by_src_ip: an IPoIB id needs an IB port.
+            if ps == PortSpace::IPOIB {
+                return Err(RdmaCmError::Invalid);
+            }
+            Some(p)
         };
+        // rdma_bind_addr: IPv4 is AF-only unless told otherwise; IPv6 follows bindv6only (0).
+        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        let mut opts = i.opts;
+        if !opts.afonly_set {
+            opts.afonly = match fam {
+                Family::V4 => true,
+                Family::V6 => false,
+                Family::Ib => opts.afonly,
+            };
+        }
         let p = if addr.port() == 0 {
-            self.alloc_port(id.0, addr.ip())?
-        } else if self.port_taken(id.0, addr.ip(), addr.port()) {
-            return Err(RdmaCmError::AddrInUse);
+            self.alloc_port(id.0, ps)?
         } else {
+            self.check_port(
+                id.0,
+                ps,
+                fam,
+                addr.ip(),
+                addr.port(),
+                opts.reuseaddr,
+                opts.afonly,
+            )?;
             addr.port()
         };
         let bound = SocketAddr::new(addr.ip(), p);
         let i = self.id_mut(id)?;
+        i.opts = opts;
         i.local = Some(bound);
+        i.ib = fam == Family::Ib;
         i.port = port;
         i.state = CmaState::AddrBound;
         Ok(bound)
@@ -466,9 +811,10 @@ impl RdmaCm {
         let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
         let bound = match i.state {
             CmaState::Idle => None,
-            CmaState::AddrBound => i.local,
+            CmaState::AddrBound if !i.ib => i.local,
             _ => return Err(RdmaCmError::InvalidState),
         };
+        let ps = i.ps;
         let src_ip = match (bound.map(|b| b.ip()).filter(|b| !b.is_unspecified()), src) {
             (Some(b), _) => b,
             (None, Some(s)) => s,
@@ -482,11 +828,20 @@ impl RdmaCm {
                 .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrError, id.0).with_status(ENODEV));
             return Ok(());
         };
+        if ps == PortSpace::IPOIB {
+            // addr_handler → cma_acquire_dev_by_src_ip: -EINVAL on a RoCE port.
+            self.events
+                .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrError, id.0).with_status(EINVAL));
+            return Ok(());
+        }
         let sport = match bound.map(|b| b.port()).filter(|&p| p != 0) {
             Some(p) => p,
-            None => self.alloc_port(id.0, src_ip)?,
+            None => self.alloc_port(id.0, ps)?,
         };
         let i = self.id_mut(id)?;
+        if bound.is_none() && !i.opts.afonly_set {
+            i.opts.afonly = dst.is_ipv4();
+        }
         i.port = Some(port);
         i.local = Some(SocketAddr::new(src_ip, sport));
         i.remote = Some(dst);
@@ -496,7 +851,71 @@ impl RdmaCm {
         Ok(())
     }
 
-    /// `rdma_resolve_route` for RoCE (`cma_resolve_iboe_route`): built locally.
+    /// `rdma_resolve_addr` with `sockaddr_ib`s (`cma_resolve_ib_addr`): the source is the
+    /// bound GID, else `src`, else the first active port with a RoCEv2 GID of the
+    /// destination's subnet prefix (the port holding the destination itself first:
+    /// `cma_resolve_ib_dev`). ADDR_RESOLVED or ADDR_ERROR (`-ENODEV`) follows.
+    pub fn resolve_addr_ib(
+        &mut self,
+        id: &RdmaCmId,
+        src: Option<Gid>,
+        dst: IbAddr,
+    ) -> Result<(), RdmaCmError> {
+        let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
+        let bound = match i.state {
+            CmaState::Idle => None,
+            CmaState::AddrBound if i.ib => i.local,
+            _ => return Err(RdmaCmError::InvalidState),
+        };
+        let ps = i.ps;
+        let want = bound
+            .map(|b| Gid::from(b.ip()))
+            .filter(|g| *g != Gid::ZERO)
+            .or(src);
+        let found = match want {
+            Some(g) => self.port_for(g.to_ip()).map(|p| (p, g.to_ip())),
+            None => self.resolve_ib_dev(&dst.gid),
+        };
+        let Some((port, src_ip)) = found else {
+            self.events
+                .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrError, id.0).with_status(ENODEV));
+            return Ok(());
+        };
+        let sport = match bound.map(|b| b.port()).filter(|&p| p != 0) {
+            Some(p) => p,
+            None => self.alloc_port(id.0, ps)?,
+        };
+        let i = self.id_mut(id)?;
+        i.ib = true;
+        i.port = Some(port);
+        i.local = Some(SocketAddr::new(src_ip, sport));
+        i.remote = Some(SocketAddr::new(dst.gid.to_ip(), dst.port));
+        i.state = CmaState::AddrResolved;
+        self.events
+            .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrResolved, id.0));
+        Ok(())
+    }
+
+    /// `cma_resolve_ib_dev`: the port holding `dgid`, else the first up port with a GID of
+    /// the same subnet prefix (the upper 64 bits).
+    fn resolve_ib_dev(&self, dgid: &Gid) -> Option<(CmPort, IpAddr)> {
+        let ports: Vec<(CmPort, &PortInfo)> = self.cm.ports().zip(self.ports.iter()).collect();
+        for (c, p) in &ports {
+            if let Some(a) = p.addrs.iter().find(|a| Gid::from(**a) == *dgid) {
+                return Some((*c, *a));
+            }
+        }
+        ports.iter().filter(|(_, p)| p.up).find_map(|(c, p)| {
+            p.addrs
+                .iter()
+                .find(|a| Gid::from(**a).0[..8] == dgid.0[..8])
+                .map(|a| (*c, *a))
+        })
+    }
+
+    /// `rdma_resolve_route` for RoCE (`cma_resolve_iboe_route`): built locally — hop limit
+    /// 64 (1 for AF_IB), the port's MTU, traffic class = TOS, packet lifetime 18 or the ACK
+    /// timeout − 1.
     pub fn resolve_route(&mut self, id: &RdmaCmId) -> Result<(), RdmaCmError> {
         let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
         if i.state != CmaState::AddrResolved {
@@ -506,17 +925,22 @@ impl RdmaCm {
         let (Some(info), Some(local), Some(remote)) = (info, i.local, i.remote) else {
             return Err(RdmaCmError::InvalidState);
         };
-        if local.is_ipv4() != remote.is_ipv4() || !info.up {
+        if (!i.ib && local.is_ipv4() != remote.is_ipv4()) || !info.up {
             self.events.push_back(
                 RdmaCmEvent::new(RdmaCmEventType::RouteError, id.0).with_status(ENETUNREACH),
             );
             return Ok(());
         }
         let i = self.id_mut(id)?;
+        let plt = match i.opts.timeout {
+            Some(t) if t != 0 => t - 1,
+            _ => ROCE_PACKET_LIFE_TIME,
+        };
         i.route = Some(Route {
-            hop_limit: ROCE_HOP_LIMIT,
+            hop_limit: if i.ib { 1 } else { ROCE_HOP_LIMIT },
             mtu: info.active_mtu,
-            packet_life_time: ROCE_PACKET_LIFE_TIME,
+            packet_life_time: plt,
+            traffic_class: i.opts.tos.unwrap_or(0),
         });
         i.state = CmaState::RouteResolved;
         self.events
@@ -525,14 +949,20 @@ impl RdmaCm {
     }
 
     /// `rdma_listen` (the id must be bound; `backlog` 0 or above [`MAX_BACKLOG`] means the
-    /// maximum, as ucma clamps it).
+    /// maximum, as ucma clamps it). With REUSEADDR the port must now be the id's alone
+    /// (`cma_check_port` without reuse), and REUSEADDR is cleared.
     pub fn listen(&mut self, id: &RdmaCmId, backlog: u32) -> Result<(), RdmaCmError> {
         let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
         if i.state != CmaState::AddrBound {
             return Err(RdmaCmError::InvalidState);
         }
-        let port = i.local.map(|l| l.port()).ok_or(RdmaCmError::InvalidState)?;
-        let sid = service_id(PortSpace::TCP, port);
+        let local = i.local.ok_or(RdmaCmError::InvalidState)?;
+        let fam = i.family().unwrap_or(Family::V4);
+        let (ps, opts) = (i.ps, i.opts);
+        if opts.reuseaddr {
+            self.check_port(id.0, ps, fam, local.ip(), local.port(), false, opts.afonly)?;
+        }
+        let sid = service_id(ps, local.port());
         if let Some((_, l)) = self.listens.get_mut(&sid) {
             l.push(id.0);
         } else {
@@ -544,6 +974,7 @@ impl RdmaCm {
             self.listens.insert(sid, (cm, vec![id.0]));
         }
         let i = self.id_mut(id)?;
+        i.opts.reuseaddr = false;
         i.backlog = if backlog == 0 || backlog > MAX_BACKLOG {
             MAX_BACKLOG
         } else {
@@ -555,7 +986,17 @@ impl RdmaCm {
 
     /// The convenience of `rping -s`: create, bind and listen in one call.
     pub fn listen_on(&mut self, addr: SocketAddr, backlog: u32) -> Result<RdmaCmId, RdmaCmError> {
-        let id = self.create_id();
+        self.listen_on_ps(PortSpace::TCP, addr, backlog)
+    }
+
+    /// [`RdmaCm::listen_on`] in a port space.
+    pub fn listen_on_ps(
+        &mut self,
+        ps: PortSpace,
+        addr: SocketAddr,
+        backlog: u32,
+    ) -> Result<RdmaCmId, RdmaCmError> {
+        let id = self.create_id_ps(ps);
         let r = self
             .bind_addr(&id, addr)
             .and_then(|_| self.listen(&id, backlog));
@@ -590,9 +1031,35 @@ impl RdmaCm {
         Ok(())
     }
 
+    /// `cma_init_ud_qp` for a UD QP of the caller's: INIT (P_Key index 0, port 1, `qkey`),
+    /// RTR, RTS with SQ PSN 0.
+    pub fn init_ud_qp(stack: &mut Stack, qpn: u32, qkey: u32) -> Result<(), RdmaCmError> {
+        ud::init_ud_qp(stack, qpn, qkey)
+    }
+
+    /// `rdma_create_qp`'s transitions for the id's QP type: RC to INIT ([`RdmaCm::init_qp`]);
+    /// UD to INIT with the id's Q_Key (set now if it was not: [`RDMA_UDP_QKEY`]), RTR and RTS
+    /// with SQ PSN 0 (`cma_init_ud_qp`).
+    pub fn init_qp_for(
+        &mut self,
+        stack: &mut Stack,
+        id: &RdmaCmId,
+        qpn: u32,
+    ) -> Result<(), RdmaCmError> {
+        let i = self.id_mut(id)?;
+        if i.qp_type == QpType::Rc {
+            return Self::init_qp(stack, qpn);
+        }
+        if i.qkey == 0 {
+            i.qkey = ud::default_qkey(i.ps).ok_or(RdmaCmError::Invalid)?;
+        }
+        ud::init_ud_qp(stack, qpn, i.qkey)
+    }
+
     /// `rdma_connect` after the route is resolved; `stack` is the id's device
     /// ([`RdmaCm::port_of`]). `qpn`: the QP (in INIT or RESET) the CM moves; `None` when the
-    /// user moves its own QP (then CONNECT_RESPONSE, and [`RdmaCm::establish`]).
+    /// user moves its own QP (then CONNECT_RESPONSE, and [`RdmaCm::establish`]). A UD id
+    /// sends a SIDR REQ instead (its QP, in RTS, is only named).
     pub fn connect(
         &mut self,
         now: Instant,
@@ -605,21 +1072,30 @@ impl RdmaCm {
         if i.state != CmaState::RouteResolved {
             return Err(RdmaCmError::InvalidState);
         }
+        if i.qp_type == QpType::Ud {
+            return self.connect_ud(now, id, qpn, &param.private_data);
+        }
         let (Some(port), Some(local), Some(remote), Some(route)) =
             (i.port, i.local, i.remote, i.route)
         else {
             return Err(RdmaCmError::InvalidState);
         };
-        if param.private_data.len() + IP_CM_HEADER_LEN > softrdma_wire::cm::REQ_PRIVATE_DATA_LEN {
+        let offset = i.data_offset();
+        if param.private_data.len() + offset > softrdma_wire::cm::REQ_PRIVATE_DATA_LEN {
             return Err(RdmaCmError::TooLong);
         }
+        let (ece, ps, ib) = (i.local_ece, i.ps, i.ib);
         let flow_label = roce_udp_flow_label(local.port(), remote.port());
         let psn = self.rng.next_psn();
-        let mut pd = IpCmHeader::new(local.ip(), local.port(), remote.ip()).to_bytes();
+        let mut pd = if ib {
+            Vec::new()
+        } else {
+            IpCmHeader::new(local.ip(), local.port(), remote.ip()).to_bytes()
+        };
         pd.extend_from_slice(&param.private_data);
         let p = ReqParams {
             port,
-            peer: MadAddr::gsi(Gid::from(remote.ip())),
+            peer: MadAddr::gsi(Gid::from(remote.ip())).with_traffic_class(route.traffic_class),
             primary_path: Path {
                 local_lid: 0xffff,
                 remote_lid: 0xffff,
@@ -627,13 +1103,14 @@ impl RdmaCm {
                 remote_gid: Gid::from(remote.ip()),
                 flow_label,
                 hop_limit: route.hop_limit,
+                traffic_class: route.traffic_class,
                 local_ack_timeout: route.packet_life_time + 1,
                 ..Path::default()
             },
             packet_life_time: route.packet_life_time,
             path_mtu: PathMtu(route.mtu),
             partition_key: 0xffff,
-            service_id: service_id(PortSpace::TCP, remote.port()),
+            service_id: service_id(ps, remote.port()),
             qp_num: qpn.unwrap_or(0),
             transport: TransportType::RC,
             starting_psn: psn,
@@ -647,8 +1124,8 @@ impl RdmaCm {
             rnr_retry_count: param.rnr_retry_count.min(7),
             max_cm_retries: CMA_MAX_CM_RETRIES,
             srq: false,
-            ece_vendor_id: 0,
-            ece_attr_mod: 0,
+            ece_vendor_id: ece.vendor_id,
+            ece_attr_mod: ece.attr_mod,
         };
         let cm = self.cm.create_id();
         if let Err(e) = self.cm.send_req(now, &cm, &p) {
@@ -666,8 +1143,23 @@ impl RdmaCm {
         Ok(())
     }
 
+    /// `rdma_connect_ece` (the kernel's; librdmacm's `rdma_set_local_ece` + `rdma_connect`):
+    /// the REQ offers `ece` (vendor ID, options).
+    pub fn connect_ece(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        id: &RdmaCmId,
+        qpn: Option<u32>,
+        param: &ConnParam,
+        ece: Ece,
+    ) -> Result<(), RdmaCmError> {
+        self.set_local_ece(id, ece)?;
+        self.connect(now, stack, id, qpn, param)
+    }
+
     /// The QP of `id` to RTR then RTS from the CM's attributes (`cma_modify_qp_rtr/rts`),
-    /// with the connection parameters' resources.
+    /// with the connection parameters' resources and the id's ACK timeout and min RNR timer.
     fn qp_to_rts(&mut self, stack: &mut Stack, id: u32) -> Result<(), RdmaCmError> {
         let i = self.ids.get(&id).ok_or(RdmaCmError::NoSuchId)?;
         let qpn = i.qpn.ok_or(RdmaCmError::InvalidState)?;
@@ -680,8 +1172,11 @@ impl RdmaCm {
         let (mut a, m) = self.cm.init_qp_attr(cm, QpState::Rtr)?;
         a.max_dest_rd_atomic = i.param.responder_resources;
         // rdma_init_qp_attr: RTR's rq_psn is the id's seq_num (the passive side moves the QP
-        // before its REP is formatted).
+        // before its REP is formatted), and the id's min RNR timer.
         a.rq_psn = i.seq_num;
+        if let Some(t) = i.opts.min_rnr_timer {
+            a.min_rnr_timer = t;
+        }
         // The id's source GID (cma's sgid_attr): the RoCEv2 entry of its local address.
         if let Some(l) = i.local {
             a.ah_attr.sgid_index = stack
@@ -692,11 +1187,16 @@ impl RdmaCm {
         stack.modify_qp(qpn, &a, m)?;
         let (mut a, m) = self.cm.init_qp_attr(cm, QpState::Rts)?;
         a.max_rd_atomic = i.param.initiator_depth;
+        if let Some(t) = i.opts.timeout {
+            a.timeout = t;
+        }
         stack.modify_qp(qpn, &a, m)?;
         Ok(())
     }
 
-    /// `rdma_accept`: QP `qpn` (INIT or RESET) to RTR/RTS, then REP.
+    /// `rdma_accept`: QP `qpn` (INIT or RESET) to RTR/RTS, then REP. A UD id answers its
+    /// SIDR REQ instead: SIDR REP status 0 with `qpn` and the id's Q_Key (default
+    /// [`RDMA_UDP_QKEY`]) and `param`'s private data.
     pub fn accept(
         &mut self,
         now: Instant,
@@ -705,8 +1205,11 @@ impl RdmaCm {
         qpn: u32,
         param: &ConnParam,
     ) -> Result<(), RdmaCmError> {
+        if self.id_mut(id)?.qp_type == QpType::Ud {
+            return self.accept_ud(now, id, qpn, 0, &param.private_data);
+        }
         let psn = self.rng.next_psn();
-        {
+        let ece = {
             let i = self.id_mut(id)?;
             if i.state != CmaState::Connect || i.cm.is_none() {
                 return Err(RdmaCmError::InvalidState);
@@ -714,7 +1217,19 @@ impl RdmaCm {
             i.qpn = Some(qpn);
             i.seq_num = psn;
             i.param = param.clone();
-        }
+            // ucma_copy_ece_param_to_kern_rep: the requester's vendor, the options agreed.
+            let (l, r) = (i.local_ece, i.remote_ece);
+            let options = if r.vendor_id != 0 && l.vendor_id == r.vendor_id {
+                l.attr_mod & r.attr_mod
+            } else {
+                0
+            };
+            i.local_ece.attr_mod = options;
+            Ece {
+                vendor_id: r.vendor_id,
+                attr_mod: options,
+            }
+        };
         self.qp_to_rts(stack, id.0)?;
         let rep = RepParams {
             qp_num: qpn,
@@ -726,8 +1241,8 @@ impl RdmaCm {
             flow_control: param.flow_control,
             rnr_retry_count: param.rnr_retry_count.min(7),
             srq: false,
-            ece_vendor_id: 0,
-            ece_attr_mod: 0,
+            ece_vendor_id: ece.vendor_id,
+            ece_attr_mod: ece.attr_mod,
         };
         let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
         let cm = i.cm.as_ref().ok_or(RdmaCmError::InvalidState)?;
@@ -753,6 +1268,21 @@ impl RdmaCm {
         Ok(())
     }
 
+    /// `rdma_accept_ece`: accept offering `ece`; the REP carries the requester's vendor ID and
+    /// the options both offered (none when the vendors differ).
+    pub fn accept_ece(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        id: &RdmaCmId,
+        qpn: u32,
+        param: &ConnParam,
+        ece: Ece,
+    ) -> Result<(), RdmaCmError> {
+        self.set_local_ece(id, ece)?;
+        self.accept(now, stack, id, qpn, param)
+    }
+
     /// `rdma_establish`: after CONNECT_RESPONSE, once the user moved its QP, send the RTU.
     pub fn establish(&mut self, now: Instant, id: &RdmaCmId) -> Result<(), RdmaCmError> {
         let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
@@ -761,7 +1291,8 @@ impl RdmaCm {
         Ok(())
     }
 
-    /// `rdma_init_qp_attr` for a user who moves its own QP (CONNECT_RESPONSE, `rping -q`).
+    /// `rdma_init_qp_attr` for a user who moves its own QP (CONNECT_RESPONSE, `rping -q`),
+    /// with the id's ACK timeout and min RNR timer.
     pub fn init_qp_attr(
         &self,
         id: RdmaId,
@@ -773,30 +1304,72 @@ impl RdmaCm {
         if target == QpState::Rtr {
             a.rq_psn = i.seq_num;
         }
+        if m.contains(QpAttrMask::TIMEOUT) {
+            if let Some(t) = i.opts.timeout {
+                a.timeout = t;
+            }
+        }
+        if m.contains(QpAttrMask::MIN_RNR_TIMER) {
+            if let Some(t) = i.opts.min_rnr_timer {
+                a.min_rnr_timer = t;
+            }
+        }
         Ok((a, m))
     }
 
-    /// `rdma_reject`: REJ 28 (consumer defined) with `private_data`; the id is gone. On
-    /// failure the id comes back with the error.
+    /// `rdma_reject`: REJ 28 (consumer defined) with `private_data` (a UD id: SIDR REP
+    /// status 2); the id is gone. On failure the id comes back with the error.
     pub fn reject(
         &mut self,
         now: Instant,
         id: RdmaCmId,
         private_data: &[u8],
     ) -> Result<(), (RdmaCmId, RdmaCmError)> {
-        if private_data.len() > softrdma_wire::cm::REJ_PRIVATE_DATA_LEN {
-            return Err((id, RdmaCmError::TooLong));
+        self.reject_with(now, id, RejectReason::CONSUMER_DEFINED, private_data)
+    }
+
+    /// `rdma_reject_ece`: REJ 35 (vendor option not supported).
+    pub fn reject_ece(
+        &mut self,
+        now: Instant,
+        id: RdmaCmId,
+        private_data: &[u8],
+    ) -> Result<(), (RdmaCmId, RdmaCmError)> {
+        self.reject_with(
+            now,
+            id,
+            RejectReason::VENDOR_OPTION_NOT_SUPPORTED,
+            private_data,
+        )
+    }
+
+    /// `ucma_reject`: REJ with `reason`, which must be 28 (consumer defined) or 35 (vendor
+    /// option not supported), else `Invalid`.
+    pub fn reject_with(
+        &mut self,
+        now: Instant,
+        id: RdmaCmId,
+        reason: RejectReason,
+        private_data: &[u8],
+    ) -> Result<(), (RdmaCmId, RdmaCmError)> {
+        if reason != RejectReason::CONSUMER_DEFINED
+            && reason != RejectReason::VENDOR_OPTION_NOT_SUPPORTED
+        {
+            return Err((id, RdmaCmError::Invalid));
         }
         let Some(i) = self.ids.get(&id.0) else {
             return Err((id, RdmaCmError::NoSuchId));
         };
+        if i.qp_type == QpType::Ud {
+            return self.reject_ud(now, id, private_data);
+        }
+        if private_data.len() > softrdma_wire::cm::REJ_PRIVATE_DATA_LEN {
+            return Err((id, RdmaCmError::TooLong));
+        }
         let Some(cm) = i.cm.as_ref() else {
             return Err((id, RdmaCmError::InvalidState));
         };
-        if let Err(e) = self
-            .cm
-            .send_rej(now, cm, RejectReason::CONSUMER_DEFINED, &[], private_data)
-        {
+        if let Err(e) = self.cm.send_rej(now, cm, reason, &[], private_data) {
             return Err((id, e.into()));
         }
         self.destroy(now, id);
@@ -811,7 +1384,7 @@ impl RdmaCm {
         id: &RdmaCmId,
     ) -> Result<(), RdmaCmError> {
         let i = self.ids.get(&id.0).ok_or(RdmaCmError::NoSuchId)?;
-        if let Some(qpn) = i.qpn {
+        if let Some(qpn) = i.qpn.filter(|_| i.qp_type == QpType::Rc) {
             let attr = QpAttr {
                 qp_state: QpState::Err,
                 ..QpAttr::default()
@@ -829,7 +1402,8 @@ impl RdmaCm {
     }
 
     /// `rdma_destroy_id` (the IB CM destroy rules apply: REJ in REQ_RCVD, DREQ in
-    /// ESTABLISHED...). Queued events for the id are withdrawn.
+    /// ESTABLISHED, SIDR REP status 2 in SIDR_REQ_RCVD...). Queued events for the id are
+    /// withdrawn.
     pub fn destroy(&mut self, now: Instant, id: RdmaCmId) {
         self.destroy_inner(now, id.0);
     }
@@ -843,7 +1417,7 @@ impl RdmaCm {
             self.cm.destroy(now, cm);
         }
         if i.state == CmaState::Listen {
-            if let Some(sid) = i.local.map(|l| service_id(PortSpace::TCP, l.port())) {
+            if let Some(sid) = i.local.map(|l| service_id(i.ps, l.port())) {
                 if let Some((_, l)) = self.listens.get_mut(&sid) {
                     l.retain(|&x| x != id);
                     if l.is_empty() {
@@ -922,29 +1496,51 @@ impl RdmaCm {
         }
     }
 
+    fn qp_to_err(&self, stack: Option<&mut Stack>, r: u32) {
+        if let (Some(qpn), Some(s)) = (self.ids.get(&r).and_then(|i| i.qpn), stack) {
+            let attr = QpAttr {
+                qp_state: QpState::Err,
+                ..QpAttr::default()
+            };
+            let _ = s.modify_qp(qpn, &attr, QpAttrMask::STATE);
+        }
+    }
+
     fn on_cm_event(&mut self, now: Instant, stack: Option<&mut Stack>, ev: CmEvent) {
         use RdmaCmEventType as T;
-        if let CmEvent::SidrReqReceived { listen, .. } = &ev {
-            if self.listens.values().any(|(l, _)| l == listen) {
-                // cma_ib_check_req_qp_type: a SIDR_REQ is for a UD listener and these are
-                // RC (RDMA_PS_TCP): cma_ib_req_handler fails, the IB CM destroys the new id,
-                // which answers SIDR_REP status 2 (REJECT).
-                if let CmEvent::SidrReqReceived { id, .. } = ev {
-                    self.cm.destroy(now, id);
+        match ev {
+            CmEvent::ReqReceived { id, listen, req } => {
+                let ours = self.listens.values().any(|(l, _)| *l == listen);
+                match (ours, stack) {
+                    (true, Some(stack)) => self.on_req(now, stack, id, &req),
+                    (true, None) => self.cm.destroy(now, id),
+                    (false, _) => {
+                        self.ib_events
+                            .push_back(CmEvent::ReqReceived { id, listen, req })
+                    }
                 }
                 return;
             }
-        }
-        if let CmEvent::ReqReceived { id, listen, req } = ev {
-            let ours = self.listens.values().any(|(l, _)| *l == listen);
-            match (ours, stack) {
-                (true, Some(stack)) => self.on_req(now, stack, id, &req),
-                (true, None) => self.cm.destroy(now, id),
-                (false, _) => self
-                    .ib_events
-                    .push_back(CmEvent::ReqReceived { id, listen, req }),
+            CmEvent::SidrReqReceived {
+                id,
+                listen,
+                req,
+                peer,
+            } => {
+                let ours = self.listens.values().any(|(l, _)| *l == listen);
+                match (ours, stack) {
+                    (true, Some(stack)) => self.on_sidr_req(now, stack, id, &req, &peer),
+                    (true, None) => self.cm.destroy(now, id),
+                    (false, _) => self.ib_events.push_back(CmEvent::SidrReqReceived {
+                        id,
+                        listen,
+                        req,
+                        peer,
+                    }),
+                }
+                return;
             }
-            return;
+            _ => {}
         }
         // Events of IB CM ids that are not ours, and retry notices, go to the IB CM user.
         let owner = match &ev {
@@ -956,56 +1552,18 @@ impl RdmaCm {
             return;
         };
         match ev {
-            CmEvent::RepReceived { rep, .. } => {
-                let has_qp = self.ids.get(&r).is_some_and(|i| i.qpn.is_some());
-                if !has_qp {
-                    let mut e = RdmaCmEvent::new(T::ConnectResponse, r);
-                    e.private_data = rep.private_data.to_vec();
-                    e.param.responder_resources = rep.initiator_depth;
-                    e.param.initiator_depth = rep.responder_resources;
-                    e.param.rnr_retry_count = rep.rnr_retry_count;
-                    self.events.push_back(e);
-                    return;
-                }
-                let ok = stack.is_some_and(|s| self.qp_to_rts(s, r).is_ok())
-                    && self
-                        .ids
-                        .get(&r)
-                        .and_then(|i| i.cm.as_ref())
-                        .map(|cm| self.cm.send_rtu(now, cm, &[]).is_ok())
-                        .unwrap_or(false);
-                if ok {
-                    let mut e = RdmaCmEvent::new(T::Established, r);
-                    e.private_data = rep.private_data.to_vec();
-                    e.param.responder_resources = rep.initiator_depth;
-                    e.param.initiator_depth = rep.responder_resources;
-                    e.param.rnr_retry_count = rep.rnr_retry_count;
-                    self.events.push_back(e);
-                } else {
-                    // cma_rep_recv failing: REJ CONSUMER_DEFINED and CONNECT_ERROR.
-                    if let Some(cm) = self.ids.get(&r).and_then(|i| i.cm.as_ref()) {
-                        let _ = self
-                            .cm
-                            .send_rej(now, cm, RejectReason::CONSUMER_DEFINED, &[], &[]);
-                    }
-                    self.push(T::ConnectError, r);
-                }
-            }
+            CmEvent::RepReceived { rep, .. } => self.on_rep(now, stack, r, &rep),
             CmEvent::RtuReceived { .. } | CmEvent::UserEstablished { .. } => {
                 self.push(T::Established, r)
             }
-            CmEvent::ReqError { .. } | CmEvent::RepError { .. } => self
-                .events
-                .push_back(RdmaCmEvent::new(T::Unreachable, r).with_status(ETIMEDOUT)),
+            CmEvent::ReqError { .. } | CmEvent::RepError { .. } | CmEvent::SidrReqError { .. } => {
+                self.events
+                    .push_back(RdmaCmEvent::new(T::Unreachable, r).with_status(ETIMEDOUT))
+            }
+            CmEvent::SidrRepReceived { rep, .. } => self.on_sidr_rep(stack, r, &rep),
             CmEvent::RejReceived { rej, .. } => {
                 // cma_modify_qp_err, then REJECTED with the reason as the status.
-                if let (Some(qpn), Some(s)) = (self.ids.get(&r).and_then(|i| i.qpn), stack) {
-                    let attr = QpAttr {
-                        qp_state: QpState::Err,
-                        ..QpAttr::default()
-                    };
-                    let _ = s.modify_qp(qpn, &attr, QpAttrMask::STATE);
-                }
+                self.qp_to_err(stack, r);
                 let mut e = RdmaCmEvent::new(T::Rejected, r).with_status(i32::from(rej.reason.0));
                 e.reject_reason = Some(rej.reason);
                 e.private_data = rej.private_data.to_vec();
@@ -1015,6 +1573,80 @@ impl RdmaCm {
             CmEvent::DreqReceived { .. } | CmEvent::DrepReceived { .. } => self.disconnected(r, 0),
             CmEvent::TimewaitExit { .. } => self.push(T::TimewaitExit, r),
             _ => {}
+        }
+    }
+
+    /// `cma_ib_handler`'s REP_RECEIVED with librdmacm's ECE check
+    /// (`ucma_process_conn_resp_ece`): a REP naming another vendor than ours fails the
+    /// connection with CONNECT_ERROR `-EINVAL`.
+    fn on_rep(
+        &mut self,
+        now: Instant,
+        stack: Option<&mut Stack>,
+        r: u32,
+        rep: &softrdma_wire::cm::RepRepr,
+    ) {
+        use RdmaCmEventType as T;
+        let Some(i) = self.ids.get(&r) else { return };
+        let (has_qp, local_vendor) = (i.qpn.is_some(), i.local_ece.vendor_id);
+        let ece = Ece {
+            vendor_id: rep.vendor_id,
+            // The REP's options travel in its MAD's attribute modifier, which the IB CM's
+            // REP event does not carry: only the vendor ID is known here.
+            attr_mod: 0,
+        };
+        let fill = |e: &mut RdmaCmEvent| {
+            e.private_data = rep.private_data.to_vec();
+            e.param.responder_resources = rep.initiator_depth;
+            e.param.initiator_depth = rep.responder_resources;
+            e.param.rnr_retry_count = rep.rnr_retry_count;
+            e.ece = ece;
+        };
+        if !has_qp {
+            let mut e = RdmaCmEvent::new(T::ConnectResponse, r);
+            fill(&mut e);
+            if let Some(i) = self.ids.get_mut(&r) {
+                i.remote_ece = ece;
+            }
+            self.events.push_back(e);
+            return;
+        }
+        if rep.vendor_id != 0 && rep.vendor_id != local_vendor {
+            self.qp_to_err(stack, r);
+            if let Some(cm) = self.ids.get(&r).and_then(|i| i.cm.as_ref()) {
+                let _ = self
+                    .cm
+                    .send_rej(now, cm, RejectReason::CONSUMER_DEFINED, &[], &[]);
+            }
+            self.events
+                .push_back(RdmaCmEvent::new(T::ConnectError, r).with_status(EINVAL));
+            return;
+        }
+        if let Some(i) = self.ids.get_mut(&r) {
+            i.remote_ece = ece;
+            if rep.vendor_id == 0 {
+                i.local_ece.attr_mod = 0;
+            }
+        }
+        let ok = stack.is_some_and(|s| self.qp_to_rts(s, r).is_ok())
+            && self
+                .ids
+                .get(&r)
+                .and_then(|i| i.cm.as_ref())
+                .map(|cm| self.cm.send_rtu(now, cm, &[]).is_ok())
+                .unwrap_or(false);
+        if ok {
+            let mut e = RdmaCmEvent::new(T::Established, r);
+            fill(&mut e);
+            self.events.push_back(e);
+        } else {
+            // cma_rep_recv failing: REJ CONSUMER_DEFINED and CONNECT_ERROR.
+            if let Some(cm) = self.ids.get(&r).and_then(|i| i.cm.as_ref()) {
+                let _ = self
+                    .cm
+                    .send_rej(now, cm, RejectReason::CONSUMER_DEFINED, &[], &[]);
+            }
+            self.push(T::ConnectError, r);
         }
     }
 
@@ -1028,14 +1660,19 @@ impl RdmaCm {
             return;
         }
         let sid = req.req.service_id;
-        let Some(listen) = self.match_listener(stack, sid, req) else {
+        // cm_format_paths_from_req: the path's sgid is ours (the REQ's remote GID).
+        let path = &req.req.primary_path;
+        let pd = &req.req.private_data;
+        let found = self.incoming(sid, pd, (path.remote_gid, path.local_gid), req.port, false);
+        let Some((l, inc)) = found.and_then(|inc| {
+            let l = self.match_listener(stack, sid, &inc)?;
+            Some((l, inc))
+        }) else {
             // cma_ib_req_handler failing: the id is destroyed in REQ_RCVD → REJ 28, no data.
             self.counters.req_refused += 1;
             self.cm.destroy(now, cm);
             return;
         };
-        let (local, remote, data) = listen.1;
-        let l = listen.0;
         if self.ids.get(&l).is_some_and(|li| li.pending >= li.backlog) {
             // ucma's backlog is full: -ENOMEM, the IB CM drops the REQ without a REJ.
             self.counters.backlog_drops += 1;
@@ -1045,24 +1682,17 @@ impl RdmaCm {
         // ib_prepare_cm_mra: the MRA goes out only if the REQ is retransmitted before the
         // consumer answers.
         let _ = self.cm.send_mra(now, &cm, CMA_CM_MRA_SETTING, true, &[]);
-        let comm = cm.local_comm_id();
-        let r = self.alloc_id(Id {
-            state: CmaState::Connect,
-            cm: Some(cm),
-            port: Some(req.port),
-            local: Some(local),
-            remote: Some(remote),
-            parent: Some(l),
-            ..Id::new()
-        });
-        self.by_cm.insert(comm, r);
-        if let Some(li) = self.ids.get_mut(&l) {
-            li.pending += 1;
-        }
+        let ece = Ece {
+            vendor_id: req.req.vendor_id,
+            attr_mod: req.attr_mod,
+        };
+        let data = inc.data.to_vec();
+        let r = self.new_passive(l, cm, &inc, ece);
         let mut e = RdmaCmEvent::new(RdmaCmEventType::ConnectRequest, r);
         e.listen_id = Some(RdmaId(l));
         e.new_id = Some(RdmaCmId(r));
         e.private_data = data;
+        e.ece = ece;
         e.param = ConnParam {
             private_data: Vec::new(),
             // cm_format_req_event: seen from our side, the peer's initiator depth is what
@@ -1076,61 +1706,142 @@ impl RdmaCm {
         self.events.push_back(e);
     }
 
-    /// The IP CM header checks, the listener by destination address, and device
-    /// acquisition (`cma_ib_acquire_dev`): `(listener, (local, remote, private data))`.
-    #[allow(clippy::type_complexity)]
-    fn match_listener(
+    /// The passive id of a request accepted by listener `l` (`cma_ib_new_conn_id` /
+    /// `cma_ib_new_udp_id`, `cma_save_net_info`): the listener's space and QP type, its
+    /// family's addressing; it holds one of the listener's backlog slots.
+    fn new_passive(&mut self, l: u32, cm: CmId, inc: &Incoming<'_>, ece: Ece) -> u32 {
+        let (ps, qp_type, lib, llocal) = match self.ids.get(&l) {
+            Some(li) => (li.ps, li.qp_type, li.ib, li.local),
+            None => (PortSpace::TCP, QpType::Rc, false, None),
+        };
+        let lport = llocal.map(|a| a.port()).unwrap_or(0);
+        let (local, remote) = match (lib, inc.ip) {
+            // An AF_IB listener: the addresses are the path's GIDs (cma_save_ib_info); a
+            // SIDR REQ has no path: the listener's address and the sender's QP1 GID.
+            (true, _) => (
+                SocketAddr::new(inc.gids.0.to_ip(), lport),
+                SocketAddr::new(inc.gids.1.to_ip(), 0),
+            ),
+            (false, Some((dst, src, sport))) => {
+                (SocketAddr::new(dst, lport), SocketAddr::new(src, sport))
+            }
+            (false, None) => (
+                SocketAddr::new(inc.gids.0.to_ip(), lport),
+                SocketAddr::new(inc.gids.1.to_ip(), 0),
+            ),
+        };
+        let comm = cm.local_comm_id();
+        let mut i = Id::new(ps);
+        i.qp_type = qp_type;
+        i.ib = lib;
+        i.state = CmaState::Connect;
+        i.cm = Some(cm);
+        i.port = Some(inc.port);
+        i.local = Some(local);
+        i.remote = Some(remote);
+        i.parent = Some(l);
+        i.remote_ece = ece;
+        let r = self.alloc_id(i);
+        self.by_cm.insert(comm, r);
+        if let Some(li) = self.ids.get_mut(&l) {
+            li.pending += 1;
+        }
+        r
+    }
+
+    /// `cma_save_req_info` + `cma_get_net_dev`'s header checks: an IP request needs CM
+    /// header version 0; an IP version other than 4 or 6 makes it an AF_IB request (the
+    /// private data is then all the consumer's).
+    fn incoming<'a>(
         &self,
-        stack: &Stack,
         sid: u64,
-        req: &crate::cm::ReqInfo,
-    ) -> Option<(u32, (SocketAddr, SocketAddr, Vec<u8>))> {
+        pd: &'a [u8],
+        gids: (Gid, Gid),
+        port: CmPort,
+        sidr: bool,
+    ) -> Option<Incoming<'a>> {
+        softrdma_wire::rdma_cm::split_service_id(sid)?;
+        let h = IpCmHeader::parse(pd).ok()?;
+        if h.cma_version != CMA_VERSION {
+            return None;
+        }
+        let ip = match h.ip_version {
+            4 | 6 => Some((h.dst_ip()?, h.src_ip()?, h.src_port)),
+            _ => None,
+        };
+        let data = if ip.is_some() {
+            pd.get(IP_CM_HEADER_LEN..).unwrap_or(&[])
+        } else {
+            pd
+        };
+        Some(Incoming {
+            ip,
+            data,
+            gids,
+            port,
+            sidr,
+        })
+    }
+
+    /// `cma_find_listener` (`cma_match_private_data`, `cma_match_net_dev`,
+    /// `cma_ib_check_req_qp_type`) and `cma_ib_acquire_dev`: the listener bound to the
+    /// request's destination, else a wildcard one of its family (an IPv6 wildcard that is
+    /// not AF-only takes IPv4 requests too; AF_IB requests need AF_IB listeners); the
+    /// request must have come in on the listener's device, which must be up and hold a
+    /// RoCEv2 GID for the new id's address.
+    fn match_listener(&self, stack: &Stack, sid: u64, inc: &Incoming<'_>) -> Option<u32> {
         let (_, listeners) = self.listens.get(&sid)?;
-        let (h, data) = ip_private_data(sid, &req.req.private_data)?;
-        if h.cma_version != CMA_VERSION
-            || !matches!(h.ip_version, 4 | 6)
-            || req.req.private_data.len() < IP_CM_HEADER_LEN
-        {
-            return None;
-        }
-        let (dst, src) = (h.dst_ip()?, h.src_ip()?);
-        let port = (sid & 0xffff) as u16;
-        // cma_find_listener: the listener bound to the destination address, else one bound
-        // to the wildcard of the destination's family.
-        let bound = |l: &u32| self.ids.get(l).and_then(|i| i.local);
-        let l = listeners
+        let matches = |l: &u32, exact: bool| -> bool {
+            let Some(li) = self.ids.get(l) else {
+                return false;
+            };
+            let Some(a) = li.local else { return false };
+            // cma_ib_check_req_qp_type
+            if (li.qp_type == QpType::Ud) != inc.sidr {
+                return false;
+            }
+            let any = a.ip().is_unspecified();
+            if exact == any {
+                return false;
+            }
+            match (li.ib, inc.ip) {
+                (true, _) => true,
+                (false, None) => false,
+                (false, Some((dst, _, _))) => {
+                    if any {
+                        !li.opts.afonly || a.is_ipv4() == dst.is_ipv4()
+                    } else {
+                        a.is_ipv4() == dst.is_ipv4() && a.ip() == dst
+                    }
+                }
+            }
+        };
+        let l = *listeners
             .iter()
-            .find(|l| bound(l).is_some_and(|a| a.ip() == dst))
-            .or_else(|| {
-                listeners.iter().find(|l| {
-                    bound(l)
-                        .is_some_and(|a| a.ip().is_unspecified() && a.is_ipv4() == dst.is_ipv4())
-                })
-            })?;
-        // cma_ib_acquire_dev: the listener's device (or any, for the wildcard) must be the
-        // one the REQ came in on, the port up, and its GID table hold a RoCEv2 entry for the
-        // address.
-        let li = self.ids.get(l)?;
-        if li.port.is_some_and(|p| p != req.port) {
+            .find(|l| matches(l, true))
+            .or_else(|| listeners.iter().find(|l| matches(l, false)))?;
+        let li = self.ids.get(&l)?;
+        if li.port.is_some_and(|p| p != inc.port) {
             return None;
         }
-        let info = self.ports.get(req.port.index())?;
+        // cma_ib_acquire_dev: an IPoIB id cannot live on a RoCE port.
+        if li.ps == PortSpace::IPOIB {
+            return None;
+        }
+        let info = self.ports.get(inc.port.index())?;
+        let our = match (li.ib, inc.ip) {
+            (false, Some((dst, _, _))) => Gid::from(dst),
+            _ => inc.gids.0,
+        };
         if !info.up
             || stack
                 .device
-                .find_gid(PORT_NUM, &Gid::from(dst), GidType::RoceV2)
+                .find_gid(PORT_NUM, &our, GidType::RoceV2)
                 .is_err()
         {
             return None;
         }
-        Some((
-            *l,
-            (
-                SocketAddr::new(dst, port),
-                SocketAddr::new(src, h.src_port),
-                data.to_vec(),
-            ),
-        ))
+        Some(l)
     }
 }
 

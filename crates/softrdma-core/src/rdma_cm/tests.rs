@@ -16,6 +16,9 @@ use crate::mad::MadPort;
 use crate::sim::{NetConfig, Sim};
 use crate::verbs::{CqId, MrKeys, QpInitAttr};
 
+#[path = "tests_more.rs"]
+mod more;
+
 /// One device of a node: its stack in the simulation, QP1, an RC QP.
 struct Dev {
     stack: usize,

@@ -35,6 +35,9 @@ pub struct Transmit {
     /// GSO hint: the segment size when `payload` holds several equal datagrams back to back
     /// (always `None` for now: one datagram per `Transmit`).
     pub segment_size: Option<usize>,
+    /// The IPv4 TOS / IPv6 traffic class byte to send it with: the address vector's traffic
+    /// class, as rxe puts it in the IP header (`prepare4`/`prepare6`). The ICRC masks it.
+    pub tos: u8,
 }
 
 /// `hash_32(v, 14)` of the kernel (`GOLDEN_RATIO_32` multiply, top bits).
@@ -77,6 +80,17 @@ pub const fn rc_src_port(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
 
 /// Emits `repr` into a fresh buffer and seals its ICRC for `src_ip:src_port -> dst:4791`.
 pub fn build(repr: &RoceRepr<'_>, src_ip: IpAddr, src_port: u16, dst_ip: IpAddr) -> Transmit {
+    build_tos(repr, src_ip, src_port, dst_ip, 0)
+}
+
+/// [`build`] for a datagram to be sent with IP TOS (traffic class) `tos`.
+pub fn build_tos(
+    repr: &RoceRepr<'_>,
+    src_ip: IpAddr,
+    src_port: u16,
+    dst_ip: IpAddr,
+    tos: u8,
+) -> Transmit {
     let mut payload = vec![0u8; repr.buffer_len()];
     repr.emit(&mut payload);
     let flow = Flow {
@@ -94,6 +108,7 @@ pub fn build(repr: &RoceRepr<'_>, src_ip: IpAddr, src_port: u16, dst_ip: IpAddr)
         src_ip,
         payload,
         segment_size: None,
+        tos,
     }
 }
 
@@ -190,6 +205,8 @@ pub struct Train {
     pub segment_size: usize,
     /// How many datagrams.
     pub segments: usize,
+    /// The IP TOS / traffic class of every segment (a train is one `sendmsg`).
+    pub tos: u8,
     range: Range<usize>,
     /// The last segment was shorter: nothing more may join.
     closed: bool,
@@ -310,6 +327,7 @@ impl TransmitBatch {
         dst: SocketAddr,
         src_ip: IpAddr,
         src_port: u16,
+        tos: u8,
         len: usize,
     ) -> (&mut [u8], u16, u32) {
         let joins = self.trains.last().is_some_and(|t| {
@@ -317,6 +335,7 @@ impl TransmitBatch {
                 && t.dst == dst
                 && t.src_ip == src_ip
                 && t.src_port == src_port
+                && t.tos == tos
                 && len <= t.segment_size
                 && t.segments < self.max_segments
                 && t.len() + len <= self.max_train_bytes
@@ -353,6 +372,7 @@ impl TransmitBatch {
                     src_port,
                     segment_size: len,
                     segments: 1,
+                    tos,
                     range: start..end,
                     closed: false,
                     shift,
@@ -372,8 +392,21 @@ impl TransmitBatch {
         src_port: u16,
         dst_ip: IpAddr,
     ) {
+        self.push_repr_tos(repr, src_ip, src_port, dst_ip, 0)
+    }
+
+    /// [`TransmitBatch::push_repr`] for a datagram sent with IP TOS `tos` (trains never mix
+    /// TOS values).
+    pub fn push_repr_tos(
+        &mut self,
+        repr: &RoceRepr<'_>,
+        src_ip: IpAddr,
+        src_port: u16,
+        dst_ip: IpAddr,
+        tos: u8,
+    ) {
         let dst = SocketAddr::new(dst_ip, ROCE_V2_PORT);
-        let (out, id, _) = self.place(dst, src_ip, src_port, repr.buffer_len());
+        let (out, id, _) = self.place(dst, src_ip, src_port, tos, repr.buffer_len());
         repr.emit(out);
         let flow = Flow {
             src: src_ip,
@@ -395,7 +428,7 @@ impl TransmitBatch {
     /// ID it gets in its train (no second CRC pass: the ID's share is added algebraically).
     pub fn push_sealed(&mut self, tx: &Transmit) {
         let v4 = tx.src_ip.is_ipv4();
-        let (out, id, shift) = self.place(tx.dst, tx.src_ip, tx.src_port, tx.payload.len());
+        let (out, id, shift) = self.place(tx.dst, tx.src_ip, tx.src_port, tx.tos, tx.payload.len());
         out.copy_from_slice(&tx.payload);
         if v4 && id != 0 {
             if let Ok(icrc) = icrc::stored(out) {

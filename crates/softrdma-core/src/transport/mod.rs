@@ -81,6 +81,8 @@ pub struct QpInfo {
     pub min_rnr_timer: u8,
     pub ack_timeout: Option<Duration>,
     pub access: AccessFlags,
+    /// The IP TOS of a connected QP's packets: its address vector's traffic class.
+    pub tos: u8,
 }
 
 /// The mutable world a transport step works on.
@@ -191,6 +193,11 @@ impl Stack {
             min_rnr_timer: a.min_rnr_timer,
             ack_timeout: (a.timeout != 0).then(|| Duration::from_ib_timeout_exp(a.timeout)),
             access: a.qp_access_flags,
+            tos: if ty.is_datagram() {
+                0
+            } else {
+                a.ah_attr.traffic_class
+            },
         })
     }
 
@@ -566,7 +573,7 @@ impl Stack {
             let mut sent = 0u64;
             while !batch.is_full() {
                 let pushed = t.req.poll_emit(&info, now, |repr| {
-                    batch.push_repr(repr, info.local_ip, info.src_port, info.peer_ip)
+                    batch.push_repr_tos(repr, info.local_ip, info.src_port, info.peer_ip, info.tos)
                 });
                 if pushed.is_none() {
                     break;

@@ -110,7 +110,7 @@ impl Requester {
     /// The next packet to send, if any is allowed now.
     pub fn poll_transmit(&mut self, info: &QpInfo, now: Instant) -> Option<Transmit> {
         self.poll_emit(info, now, |repr| {
-            emit::build(repr, info.local_ip, info.src_port, info.peer_ip)
+            emit::build_tos(repr, info.local_ip, info.src_port, info.peer_ip, info.tos)
         })
     }
 

@@ -83,11 +83,12 @@ impl Responder {
             syndrome,
             msn: self.msn,
         });
-        ctx.out.push_back(emit::build(
+        ctx.out.push_back(emit::build_tos(
             &repr,
             info.local_ip,
             info.src_port,
             info.peer_ip,
+            info.tos,
         ));
     }
 
@@ -106,11 +107,12 @@ impl Responder {
         repr.atomic_ack_eth = Some(AtomicAckEthRepr {
             orig_remote_data: orig,
         });
-        ctx.out.push_back(emit::build(
+        ctx.out.push_back(emit::build_tos(
             &repr,
             info.local_ip,
             info.src_port,
             info.peer_ip,
+            info.tos,
         ));
     }
 
@@ -149,11 +151,12 @@ impl Responder {
                 });
             }
             repr.set_payload(data);
-            ctx.out.push_back(emit::build(
+            ctx.out.push_back(emit::build_tos(
                 &repr,
                 info.local_ip,
                 info.src_port,
                 info.peer_ip,
+                info.tos,
             ));
         }
     }

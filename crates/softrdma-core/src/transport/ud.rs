@@ -60,11 +60,12 @@ pub fn build_send(
     });
     repr.immdt = imm.map(|imm_data| ImmDtRepr { imm_data });
     repr.set_payload(data);
-    Ok(emit::build(
+    Ok(emit::build_tos(
         &repr,
         info.local_ip,
         info.src_port,
         ud.av.dgid.to_ip(),
+        ud.av.traffic_class,
     ))
 }
 

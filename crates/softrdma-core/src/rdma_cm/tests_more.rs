@@ -1,0 +1,1093 @@
+//! More RDMA CM tests (a child of `tests`, whose harness it uses): UD over SIDR, PS_IB
+//! with native addressing, options (TOS, REUSEADDR, AFONLY, ACK timeout, min RNR timer),
+//! ECE, reject reasons.
+
+use super::*;
+use crate::verbs::{
+    AddressVector, QpCap, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus,
+};
+use softrdma_wire::cm::SidrStatus;
+use softrdma_wire::roce::AckKind;
+
+/// A UD QP (with its CQ and a 4 KiB MR) on stack `s`, in RESET.
+fn ud_qp(s: &mut Stack) -> (CqId, u32, MrKeys) {
+    let pd = s.verbs.alloc_pd().expect("pd");
+    let cq = s.verbs.create_cq(64).expect("cq");
+    let (qpn, _) = s
+        .verbs
+        .create_qp(QpInitAttr {
+            qp_type: QpType::Ud,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: 16,
+                max_recv_wr: 16,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: true,
+        })
+        .expect("qp");
+    let mr = s
+        .verbs
+        .reg_mr(pd, 4096, 0x1000, crate::verbs::AccessFlags::LOCAL_WRITE)
+        .expect("mr");
+    (cq, qpn, mr)
+}
+
+/// The MADs on the wire with their attribute modifiers: (from, message, attr_mod).
+fn cm_log_attr(sim: &Sim) -> Vec<(usize, CmMessage, u32)> {
+    sim.tap
+        .iter()
+        .filter_map(|(from, _, p)| {
+            let r = RoceRepr::parse(p).ok()?;
+            if r.bth.dest_qp != 1 {
+                return None;
+            }
+            let m = Mad::parse(r.payload).ok()?;
+            let a = m.header.attr_mod;
+            Some((*from, CmMessage::from_mad(&m).ok()?, a))
+        })
+        .collect()
+}
+
+/// A UD id of node `n` (space `ps`) resolved towards `dst`, its QP made by the CM.
+fn ud_dial(
+    sim: &mut Sim,
+    n: &mut Node,
+    ps: PortSpace,
+    dst: SocketAddr,
+    pd: &[u8],
+) -> (RdmaCmId, CqId, u32, MrKeys) {
+    let src = sim.addrs[n.devs[0].stack];
+    let id = n.cm.create_id_ps(ps);
+    assert_eq!(n.cm.qp_type(id.name()), Some(QpType::Ud));
+    n.cm.resolve_addr(&id, Some(src), dst).expect("addr");
+    assert_eq!(
+        n.cm.poll_event().map(|e| e.event),
+        Some(RdmaCmEventType::AddrResolved)
+    );
+    n.cm.resolve_route(&id).expect("route");
+    assert_eq!(
+        n.cm.poll_event().map(|e| e.event),
+        Some(RdmaCmEventType::RouteResolved)
+    );
+    let st = n.devs[0].stack;
+    let (cq, qpn, mr) = ud_qp(&mut sim.stacks[st]);
+    n.cm.init_qp_for(&mut sim.stacks[st], &id, qpn)
+        .expect("create qp");
+    n.cm.connect(sim.now, &mut sim.stacks[st], &id, Some(qpn), &param(pd))
+        .expect("connect");
+    flush(n, sim);
+    (id, cq, qpn, mr)
+}
+
+fn post_recv(s: &mut Stack, qpn: u32, mr: &MrKeys, wr_id: u64) {
+    s.post_recv(
+        qpn,
+        RecvWr::new(
+            wr_id,
+            vec![Sge {
+                addr: 0x1000,
+                length: 2048,
+                lkey: mr.lkey,
+            }],
+        ),
+    )
+    .expect("recv");
+}
+
+/// The first receive completion on `cq` after running the network.
+fn recv_on(sim: &mut Sim, st: usize, cq: CqId) -> crate::verbs::WorkCompletion {
+    for _ in 0..200 {
+        while let Some(wc) = sim.stacks[st].poll_cq(cq).expect("cq") {
+            if wc.opcode == WcOpcode::Recv {
+                return wc;
+            }
+        }
+        if !sim.step() {
+            break;
+        }
+    }
+    panic!("no receive completion");
+}
+
+/// udaddy's exchange over the CM: SIDR REQ with the IP header and consumer data, SIDR REP
+/// with QPN and RDMA_UDP_QKEY, ESTABLISHED with the AH; a SEND with immediate each way,
+/// the reply AH made from the receive's GRH (ibv_init_ah_from_wc).
+#[test]
+fn ud_over_sidr_then_datagrams_both_ways() {
+    let (mut sim, mut n) = pair();
+    let (a, b) = (sim.addrs[0], sim.addrs[1]);
+    let l = n[1]
+        .cm
+        .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
+        .expect("listen");
+    let user = [0x5au8; 180];
+    let (ca, cqa, qa, mra) = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), &user);
+    // 181 bytes do not fit.
+    let x = n[0].cm.create_id_ps(PortSpace::UDP);
+    n[0].cm
+        .resolve_addr(&x, Some(a), sa(b, 7174))
+        .expect("addr");
+    n[0].cm.resolve_route(&x).expect("route");
+    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+    let st0 = n[0].devs[0].stack;
+    assert_eq!(
+        n[0].cm
+            .connect(sim.now, &mut sim.stacks[st0], &x, None, &param(&[0u8; 181])),
+        Err(RdmaCmError::TooLong)
+    );
+    n[0].cm.destroy(sim.now, x);
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    assert_eq!(req.listen_id, Some(l.name()));
+    assert_eq!(req.private_data, user.to_vec());
+    let sb = req.new_id.take().expect("new id");
+    assert_eq!(n[1].cm.qp_type(sb.name()), Some(QpType::Ud));
+    assert_eq!(n[1].cm.remote_addr(sb.name()).map(|r| r.ip()), Some(a));
+    let (cqb, qb, mrb) = ud_qp(&mut sim.stacks[1]);
+    n[1].cm
+        .init_qp_for(&mut sim.stacks[1], &sb, qb)
+        .expect("qp");
+    post_recv(&mut sim.stacks[1], qb, &mrb, 1);
+    post_recv(&mut sim.stacks[0], qa, &mra, 2);
+    n[1].cm
+        .accept(sim.now, &mut sim.stacks[1], &sb, qb, &param(b"rep"))
+        .expect("accept");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Established
+    )));
+    assert!(
+        !has(&n[1], RdmaCmEventType::Established),
+        "no event passively"
+    );
+    let e = take(&mut n[0], RdmaCmEventType::Established);
+    let ud = e.ud.expect("UD parameters");
+    assert_eq!((ud.qp_num, ud.qkey), (qb, RDMA_UDP_QKEY));
+    assert_eq!(ud.ah.dgid, Gid::from(b));
+    assert_eq!(ud.ah.hop_limit, 64);
+    assert_eq!(&e.private_data[..3], b"rep");
+    let log = cm_log(&sim);
+    assert_eq!(attrs(&log), vec![AttrId::SIDR_REQ, AttrId::SIDR_REP]);
+    let (CmMessage::SidrReq(q), CmMessage::SidrRep(r)) = (&log[0].1, &log[1].1) else {
+        panic!()
+    };
+    assert_eq!(q.service_id, 0x0000_0000_0111_1c06);
+    let h = IpCmHeader::parse(&q.private_data).expect("hdr");
+    assert_eq!(
+        (h.ip_version, h.src_ip(), h.dst_ip()),
+        (4, Some(a), Some(b))
+    );
+    assert_eq!(&q.private_data[36..], &user[..]);
+    assert_eq!(
+        (r.status, r.qpn, r.qkey, r.service_id),
+        (SidrStatus::SUCCESS, qb, 0x0123_4567, q.service_id)
+    );
+    // Client → server: SEND with immediate (the client's QPN), on the ESTABLISHED AH.
+    sim.stacks[0]
+        .post_send(
+            qa,
+            SendWr::new(7, SendOp::SendWithImm { imm: qa })
+                .with_sge(Sge {
+                    addr: 0x1000,
+                    length: 100,
+                    lkey: mra.lkey,
+                })
+                .with_ud(UdDest {
+                    av: ud.ah,
+                    remote_qpn: ud.qp_num,
+                    remote_qkey: ud.qkey,
+                }),
+        )
+        .expect("send");
+    let wc = recv_on(&mut sim, 1, cqb);
+    assert_eq!(
+        (wc.status, wc.imm_data, wc.src_qp),
+        (WcStatus::Success, Some(qa), qa)
+    );
+    let mut grh = [0u8; 40];
+    sim.stacks[1]
+        .verbs
+        .local_read(mrb.lkey, 0x1000, &mut grh)
+        .expect("grh");
+    let back = init_ah_from_wc(&sim.stacks[1], &wc, &grh).expect("reply AH");
+    assert_eq!(back.dgid, Gid::from(a));
+    assert_eq!(
+        sim.stacks[1]
+            .device
+            .query_gid(PORT_NUM, back.sgid_index)
+            .map(|g| g.gid),
+        Ok(Gid::from(b))
+    );
+    // Server → client on the reply AH, with the server QP's own Q_Key.
+    let qkey = sim.stacks[1].verbs.qp(qb).expect("qp").attr().qkey;
+    assert_eq!(qkey, RDMA_UDP_QKEY);
+    sim.stacks[1]
+        .post_send(
+            qb,
+            SendWr::new(8, SendOp::Send)
+                .with_sge(Sge {
+                    addr: 0x1000,
+                    length: 100,
+                    lkey: mrb.lkey,
+                })
+                .with_ud(UdDest {
+                    av: back,
+                    remote_qpn: wc.imm_data.unwrap_or(0),
+                    remote_qkey: qkey,
+                }),
+        )
+        .expect("reply");
+    let wc = recv_on(&mut sim, 0, cqa);
+    assert_eq!((wc.status, wc.src_qp), (WcStatus::Success, qb));
+    // A UD id has no disconnect and no ACK timeout.
+    assert_eq!(
+        n[0].cm.set_option(&ca, RdmaOption::AckTimeout(14)),
+        Err(RdmaCmError::Invalid)
+    );
+    n[0].cm.destroy(sim.now, ca);
+    n[1].cm.destroy(sim.now, sb);
+    pump(&mut sim, &mut n, |_| false);
+    assert_eq!(attrs(&cm_log(&sim)).len(), 2, "nothing to tear down");
+}
+
+/// No listener for the service ID: the IB CM answers SIDR REP status 1 and the client
+/// sees UNREACHABLE with status 1 (udaddy: `UNREACHABLE, error: 1`); a listener that
+/// rejects: status 2 with its private data.
+#[test]
+fn ud_unreachable_carries_the_sidr_status() {
+    let (mut sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let _ = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Unreachable
+    )));
+    let e = take(&mut n[0], RdmaCmEventType::Unreachable);
+    assert_eq!(e.status, 1);
+    let _l = n[1]
+        .cm
+        .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
+        .expect("listen");
+    let _ = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let id = req.new_id.take().expect("id");
+    assert_eq!(
+        n[1].cm
+            .reject_with(sim.now, id, RejectReason(8), b"")
+            .map_err(|(id, e)| {
+                n[1].cm.destroy(sim.now, id);
+                e
+            }),
+        Err(RdmaCmError::Invalid)
+    );
+    // (that id is gone; a new request)
+    let _ = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let id = req.new_id.take().expect("id");
+    n[1].cm
+        .reject(sim.now, id, b"busy")
+        .map_err(|(_, e)| e)
+        .expect("reject");
+    assert!(pump(&mut sim, &mut n, |n| count(
+        &n[0],
+        RdmaCmEventType::Unreachable
+    ) == 2));
+    let statuses: Vec<i32> = n[0]
+        .events
+        .iter()
+        .filter(|e| e.event == RdmaCmEventType::Unreachable)
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(statuses, vec![2, 2], "destroyed, then rejected: status 2");
+    let last = n[0].events.last().expect("event");
+    assert_eq!(&last.private_data[..4], b"busy");
+}
+
+/// A SIDR REQ lost, then its SIDR REP lost, every datagram duplicated: the client
+/// retransmits every 4.096 s; duplicates of a request still being answered are dropped;
+/// a retransmission after the answer went out is a new request (the kernel's rule), so
+/// the server answers twice; the client is ESTABLISHED exactly once.
+#[test]
+fn ud_sidr_survives_loss_and_duplicates() {
+    let (mut sim, mut n) = pair();
+    sim.net.dup_permille = 1000;
+    let b = sim.addrs[1];
+    let _l = n[1]
+        .cm
+        .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
+        .expect("listen");
+    let t0 = sim.now;
+    // The first SIDR REQ is lost: the server is down.
+    sim.down[1] = true;
+    let (_ca, _, _, _) = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"x");
+    pump(&mut sim, &mut n, |_| false);
+    sim.down[1] = false;
+    let (_, qb, _) = ud_qp(&mut sim.stacks[1]);
+    let mut answered = 0;
+    let mut lose_rep = true;
+    for _ in 0..20 {
+        if has(&n[0], RdmaCmEventType::Established) {
+            break;
+        }
+        if let Some(i) = n[1]
+            .events
+            .iter()
+            .position(|e| e.event == RdmaCmEventType::ConnectRequest)
+        {
+            let mut req = n[1].events.remove(i);
+            let id = req.new_id.take().expect("id");
+            n[1].cm.accept_ud(sim.now, &id, qb, 0, b"").expect("accept");
+            answered += 1;
+            if lose_rep {
+                // ... and the first answer is lost: the client is down.
+                sim.down[0] = true;
+                flush(&mut n[1], &mut sim);
+                pump(&mut sim, &mut n, |_| false);
+                sim.down[0] = false;
+                lose_rep = false;
+            }
+            n[1].cm.destroy(sim.now, id);
+            pump(&mut sim, &mut n, |_| false);
+            continue;
+        }
+        run_timers(&mut sim, &mut n);
+    }
+    assert_eq!(count(&n[0], RdmaCmEventType::Established), 1);
+    assert_eq!(
+        answered, 2,
+        "one request per SIDR REQ the server saw after answering"
+    );
+    let log = attrs(&cm_log(&sim));
+    // Delivered: 2 copies of each of the 2 REQs the server received, 2 copies of the
+    // second REP (the first REP was lost).
+    assert_eq!(log.iter().filter(|a| **a == AttrId::SIDR_REQ).count(), 4);
+    assert_eq!(log.iter().filter(|a| **a == AttrId::SIDR_REP).count(), 2);
+    assert!(n[1].cm.cm().counters().dup(AttrId::SIDR_REQ) >= 2);
+    // Two retransmissions, 4.096 s apart.
+    let took = sim.now.saturating_duration_since(t0).total_micros();
+    assert!((2 * SIDR_TIMEOUT_MS * 1000..3 * SIDR_TIMEOUT_MS * 1000).contains(&took));
+}
+
+/// A SIDR REP with a Q_Key other than the id's: ADDR_ERROR -EINVAL (cma_set_qkey).
+#[test]
+fn ud_sidr_rep_with_another_qkey_is_addr_error() {
+    let (mut sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let _l = n[1]
+        .cm
+        .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
+        .expect("listen");
+    let _ = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let id = req.new_id.take().expect("id");
+    n[1].cm
+        .accept_ud(sim.now, &id, 0x99, 0x1111, b"")
+        .expect("accept");
+    assert_eq!(n[1].cm.qkey(id.name()), Some(0x1111));
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::AddrError
+    )));
+    let e = take(&mut n[0], RdmaCmEventType::AddrError);
+    assert_eq!(e.status, EINVAL);
+}
+
+/// IPoIB ids cannot use a RoCE device, as in the kernel: bind to an address -EINVAL,
+/// address resolution ADDR_ERROR -EINVAL, a SIDR REQ to a wildcard IPoIB listener status 2.
+#[test]
+fn ipoib_space_is_refused_on_roce() {
+    let (mut sim, mut n) = pair();
+    let (a, b) = (sim.addrs[0], sim.addrs[1]);
+    let id = n[1].cm.create_id_ps(PortSpace::IPOIB);
+    assert_eq!(
+        n[1].cm.bind_addr(&id, sa(b, 7174)),
+        Err(RdmaCmError::Invalid)
+    );
+    let any: IpAddr = "0.0.0.0".parse().expect("ip");
+    n[1].cm.bind_addr(&id, sa(any, 7174)).expect("wildcard");
+    n[1].cm.listen(&id, 0).expect("listen");
+    let c = n[0].cm.create_id_ps(PortSpace::IPOIB);
+    n[0].cm
+        .resolve_addr(&c, Some(a), sa(b, 7174))
+        .expect("queued");
+    let e = n[0].cm.poll_event().expect("event");
+    assert_eq!((e.event, e.status), (RdmaCmEventType::AddrError, EINVAL));
+    // A raw SIDR REQ for service ID 0x21c06 with a proper IP header.
+    let p = crate::cm::SidrReqParams {
+        port: n[0].devs[0].port,
+        peer: MadAddr::gsi(Gid::from(b)),
+        service_id: 0x0002_1c06,
+        partition_key: 0xffff,
+        private_data: IpCmHeader::new(a, 40000, b).to_bytes(),
+        timeout: crate::time::Duration::from_millis(4096),
+        max_cm_retries: 15,
+    };
+    let cm = n[0].cm.cm_mut();
+    let raw = cm.create_id();
+    cm.sidr_req(sim.now, &raw, &p).expect("sidr");
+    flush(&mut n[0], &mut sim);
+    pump(&mut sim, &mut n, |_| false);
+    let log = cm_log(&sim);
+    let CmMessage::SidrRep(r) = &log[1].1 else {
+        panic!("{:?}", attrs(&log))
+    };
+    assert_eq!(r.status, SidrStatus::REJECT);
+    assert!(!has(&n[1], RdmaCmEventType::ConnectRequest));
+    n[0].cm.cm_mut().destroy(sim.now, raw);
+}
+
+/// PS_IB with native addressing (cmatose `-P ib -f gid`): service ID 0x13f1d2f, no IP
+/// header (the REQ's private data is all the consumer's), hop limit 1; the passive id is
+/// AF_IB too; then PS_IB with IP addresses (`-P ib` alone) carries the header. As in the
+/// kernel (`cma_save_ip_info` runs on every request), AF_IB consumer data must not start
+/// with a non-zero byte: that reads as a CM header of another version (REJ 28).
+#[test]
+fn ps_ib_connects_with_gids_and_with_ip_addresses() {
+    let (mut sim, mut n) = pair();
+    let (a, b) = (sim.addrs[0], sim.addrs[1]);
+    let l = n[1].cm.create_id_ps(PortSpace::IB);
+    n[1].cm
+        .bind_ib(&l, IbAddr::new(Gid::from(b), 7471))
+        .expect("bind");
+    n[1].cm.listen(&l, 0).expect("listen");
+    let c = n[0].cm.create_id_ps(PortSpace::IB);
+    assert_eq!(n[0].cm.qp_type(c.name()), Some(QpType::Rc));
+    n[0].cm
+        .resolve_addr_ib(&c, None, IbAddr::new(Gid::from(b), 7471))
+        .expect("addr");
+    assert_eq!(
+        n[0].cm.poll_event().map(|e| e.event),
+        Some(RdmaCmEventType::AddrResolved)
+    );
+    assert_eq!(
+        n[0].cm.local_ib(c.name()).map(|x| x.gid),
+        Some(Gid::from(a)),
+        "the port with the destination's subnet prefix"
+    );
+    n[0].cm.resolve_route(&c).expect("route");
+    let _ = n[0].cm.poll_event();
+    let qa = n[0].devs[0].qpn;
+    n[0].cm
+        .connect(sim.now, &mut sim.stacks[0], &c, Some(qa), &param(b"\0\0ib"))
+        .expect("connect");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    assert_eq!(&req.private_data[..4], b"\0\0ib");
+    assert_eq!(req.private_data.len(), 92);
+    let sb = req.new_id.take().expect("id");
+    assert!(n[1].cm.is_af_ib(sb.name()));
+    assert_eq!(
+        n[1].cm.local_ib(sb.name()),
+        Some(IbAddr::new(Gid::from(b), 7471))
+    );
+    assert_eq!(
+        n[1].cm.remote_ib(sb.name()).map(|x| x.gid),
+        Some(Gid::from(a))
+    );
+    accept(&mut sim, &mut n[1], &sb);
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Established
+    ) && has(
+        &n[1],
+        RdmaCmEventType::Established
+    )));
+    let log = cm_log(&sim);
+    let CmMessage::Req(q) = &log[0].1 else {
+        panic!()
+    };
+    assert_eq!(q.service_id, 0x0000_0000_013f_1d2f);
+    assert_eq!(&q.private_data[..4], b"\0\0ib");
+    assert_eq!(q.primary_path.hop_limit, 1);
+    // Consumer data starting with a non-zero byte: refused.
+    sim.tap.clear();
+    let (_, q1, _) = rc_qp(&mut sim.stacks[0]);
+    let c1 = n[0].cm.create_id_ps(PortSpace::IB);
+    n[0].cm
+        .resolve_addr_ib(&c1, Some(Gid::from(a)), IbAddr::new(Gid::from(b), 7471))
+        .expect("addr");
+    n[0].cm.resolve_route(&c1).expect("route");
+    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+    n[0].cm
+        .connect(sim.now, &mut sim.stacks[0], &c1, Some(q1), &param(b"gid!"))
+        .expect("connect");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Rejected
+    )));
+    assert_eq!(take(&mut n[0], RdmaCmEventType::Rejected).status, 28);
+    // IP-addressed PS_IB: same service ID space, the IP header, hop limit 64.
+    sim.tap.clear();
+    let _l2 = n[1]
+        .cm
+        .listen_on_ps(PortSpace::IB, sa(b, 7472), 0)
+        .expect("listen");
+    let (_, q2, _) = rc_qp(&mut sim.stacks[0]);
+    n[0].devs[0].qpn = q2;
+    let id = n[0].cm.create_id_ps(PortSpace::IB);
+    n[0].cm
+        .resolve_addr(&id, Some(a), sa(b, 7472))
+        .expect("addr");
+    n[0].cm.resolve_route(&id).expect("route");
+    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+    n[0].cm
+        .connect(sim.now, &mut sim.stacks[0], &id, Some(q2), &param(b""))
+        .expect("connect");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let sb2 = e.new_id.expect("id");
+    assert!(!n[1].cm.is_af_ib(sb2.name()));
+    let log = cm_log(&sim);
+    let CmMessage::Req(q) = &log[0].1 else {
+        panic!()
+    };
+    assert_eq!(q.service_id, 0x0000_0000_013f_1d30);
+    assert_eq!(
+        IpCmHeader::parse(&q.private_data).map(|h| h.ip_version),
+        Ok(4)
+    );
+    n[1].cm.destroy(sim.now, sb2);
+}
+
+/// ECE: the REQ carries the vendor ID and options (attribute modifier); the server sees
+/// them, accepts with its own: the REP echoes the vendor with the options both have; a
+/// plain accept echoes the vendor with none.
+#[test]
+fn ece_is_offered_and_accepted() {
+    let (mut sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    for (offer, answer, want) in [(0b0111, Some(0b0101), 0b0101), (0b0011, None, 0)] {
+        sim.tap.clear();
+        let (_, q, _) = rc_qp(&mut sim.stacks[0]);
+        n[0].devs[0].qpn = q;
+        let id = n[0].cm.create_id();
+        n[0].cm
+            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
+            .expect("addr");
+        n[0].cm.resolve_route(&id).expect("route");
+        let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+        let ece = Ece {
+            vendor_id: 0x00ab_cdef,
+            attr_mod: offer,
+        };
+        n[0].cm
+            .connect_ece(sim.now, &mut sim.stacks[0], &id, Some(q), &param(b""), ece)
+            .expect("connect");
+        assert!(pump(&mut sim, &mut n, |n| has(
+            &n[1],
+            RdmaCmEventType::ConnectRequest
+        )));
+        let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+        assert_eq!(req.ece, ece);
+        let sb = req.new_id.take().expect("id");
+        assert_eq!(n[1].cm.remote_ece(sb.name()), Some(ece));
+        let (_, qb, _) = rc_qp(&mut sim.stacks[1]);
+        match answer {
+            Some(opts) => n[1].cm.accept_ece(
+                sim.now,
+                &mut sim.stacks[1],
+                &sb,
+                qb,
+                &param(b""),
+                Ece {
+                    vendor_id: 0x00ab_cdef,
+                    attr_mod: opts,
+                },
+            ),
+            None => n[1]
+                .cm
+                .accept(sim.now, &mut sim.stacks[1], &sb, qb, &param(b"")),
+        }
+        .expect("accept");
+        let ok = pump(&mut sim, &mut n, |n| {
+            has(&n[0], RdmaCmEventType::Established) && has(&n[1], RdmaCmEventType::Established)
+        });
+        assert!(ok, "{:?} {:?}", attrs(&cm_log(&sim)), n[0].events);
+        let e = take(&mut n[0], RdmaCmEventType::Established);
+        assert_eq!(e.ece.vendor_id, 0x00ab_cdef);
+        let log = cm_log_attr(&sim);
+        let (CmMessage::Req(q), CmMessage::Rep(r)) = (&log[0].1, &log[1].1) else {
+            panic!()
+        };
+        assert_eq!((q.vendor_id, log[0].2), (0x00ab_cdef, offer));
+        assert_eq!((r.vendor_id, log[1].2), (0x00ab_cdef, want));
+        let _ = take(&mut n[1], RdmaCmEventType::Established);
+    }
+    // A vendor ID of 0 or wider than 24 bits is no ECE.
+    let id = n[0].cm.create_id();
+    for v in [0, 0x0100_0000] {
+        assert_eq!(
+            n[0].cm.set_local_ece(
+                &id,
+                Ece {
+                    vendor_id: v,
+                    attr_mod: 1
+                }
+            ),
+            Err(RdmaCmError::Invalid)
+        );
+    }
+}
+
+/// `rdma_reject_ece`: REJ reason 35; the client sees REJECTED with status 35, which is
+/// not a consumer reject (no consumer data), and the IB CM's text for it.
+#[test]
+fn ece_reject_is_reason_35() {
+    let (mut sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    let _c = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let id = req.new_id.take().expect("id");
+    let (id, e) = n[1]
+        .cm
+        .reject_with(sim.now, id, RejectReason::INVALID_SERVICE_ID, b"")
+        .expect_err("only 28 and 35");
+    assert_eq!(e, RdmaCmError::Invalid);
+    n[1].cm
+        .reject_ece(sim.now, id, b"no such option")
+        .map_err(|(_, e)| e)
+        .expect("reject");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Rejected
+    )));
+    let e = take(&mut n[0], RdmaCmEventType::Rejected);
+    assert_eq!(e.status, 35);
+    assert!(!e.is_consumer_reject());
+    assert_eq!(e.consumer_reject_data(), None);
+    assert_eq!(e.reject_msg(), "vendor option is not supported");
+    assert_eq!(&e.private_data[..14], b"no such option");
+    let log = cm_log(&sim);
+    let CmMessage::Rej(r) = &log[1].1 else {
+        panic!()
+    };
+    assert_eq!(r.reason, RejectReason::VENDOR_OPTION_NOT_SUPPORTED);
+}
+
+/// AFONLY (`cma_check_port`, `cma_match_private_data`): an IPv4 bind is AF-only, an IPv6
+/// one is not, so `[::]:7000` conflicts with `0.0.0.0:7000` unless it sets AFONLY; a
+/// non-AF-only IPv6 wildcard listener takes IPv4 requests (the new id is IPv4), an AF-only
+/// one does not (REJ 28).
+#[test]
+fn afonly_decides_port_sharing_and_which_requests_a_listener_takes() {
+    let (mut sim, mut n) = pair();
+    let (a, b) = (sim.addrs[0], sim.addrs[1]);
+    let any4: IpAddr = "0.0.0.0".parse().expect("ip");
+    let any6: IpAddr = "::".parse().expect("ip");
+    let cm = &mut n[1].cm;
+    let v4 = cm.create_id();
+    cm.bind_addr(&v4, sa(any4, 7000)).expect("v4");
+    let v6 = cm.create_id();
+    assert_eq!(
+        cm.bind_addr(&v6, sa(any6, 7000)),
+        Err(RdmaCmError::AddrInUse)
+    );
+    cm.set_option(&v6, RdmaOption::AfOnly(true))
+        .expect("afonly");
+    cm.bind_addr(&v6, sa(any6, 7000)).expect("both AF-only");
+    cm.destroy(sim.now, v4);
+    cm.destroy(sim.now, v6);
+    // A dual-stack listener takes an IPv4 request.
+    let l = cm.create_id();
+    cm.bind_addr(&l, sa(any6, 7001)).expect("bind");
+    cm.listen(&l, 0).expect("listen");
+    let _c = dial(&mut sim, &mut n[0], 0, sa(b, 7001), b"");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let sb = e.new_id.expect("id");
+    assert_eq!(n[1].cm.local_addr(sb.name()), Some(sa(b, 7001)));
+    assert_eq!(n[1].cm.remote_addr(sb.name()).map(|r| r.ip()), Some(a));
+    n[1].cm.destroy(sim.now, sb);
+    pump(&mut sim, &mut n, |_| false);
+    // An AF-only IPv6 listener does not.
+    let l6 = n[1].cm.create_id();
+    n[1].cm
+        .set_option(&l6, RdmaOption::AfOnly(true))
+        .expect("afonly");
+    n[1].cm.bind_addr(&l6, sa(any6, 7002)).expect("bind");
+    n[1].cm.listen(&l6, 0).expect("listen");
+    assert_eq!(
+        n[1].cm.set_option(&l6, RdmaOption::AfOnly(false)),
+        Err(RdmaCmError::InvalidState),
+        "AFONLY only before listening"
+    );
+    sim.tap.clear();
+    let (_, q, _) = rc_qp(&mut sim.stacks[0]);
+    n[0].devs[0].qpn = q;
+    let _c = dial(&mut sim, &mut n[0], 0, sa(b, 7002), b"");
+    pump(&mut sim, &mut n, |_| false);
+    assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ, AttrId::REJ]);
+    assert!(!has(&n[1], RdmaCmEventType::ConnectRequest));
+    n[1].cm.destroy(sim.now, l);
+}
+
+/// REUSEADDR: ids that all set it share a port; listening makes the port the listener's
+/// alone (it fails while another holds it) and clears the option; it cannot be set on a
+/// listener.
+#[test]
+fn reuseaddr_shares_a_port_until_listen() {
+    let (sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let cm = &mut n[1].cm;
+    let x = cm.create_id();
+    let y = cm.create_id();
+    cm.bind_addr(&x, sa(b, 7100)).expect("x");
+    assert_eq!(cm.bind_addr(&y, sa(b, 7100)), Err(RdmaCmError::AddrInUse));
+    let x2 = cm.create_id();
+    cm.set_option(&x2, RdmaOption::ReuseAddr(true)).expect("x2");
+    cm.set_option(&y, RdmaOption::ReuseAddr(true)).expect("y");
+    cm.destroy(sim.now, x);
+    cm.bind_addr(&x2, sa(b, 7100)).expect("x2 bound");
+    cm.bind_addr(&y, sa(b, 7100)).expect("both reuse");
+    assert_eq!(cm.listen(&y, 0), Err(RdmaCmError::AddrInUse));
+    cm.destroy(sim.now, x2);
+    cm.listen(&y, 0).expect("alone now");
+    assert_eq!(
+        cm.set_option(&y, RdmaOption::ReuseAddr(true)),
+        Err(RdmaCmError::InvalidState)
+    );
+    let z = cm.create_id();
+    cm.set_option(&z, RdmaOption::ReuseAddr(true)).expect("z");
+    assert_eq!(
+        cm.bind_addr(&z, sa(b, 7100)),
+        Err(RdmaCmError::AddrInUse),
+        "the listener gave up REUSEADDR"
+    );
+}
+
+/// ACK_TIMEOUT before the route: the RoCE packet lifetime is timeout − 1, so the REQ's
+/// local ACK timeout is cm_ack_timeout(15, timeout − 1) and the QP's RTS timeout is the
+/// option; on the passive side (set before accept) only its QP's timeout changes. 0 leaves
+/// the lifetime at 18.
+#[test]
+fn ack_timeout_sets_the_packet_lifetime_and_the_qp_timeout() {
+    for (t, req_ack, passive_t) in [(14u8, 16u8, 12u8), (0, 19, 19)] {
+        let (mut sim, mut n) = pair();
+        let b = sim.addrs[1];
+        let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+        let id = n[0].cm.create_id();
+        n[0].cm
+            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
+            .expect("addr");
+        n[0].cm
+            .set_option(&id, RdmaOption::AckTimeout(t))
+            .expect("option");
+        n[0].cm.resolve_route(&id).expect("route");
+        let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+        let qa = n[0].devs[0].qpn;
+        n[0].cm
+            .connect(sim.now, &mut sim.stacks[0], &id, Some(qa), &param(b""))
+            .expect("connect");
+        assert!(pump(&mut sim, &mut n, |n| has(
+            &n[1],
+            RdmaCmEventType::ConnectRequest
+        )));
+        let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+        let sb = req.new_id.take().expect("id");
+        if t != 0 {
+            n[1].cm
+                .set_option(&sb, RdmaOption::AckTimeout(passive_t))
+                .expect("passive option");
+        }
+        accept(&mut sim, &mut n[1], &sb);
+        assert!(pump(&mut sim, &mut n, |n| has(
+            &n[0],
+            RdmaCmEventType::Established
+        )));
+        let log = cm_log(&sim);
+        let CmMessage::Req(q) = &log[0].1 else {
+            panic!()
+        };
+        assert_eq!(q.primary_path.local_ack_timeout, req_ack, "timeout {t}");
+        assert_eq!(crate::cm::cm_ack_timeout(RXE_CA_ACK_DELAY, 13), 16);
+        let timeout = |s: &Stack, q: u32| s.verbs.qp(q).expect("qp").attr().timeout;
+        assert_eq!(
+            timeout(&sim.stacks[0], qa),
+            if t == 0 { 0 } else { t },
+            "active QP"
+        );
+        assert_eq!(
+            timeout(&sim.stacks[1], n[1].devs[0].qpn),
+            passive_t,
+            "passive QP"
+        );
+    }
+}
+
+/// `rdma_set_min_rnr_timer` on the passive id: its QP's RTR min_rnr_timer, and the RNR NAK
+/// it sends when a SEND finds no receive carries that timer on the wire.
+#[test]
+fn min_rnr_timer_is_on_the_wire() {
+    let (mut sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    let _c = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let sb = req.new_id.take().expect("id");
+    assert_eq!(
+        n[1].cm.set_min_rnr_timer(&sb, 32),
+        Err(RdmaCmError::Invalid),
+        "five bits"
+    );
+    n[1].cm.set_min_rnr_timer(&sb, 12).expect("timer");
+    accept(&mut sim, &mut n[1], &sb);
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Established
+    )));
+    let qb = n[1].devs[0].qpn;
+    assert_eq!(
+        sim.stacks[1].verbs.qp(qb).expect("qp").attr().min_rnr_timer,
+        12
+    );
+    sim.tap.clear();
+    let qa = n[0].devs[0].qpn;
+    sim.stacks[0]
+        .post_send(
+            qa,
+            SendWr::new(1, SendOp::Send).with_sge(Sge {
+                addr: 0x1000,
+                length: 8,
+                lkey: n[0].devs[0].mr.lkey,
+            }),
+        )
+        .expect("send");
+    for _ in 0..20 {
+        if !sim.step() {
+            break;
+        }
+    }
+    let timers: Vec<AckKind> = sim
+        .tap
+        .iter()
+        .filter(|(from, _, _)| *from == 1)
+        .filter_map(|(_, _, p)| RoceRepr::parse(p).ok()?.aeth.map(|a| a.syndrome.kind()))
+        .collect();
+    assert!(
+        matches!(timers.first(), Some(AckKind::RnrNak { timer }) if timer.0 == 12),
+        "{timers:?}"
+    );
+}
+
+/// TOS: the path's traffic class — in the REQ's primary path, and in both QPs' address
+/// vectors (hence the data packets' IP TOS); a UD id's ESTABLISHED AH carries it too.
+#[test]
+fn tos_is_the_paths_traffic_class() {
+    let (mut sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    let id = n[0].cm.create_id();
+    n[0].cm
+        .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
+        .expect("addr");
+    n[0].cm.set_option(&id, RdmaOption::Tos(0x60)).expect("tos");
+    n[0].cm.resolve_route(&id).expect("route");
+    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+    assert_eq!(n[0].cm.traffic_class(id.name()), Some(0x60));
+    let qa = n[0].devs[0].qpn;
+    n[0].cm
+        .connect(sim.now, &mut sim.stacks[0], &id, Some(qa), &param(b""))
+        .expect("connect");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let sb = req.new_id.take().expect("id");
+    accept(&mut sim, &mut n[1], &sb);
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Established
+    )));
+    let _ = take(&mut n[0], RdmaCmEventType::Established);
+    let log = cm_log(&sim);
+    let CmMessage::Req(q) = &log[0].1 else {
+        panic!()
+    };
+    assert_eq!(q.primary_path.traffic_class, 0x60);
+    let tc = |s: &Stack, q: u32| -> AddressVector { s.verbs.qp(q).expect("qp").attr().ah_attr };
+    assert_eq!(tc(&sim.stacks[0], qa).traffic_class, 0x60);
+    assert_eq!(tc(&sim.stacks[1], n[1].devs[0].qpn).traffic_class, 0x60);
+    // The transport sends the QP's packets with that TOS (rxe's IP header).
+    sim.stacks[0]
+        .post_send(
+            qa,
+            SendWr::new(1, SendOp::Send).with_sge(Sge {
+                addr: 0x1000,
+                length: 8,
+                lkey: n[0].devs[0].mr.lkey,
+            }),
+        )
+        .expect("send");
+    let mut batch = crate::transport::TransmitBatch::default();
+    let now = sim.now;
+    assert!(sim.stacks[0].poll_transmit_batch(now, &mut batch) > 0);
+    let tos: Vec<(u8, u32)> = batch
+        .trains()
+        .map(|(t, b)| {
+            (
+                t.tos,
+                RoceRepr::parse(b).map(|r| r.bth.dest_qp).unwrap_or(0),
+            )
+        })
+        .collect();
+    // (and the active side's MADs too, as the kernel's AH from the path)
+    assert!(tos.iter().all(|(t, _)| *t == 0x60), "{tos:?}");
+    assert!(tos.iter().any(|(t, q)| *t == 0x60 && *q != 1), "{tos:?}");
+    // UD: the AH of ESTABLISHED.
+    let _u = n[1]
+        .cm
+        .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
+        .expect("udp listen");
+    let c = n[0].cm.create_id_ps(PortSpace::UDP);
+    n[0].cm
+        .resolve_addr(&c, Some(sim.addrs[0]), sa(b, 7174))
+        .expect("addr");
+    n[0].cm.set_option(&c, RdmaOption::Tos(0x20)).expect("tos");
+    n[0].cm.resolve_route(&c).expect("route");
+    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+    n[0].cm
+        .connect(sim.now, &mut sim.stacks[0], &c, None, &param(b""))
+        .expect("sidr");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[1],
+        RdmaCmEventType::ConnectRequest
+    )));
+    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let u = req.new_id.take().expect("id");
+    n[1].cm
+        .accept_ud(sim.now, &u, 0x42, 0, b"")
+        .expect("accept");
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Established
+    )));
+    let e = take(&mut n[0], RdmaCmEventType::Established);
+    assert_eq!(
+        e.ud.map(|u| (u.ah.traffic_class, u.qp_num)),
+        Some((0x20, 0x42))
+    );
+}
+
+/// librdmacm's check of the REP (`ucma_process_conn_resp_ece`): a REP naming another ECE
+/// vendor than the one the REQ offered fails the connection — CONNECT_ERROR -EINVAL, the QP
+/// to ERR, a REJ — and a REP without ECE (vendor 0) to an ECE REQ connects without options.
+#[test]
+fn ece_rep_of_another_vendor_is_connect_error() {
+    use crate::cm::{CmEvent, RepParams};
+    for (rep_vendor, ok) in [(0x0000_1111u32, false), (0, true)] {
+        let (mut sim, mut n) = pair();
+        let b = sim.addrs[1];
+        // The passive side is a bare IB CM listener that answers with its own vendor.
+        let cm = n[1].cm.cm_mut();
+        let l = cm.create_id();
+        cm.listen(&l, service_id(PortSpace::TCP, 7174))
+            .expect("listen");
+        let id = n[0].cm.create_id();
+        n[0].cm
+            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
+            .expect("addr");
+        n[0].cm.resolve_route(&id).expect("route");
+        let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+        let qa = n[0].devs[0].qpn;
+        let ece = Ece {
+            vendor_id: 0x00ab_cdef,
+            attr_mod: 1,
+        };
+        n[0].cm
+            .connect_ece(sim.now, &mut sim.stacks[0], &id, Some(qa), &param(b""), ece)
+            .expect("connect");
+        let mut req = None;
+        for _ in 0..100 {
+            pump(&mut sim, &mut n, |_| false);
+            if let Some(CmEvent::ReqReceived { id, .. }) = n[1].cm.poll_ib_event() {
+                req = Some(id);
+                break;
+            }
+        }
+        let rid = req.expect("REQ");
+        let qb = n[1].devs[0].qpn;
+        let rep = RepParams {
+            qp_num: qb,
+            starting_psn: 7,
+            responder_resources: 1,
+            initiator_depth: 1,
+            rnr_retry_count: 7,
+            ece_vendor_id: rep_vendor,
+            ..RepParams::default()
+        };
+        n[1].cm.cm_mut().send_rep(sim.now, &rid, &rep).expect("rep");
+        flush(&mut n[1], &mut sim);
+        let want = if ok {
+            RdmaCmEventType::Established
+        } else {
+            RdmaCmEventType::ConnectError
+        };
+        assert!(
+            pump(&mut sim, &mut n, |n| has(&n[0], want)),
+            "{:?}",
+            n[0].events
+        );
+        let e = take(&mut n[0], want);
+        pump(&mut sim, &mut n, |_| false);
+        if ok {
+            assert_eq!(e.ece, Ece::default());
+            assert_eq!(
+                attrs(&cm_log(&sim)),
+                vec![AttrId::REQ, AttrId::REP, AttrId::RTU]
+            );
+        } else {
+            assert_eq!(e.status, EINVAL);
+            assert_eq!(
+                sim.stacks[0].verbs.qp(qa).expect("qp").state(),
+                QpState::Err
+            );
+            assert_eq!(
+                attrs(&cm_log(&sim)),
+                vec![AttrId::REQ, AttrId::REP, AttrId::REJ]
+            );
+        }
+        n[1].cm.cm_mut().destroy(sim.now, rid);
+        n[1].cm.cm_mut().destroy(sim.now, l);
+    }
+}
