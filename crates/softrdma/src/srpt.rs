@@ -52,7 +52,7 @@ pub struct Args {
     /// aaaa:bbbb:cccc:dddd. Default: the first device's node GUID.
     #[arg(long)]
     guid: Option<String>,
-    /// A LUN (LUN 0, 1, ... in order): mem:SIZE or file:PATH[,ro][,bs=4096].
+    /// A LUN (LUN 0, 1, ... in order): `mem:SIZE` or `file:PATH[,ro][,bs=4096]`.
     #[arg(long = "lun")]
     lun: Vec<String>,
     /// A TOML configuration file (see docs/srp-target.md).

@@ -1,4 +1,4 @@
-//! The (state × received message) → action table the handlers in [`super::recv`] follow,
+//! The (state × received message) → action table the handlers in `cm::recv` follow,
 //! restated from cm.c's handlers (`cm_req_handler` ... `cm_sidr_rep_handler`). The
 //! snapshot `state_table.txt` next to this file is [`table_text`]; the test
 //! `cm::table::tests::table_snapshot` keeps the two equal, as `verbs/qp_state_table.txt`
