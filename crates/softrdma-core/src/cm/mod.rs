@@ -104,6 +104,7 @@
 mod conn;
 mod counters;
 mod destroy;
+mod index;
 mod qp_attr;
 mod recv;
 mod send;
@@ -115,13 +116,14 @@ mod timers;
 mod types;
 
 pub use counters::{CmCounterGroup, CmCounters, CM_COUNTER_ATTRS};
+pub use index::CmTableSizes;
 pub use single::SinglePortCm;
 pub use types::{
     CmConfig, CmError, CmEvent, CmId, CmIdError, CmIdRef, CmPort, CmState, ListenId, RepParams,
-    ReqInfo, ReqParams, SidrRepParams, SidrReqParams,
+    ReqInfo, ReqParams, SidrRepParams, SidrReqParams, DEFAULT_HALF_OPEN_LIMIT,
 };
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use softrdma_wire::cm::{AttrId, CM_CLASS_VERSION};
 use softrdma_wire::mad::{Method, MgmtClass};
@@ -170,8 +172,6 @@ struct SendRec {
     retries: u32,
     /// Made with `cm_alloc_response_msg` (an answer to a received message).
     response: bool,
-    /// Retransmitted until answered (REQ, REP, DREQ, SIDR_REQ).
-    retrying: bool,
     port: crate::cm::CmPort,
 }
 
@@ -199,7 +199,13 @@ pub struct CmEndpoint {
     /// (SIDR request ID, peer GID) → local ID (`remote_sidr_table`).
     remote_sidr: BTreeMap<(u32, [u8; 16]), u32>,
     sends: BTreeMap<SendId, SendRec>,
-    events: VecDeque<CmEvent>,
+    /// The retransmitted sends of each id, (owner, send): what `cancel_sends` cancels.
+    sends_by_owner: BTreeSet<(u32, SendId)>,
+    /// The timewait timers: (end, id) of every id in TIMEWAIT.
+    timewaits: BTreeSet<(Instant, u32)>,
+    /// Ids in REQ_RCVD or MRA_REQ_SENT ([`CmConfig::half_open_limit`]).
+    half_open: usize,
+    events: index::EventQueue,
     counters: CmCounters,
     /// Ids their owners dropped, to be destroyed.
     dropped: DropBox,
@@ -231,7 +237,10 @@ impl CmEndpoint {
             remote_qpns: BTreeMap::new(),
             remote_sidr: BTreeMap::new(),
             sends: BTreeMap::new(),
-            events: VecDeque::new(),
+            sends_by_owner: BTreeSet::new(),
+            timewaits: BTreeSet::new(),
+            half_open: 0,
+            events: index::EventQueue::default(),
             counters: CmCounters::default(),
             dropped: DropBox::default(),
             now: Instant::ZERO,
@@ -354,7 +363,9 @@ impl CmEndpoint {
     /// A new id in `conn`'s state, owned by whoever gets the returned [`CmId`].
     fn new_id(&mut self, conn: Conn) -> CmId {
         let id = self.alloc_local_id();
+        let st = conn.state;
         self.conns.insert(id, conn);
+        self.index_enter(id, st);
         CmId::new(id, self.dropped.clone())
     }
 
@@ -369,12 +380,26 @@ impl CmEndpoint {
     }
 
     fn set_state(&mut self, id: u32, to: State) {
-        if let Some(c) = self.conns.get_mut(&id) {
-            if self.trace {
-                self.transitions
-                    .push((CmIdRef(id), c.state.kind(), to.kind()));
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if self.trace {
+            self.transitions
+                .push((CmIdRef(id), c.state.kind(), to.kind()));
+        }
+        let from = std::mem::replace(&mut c.state, to);
+        self.index_leave(id, from);
+        self.index_enter(id, to);
+    }
+
+    /// The id leaves the CM: its table entries and indexes go with it.
+    fn remove_conn(&mut self, id: u32) {
+        self.remove_tables(id);
+        if let Some(c) = self.conns.remove(&id) {
+            self.index_leave(id, c.state);
+            if self.listeners.get(&c.service_id) == Some(&id) {
+                self.listeners.remove(&c.service_id);
             }
-            c.state = to;
         }
     }
 

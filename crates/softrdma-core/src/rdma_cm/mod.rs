@@ -247,6 +247,12 @@ pub struct RdmaCm {
     listens: BTreeMap<u64, (CmId, Vec<u32>)>,
     /// IB CM comm ID → RDMA CM id.
     by_cm: BTreeMap<u32, u32>,
+    /// The addresses of the ids bound to a port (not the passive ids a CONNECT_REQUEST
+    /// made), by (port, id): a bind conflict check looks at that port's ids only. Kept by
+    /// [`RdmaCm::set_local`], the one place an id's `local` changes.
+    bound: BTreeMap<(u16, u32), IpAddr>,
+    /// The comm IDs of the IB CM listeners in `listens`.
+    listen_cms: BTreeMap<u32, u64>,
     events: VecDeque<RdmaCmEvent>,
     /// IB CM events that are not the RDMA CM's: ids and listeners created on the IB CM
     /// directly ([`RdmaCm::cm_mut`]), and every id's retransmission notices.
@@ -265,6 +271,8 @@ impl RdmaCm {
             ports: Vec::new(),
             listens: BTreeMap::new(),
             by_cm: BTreeMap::new(),
+            bound: BTreeMap::new(),
+            listen_cms: BTreeMap::new(),
             events: VecDeque::new(),
             ib_events: VecDeque::new(),
             counters: RdmaCmCounters::default(),
@@ -404,15 +412,26 @@ impl RdmaCm {
     }
 
     fn port_taken(&self, skip: u32, ip: IpAddr, port: u16) -> bool {
-        self.ids.iter().any(|(&k, i)| {
-            k != skip
-                && i.parent.is_none()
-                && i.local.is_some_and(|l| {
-                    l.port() == port
-                        && l.is_ipv4() == ip.is_ipv4()
-                        && (l.ip() == ip || l.ip().is_unspecified() || ip.is_unspecified())
-                })
-        })
+        self.bound
+            .range((port, 0)..=(port, u32::MAX))
+            .any(|(&(_, k), &l)| {
+                k != skip
+                    && l.is_ipv4() == ip.is_ipv4()
+                    && (l == ip || l.is_unspecified() || ip.is_unspecified())
+            })
+    }
+
+    /// Binds an id (not a passive one) to `local`, keeping the port index.
+    fn set_local(&mut self, id: u32, local: SocketAddr) {
+        let Some(i) = self.ids.get_mut(&id) else {
+            return;
+        };
+        if let Some(old) = i.local.replace(local) {
+            self.bound.remove(&(old.port(), id));
+        }
+        if i.parent.is_none() {
+            self.bound.insert((local.port(), id), local.ip());
+        }
     }
 
     fn alloc_port(&mut self, skip: u32, ip: IpAddr) -> Result<u16, RdmaCmError> {
@@ -447,8 +466,8 @@ impl RdmaCm {
             addr.port()
         };
         let bound = SocketAddr::new(addr.ip(), p);
+        self.set_local(id.0, bound);
         let i = self.id_mut(id)?;
-        i.local = Some(bound);
         i.port = port;
         i.state = CmaState::AddrBound;
         Ok(bound)
@@ -486,9 +505,9 @@ impl RdmaCm {
             Some(p) => p,
             None => self.alloc_port(id.0, src_ip)?,
         };
+        self.set_local(id.0, SocketAddr::new(src_ip, sport));
         let i = self.id_mut(id)?;
         i.port = Some(port);
-        i.local = Some(SocketAddr::new(src_ip, sport));
         i.remote = Some(dst);
         i.state = CmaState::AddrResolved;
         self.events
@@ -541,6 +560,7 @@ impl RdmaCm {
                 self.cm.destroy(Instant::ZERO, cm);
                 return Err(e.into());
             }
+            self.listen_cms.insert(cm.local_comm_id(), sid);
             self.listens.insert(sid, (cm, vec![id.0]));
         }
         let i = self.id_mut(id)?;
@@ -821,6 +841,9 @@ impl RdmaCm {
         let Some(i) = self.ids.remove(&id) else {
             return;
         };
+        if let Some(l) = i.local {
+            self.bound.remove(&(l.port(), id));
+        }
         if let Some(cm) = i.cm {
             self.by_cm.remove(&cm.local_comm_id());
             self.cm.destroy(now, cm);
@@ -831,6 +854,7 @@ impl RdmaCm {
                     l.retain(|&x| x != id);
                     if l.is_empty() {
                         if let Some((cm, _)) = self.listens.remove(&sid) {
+                            self.listen_cms.remove(&cm.local_comm_id());
                             self.cm.destroy(now, cm);
                         }
                     }
@@ -908,7 +932,7 @@ impl RdmaCm {
     fn on_cm_event(&mut self, now: Instant, stack: Option<&mut Stack>, ev: CmEvent) {
         use RdmaCmEventType as T;
         if let CmEvent::SidrReqReceived { listen, .. } = &ev {
-            if self.listens.values().any(|(l, _)| l == listen) {
+            if self.listen_cms.contains_key(&listen.local_comm_id()) {
                 // cma_ib_check_req_qp_type: a SIDR_REQ is for a UD listener and these are
                 // RC (RDMA_PS_TCP): cma_ib_req_handler fails, the IB CM destroys the new id,
                 // which answers SIDR_REP status 2 (REJECT).
@@ -919,7 +943,7 @@ impl RdmaCm {
             }
         }
         if let CmEvent::ReqReceived { id, listen, req } = ev {
-            let ours = self.listens.values().any(|(l, _)| *l == listen);
+            let ours = self.listen_cms.contains_key(&listen.local_comm_id());
             match (ours, stack) {
                 (true, Some(stack)) => self.on_req(now, stack, id, &req),
                 (true, None) => self.cm.destroy(now, id),
