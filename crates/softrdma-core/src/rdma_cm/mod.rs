@@ -61,7 +61,7 @@ pub use event::{
     ETIMEDOUT,
 };
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 use softrdma_wire::cm::{Path, PathMtu, RejectReason, TransportType};
@@ -247,10 +247,10 @@ pub struct RdmaCm {
     listens: BTreeMap<u64, (CmId, Vec<u32>)>,
     /// IB CM comm ID → RDMA CM id.
     by_cm: BTreeMap<u32, u32>,
-    /// The addresses of the ids bound to a port (not the passive ids a CONNECT_REQUEST
-    /// made), by (port, id): a bind conflict check looks at that port's ids only. Kept by
+    /// The ids bound to a port (not the passive ids a CONNECT_REQUEST made), as (port,
+    /// address, id): a bind conflict check is a few range look-ups. Kept by
     /// [`RdmaCm::set_local`], the one place an id's `local` changes.
-    bound: BTreeMap<(u16, u32), IpAddr>,
+    bound: BTreeSet<(u16, IpAddr, u32)>,
     /// The comm IDs of the IB CM listeners in `listens`.
     listen_cms: BTreeMap<u32, u64>,
     events: VecDeque<RdmaCmEvent>,
@@ -271,7 +271,7 @@ impl RdmaCm {
             ports: Vec::new(),
             listens: BTreeMap::new(),
             by_cm: BTreeMap::new(),
-            bound: BTreeMap::new(),
+            bound: BTreeSet::new(),
             listen_cms: BTreeMap::new(),
             events: VecDeque::new(),
             ib_events: VecDeque::new(),
@@ -411,14 +411,33 @@ impl RdmaCm {
             .map(|(c, _)| c)
     }
 
+    /// `cma_check_port`: another id of the same family on `port` whose address is `ip`,
+    /// or either of them the wildcard.
     fn port_taken(&self, skip: u32, ip: IpAddr, port: u16) -> bool {
-        self.bound
-            .range((port, 0)..=(port, u32::MAX))
-            .any(|(&(_, k), &l)| {
-                k != skip
-                    && l.is_ipv4() == ip.is_ipv4()
-                    && (l == ip || l.is_unspecified() || ip.is_unspecified())
-            })
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        let (lo, hi, any) = if ip.is_ipv4() {
+            (
+                IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                IpAddr::V4(Ipv4Addr::BROADCAST),
+                IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            )
+        } else {
+            (
+                IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                IpAddr::V6(Ipv6Addr::from(u128::MAX)),
+                IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            )
+        };
+        let other = |from: IpAddr, to: IpAddr| {
+            self.bound
+                .range((port, from, 0)..=(port, to, u32::MAX))
+                .any(|&(_, _, k)| k != skip)
+        };
+        if ip.is_unspecified() {
+            other(lo, hi)
+        } else {
+            other(ip, ip) || other(any, any)
+        }
     }
 
     /// Binds an id (not a passive one) to `local`, keeping the port index.
@@ -427,10 +446,10 @@ impl RdmaCm {
             return;
         };
         if let Some(old) = i.local.replace(local) {
-            self.bound.remove(&(old.port(), id));
+            self.bound.remove(&(old.port(), old.ip(), id));
         }
         if i.parent.is_none() {
-            self.bound.insert((local.port(), id), local.ip());
+            self.bound.insert((local.port(), local.ip(), id));
         }
     }
 
@@ -842,7 +861,7 @@ impl RdmaCm {
             return;
         };
         if let Some(l) = i.local {
-            self.bound.remove(&(l.port(), id));
+            self.bound.remove(&(l.port(), l.ip(), id));
         }
         if let Some(cm) = i.cm {
             self.by_cm.remove(&cm.local_comm_id());
