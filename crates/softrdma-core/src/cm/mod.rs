@@ -93,6 +93,15 @@
 //!   the id is gone at once, its timewait included (`cm_free_id`).
 //! - Counters: [`CmCounters`] (cm.c's counting rules are in `counters.rs`).
 //!
+//! **Load.** No event scans all ids, sends or table entries (indexes in `index.rs`,
+//! `timers.rs`, `send.rs`; `tests/cm_scale.rs` measures it at 100,000 connections). Passive
+//! ids the user has not answered (REQ_RCVD, MRA_REQ_SENT) are bounded by
+//! [`CmConfig::half_open_limit`] ([`DEFAULT_HALF_OPEN_LIMIT`] = 4096, `somaxconn`); cm.c has
+//! no such limit. A REQ that would exceed it is dropped without a REJ (as ucma drops a REQ
+//! beyond its backlog) and counted in [`CmCounters::half_open_drops`]: the peer retransmits,
+//! and is served once the user catches up. Floods of unknown-id messages get what cm.c gives
+//! them (see `flood_tests.rs`) and leave nothing behind.
+//!
 //! Not done: LAP/APR (received ones are dropped, as cm.c does on RoCE), alternate paths,
 //! XRC specifics (e.g. XRC_TGT idle on destroy), ECE beyond passing vendor ID / attr_mod
 //! through, the REJ INVALID_GID (12) for an AV that cannot be built, CM ClassPortInfo (the
@@ -104,6 +113,8 @@
 mod conn;
 mod counters;
 mod destroy;
+#[cfg(test)]
+mod flood_tests;
 mod index;
 mod qp_attr;
 mod recv;
