@@ -265,6 +265,22 @@ impl Sim {
 }
 
 impl Sim {
+    /// When [`Sim::step`] has something to do: the next datagram due or stack timer.
+    pub fn next_event(&self) -> Option<Instant> {
+        let pkt = self.flight.peek().map(|f| f.0.at);
+        let timer = self.stacks.iter().filter_map(|s| s.poll_timeout()).min();
+        match (pkt, timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Takes what the stacks have sent onto the network (what [`Sim::step`] does first), so
+    /// that [`Sim::next_event`] sees it.
+    pub fn flush(&mut self) {
+        self.collect();
+    }
+
     /// Datagrams on the network, not yet delivered.
     pub fn in_flight(&self) -> usize {
         self.flight.len()
