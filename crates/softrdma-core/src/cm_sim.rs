@@ -873,3 +873,253 @@ fn million_connections_under_loss() {
         s.end
     );
 }
+
+/// 100,000 REQs with distinct comm IDs from a peer that never answers (node 2, writing its
+/// own MADs: an RDMA CM REQ with the IP CM header, asking for a REP wait of 1 ms with no
+/// retry), in ten bursts of 10,000 at line rate 100 ms apart, against node 1 listening with
+/// a backlog of 128 whose application handles at most 50 events a millisecond and accepts
+/// every CONNECT_REQUEST it takes (an RC QP each; UNREACHABLE destroys it). ucma's backlog
+/// bounds what is queued (the rest is dropped without a REJ, counted in `backlog_drops`);
+/// a legitimate RDMA CM client (node 0) connecting between two bursts, while the flood
+/// runs, is ESTABLISHED within a second. Afterwards only the two connected ids and the
+/// listener are left.
+#[test]
+fn rdma_cm_connect_flood_backlog_bounds_memory() {
+    use softrdma_wire::cm::TransportType;
+    use softrdma_wire::cm::{CmMessage, ExtendedTransportType, Path, PathMtu, ReqRepr};
+    use softrdma_wire::mad::{Method, MgmtClass};
+    use softrdma_wire::rdma_cm::{service_id, IpCmHeader, PortSpace};
+
+    const BACKLOG: u32 = 128;
+    const EVENTS_PER_MS: usize = 50;
+    let mut sim = Sim::new(3, NetConfig::PERFECT, 77);
+    let mut nodes = [node(&mut sim, 0, 1), node(&mut sim, 1, 2)];
+    let server = SocketAddr::new(sim.addrs[1], PORT);
+    let listen = nodes[1].cm.listen_on(server, BACKLOG).expect("listen");
+    // The attacker: QP1 and a MAD layer with a CM agent, nothing else.
+    let mut evil = MadPort::open(&mut sim.stacks[2], 2, 64).expect("qp1");
+    let agent = evil
+        .agent_mut()
+        .register_methods(MgmtClass::CM, 2, Some(&[Method::SEND]))
+        .expect("agent");
+    let (evil_ip, server_gid) = (sim.addrs[2], softrdma_wire::Gid::from(sim.addrs[1]));
+    let flood_req = |n: u32| {
+        let mut pd = IpCmHeader::new(evil_ip, 40_000 + (n % 20_000) as u16, server.ip()).to_bytes();
+        pd.resize(92, 0);
+        let req = ReqRepr {
+            local_comm_id: (n + 1).wrapping_mul(0x9e37_79b1),
+            service_id: service_id(PortSpace::TCP, PORT),
+            local_ca_guid: Guid(0x0bad),
+            local_qpn: 0x100 + n % 0xff_0000,
+            remote_cm_response_timeout: 20,
+            transport_service_type: TransportType::RC,
+            starting_psn: n & 0xff_ffff,
+            local_cm_response_timeout: 8,
+            retry_count: 7,
+            partition_key: 0xffff,
+            path_mtu: PathMtu::MTU_1024,
+            rnr_retry_count: 7,
+            max_cm_retries: 0,
+            extended_transport_type: ExtendedTransportType::NONE,
+            primary_path: Path {
+                local_lid: 0xffff,
+                remote_lid: 0xffff,
+                local_gid: softrdma_wire::Gid::from(evil_ip),
+                remote_gid: server_gid,
+                hop_limit: 64,
+                local_ack_timeout: 19,
+                ..Path::default()
+            },
+            private_data: pd.try_into().expect("92 bytes"),
+            ..ReqRepr::default()
+        };
+        CmMessage::Req(req).to_mad(0x0000_0002_0000_0000 | u64::from(n), 0)
+    };
+    let mut accepted: BTreeMap<RdmaId, Res> = BTreeMap::new();
+    let mut client: Option<RdmaCmId> = None;
+    let mut client_qp = None;
+    let mut client_up = None;
+    let mut server_side: Option<RdmaId> = None;
+    let (mut sent, mut max_ids, mut max_accepted) = (0u32, 0, 0);
+    let client_start = Instant::from_millis(351);
+    let t0 = sim.now;
+    let turn = |sim: &mut Sim, n: &mut Node, k: usize| {
+        let now = sim.now;
+        let s = &mut sim.stacks[k];
+        n.mad.poll(now, s);
+        n.mad.handle_timeout(now);
+        while let Some(ev) = n.mad.poll_event() {
+            n.cm.handle_mad(now, n.port, s, ev);
+        }
+        if n.cm.poll_timeout().is_some_and(|t| t <= now) {
+            n.cm.handle_timeout(now);
+        }
+        while n.cm.poll_ib_event().is_some() {}
+        while let Some((_, agent, op)) = n.cm.poll_mad() {
+            let _ = n.mad.agent_mut().apply(agent, op);
+        }
+        n.mad.flush(s);
+    };
+    let mut next_tick = t0;
+    let mut budget = EVENTS_PER_MS;
+    while sim.now < t0 + Duration::from_millis(1_300) {
+        let now = sim.now;
+        // The bursts: 10,000 REQs each, at 0, 100, ..., 900 ms.
+        let ms = (now - t0).total_micros() / 1_000;
+        if ms % 100 == 0 && ms < 1_000 && sent < 10_000 * (ms as u32 / 100 + 1) {
+            for _ in 0..10_000 {
+                let mad = flood_req(sent);
+                evil.agent_mut()
+                    .send(
+                        now,
+                        agent,
+                        crate::mad::MadAddr::gsi(server_gid),
+                        mad,
+                        crate::mad::SendParams::ONCE,
+                    )
+                    .expect("send");
+                evil.flush(&mut sim.stacks[2]);
+                evil.poll(now, &mut sim.stacks[2]);
+                sim.flush();
+                sent += 1;
+            }
+        }
+        if client.is_none() && now >= client_start {
+            let cm = &mut nodes[0].cm;
+            let id = cm.create_id();
+            cm.resolve_addr(&id, Some(sim.addrs[0]), server)
+                .expect("resolve");
+            client = Some(id);
+        }
+        // The attacker never answers (its MAD layer's events are dropped).
+        evil.poll(now, &mut sim.stacks[2]);
+        while evil.poll_event().is_some() {}
+        for k in 0..2 {
+            let (n, _) = nodes.split_at_mut(k + 1);
+            turn(&mut sim, &mut n[k], k);
+        }
+        // The client: everything at once.
+        while let Some(e) = nodes[0].cm.poll_event() {
+            let id = client.as_ref().expect("client");
+            match e.event {
+                T::AddrResolved => nodes[0].cm.resolve_route(id).expect("route"),
+                T::RouteResolved => {
+                    let (pd, cq) = (nodes[0].pd, nodes[0].cq);
+                    let s = &mut sim.stacks[0];
+                    let (qpn, _) = s.verbs.create_qp(QpInitAttr::rc(pd, cq, 4, 4)).expect("qp");
+                    RdmaCm::init_qp(s, qpn).expect("init");
+                    client_qp = Some(qpn);
+                    nodes[0]
+                        .cm
+                        .connect(now, s, id, Some(qpn), &ConnParam::default())
+                        .expect("connect");
+                }
+                T::Established => client_up = Some(now),
+                _ => panic!("client: {e:?}"),
+            }
+        }
+        // The server's application: at most 50 events a millisecond.
+        if now >= next_tick {
+            next_tick = now + Duration::from_millis(1);
+            budget = EVENTS_PER_MS;
+        }
+        while budget > 0 {
+            let Some(mut e) = nodes[1].cm.poll_event() else {
+                break;
+            };
+            budget -= 1;
+            match e.event {
+                T::ConnectRequest => {
+                    let id = e.new_id.take().expect("new id");
+                    let (pd, cq) = (nodes[1].pd, nodes[1].cq);
+                    let s = &mut sim.stacks[1];
+                    let (qpn, _) = s.verbs.create_qp(QpInitAttr::rc(pd, cq, 4, 4)).expect("qp");
+                    RdmaCm::init_qp(s, qpn).expect("init");
+                    let legit =
+                        nodes[1].cm.remote_addr(id.name()).map(|a| a.ip()) == Some(sim.addrs[0]);
+                    if legit {
+                        server_side = Some(id.name());
+                    }
+                    nodes[1]
+                        .cm
+                        .accept(now, s, &id, qpn, &ConnParam::default())
+                        .expect("accept");
+                    accepted.insert(
+                        id.name(),
+                        Res {
+                            id: Some(id),
+                            qpn: Some(qpn),
+                            mr: None,
+                        },
+                    );
+                }
+                T::Established => assert_eq!(Some(e.id), server_side),
+                T::Unreachable => {
+                    let res = accepted.remove(&e.id).expect("accepted");
+                    let s = &mut sim.stacks[1];
+                    nodes[1].cm.destroy(now, res.id.expect("id"));
+                    s.destroy_qp(res.qpn.expect("qp")).expect("destroy qp");
+                }
+                _ => panic!("server: {e:?}"),
+            }
+        }
+        max_accepted = max_accepted.max(accepted.len());
+        let ids = nodes[1].cm.id_count();
+        max_ids = max_ids.max(ids);
+        // The bounds: the backlog's queue; the accepted ones (a REP lives 1 ms, but its
+        // UNREACHABLE waits behind the queued CONNECT_REQUESTs).
+        assert!(ids <= 1 + BACKLOG as usize + accepted.len(), "{ids}");
+        assert!(
+            accepted.len() <= BACKLOG as usize + 4 * EVENTS_PER_MS,
+            "{}",
+            accepted.len()
+        );
+        assert!(nodes[1].cm.cm().half_open() <= BACKLOG as usize + EVENTS_PER_MS);
+        assert!(nodes[1].mad.agent().outstanding() <= accepted.len());
+        // Time: the next datagram or timer, or the next millisecond.
+        sim.flush();
+        let timers = nodes
+            .iter()
+            .flat_map(|n| [n.mad.poll_timeout(), n.cm.poll_timeout()])
+            .flatten()
+            .chain([next_tick, client_start.max(now)])
+            .filter(|&t| t > now)
+            .min();
+        match (sim.next_event(), timers) {
+            (Some(n), Some(t)) if n <= t => {
+                sim.step();
+            }
+            (Some(_), None) => {
+                sim.step();
+            }
+            (_, Some(t)) => sim.now = sim.now.max(t),
+            (None, None) => break,
+        }
+    }
+    let up = client_up.expect("the client connected");
+    assert!(
+        up - client_start <= Duration::from_secs(1),
+        "{:?}",
+        up - client_start
+    );
+    assert_eq!(sent, 100_000);
+    let c = nodes[1].cm.counters();
+    assert!(c.backlog_drops > 90_000, "{c:?}");
+    // What is left: the listener and the client's connection on the server.
+    assert_eq!(accepted.len(), 1);
+    assert_eq!(nodes[1].cm.id_count(), 2);
+    let s = nodes[1].cm.cm().table_sizes();
+    assert_eq!(
+        (s.ids, s.half_open, s.remote_ids, s.timewaits),
+        (2, 0, 1, 0),
+        "{s:?}"
+    );
+    assert_eq!(nodes[1].mad.agent().outstanding(), 0);
+    eprintln!(
+        "RDMA CM flood: {sent} REQs, {} dropped at the backlog, at most {max_ids} ids and \
+         {max_accepted} accepted at once; the client connected {:?} after it started",
+        c.backlog_drops,
+        up - client_start
+    );
+    let _ = (listen, client_qp);
+}

@@ -389,6 +389,11 @@ impl CmRig {
                 }
             }
             self.settle();
+            // The MAD layers' events (the completions of cancelled sends) into the CMs.
+            for cm in &mut self.cms {
+                cm.process(self.now);
+            }
+            self.settle();
             let quiet =
                 self.wire.iter().all(|w| w.is_empty()) && self.ids.iter().all(|v| v.is_empty());
             let next = self.cms.iter_mut().filter_map(|c| c.poll_timeout()).min();
