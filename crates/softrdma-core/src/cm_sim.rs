@@ -20,8 +20,12 @@
 //! Both applications give up on a silent peer after a minute of virtual time (they
 //! disconnect), as real ones time out an idle connection.
 //!
+//! - **peer vanishes**: to a third node, which goes down for good once a third of the
+//!   connections have started: ESTABLISHED, then the SENDs fail (or never complete), the
+//!   DREQ goes unanswered, DISCONNECTED with `-ETIMEDOUT`, TIMEWAIT_EXIT; or UNREACHABLE.
+//!
 //! Every connection must end in one of its kind's outcomes; afterwards no id, timer, table
-//! entry, outstanding MAD, QP or MR is left on either node. The same seed gives the same run
+//! entry, outstanding MAD, QP or MR is left on the two nodes that stay up. The same seed gives the same run
 //! (a digest of it is compared), and a failing run prints its seed.
 //! `cargo test` runs 20,000 connections; the million:
 //! `cargo test --release -p softrdma-core -- --ignored million --nocapture`.
@@ -49,10 +53,21 @@ const MR_LEN: usize = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
-    Normal { msgs: u8, client_disconnects: bool },
+    Normal {
+        msgs: u8,
+        client_disconnects: bool,
+    },
     Rejected,
-    ClientAbandons { after: Duration },
-    ServerAbandons { accept_first: bool },
+    ClientAbandons {
+        after: Duration,
+    },
+    ServerAbandons {
+        accept_first: bool,
+    },
+    /// To node 2, the server that vanishes (goes down for good) part way through the run.
+    Vanishing {
+        msgs: u8,
+    },
 }
 
 impl Kind {
@@ -62,6 +77,7 @@ impl Kind {
             Kind::Rejected => "rejected",
             Kind::ClientAbandons { .. } => "client abandons",
             Kind::ServerAbandons { .. } => "server abandons",
+            Kind::Vanishing { .. } => "peer vanishes",
         }
     }
 }
@@ -109,6 +125,8 @@ struct Client {
 
 struct Server {
     tag: u32,
+    /// The node it is on (1, or 2: the one that vanishes).
+    node: usize,
     res: Res,
     msgs: u8,
     recvd: u8,
@@ -139,11 +157,14 @@ struct World {
     rng: Rng,
     clients: BTreeMap<u32, Client>,
     client_ids: BTreeMap<RdmaId, u32>,
-    servers: BTreeMap<RdmaId, Server>,
-    /// QPN → owner, per node (client: the tag; server: the passive id).
+    /// The servers' connections by (node, passive id).
+    servers: BTreeMap<(usize, RdmaId), Server>,
+    /// QPN → owner (client: the tag; server: (node, QPN) → the passive id).
     client_qps: BTreeMap<u32, u32>,
-    server_qps: BTreeMap<u32, RdmaId>,
-    listener: Option<RdmaCmId>,
+    server_qps: BTreeMap<(usize, u32), RdmaId>,
+    listeners: Vec<RdmaCmId>,
+    /// Node 2 is down for good.
+    vanished: bool,
     stats: Stats,
     /// The last finished connections' kinds and events (for failure messages).
     finished: BTreeMap<u32, (Kind, Vec<(T, i32)>)>,
@@ -182,10 +203,11 @@ impl World {
             delay: Duration::from_micros(100),
             jitter: Duration::from_micros(200),
         };
-        let mut sim = Sim::new(2, net, seed);
+        let mut sim = Sim::new(3, net, seed);
         let nodes = vec![
             node(&mut sim, 0, seed ^ 0xc1),
             node(&mut sim, 1, seed ^ 0x5e),
+            node(&mut sim, 2, seed ^ 0x7a),
         ];
         let mut w = World {
             sim,
@@ -196,12 +218,16 @@ impl World {
             servers: BTreeMap::new(),
             client_qps: BTreeMap::new(),
             server_qps: BTreeMap::new(),
-            listener: None,
+            listeners: Vec::new(),
+            vanished: false,
             stats: Stats::default(),
             finished: BTreeMap::new(),
         };
-        let addr = SocketAddr::new(w.sim.addrs[1], PORT);
-        w.listener = Some(w.nodes[1].cm.listen_on(addr, 0).expect("listen"));
+        for k in 1..3 {
+            let addr = SocketAddr::new(w.sim.addrs[k], PORT);
+            let l = w.nodes[k].cm.listen_on(addr, 0).expect("listen");
+            w.listeners.push(l);
+        }
         w
     }
 
@@ -249,15 +275,23 @@ impl World {
                 client_disconnects: self.pick(2) == 0,
             },
             12..=14 => Kind::Rejected,
-            15..=17 => Kind::ClientAbandons {
+            15..=16 => Kind::ClientAbandons {
                 after: Duration::from_micros(u64::from(self.pick(2_000))),
+            },
+            17 => Kind::Vanishing {
+                msgs: 1 + self.pick(3) as u8,
             },
             _ => Kind::ServerAbandons {
                 accept_first: self.pick(2) == 0,
             },
         };
         let now = self.now();
-        let (src, dst) = (self.sim.addrs[0], SocketAddr::new(self.sim.addrs[1], PORT));
+        let to = if matches!(kind, Kind::Vanishing { .. }) {
+            2
+        } else {
+            1
+        };
+        let (src, dst) = (self.sim.addrs[0], SocketAddr::new(self.sim.addrs[to], PORT));
         let cm = &mut self.nodes[0].cm;
         let id = cm.create_id();
         cm.resolve_addr(&id, Some(src), dst).expect("resolve_addr");
@@ -310,6 +344,7 @@ impl World {
                 o,
                 Outcome::Rejected | Outcome::EstablishedRejected | Outcome::Closed
             ),
+            (Kind::Vanishing { .. }, o) => o == Outcome::Closed,
         };
         assert!(
             ok,
@@ -381,7 +416,7 @@ impl World {
             }
             T::Established => {
                 let msgs = match c.kind {
-                    Kind::Normal { msgs, .. } => msgs,
+                    Kind::Normal { msgs, .. } | Kind::Vanishing { msgs } => msgs,
                     _ => 1,
                 };
                 let (qpn, mr) = (c.res.qpn.expect("qp"), c.res.mr.expect("mr"));
@@ -461,7 +496,7 @@ impl World {
 
     // ---- the server ---------------------------------------------------------------------
 
-    fn server_event(&mut self, mut e: RdmaCmEvent) {
+    fn server_event(&mut self, k: usize, mut e: RdmaCmEvent) {
         let now = self.now();
         if e.event == T::ConnectRequest {
             let id = e.new_id.take().expect("new id");
@@ -472,25 +507,25 @@ impl World {
                 // A REQ of a connection its client gave up on already (a retransmission
                 // still in flight): refuse it.
                 None | Some(Kind::Rejected) => {
-                    if let Err((_, err)) = self.nodes[1].cm.reject(now, id, b"no") {
+                    if let Err((_, err)) = self.nodes[k].cm.reject(now, id, b"no") {
                         panic!("connection {tag}: reject: {err:?}");
                     }
                 }
                 Some(Kind::ServerAbandons { accept_first }) => {
                     if accept_first {
-                        let (qpn, mr) = self.resources(1);
-                        self.nodes[1]
+                        let (qpn, mr) = self.resources(k);
+                        self.nodes[k]
                             .cm
                             .accept(
                                 now,
-                                &mut self.sim.stacks[1],
+                                &mut self.sim.stacks[k],
                                 &id,
                                 qpn,
                                 &ConnParam::default(),
                             )
                             .expect("accept");
                         self.release(
-                            1,
+                            k,
                             Res {
                                 id: Some(id),
                                 qpn: Some(qpn),
@@ -498,26 +533,27 @@ impl World {
                             },
                         );
                     } else {
-                        self.nodes[1].cm.destroy(now, id);
+                        self.nodes[k].cm.destroy(now, id);
                     }
                 }
-                Some(k) => {
-                    let (msgs, disconnects) = match k {
+                Some(kind) => {
+                    let (msgs, disconnects) = match kind {
                         Kind::Normal {
                             msgs,
                             client_disconnects,
                         } => (msgs, !client_disconnects),
+                        Kind::Vanishing { msgs } => (msgs, false),
                         _ => (1, true),
                     };
-                    let (qpn, mr) = self.resources(1);
-                    let s = &mut self.sim.stacks[1];
-                    for k in 0..msgs {
+                    let (qpn, mr) = self.resources(k);
+                    let s = &mut self.sim.stacks[k];
+                    for m in 0..msgs {
                         let sge = Sge {
-                            addr: MR_VA + 32 * u64::from(k),
+                            addr: MR_VA + 32 * u64::from(m),
                             length: 32,
                             lkey: mr.lkey,
                         };
-                        s.post_recv(qpn, RecvWr::new(u64::from(k), vec![sge]))
+                        s.post_recv(qpn, RecvWr::new(u64::from(m), vec![sge]))
                             .expect("post recv");
                     }
                     let param = ConnParam {
@@ -526,15 +562,16 @@ impl World {
                         rnr_retry_count: 7,
                         ..ConnParam::default()
                     };
-                    self.nodes[1]
+                    self.nodes[k]
                         .cm
                         .accept(now, s, &id, qpn, &param)
                         .expect("accept");
-                    self.server_qps.insert(qpn, id.name());
+                    self.server_qps.insert((k, qpn), id.name());
                     self.servers.insert(
-                        id.name(),
+                        (k, id.name()),
                         Server {
                             tag,
+                            node: k,
                             res: Res {
                                 id: Some(id),
                                 qpn: Some(qpn),
@@ -551,22 +588,23 @@ impl World {
             }
             return;
         }
-        let Some(sv) = self.servers.get_mut(&e.id) else {
-            panic!("server: an event for an id it does not hold: {e:?}");
+        let key = (k, e.id);
+        let Some(sv) = self.servers.get_mut(&key) else {
+            panic!("server {k}: an event for an id it does not hold: {e:?}");
         };
         match e.event {
             T::Established => {
                 if sv.disconnects && sv.recvd == sv.msgs {
-                    self.server_disconnect(e.id);
+                    self.server_disconnect(key);
                 }
             }
             T::Disconnected => {
                 // The peer's DREQ, answered with the DREP even if our DREQ crossed it.
                 sv.disconnect_sent = false;
-                self.server_disconnect(e.id)
+                self.server_disconnect(key)
             }
             T::TimewaitExit | T::Rejected | T::Unreachable | T::ConnectError => {
-                self.server_finish(e.id)
+                self.server_finish(key)
             }
             _ => panic!("server, connection {}: {e:?}", sv.tag),
         }
@@ -574,43 +612,55 @@ impl World {
 
     /// `rdma_disconnect` once; refused before ESTABLISHED (the SENDs may arrive before
     /// the RTU: the REP's retransmission brings the RTU again), tried again then.
-    fn server_disconnect(&mut self, id: RdmaId) {
+    fn server_disconnect(&mut self, key: (usize, RdmaId)) {
         let now = self.now();
-        let Some(sv) = self.servers.get_mut(&id) else {
+        let Some(sv) = self.servers.get_mut(&key) else {
             return;
         };
+        let k = sv.node;
         if sv.disconnect_sent {
             return;
         }
         if let Some(id) = &sv.res.id {
-            sv.disconnect_sent = self.nodes[1]
+            sv.disconnect_sent = self.nodes[k]
                 .cm
-                .disconnect(now, &mut self.sim.stacks[1], id)
+                .disconnect(now, &mut self.sim.stacks[k], id)
                 .is_ok();
         }
     }
 
-    fn server_finish(&mut self, id: RdmaId) {
-        let Some(mut sv) = self.servers.remove(&id) else {
+    fn server_finish(&mut self, key: (usize, RdmaId)) {
+        let Some(mut sv) = self.servers.remove(&key) else {
             return;
         };
         if let Some(q) = sv.res.qpn {
-            self.server_qps.remove(&q);
+            self.server_qps.remove(&(key.0, q));
         }
-        self.release(1, std::mem::take(&mut sv.res));
+        self.release(key.0, std::mem::take(&mut sv.res));
     }
 
-    fn server_wc(&mut self, qpn: u32, opcode: WcOpcode, status: WcStatus) {
-        let Some(&id) = self.server_qps.get(&qpn) else {
+    fn server_wc(&mut self, k: usize, qpn: u32, opcode: WcOpcode, status: WcStatus) {
+        let Some(&id) = self.server_qps.get(&(k, qpn)) else {
             return;
         };
-        let sv = self.servers.get_mut(&id).expect("server");
+        let sv = self.servers.get_mut(&(k, id)).expect("server");
         if opcode == WcOpcode::Recv && status == WcStatus::Success {
             sv.recvd += 1;
             if sv.recvd == sv.msgs && sv.disconnects {
-                self.server_disconnect(id);
+                self.server_disconnect((k, id));
             }
         }
+    }
+
+    /// Node 2 goes down for good: its host, its CM and its applications are gone.
+    fn vanish(&mut self) {
+        self.vanished = true;
+        self.sim.down[2] = true;
+        let gone: Vec<_> = self.servers.keys().filter(|k| k.0 == 2).copied().collect();
+        for k in gone {
+            self.servers.remove(&k);
+        }
+        self.server_qps.retain(|k, _| k.0 != 2);
     }
 
     // ---- the runtime --------------------------------------------------------------------
@@ -639,7 +689,7 @@ impl World {
                 if k == 0 {
                     self.client_event(e);
                 } else {
-                    self.server_event(e);
+                    self.server_event(k, e);
                 }
             }
             while let Ok(Some(wc)) = self.sim.stacks[k].poll_cq(self.nodes[k].cq) {
@@ -647,7 +697,7 @@ impl World {
                 if k == 0 {
                     self.client_wc(wc.qp_num, wc.status);
                 } else {
-                    self.server_wc(wc.qp_num, wc.opcode, wc.status);
+                    self.server_wc(k, wc.qp_num, wc.opcode, wc.status);
                 }
             }
             self.flush(k);
@@ -673,7 +723,8 @@ impl World {
             .filter_map(|c| c.timer)
             .chain(self.servers.values().map(|s| s.timer))
             .min();
-        self.nodes
+        let live = if self.vanished { 2 } else { 3 };
+        self.nodes[..live]
             .iter()
             .flat_map(|n| [n.mad.poll_timeout(), n.cm.poll_timeout()])
             .chain([app])
@@ -692,7 +743,7 @@ impl World {
         for tag in due {
             self.client_timer(tag);
         }
-        let due: Vec<RdmaId> = self
+        let due: Vec<(usize, RdmaId)> = self
             .servers
             .iter()
             .filter(|(_, s)| s.timer <= now)
@@ -716,8 +767,15 @@ impl World {
                 next_tag += 1;
             }
             self.run_app_timers();
+            // Node 2 vanishes once a third of the connections have started.
+            if !self.vanished && next_tag >= total / 3 && total >= 30 {
+                self.vanish();
+            }
             self.turn(0);
             self.turn(1);
+            if !self.vanished {
+                self.turn(2);
+            }
             if next_tag == total && self.clients.is_empty() && self.servers.is_empty() {
                 break;
             }
@@ -752,7 +810,7 @@ impl World {
                         .iter()
                         .map(|(id, sv)| (
                             sv.tag,
-                            self.nodes[1].cm.cm_state(*id),
+                            self.nodes[id.0].cm.cm_state(id.1),
                             self.finished.get(&sv.tag)
                         ))
                         .collect::<Vec<_>>()
@@ -766,11 +824,12 @@ impl World {
     /// Nothing left: ids, timers, table entries, sends, QPs, MRs.
     fn check_clean(&mut self) {
         // The last turns: sends completing, cancels applied.
-        for k in 0..2 {
+        let live = if self.vanished { 2 } else { 3 };
+        for k in 0..live {
             self.turn(k);
         }
-        for (k, n) in self.nodes.iter_mut().enumerate() {
-            let listeners = usize::from(k == 1);
+        for (k, n) in self.nodes[..live].iter_mut().enumerate() {
+            let listeners = usize::from(k > 0);
             assert_eq!(n.cm.id_count(), listeners, "node {k}: RDMA CM ids");
             let s = n.cm.cm().table_sizes();
             assert_eq!(s.ids, listeners, "node {k}: {s:?}");
