@@ -1,3 +1,6 @@
+//! Fuzz bodies of the core: the receive path here, the IB CM's operation sequences in
+//! [`cm_ops`] (target `cm_ops`).
+//!
 //! Fuzz body for the core's receive path, shared by the cargo-fuzz target `stack`
 //! (`fuzz/fuzz_targets/stack.rs`) and the stable test that replays its committed corpus
 //! (`tests/fuzz_corpus.rs`), as `softrdma_wire::fuzzing` does for the parsers.
@@ -16,7 +19,8 @@
 //! # Input format
 //!
 //! Byte 0: setup flags (bit 0: IPv6 addresses instead of IPv4; bit 1: path MTU 1024 instead of
-//! 256). Then records, each `flags, len_lo, len_hi, bytes[len]` (a short last record takes what
+//! 256; the other bits are ignored; each variant's rig is built once per thread and every
+//! input runs on a copy of it, [`prepared`]). Then records, each `flags, len_lo, len_hi, bytes[len]` (a short last record takes what
 //! is left), at most [`MAX_RECORDS`]:
 //!
 //! | flag bit | meaning |
@@ -26,6 +30,8 @@
 //! | 2 | from a UDP source port other than 4791 |
 //! | 3 | to an address that is not the device's |
 //! | 4–7 | first advance the clock by that many × 4 ms and run the timers |
+
+pub mod cm_ops;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -55,6 +61,7 @@ pub const FAST_VA: u64 = 0x10_0000;
 const MR_LEN: usize = 8192;
 
 /// What [`setup`] made: the stack and the numbers a valid packet needs.
+#[derive(Clone)]
 pub struct Rig {
     /// The stack under test.
     pub stack: Stack,
@@ -287,13 +294,36 @@ pub fn stack(data: &[u8]) {
     run(data);
 }
 
+thread_local! {
+    /// The rigs [`setup`] made, one per setup variant: each input starts from a copy
+    /// (building one costs more than the input does).
+    static PREPARED: std::cell::RefCell<[Option<Rig>; 4]> = const {
+        std::cell::RefCell::new([None, None, None, None])
+    };
+}
+
+/// A fresh copy of the prepared rig for `flags` (prepared on first use).
+pub fn prepared(flags: u8) -> Rig {
+    PREPARED.with(|p| {
+        let mut p = p.borrow_mut();
+        let slot = &mut p[usize::from(flags & 3)];
+        if slot.is_none() {
+            *slot = Some(match setup(flags & 3) {
+                Ok(rig) => rig,
+                Err(e) => panic!("{e}"),
+            });
+        }
+        match slot {
+            Some(rig) => rig.clone(),
+            None => unreachable!("prepared above"),
+        }
+    })
+}
+
 /// [`stack`], returning the device's counters at the end (`None` for empty input).
 pub fn run(data: &[u8]) -> Option<Counters> {
     let (&setup_flags, mut rest) = data.split_first()?;
-    let mut rig = match setup(setup_flags) {
-        Ok(rig) => rig,
-        Err(e) => panic!("{e}"),
-    };
+    let mut rig = prepared(setup_flags);
     let mut now = Instant::from_millis(1);
     for _ in 0..MAX_RECORDS {
         let Some((&flags, tail)) = rest.split_first() else {

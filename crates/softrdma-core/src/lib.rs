@@ -19,6 +19,8 @@
 #![forbid(unsafe_code)]
 
 pub mod cm;
+#[cfg(test)]
+mod cm_sim;
 pub mod device;
 pub mod fuzzing;
 pub mod mad;

@@ -2,6 +2,8 @@
 //! N [`Stack`]s on addresses 10.0.0.1.., and a seeded network that loses, duplicates,
 //! delays and reorders datagrams. The same seed replays the same run.
 
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::device::DeviceConfig;
@@ -42,6 +44,24 @@ struct InFlight {
     payload: Vec<u8>,
 }
 
+// Datagrams in flight leave in (time, sequence) order.
+impl PartialEq for InFlight {
+    fn eq(&self, o: &InFlight) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for InFlight {}
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, o: &InFlight) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for InFlight {
+    fn cmp(&self, o: &InFlight) -> Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
 /// The simulated world.
 pub struct Sim {
     pub now: Instant,
@@ -63,7 +83,7 @@ pub struct Sim {
     pub icrc_id_errors: u64,
     batch: TransmitBatch,
     rng: Rng,
-    flight: Vec<InFlight>,
+    flight: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
 }
 
@@ -95,7 +115,7 @@ impl Sim {
             icrc_id_errors: 0,
             batch: TransmitBatch::default(),
             rng,
-            flight: Vec::new(),
+            flight: BinaryHeap::new(),
             seq: 0,
         }
     }
@@ -176,21 +196,21 @@ impl Sim {
                 self.rng.next_u64() % (j + 1)
             };
             self.seq += 1;
-            self.flight.push(InFlight {
+            self.flight.push(Reverse(InFlight {
                 at: self.now + self.net.delay + Duration::from_micros(extra),
                 seq: self.seq,
                 to,
                 src,
                 dst,
                 payload: payload.to_vec(),
-            });
+            }));
         }
     }
 
     /// Advances to the next event and handles it; false when nothing is left to do.
     pub fn step(&mut self) -> bool {
         self.collect();
-        let next_pkt = self.flight.iter().map(|f| (f.at, f.seq)).min();
+        let next_pkt = self.flight.peek().map(|f| (f.0.at, f.0.seq));
         let next_timer = self.stacks.iter().filter_map(|s| s.poll_timeout()).min();
         let next = match (next_pkt.map(|p| p.0), next_timer) {
             (Some(a), Some(b)) => a.min(b),
@@ -203,10 +223,9 @@ impl Sim {
             self.now = next;
         }
         // Deliver one due packet at a time in (time, seq) order, then timers.
-        if let Some((at, seq)) = next_pkt {
+        if let Some((at, _)) = next_pkt {
             if at <= self.now {
-                if let Some(pos) = self.flight.iter().position(|f| f.seq == seq) {
-                    let f = self.flight.swap_remove(pos);
+                if let Some(Reverse(f)) = self.flight.pop() {
                     if !self.down[f.to] {
                         if self.record {
                             let from = self
@@ -242,5 +261,36 @@ impl Sim {
                 return done(self);
             }
         }
+    }
+}
+
+impl Sim {
+    /// When [`Sim::step`] has something to do: the next datagram due or stack timer.
+    pub fn next_event(&self) -> Option<Instant> {
+        let pkt = self.flight.peek().map(|f| f.0.at);
+        let timer = self.stacks.iter().filter_map(|s| s.poll_timeout()).min();
+        match (pkt, timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Takes what the stacks have sent onto the network (what [`Sim::step`] does first), so
+    /// that [`Sim::next_event`] sees it.
+    pub fn flush(&mut self) {
+        self.collect();
+    }
+
+    /// Datagrams on the network, not yet delivered.
+    pub fn in_flight(&self) -> usize {
+        self.flight.len()
+    }
+
+    /// Puts a datagram from stack `from`'s address (UDP port 4791) on the network, as if
+    /// that stack had sent it (loss, duplication and delay apply) — for hostile peers that
+    /// write their own bytes.
+    pub fn inject(&mut self, from: usize, dst: IpAddr, payload: &[u8]) {
+        let src = SocketAddr::new(self.addrs[from], softrdma_wire::icrc::ROCE_V2_PORT);
+        self.launch(from, src, dst, payload);
     }
 }

@@ -32,3 +32,28 @@ fn replay_stack_corpus() {
     }
     assert!(files >= seeds.len(), "{files}");
 }
+
+/// The `cm_ops` target: its seeds (each a valid program that leaves nothing behind), then
+/// every committed corpus input.
+#[test]
+fn replay_cm_ops_corpus() {
+    use softrdma_core::fuzzing::cm_ops;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/cm_ops");
+    let seeds = cm_ops::seeds();
+    for (name, input) in &seeds {
+        cm_ops::cm_ops(input);
+        if std::env::var_os("FUZZ_SEED_CORPUS").is_some() {
+            std::fs::create_dir_all(&dir).expect("corpus dir");
+            std::fs::write(dir.join(format!("seed-{name}")), input).expect("write seed");
+        }
+    }
+    let entries = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("no corpus for fuzz target cm_ops in {}: {e}", dir.display()));
+    let mut files = 0;
+    for e in entries {
+        let path = e.expect("corpus entry").path();
+        cm_ops::cm_ops(&std::fs::read(&path).expect("corpus file"));
+        files += 1;
+    }
+    assert!(files >= seeds.len(), "{files}");
+}

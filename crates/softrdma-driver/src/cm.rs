@@ -199,6 +199,7 @@ impl Cm {
             node_guid: Guid(0),
             ca_ack_delay: RXE_CA_ACK_DELAY,
             seed,
+            ..CmConfig::default()
         })
     }
 

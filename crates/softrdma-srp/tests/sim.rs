@@ -64,11 +64,11 @@ struct World {
 }
 
 fn cm(seed: u64) -> RdmaCm {
-    RdmaCm::new(CmConfig {
-        node_guid: Guid(0x5054_00ff_fe77_0000 + seed),
-        ca_ack_delay: RXE_CA_ACK_DELAY,
+    RdmaCm::new(CmConfig::new(
+        Guid(0x5054_00ff_fe77_0000 + seed),
+        RXE_CA_ACK_DELAY,
         seed,
-    })
+    ))
     .expect("cm")
 }
 

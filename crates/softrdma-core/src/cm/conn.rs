@@ -153,6 +153,8 @@ pub(super) struct Conn {
     /// `cm_id_priv->private_data`: what the last MRA, RTU or DREP carried; a resent MRA,
     /// RTU or DREP carries it again.
     pub private_data: Vec<u8>,
+    /// The keys this id holds in the remote-ID and remote-QPN tables.
+    pub tables: Option<((u32, u64), (u32, u64))>,
 }
 
 impl Conn {
@@ -171,6 +173,7 @@ impl Conn {
             max_cm_retries: 0,
             neg: Negotiated::default(),
             private_data: Vec::new(),
+            tables: None,
         }
     }
 }

@@ -58,6 +58,9 @@ pub struct CmCounters {
     pub rx_dropped: u64,
     /// CM MADs that did not parse (ours).
     pub rx_malformed: u64,
+    /// REQs dropped without a REJ because [`super::CmConfig::half_open_limit`] ids were
+    /// waiting for the user's answer (ours).
+    pub half_open_drops: u64,
 }
 
 impl CmCounters {
@@ -103,11 +106,12 @@ impl CmCounters {
     }
 
     /// The counter called `name`: `"cm_tx_msgs/req"` style (group/message, as in sysfs),
-    /// or `"rx_dropped"` / `"rx_malformed"`. `None` for an unknown name.
+    /// or `"rx_dropped"` / `"rx_malformed"` / `"half_open_drops"`. `None` for an unknown name.
     pub fn get(&self, name: &str) -> Option<u64> {
         match name {
             "rx_dropped" => return Some(self.rx_dropped),
             "rx_malformed" => return Some(self.rx_malformed),
+            "half_open_drops" => return Some(self.half_open_drops),
             _ => {}
         }
         let (g, a) = name.split_once('/')?;
@@ -130,6 +134,7 @@ impl CmCounters {
             .chain([
                 ("rx_dropped".to_string(), self.rx_dropped),
                 ("rx_malformed".to_string(), self.rx_malformed),
+                ("half_open_drops".to_string(), self.half_open_drops),
             ])
     }
 }
@@ -160,7 +165,7 @@ mod tests {
         assert_eq!(c.get("rx_dropped"), Some(3));
         assert_eq!(c.get("cm_tx_msgs/nonsense"), None);
         assert_eq!(c.get("nonsense"), None);
-        assert_eq!(c.iter().count(), 4 * 11 + 2);
+        assert_eq!(c.iter().count(), 4 * 11 + 3);
         assert!(c.to_string().contains("cm_tx_retries/req 2\n"));
         assert_eq!(c.total_retries(), 2);
         c.add(CmCounterGroup::TxMsgs, AttrId::CLASS_PORT_INFO, 1);

@@ -1,8 +1,6 @@
 //! Destroying ids: `ib_destroy_cm_id` (`cm_destroy_id`), for ids given back by value and
 //! for ids their owners dropped.
 
-use std::collections::VecDeque;
-
 use softrdma_wire::cm::{RejectReason, SidrStatus};
 
 use super::conn::State;
@@ -52,7 +50,7 @@ impl CmEndpoint {
         };
         let guid = self.port_guid(c.port).0.to_be_bytes();
         match c.state.kind() {
-            CmState::Listen => self.listeners.retain(|_, v| *v != id),
+            CmState::Listen => {}
             CmState::SidrReqSent => {
                 self.cancel_sends(id);
                 self.set_state(id, State::Idle);
@@ -93,26 +91,13 @@ impl CmEndpoint {
         // cm_free_id and the cleanup after it: the id, its table entries and whatever it
         // still had running (the kernel waits for that instead) are gone.
         self.cancel_sends(id);
-        self.remove_tables(id);
-        self.remote_sidr.retain(|_, v| *v != id);
-        self.listeners.retain(|_, v| *v != id);
-        self.conns.remove(&id);
+        self.remove_conn(id);
         self.withdraw_events(id);
     }
 
     /// No event for a destroyed id (or from a destroyed listener) is delivered. Withdrawn
     /// events that own a new id drop it, which destroys that id in turn ([`Self::reap`]).
     fn withdraw_events(&mut self, id: u32) {
-        let mut keep = VecDeque::with_capacity(self.events.len());
-        let mut gone = Vec::new();
-        for e in self.events.drain(..) {
-            if e.id().0 == id || e.listen_id().is_some_and(|l| l.0 == id) {
-                gone.push(e);
-            } else {
-                keep.push_back(e);
-            }
-        }
-        self.events = keep;
-        drop(gone);
+        drop(self.events.withdraw(id));
     }
 }

@@ -93,6 +93,15 @@
 //!   the id is gone at once, its timewait included (`cm_free_id`).
 //! - Counters: [`CmCounters`] (cm.c's counting rules are in `counters.rs`).
 //!
+//! **Load.** No event scans all ids, sends or table entries (indexes in `index.rs`,
+//! `timers.rs`, `send.rs`; `tests/cm_scale.rs` measures it at 100,000 connections). Passive
+//! ids the user has not answered (REQ_RCVD, MRA_REQ_SENT) are bounded by
+//! [`CmConfig::half_open_limit`] ([`DEFAULT_HALF_OPEN_LIMIT`] = 4096, `somaxconn`); cm.c has
+//! no such limit. A REQ that would exceed it is dropped without a REJ (as ucma drops a REQ
+//! beyond its backlog) and counted in [`CmCounters::half_open_drops`]: the peer retransmits,
+//! and is served once the user catches up. Floods of unknown-id messages get what cm.c gives
+//! them (see `flood_tests.rs`) and leave nothing behind.
+//!
 //! Not done: LAP/APR (received ones are dropped, as cm.c does on RoCE), alternate paths,
 //! XRC specifics (e.g. XRC_TGT idle on destroy), ECE beyond passing vendor ID / attr_mod
 //! through, the REJ INVALID_GID (12) for an AV that cannot be built, CM ClassPortInfo (the
@@ -104,6 +113,9 @@
 mod conn;
 mod counters;
 mod destroy;
+#[cfg(test)]
+mod flood_tests;
+mod index;
 mod qp_attr;
 mod recv;
 mod send;
@@ -115,13 +127,14 @@ mod timers;
 mod types;
 
 pub use counters::{CmCounterGroup, CmCounters, CM_COUNTER_ATTRS};
+pub use index::CmTableSizes;
 pub use single::SinglePortCm;
 pub use types::{
     CmConfig, CmError, CmEvent, CmId, CmIdError, CmIdRef, CmPort, CmState, ListenId, RepParams,
-    ReqInfo, ReqParams, SidrRepParams, SidrReqParams,
+    ReqInfo, ReqParams, SidrRepParams, SidrReqParams, DEFAULT_HALF_OPEN_LIMIT,
 };
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use softrdma_wire::cm::{AttrId, CM_CLASS_VERSION};
 use softrdma_wire::mad::{Method, MgmtClass};
@@ -170,8 +183,6 @@ struct SendRec {
     retries: u32,
     /// Made with `cm_alloc_response_msg` (an answer to a received message).
     response: bool,
-    /// Retransmitted until answered (REQ, REP, DREQ, SIDR_REQ).
-    retrying: bool,
     port: crate::cm::CmPort,
 }
 
@@ -199,7 +210,13 @@ pub struct CmEndpoint {
     /// (SIDR request ID, peer GID) → local ID (`remote_sidr_table`).
     remote_sidr: BTreeMap<(u32, [u8; 16]), u32>,
     sends: BTreeMap<SendId, SendRec>,
-    events: VecDeque<CmEvent>,
+    /// The retransmitted sends of each id, (owner, send): what `cancel_sends` cancels.
+    sends_by_owner: BTreeSet<(u32, SendId)>,
+    /// The timewait timers: (end, id) of every id in TIMEWAIT.
+    timewaits: BTreeSet<(Instant, u32)>,
+    /// Ids in REQ_RCVD or MRA_REQ_SENT ([`CmConfig::half_open_limit`]).
+    half_open: usize,
+    events: index::EventQueue,
     counters: CmCounters,
     /// Ids their owners dropped, to be destroyed.
     dropped: DropBox,
@@ -231,7 +248,10 @@ impl CmEndpoint {
             remote_qpns: BTreeMap::new(),
             remote_sidr: BTreeMap::new(),
             sends: BTreeMap::new(),
-            events: VecDeque::new(),
+            sends_by_owner: BTreeSet::new(),
+            timewaits: BTreeSet::new(),
+            half_open: 0,
+            events: index::EventQueue::default(),
             counters: CmCounters::default(),
             dropped: DropBox::default(),
             now: Instant::ZERO,
@@ -354,7 +374,9 @@ impl CmEndpoint {
     /// A new id in `conn`'s state, owned by whoever gets the returned [`CmId`].
     fn new_id(&mut self, conn: Conn) -> CmId {
         let id = self.alloc_local_id();
+        let st = conn.state;
         self.conns.insert(id, conn);
+        self.index_enter(id, st);
         CmId::new(id, self.dropped.clone())
     }
 
@@ -369,12 +391,26 @@ impl CmEndpoint {
     }
 
     fn set_state(&mut self, id: u32, to: State) {
-        if let Some(c) = self.conns.get_mut(&id) {
-            if self.trace {
-                self.transitions
-                    .push((CmIdRef(id), c.state.kind(), to.kind()));
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if self.trace {
+            self.transitions
+                .push((CmIdRef(id), c.state.kind(), to.kind()));
+        }
+        let from = std::mem::replace(&mut c.state, to);
+        self.index_leave(id, from);
+        self.index_enter(id, to);
+    }
+
+    /// The id leaves the CM: its table entries and indexes go with it.
+    fn remove_conn(&mut self, id: u32) {
+        self.remove_tables(id);
+        if let Some(c) = self.conns.remove(&id) {
+            self.index_leave(id, c.state);
+            if self.listeners.get(&c.service_id) == Some(&id) {
+                self.listeners.remove(&c.service_id);
             }
-            c.state = to;
         }
     }
 

@@ -174,6 +174,13 @@ impl CmEndpoint {
             self.issue_rej(rx, RejectReason::INVALID_SERVICE_ID, RejMessage::REQ);
             return;
         };
+        if self.half_open >= self.cfg.half_open_limit {
+            // Ours (the kernel has no such limit): too many REQs the user has not answered.
+            // Dropped without a REJ, like ucma's backlog: the peer's retransmission finds
+            // room once the user catches up.
+            self.counters.half_open_drops += 1;
+            return;
+        }
         let mut c = Conn::new(rx.port);
         c.peer = Some(rx.from);
         c.tid = rx.tid();
@@ -204,8 +211,7 @@ impl CmEndpoint {
         n.rnr_retry_count = req.rnr_retry_count;
         let new = self.new_id(c);
         let id = new.local_comm_id();
-        self.remote_ids.insert((req.local_comm_id, guid), id);
-        self.remote_qpns.insert((req.local_qpn, guid), id);
+        self.insert_remote(id, (req.local_comm_id, guid), (req.local_qpn, guid));
         self.set_state(id, State::ReqRcvd);
         self.events.push_back(CmEvent::ReqReceived {
             id: new,
@@ -252,8 +258,7 @@ impl CmEndpoint {
             n.rnr_retry_count = rep.rnr_retry_count;
             n.av_timeout = cm_ack_timeout(rep.target_ack_delay, n.av_timeout.saturating_sub(1));
         }
-        self.remote_ids.insert((rep.local_comm_id, guid), id);
-        self.remote_qpns.insert((rep.local_qpn, guid), id);
+        self.insert_remote(id, (rep.local_comm_id, guid), (rep.local_qpn, guid));
         if on == OnMsg::Cancel {
             self.cancel_sends(id);
         }

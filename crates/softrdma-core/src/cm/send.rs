@@ -37,6 +37,9 @@ impl CmEndpoint {
     ) -> SendId {
         let id = SendId(self.next_send);
         self.next_send += 1;
+        if let Some(owner) = owner.filter(|_| params.expects_response) {
+            self.sends_by_owner.insert((owner, id));
+        }
         self.sends.insert(
             id,
             SendRec {
@@ -44,7 +47,6 @@ impl CmEndpoint {
                 attr: AttrId(mad.header.attr_id),
                 retries: 0,
                 response,
-                retrying: params.expects_response,
                 port,
             },
         );
@@ -89,18 +91,17 @@ impl CmEndpoint {
     /// `ib_cancel_mad(cm_id_priv->msg)`: every retransmitted send of `id` ends (there is
     /// one, or a REP the kernel left running, see the DREQ row of the state table).
     pub(super) fn cancel_sends(&mut self, id: u32) {
-        let mine: Vec<(SendId, CmPort)> = self
-            .sends
-            .iter()
-            .filter(|(_, r)| r.owner == Some(id) && r.retrying)
-            .map(|(s, r)| (*s, r.port))
+        let mine: Vec<SendId> = self
+            .sends_by_owner
+            .range((id, SendId(0))..=(id, SendId(u64::MAX)))
+            .map(|&(_, s)| s)
             .collect();
-        for (s, port) in mine {
-            if let Some(r) = self.sends.get_mut(&s) {
-                // Still counted when its completion comes; no longer an id's message.
-                r.retrying = false;
+        for s in mine {
+            self.sends_by_owner.remove(&(id, s));
+            // Still counted when its completion comes; no longer an id's message.
+            if let Some(port) = self.sends.get(&s).map(|r| r.port) {
+                self.out.push_back((port, MadOp::Cancel(s)));
             }
-            self.out.push_back((port, MadOp::Cancel(s)));
         }
     }
 

@@ -34,6 +34,7 @@ fn ep(guid: u64, seed: u64) -> SinglePortCm {
             node_guid: Guid(guid),
             ca_ack_delay: RXE_CA_ACK_DELAY,
             seed,
+            ..CmConfig::default()
         },
         2,
     )

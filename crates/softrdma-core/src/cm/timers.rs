@@ -16,14 +16,7 @@ impl CmEndpoint {
     /// CM's own timers; retransmissions are the MAD layers'), or at once while an id its
     /// owner dropped waits to be destroyed.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let tw = self
-            .conns
-            .values()
-            .filter_map(|c| match c.state {
-                State::Timewait { until } => Some(until),
-                _ => None,
-            })
-            .min();
+        let tw = self.timewaits.first().map(|&(t, _)| t);
         if self.dropped.is_empty() {
             tw
         } else {
@@ -34,12 +27,15 @@ impl CmEndpoint {
     /// Runs the timewait exits due by `now` (and destroys dropped ids).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.enter(now);
-        let due: Vec<u32> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| matches!(c.state, State::Timewait { until } if until <= now))
-            .map(|(id, _)| *id)
-            .collect();
+        let mut due: Vec<u32> = Vec::new();
+        for &(until, id) in &self.timewaits {
+            if until > now {
+                break;
+            }
+            due.push(id);
+        }
+        // In id order, as a pass over the ids would find them.
+        due.sort_unstable();
         for id in due {
             // cm_timewait_handler: IDLE, then TIMEWAIT_EXIT.
             self.set_state(id, State::Idle);
@@ -50,8 +46,26 @@ impl CmEndpoint {
 
     /// The remote-ID and remote-QPN entries go (`cm_cleanup_timewait`).
     pub(super) fn remove_tables(&mut self, id: u32) {
-        self.remote_ids.retain(|_, v| *v != id);
-        self.remote_qpns.retain(|_, v| *v != id);
+        let Some((rid, rqpn)) = self.conns.get_mut(&id).and_then(|c| c.tables.take()) else {
+            return;
+        };
+        // Only if the entry is still this id's (a REQ may have taken the key over).
+        if self.remote_ids.get(&rid) == Some(&id) {
+            self.remote_ids.remove(&rid);
+        }
+        if self.remote_qpns.get(&rqpn) == Some(&id) {
+            self.remote_qpns.remove(&rqpn);
+        }
+    }
+
+    /// `cm_insert_remote_id` + `cm_insert_remote_qpn`.
+    pub(super) fn insert_remote(&mut self, id: u32, rid: (u32, u64), rqpn: (u32, u64)) {
+        self.remove_tables(id);
+        self.remote_ids.insert(rid, id);
+        self.remote_qpns.insert(rqpn, id);
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.tables = Some((rid, rqpn));
+        }
     }
 
     /// `cm_reset_to_idle`.
@@ -77,6 +91,9 @@ impl CmEndpoint {
         let Some(rec) = self.sends.remove(&send) else {
             return;
         };
+        if let Some(owner) = rec.owner {
+            self.sends_by_owner.remove(&(owner, send));
+        }
         let retries = if rec.response && rec.attr != AttrId::REJ {
             1
         } else {

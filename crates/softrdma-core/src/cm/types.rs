@@ -420,6 +420,10 @@ pub struct SidrRepParams {
     pub private_data: Vec<u8>,
 }
 
+/// The default of [`CmConfig::half_open_limit`]: Linux's `net.core.somaxconn` (4096), the
+/// most connections a TCP listener may have waiting; four full ucma backlogs (1024 each).
+pub const DEFAULT_HALF_OPEN_LIMIT: usize = 4096;
+
 /// Endpoint configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmConfig {
@@ -429,6 +433,30 @@ pub struct CmConfig {
     pub ca_ack_delay: u8,
     /// Seed of the comm-ID operand.
     pub seed: u64,
+    /// The most passive ids in REQ_RCVD or MRA_REQ_SENT (REQs the user has not answered
+    /// yet) the CM keeps, over all listeners and ports; a REQ that would make one more is
+    /// dropped without a REJ and counted (`CmCounters::half_open_drops`). Not the kernel's:
+    /// cm.c has no limit. Default [`DEFAULT_HALF_OPEN_LIMIT`].
+    pub half_open_limit: usize,
+}
+
+impl CmConfig {
+    /// A configuration with the default limits.
+    pub fn new(node_guid: Guid, ca_ack_delay: u8, seed: u64) -> CmConfig {
+        CmConfig {
+            node_guid,
+            ca_ack_delay,
+            seed,
+            half_open_limit: DEFAULT_HALF_OPEN_LIMIT,
+        }
+    }
+}
+
+impl Default for CmConfig {
+    /// GUID 0, rxe's ACK delay (15), seed 0, the default limits.
+    fn default() -> CmConfig {
+        CmConfig::new(Guid(0), super::RXE_CA_ACK_DELAY, 0)
+    }
 }
 
 /// Why a command failed.

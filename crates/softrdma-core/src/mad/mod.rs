@@ -53,7 +53,7 @@ pub use port::MadPort;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
 use softrdma_wire::mad::{Mad, MadStatus, Method, MgmtClass, BASE_VERSION, MAD_LEN};
@@ -314,12 +314,36 @@ struct Pending {
     attempts: u32,
     /// When the current wait ends (`None`: not waiting, i.e. no response expected).
     deadline: Option<Instant>,
+    /// The sequence number of this send's copy in the transmit queue (`None`: none queued).
+    queued: Option<u64>,
+}
+
+impl Pending {
+    /// The response-matching key (`ib_find_send_mad`: agent, TID, class, peer GID).
+    fn match_key(&self, key: SendKey) -> MatchKey {
+        (
+            self.agent,
+            self.mad.header.tid,
+            self.mad.header.mgmt_class.0,
+            self.dest.gid.0,
+            key,
+        )
+    }
 }
 
 /// An outstanding send: the client's agent and its id.
 type SendKey = (AgentId, SendId);
+/// (agent, TID, class, peer GID, send): the index responses are matched by.
+type MatchKey = (AgentId, u64, u8, [u8; 16], SendKey);
 
 /// The GSI MAD layer of one port.
+///
+/// Every per-event operation is O(log n) in the number of outstanding sends: besides the
+/// sends themselves (by agent and id) the layer keeps them by id alone (for the layer-chosen
+/// ids of [`MadAgent::cancel`] / [`MadAgent::modify_timeout`]), by deadline (the next
+/// timeout and the due sends without a scan) and by (agent, TID, class, peer GID) for
+/// response matching. A send that ends while its copy waits in the transmit queue leaves the
+/// copy there, stale, and [`MadAgent::poll_transmit`] skips it.
 #[derive(Clone, Debug)]
 pub struct MadAgent {
     agents: BTreeMap<AgentId, Registration>,
@@ -327,7 +351,16 @@ pub struct MadAgent {
     next_send: u64,
     /// Keyed by agent and send id: each client numbers its own sends.
     pending: BTreeMap<(AgentId, SendId), Pending>,
-    out: VecDeque<OutMad>,
+    /// The same sends by (id, agent).
+    by_id: BTreeSet<(SendId, AgentId)>,
+    /// Sends waiting for a response, by the end of their wait.
+    deadlines: BTreeSet<(Instant, SendKey)>,
+    /// Sends waiting for a response, by what a response must match.
+    matching: BTreeSet<MatchKey>,
+    /// The transmit queue: (sequence number, MAD); a send's entry is live while its
+    /// `Pending::queued` names that number.
+    out: VecDeque<(u64, OutMad)>,
+    next_seq: u64,
     events: VecDeque<MadEvent>,
     counters: MadCounters,
 }
@@ -353,7 +386,11 @@ impl MadAgent {
             // Ids chosen by the layer itself sit in the top half, clients' ids below.
             next_send: 1 << 63,
             pending: BTreeMap::new(),
+            by_id: BTreeSet::new(),
+            deadlines: BTreeSet::new(),
+            matching: BTreeSet::new(),
             out: VecDeque::new(),
+            next_seq: 0,
             events: VecDeque::new(),
             counters: MadCounters::default(),
         }
@@ -425,9 +462,8 @@ impl MadAgent {
         self.agents.remove(&agent).ok_or(MadError::NoSuchAgent)?;
         let keys: Vec<SendKey> = self
             .pending
-            .keys()
-            .filter(|(a, _)| *a == agent)
-            .copied()
+            .range((agent, SendId(0))..=(agent, SendId(u64::MAX)))
+            .map(|(k, _)| *k)
             .collect();
         for k in keys {
             self.finish(k, SendStatus::Canceled);
@@ -468,26 +504,38 @@ impl MadAgent {
         if self.pending.contains_key(&key) {
             return Err(MadError::SendIdInUse);
         }
-        self.out.push_back(OutMad {
+        let seq = self.enqueue(OutMad {
             dest,
             mad: mad.clone(),
             send: Some(key),
             attempt: 0,
         });
-        self.pending.insert(
-            key,
-            Pending {
-                agent,
-                dest,
-                mad,
-                timeout: params.timeout,
-                retries_left: params.retries,
-                retransmissions: 0,
-                attempts: 0,
-                deadline: params.expects_response.then(|| now + params.timeout),
-            },
-        );
+        let p = Pending {
+            agent,
+            dest,
+            mad,
+            timeout: params.timeout,
+            retries_left: params.retries,
+            retransmissions: 0,
+            attempts: 0,
+            deadline: params.expects_response.then(|| now + params.timeout),
+            queued: Some(seq),
+        };
+        if let Some(d) = p.deadline {
+            self.deadlines.insert((d, key));
+            self.matching.insert(p.match_key(key));
+        }
+        self.by_id.insert((id, agent));
+        self.pending.insert(key, p);
         Ok(())
+    }
+
+    /// Puts a MAD on the transmit queue; returns its sequence number.
+    fn enqueue(&mut self, o: OutMad) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.out.push_back((seq, o));
+        seq
     }
 
     /// Carries out a client's [`MadOp`] for `agent`.
@@ -507,7 +555,10 @@ impl MadAgent {
 
     /// The key of a layer-chosen id (unique across agents).
     fn key_of(&self, id: SendId) -> Option<SendKey> {
-        self.pending.keys().find(|(_, s)| *s == id).copied()
+        self.by_id
+            .range((id, AgentId(0))..=(id, AgentId(u32::MAX)))
+            .next()
+            .map(|&(s, a)| (a, s))
     }
 
     /// `ib_modify_mad` (what an MRA does): the wait restarts now with `timeout`, which the
@@ -534,8 +585,11 @@ impl MadAgent {
             return Ok(());
         }
         p.timeout = timeout;
-        if p.deadline.is_some() {
-            p.deadline = Some(now + timeout);
+        if let Some(old) = p.deadline {
+            let new = now + timeout;
+            p.deadline = Some(new);
+            self.deadlines.remove(&(old, key));
+            self.deadlines.insert((new, key));
         }
         Ok(())
     }
@@ -572,8 +626,13 @@ impl MadAgent {
     fn finish(&mut self, key: SendKey, status: SendStatus) {
         if let Some(p) = self.pending.remove(&key) {
             // A copy not yet handed out is withdrawn (the kernel cannot recall a posted WR,
-            // but nothing here has been posted until poll_transmit).
-            self.out.retain(|o| o.send != Some(key));
+            // but nothing here has been posted until poll_transmit): its queue entry is
+            // stale from now on and poll_transmit skips it.
+            self.by_id.remove(&(key.1, key.0));
+            if let Some(d) = p.deadline {
+                self.deadlines.remove(&(d, key));
+                self.matching.remove(&p.match_key(key));
+            }
             self.events.push_back(MadEvent::SendCompleted {
                 agent: p.agent,
                 id: key.1,
@@ -584,17 +643,27 @@ impl MadAgent {
 
     /// The next MAD to put on QP1.
     pub fn poll_transmit(&mut self) -> Option<OutMad> {
-        let o = self.out.pop_front()?;
-        self.counters.tx += 1;
-        if let Some(key) = o.send {
-            if let Some(p) = self.pending.get_mut(&key) {
+        loop {
+            let (seq, o) = self.out.pop_front()?;
+            if let Some(key) = o.send {
+                let Some(p) = self.pending.get_mut(&key).filter(|p| p.queued == Some(seq)) else {
+                    // The send ended (or was replaced) while this copy waited.
+                    continue;
+                };
+                p.queued = None;
                 p.attempts += 1;
                 if p.deadline.is_none() {
                     self.finish(key, SendStatus::Ok);
                 }
             }
+            self.counters.tx += 1;
+            return Some(o);
         }
-        Some(o)
+    }
+
+    /// Whether a MAD waits in the transmit queue (stale entries of ended sends included).
+    pub fn has_transmit(&self) -> bool {
+        !self.out.is_empty()
     }
 
     /// The next event for the agents.
@@ -604,18 +673,21 @@ impl MadAgent {
 
     /// When [`MadAgent::handle_timeout`] wants to be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.pending.values().filter_map(|p| p.deadline).min()
+        self.deadlines.first().map(|&(d, _)| d)
     }
 
     /// Retransmits or times out every send whose wait ended by `now` (mad.c `timeout_sends`
     /// / `retry_send`).
     pub fn handle_timeout(&mut self, now: Instant) {
-        let due: Vec<SendKey> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.deadline.is_some_and(|d| d <= now))
-            .map(|(k, _)| *k)
-            .collect();
+        let mut due: Vec<SendKey> = Vec::new();
+        for &(d, key) in &self.deadlines {
+            if d > now {
+                break;
+            }
+            due.push(key);
+        }
+        // In the order of the sends' keys, as one pass over the sends would find them.
+        due.sort_unstable();
         for key in due {
             let Some(p) = self.pending.get_mut(&key) else {
                 continue;
@@ -628,7 +700,10 @@ impl MadAgent {
             p.retries_left -= 1;
             p.retransmissions += 1;
             let next_deadline = now + p.timeout;
-            p.deadline = Some(next_deadline);
+            if let Some(old) = p.deadline.replace(next_deadline) {
+                self.deadlines.remove(&(old, key));
+            }
+            self.deadlines.insert((next_deadline, key));
             self.counters.retransmits += 1;
             let copy = OutMad {
                 dest: p.dest,
@@ -645,8 +720,12 @@ impl MadAgent {
             };
             // One copy in the queue at a time (a retransmission not yet handed out replaces
             // nothing: the previous copy is still the same bytes).
-            if !self.out.iter().any(|o| o.send == Some(key)) {
-                self.out.push_back(copy);
+            let queued = p.queued.is_some();
+            if !queued {
+                let seq = self.enqueue(copy);
+                if let Some(p) = self.pending.get_mut(&key) {
+                    p.queued = Some(seq);
+                }
             }
             self.events.push_back(ev);
         }
@@ -690,14 +769,16 @@ impl MadAgent {
             self.counters.rx_no_agent += 1;
             return;
         }
-        let hit = self.pending.iter().find(|(_, p)| {
-            p.agent == agent
-                && p.deadline.is_some()
-                && p.mad.header.tid == mad.header.tid
-                && p.mad.header.mgmt_class == mad.header.mgmt_class
-                && p.dest.gid == from.gid
-        });
-        let Some((&key, _)) = hit else {
+        let (tid, class, gid) = (mad.header.tid, mad.header.mgmt_class.0, from.gid.0);
+        let lo = (agent, tid, class, gid, (AgentId(0), SendId(0)));
+        let hi = (
+            agent,
+            tid,
+            class,
+            gid,
+            (AgentId(u32::MAX), SendId(u64::MAX)),
+        );
+        let Some(&(.., key)) = self.matching.range(lo..=hi).next() else {
             self.counters.rx_unmatched_response += 1;
             return;
         };
@@ -743,7 +824,7 @@ impl MadAgent {
             resp.header.method = Method::GET_RESP;
             resp.header.status = MadStatus(STATUS_UNSUPPORTED_METHOD_ATTRIB);
             self.counters.unsupported_replies += 1;
-            self.out.push_back(OutMad {
+            self.enqueue(OutMad {
                 dest: from,
                 mad: Box::new(resp),
                 send: None,

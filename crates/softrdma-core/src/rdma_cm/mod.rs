@@ -98,7 +98,7 @@ pub use event::{
 pub use softrdma_wire::rdma_cm::PortSpace;
 pub use ud::{init_ah_from_wc, RDMA_UDP_QKEY, SIDR_TIMEOUT_MS};
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 use softrdma_wire::cm::{Path, PathMtu, RejectReason, TransportType};
@@ -397,6 +397,12 @@ pub struct RdmaCm {
     listens: BTreeMap<u64, (CmId, Vec<u32>)>,
     /// IB CM comm ID → RDMA CM id.
     by_cm: BTreeMap<u32, u32>,
+    /// The ids bound to a port (not the passive ids a CONNECT_REQUEST made), as (port,
+    /// address, id): a bind conflict check is a few range look-ups. Kept by
+    /// [`RdmaCm::set_local`], the one place an id's `local` changes.
+    bound: BTreeSet<(u16, IpAddr, u32)>,
+    /// The comm IDs of the IB CM listeners in `listens`.
+    listen_cms: BTreeMap<u32, u64>,
     events: VecDeque<RdmaCmEvent>,
     /// IB CM events that are not the RDMA CM's: ids and listeners created on the IB CM
     /// directly ([`RdmaCm::cm_mut`]), and every id's retransmission notices.
@@ -431,6 +437,8 @@ impl RdmaCm {
             ports: Vec::new(),
             listens: BTreeMap::new(),
             by_cm: BTreeMap::new(),
+            bound: BTreeSet::new(),
+            listen_cms: BTreeMap::new(),
             events: VecDeque::new(),
             ib_events: VecDeque::new(),
             counters: RdmaCmCounters::default(),
@@ -685,7 +693,11 @@ impl RdmaCm {
         reuse: bool,
         afonly: bool,
     ) -> Result<(), RdmaCmError> {
-        for (&k, cur) in &self.ids {
+        // Only the ids bound to this port (the port index), not every id.
+        for k in self.bound_on(port) {
+            let Some(cur) = self.ids.get(&k) else {
+                continue;
+            };
             let Some(l) = cur.local else { continue };
             if k == skip || cur.parent.is_some() || cur.ps != ps || l.port() != port {
                 continue;
@@ -708,12 +720,34 @@ impl RdmaCm {
     }
 
     fn port_used(&self, skip: u32, ps: PortSpace, port: u16) -> bool {
-        self.ids.iter().any(|(&k, i)| {
+        self.bound_on(port).any(|k| {
             k != skip
-                && i.parent.is_none()
-                && i.ps == ps
-                && i.local.is_some_and(|l| l.port() == port)
+                && self
+                    .ids
+                    .get(&k)
+                    .is_some_and(|i| i.parent.is_none() && i.ps == ps)
         })
+    }
+
+    /// The ids bound to `port` (any address, any family), from the port index.
+    fn bound_on(&self, port: u16) -> impl Iterator<Item = u32> + '_ {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        let lo = (port, IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+        let hi = (port, IpAddr::V6(Ipv6Addr::from(u128::MAX)), u32::MAX);
+        self.bound.range(lo..=hi).map(|&(_, _, k)| k)
+    }
+
+    /// Binds an id (not a passive one) to `local`, keeping the port index.
+    fn set_local(&mut self, id: u32, local: SocketAddr) {
+        let Some(i) = self.ids.get_mut(&id) else {
+            return;
+        };
+        if let Some(old) = i.local.replace(local) {
+            self.bound.remove(&(old.port(), old.ip(), id));
+        }
+        if i.parent.is_none() {
+            self.bound.insert((local.port(), local.ip(), id));
+        }
     }
 
     /// `cma_alloc_any_port`: a random start in the ephemeral range, then the next port no
@@ -790,9 +824,9 @@ impl RdmaCm {
             addr.port()
         };
         let bound = SocketAddr::new(addr.ip(), p);
+        self.set_local(id.0, bound);
         let i = self.id_mut(id)?;
         i.opts = opts;
-        i.local = Some(bound);
         i.ib = fam == Family::Ib;
         i.port = port;
         i.state = CmaState::AddrBound;
@@ -838,12 +872,12 @@ impl RdmaCm {
             Some(p) => p,
             None => self.alloc_port(id.0, ps)?,
         };
+        self.set_local(id.0, SocketAddr::new(src_ip, sport));
         let i = self.id_mut(id)?;
         if bound.is_none() && !i.opts.afonly_set {
             i.opts.afonly = dst.is_ipv4();
         }
         i.port = Some(port);
-        i.local = Some(SocketAddr::new(src_ip, sport));
         i.remote = Some(dst);
         i.state = CmaState::AddrResolved;
         self.events
@@ -885,10 +919,10 @@ impl RdmaCm {
             Some(p) => p,
             None => self.alloc_port(id.0, ps)?,
         };
+        self.set_local(id.0, SocketAddr::new(src_ip, sport));
         let i = self.id_mut(id)?;
         i.ib = true;
         i.port = Some(port);
-        i.local = Some(SocketAddr::new(src_ip, sport));
         i.remote = Some(SocketAddr::new(dst.gid.to_ip(), dst.port));
         i.state = CmaState::AddrResolved;
         self.events
@@ -971,6 +1005,7 @@ impl RdmaCm {
                 self.cm.destroy(Instant::ZERO, cm);
                 return Err(e.into());
             }
+            self.listen_cms.insert(cm.local_comm_id(), sid);
             self.listens.insert(sid, (cm, vec![id.0]));
         }
         let i = self.id_mut(id)?;
@@ -1412,6 +1447,9 @@ impl RdmaCm {
         let Some(i) = self.ids.remove(&id) else {
             return;
         };
+        if let Some(l) = i.local {
+            self.bound.remove(&(l.port(), l.ip(), id));
+        }
         if let Some(cm) = i.cm {
             self.by_cm.remove(&cm.local_comm_id());
             self.cm.destroy(now, cm);
@@ -1422,6 +1460,7 @@ impl RdmaCm {
                     l.retain(|&x| x != id);
                     if l.is_empty() {
                         if let Some((cm, _)) = self.listens.remove(&sid) {
+                            self.listen_cms.remove(&cm.local_comm_id());
                             self.cm.destroy(now, cm);
                         }
                     }
@@ -1510,7 +1549,7 @@ impl RdmaCm {
         use RdmaCmEventType as T;
         match ev {
             CmEvent::ReqReceived { id, listen, req } => {
-                let ours = self.listens.values().any(|(l, _)| *l == listen);
+                let ours = self.listen_cms.contains_key(&listen.local_comm_id());
                 match (ours, stack) {
                     (true, Some(stack)) => self.on_req(now, stack, id, &req),
                     (true, None) => self.cm.destroy(now, id),
@@ -1527,7 +1566,7 @@ impl RdmaCm {
                 req,
                 peer,
             } => {
-                let ours = self.listens.values().any(|(l, _)| *l == listen);
+                let ours = self.listen_cms.contains_key(&listen.local_comm_id());
                 match (ours, stack) {
                     (true, Some(stack)) => self.on_sidr_req(now, stack, id, &req, &peer),
                     (true, None) => self.cm.destroy(now, id),

@@ -56,6 +56,7 @@ fn node(sim: &mut Sim, seed: u64, stacks: &[usize]) -> Node {
         node_guid: Guid(0x5054_00ff_fe77_0000 + seed),
         ca_ack_delay: RXE_CA_ACK_DELAY,
         seed,
+        ..CmConfig::default()
     })
     .expect("cm");
     let devs = stacks

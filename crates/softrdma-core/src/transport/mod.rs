@@ -102,7 +102,9 @@ struct QpTransport {
     ud_psn: Psn,
 }
 
-/// One software RDMA device with its transport.
+/// One software RDMA device with its transport. `Clone` copies the whole device (memory,
+/// queues, transport state): a prepared device can be reused from a copy (the fuzz rigs).
+#[derive(Clone)]
 pub struct Stack {
     /// The device model (counters, GIDs, P_Keys).
     pub device: Device,

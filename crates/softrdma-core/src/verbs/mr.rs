@@ -424,6 +424,11 @@ pub struct MrTable {
 }
 
 impl MrTable {
+    /// How many MRs are registered.
+    pub fn count(&self) -> usize {
+        self.mrs.len()
+    }
+
     /// An empty table for at most `max_mr` MRs, key bytes drawn from `rng`.
     pub fn new(max_mr: u32, rng: Rng) -> MrTable {
         MrTable {
