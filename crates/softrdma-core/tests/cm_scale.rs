@@ -247,6 +247,8 @@ fn setup_cost_100k() {
             &format!("RDMA CM bind, {what}, 100k ids in blocks of 10k"),
             &t,
         );
-        assert!(r < 2.0, "the last 10k cost {r:.2}× the first");
+        // Under a microsecond a bind: the tables outgrowing the caches shows (~2×); a scan
+        // of all ids per bind cost 40× this already in the first block.
+        assert!(r < 3.0, "the last 10k cost {r:.2}× the first");
     }
 }
