@@ -11,6 +11,8 @@ mod perf_cm;
 mod pingpong;
 mod pingpong_exch;
 mod rping;
+mod srp;
+mod srp_bench;
 mod srpt;
 mod ucmatose;
 
@@ -43,6 +45,9 @@ enum Command {
     Ucmatose(ucmatose::Args),
     /// A userspace SRP target (ib_srpt's logins and I/O) that Linux's ib_srp initiator mounts.
     Srpt(srpt::Args),
+    /// An SRP initiator (what Linux's ib_srp does): log in to TARGET (the string ib_srp's
+    /// add_target takes), read, write, benchmark, discover targets.
+    Srp(srp::Args),
     /// A peer of rdma-core 44's cmtime: N RDMA CM connections set up step by step, each step
     /// timed.
     Cmtime(cmtime::Args),
@@ -66,5 +71,6 @@ fn main() -> ExitCode {
         Command::Ucmatose(args) => ucmatose::run(args),
         Command::Cmtime(args) => cmtime::run(&args),
         Command::Srpt(args) => srpt::run(args),
+        Command::Srp(args) => srp::run(args),
     }
 }
