@@ -454,6 +454,9 @@ pub enum InitiatorEvent {
     LoginFailed { channel: usize, error: LoginError },
     /// A channel went down.
     ChannelDown { channel: usize, why: String },
+    /// A channel we disconnected is closed: our DREQ was answered (DREP), or went
+    /// unanswered.
+    LoggedOut { channel: usize, answered: bool },
     /// A task management function was sent.
     TaskMgmt {
         channel: usize,
@@ -1137,6 +1140,12 @@ impl SrpInitiator {
                 self.logged_in(now, rdma, stack, k, &ev.private_data);
             }
             T::Disconnected => {
+                if st == ChannelState::Disconnecting {
+                    self.events.push_back(InitiatorEvent::LoggedOut {
+                        channel: k,
+                        answered: ev.status == 0,
+                    });
+                }
                 if st == ChannelState::Live {
                     // "received DREQ": answer it (DREP), the channel is down.
                     if let Some(Conn::Rdma(id)) = &self.channels[k].conn {
@@ -1245,6 +1254,12 @@ impl SrpInitiator {
             CmEvent::DrepReceived { .. }
             | CmEvent::DreqError { .. }
             | CmEvent::TimewaitExit { .. } => {
+                if st == ChannelState::Disconnecting {
+                    self.events.push_back(InitiatorEvent::LoggedOut {
+                        channel: k,
+                        answered: matches!(ev, CmEvent::DrepReceived { .. }),
+                    });
+                }
                 if st == ChannelState::Live {
                     self.channel_down(k, "connection closed".into());
                 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 mod cmtime;
 mod cmtool;
 mod decode;
+mod demo;
 mod perf;
 mod perf_cm;
 mod pingpong;
@@ -27,6 +28,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The main job: an SRP target with a memory LUN and an SRP initiator in this process,
+    /// over RoCEv2 on loopback: login, a verified workload, logout, and what happened.
+    Demo(demo::Args),
     /// Decode a pcap/pcapng capture field by field, tshark -V style (RoCEv2, IB CM, RDMA CM,
     /// SRP, SCSI), checking every ICRC.
     Decode(decode::Args),
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command {
+        Command::Demo(args) => demo::run(&args),
         Command::Decode(args) => decode::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Perf(args) => perf::run(&args),

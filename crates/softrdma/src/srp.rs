@@ -186,7 +186,8 @@ pub struct Session {
     done: Vec<Completion>,
     verbose: bool,
     tool: &'static str,
-    pub events: Vec<InitiatorEvent>,
+    /// With `keep_events`: the engine's events and when they came.
+    pub events: Vec<(StdInstant, InitiatorEvent)>,
     keep_events: bool,
     pub login_time: Duration,
 }
@@ -278,7 +279,7 @@ impl Session {
                 eprintln!("{}: {}", self.tool, event_text(&e));
             }
             if self.keep_events {
-                self.events.push(e);
+                self.events.push((StdInstant::now(), e));
             }
         }
         while let Some(c) = self.ini.poll_completion() {
@@ -504,6 +505,14 @@ pub fn event_text(e: &InitiatorEvent) -> String {
             format!("channel {channel}: login failed: {error}")
         }
         InitiatorEvent::ChannelDown { channel, why } => format!("channel {channel}: down: {why}"),
+        InitiatorEvent::LoggedOut { channel, answered } => format!(
+            "channel {channel}: logged out ({})",
+            if *answered {
+                "DREQ answered"
+            } else {
+                "DREQ unanswered"
+            }
+        ),
         InitiatorEvent::TaskMgmt {
             channel,
             function,

@@ -161,7 +161,6 @@ impl DirStats {
         v
     }
     /// The `p`-th percentile (0..100) of the latencies.
-    #[allow(dead_code)]
     pub fn percentile(&self, p: f64) -> u64 {
         pct(&self.sorted(), p)
     }

@@ -180,3 +180,38 @@ fn login_refusals_are_one_line_with_the_reason() {
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("REJ reason 0x8 (invalid service ID)"));
 }
+
+#[test]
+fn demo_runs_and_says_what_happened() {
+    let o = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args([
+            "demo",
+            "--runtime",
+            "0.5",
+            "--target",
+            "127.0.85.1",
+            "--initiator",
+            "127.0.85.2",
+            "--size",
+            "8m",
+        ])
+        .output()
+        .expect("run demo");
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    for want in [
+        "channel 0  REQ  ->  SRP_LOGIN_REQ: SINGLE, it_iu_len 8260",
+        "channel 0  REP  <-  SRP_LOGIN_RSP: 128 credits",
+        "channel 1  REQ  ->  SRP_LOGIN_REQ: MULTI",
+        "channel 0  DREQ ->",
+        "channel 1  DREP <-",
+        "IB CM counters: initiator sent REQ 2, RTU 2, DREQ 2; received REP 2, DREP 2",
+        "target sent REP 2, DREP 2; received REQ 2, RTU 2, DREQ 2",
+        "read : IOPS=",
+        "write: IOPS=",
+        " 0 errors",
+        "softrdma demo: OK in ",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+}
