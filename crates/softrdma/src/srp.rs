@@ -311,6 +311,7 @@ impl Session {
                         .with(port, |rdma, stack, now| ini.ib_event(now, rdma, stack, &e));
                 }
             }
+            self.log();
         }
         self.log();
     }
