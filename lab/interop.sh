@@ -17,8 +17,7 @@ CI_SCENARIOS="smoke kernel_rping ipv6_rping host_udp_rx pingpong_rc_kernel pingp
   pingpong_rc_ipv6_host_server pingpong_rc_ipv6_guest_server rping_host_server rping_guest_server
   rping_ipv6_host_server rping_ipv6_guest_server rping_host_server_mra rej_no_listener rej_consumer
   ucmatose_host_server ucmatose_guest_server ucmatose_no_listener cmtime_host_server cmtime_guest_server
-  srp_kernel srp_host_target srp_host_multichannel srp_host_login_rejects
-
+  srp_kernel srp_host_target srp_host_multichannel srp_host_login_rejects srp_lio_initiator
   udaddy_host_server udaddy_guest_server udaddy_no_listener ucmatose_options_host_server
   ucmatose_options_guest_server"
 if [ $# -eq 0 ]; then set -- $CI_SCENARIOS

@@ -138,6 +138,116 @@ fn get(rsp: &mut Mad, req: &Mad, info: &DmInfo) {
     }
 }
 
+// -------------------------------------------------------------------------------------
+// The initiator's side: the queries `ibsrpdm` / `srp_daemon` make and what they print.
+// -------------------------------------------------------------------------------------
+
+/// A Get request of the DM class (`srp_daemon`'s `init_srp_mad`): base version 1, class
+/// 0x06 version 1, method Get, `attr`/`attr_mod`, the caller's TID.
+pub fn get_request(attr: DmAttributeId, attr_mod: u32, tid: u64) -> Mad {
+    use softrdma_wire::dm::MGMT_CLASS_DEVICE_MGMT;
+    use softrdma_wire::mad::{MadHeader, MgmtClass, BASE_VERSION};
+    Mad::new(
+        MadHeader {
+            base_version: BASE_VERSION,
+            mgmt_class: MgmtClass(MGMT_CLASS_DEVICE_MGMT),
+            class_version: 1,
+            method: Method::GET,
+            status: MadStatus(0),
+            class_specific: 0,
+            tid,
+            attr_id: attr.0,
+            reserved: 0,
+            attr_mod,
+        },
+        &[],
+    )
+}
+
+/// The attribute data of a DM GetResp (`None` if its status is not success).
+pub fn response_data(rsp: &Mad) -> Result<&[u8], DmStatus> {
+    if rsp.header.status.0 != 0 {
+        return Err(DmStatus(rsp.header.status.0));
+    }
+    Ok(&rsp.data[ATTR..])
+}
+
+/// One SRP service an I/O controller offers, as discovery finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SrpService {
+    /// The controller's slot in the I/O unit.
+    pub slot: u16,
+    /// The IOControllerProfile GUID (`ioc_guid`).
+    pub ioc_guid: u64,
+    /// From the service name `SRP.T10:<id_ext>` (`id_ext`).
+    pub id_ext: u64,
+    /// The service entry's ID (`service_id`).
+    pub service_id: u64,
+    /// The profile's ID string (`Linux SRP target`).
+    pub id_string: String,
+    pub name: String,
+}
+
+impl SrpService {
+    /// `srp_daemon -c` / `ibsrpdm -c`'s line: `id_ext=…,ioc_guid=…,dgid=…,pkey=ffff,service_id=…`.
+    pub fn ib_line(&self, dgid: &softrdma_wire::Gid, pkey: u16) -> String {
+        let g: String = dgid.0.iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "id_ext={:016x},ioc_guid={:016x},dgid={g},pkey={pkey:04x},service_id={:016x}",
+            self.id_ext, self.ioc_guid, self.service_id
+        )
+    }
+
+    /// The RDMA CM form for the same target (`dest=IP:PORT`).
+    pub fn rdma_line(&self, dest: std::net::SocketAddr) -> String {
+        let d = match dest {
+            std::net::SocketAddr::V4(v) => v.to_string(),
+            std::net::SocketAddr::V6(v) => format!("[{}]:{}", v.ip(), v.port()),
+        };
+        format!(
+            "id_ext={:016x},ioc_guid={:016x},dest={d}",
+            self.id_ext, self.ioc_guid
+        )
+    }
+}
+
+/// The present slots of an IOUnitInfo answer.
+pub fn present_slots(data: &[u8]) -> Vec<u16> {
+    let Ok(iou) = softrdma_wire::dm::IouInfoRepr::parse(&data[..data.len().min(132)]) else {
+        return Vec::new();
+    };
+    (1..=usize::from(iou.max_controllers).min(256))
+        .filter(|&s| iou.slot(s) == Some(ControllerSlot::PRESENT))
+        .map(|s| s as u16)
+        .collect()
+}
+
+/// The SRP services of one controller from its profile and ServiceEntries answers
+/// (`srp_daemon`'s `do_port`: only entries named `SRP.T10:*`).
+pub fn srp_services(
+    slot: u16,
+    profile: &IocProfileRepr,
+    entries: &[ServiceEntry],
+) -> Vec<SrpService> {
+    use softrdma_wire::dm::service_entries::SRP_SERVICE_NAME_PREFIX;
+    entries
+        .iter()
+        .filter_map(|e| {
+            let name = e.name_str();
+            let ext = name.strip_prefix(SRP_SERVICE_NAME_PREFIX)?;
+            let id_ext = u64::from_str_radix(ext.trim(), 16).ok()?;
+            Some(SrpService {
+                slot,
+                ioc_guid: profile.guid.0,
+                id_ext,
+                service_id: e.id,
+                id_string: profile.id_str(),
+                name,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +282,41 @@ mod tests {
             },
             &[],
         )
+    }
+
+    #[test]
+    fn discovery_of_our_own_answers() {
+        let i = info();
+        let iou = answer(&get_request(DmAttributeId::IO_UNIT_INFO, 0, 1), &i);
+        let slots = present_slots(response_data(&iou).expect("iou"));
+        assert_eq!(slots, vec![1]);
+        let p = answer(&get_request(DmAttributeId::IO_CONTROLLER_PROFILE, 1, 2), &i);
+        let prof = IocProfileRepr::parse(&response_data(&p).expect("ioc")[..128]).expect("p");
+        let m = ServiceEntriesModifier {
+            slot: 1,
+            hi: 0,
+            lo: 0,
+        }
+        .to_attr_mod();
+        let e = answer(&get_request(DmAttributeId::SERVICE_ENTRIES, m, 3), &i);
+        let ents = ServiceEntriesRepr::parse(response_data(&e).expect("svc")).expect("e");
+        let svc = srp_services(1, &prof, &ents.entries[..1]);
+        assert_eq!(svc.len(), 1);
+        assert_eq!(
+            (svc[0].id_ext, svc[0].ioc_guid, svc[0].service_id),
+            (i.guid, i.guid, i.guid)
+        );
+        let g = softrdma_wire::Gid::from("10.77.0.1".parse::<std::net::IpAddr>().unwrap());
+        assert_eq!(
+            svc[0].ib_line(&g, 0xffff),
+            "id_ext=505400fffe770001,ioc_guid=505400fffe770001,dgid=00000000000000000000ffff0a4d0001,pkey=ffff,service_id=505400fffe770001"
+        );
+        assert_eq!(
+            svc[0].rdma_line("10.77.0.1:5555".parse().unwrap()),
+            "id_ext=505400fffe770001,ioc_guid=505400fffe770001,dest=10.77.0.1:5555"
+        );
+        let bad = answer(&get_request(DmAttributeId::IO_CONTROLLER_PROFILE, 5, 2), &i);
+        assert_eq!(response_data(&bad), Err(DmStatus::NO_IOC));
     }
 
     #[test]

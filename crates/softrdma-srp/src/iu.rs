@@ -339,6 +339,121 @@ pub fn write_short_iu(buf: &mut [u8], opcode: Opcode, word: u32, tag: u64) -> Op
     Some(16)
 }
 
+/// `SRP_IMM_DATA_OFFSET` of ib_srp.h: where an initiator puts immediate data, chosen so that
+/// a 32-byte CDB still fits before it (48 + 16 + 4 = 68).
+pub const SRP_IMM_DATA_OFFSET: usize = SRP_CMD_LEN + 16 + cmd_field::IMM_BUF_LEN;
+
+/// The data descriptor an initiator puts in an SRP_CMD (`srp_map_data`).
+#[derive(Debug, Clone, Copy)]
+pub enum CmdData<'a> {
+    /// No data phase.
+    None,
+    /// One buffer; `out` is data-out (WRITE).
+    Direct { out: bool, desc: DirectBuf },
+    /// Several buffers: the whole list is also in initiator memory at `table` (ib_srp's
+    /// `indirect_desc`), `descs` is the part carried in the IU.
+    Indirect {
+        out: bool,
+        table: DirectBuf,
+        total: u32,
+        descs: &'a [DirectBuf],
+    },
+    /// Data-out carried in the IU at [`SRP_IMM_DATA_OFFSET`] (`len` bytes).
+    Immediate { len: u32 },
+}
+
+/// Writes an SRP_CMD into `buf` as `srp_queuecommand` + `srp_map_data` build it: the fixed part,
+/// the CDB (more than 16 bytes go to the additional CDB, rounded up to 4), then the
+/// descriptor. `tag` and `lun` are the wire bytes. Returns the IU's length without immediate
+/// data (for [`CmdData::Immediate`]: [`SRP_IMM_DATA_OFFSET`]; the caller writes the data
+/// there), or `None` if `buf` is too small or the CDB longer than 32 bytes.
+pub fn write_cmd(
+    buf: &mut [u8],
+    tag: u64,
+    lun: [u8; 8],
+    task_attr: u8,
+    cdb: &[u8],
+    data: &CmdData<'_>,
+) -> Option<usize> {
+    if cdb.len() > 32 {
+        return None;
+    }
+    let add = cdb.len().saturating_sub(16).div_ceil(4) * 4;
+    let off = SRP_CMD_LEN + add;
+    let (fmt, out, desc_len, count) = match data {
+        CmdData::None => (0u8, false, 0, 0u8),
+        CmdData::Direct { out, .. } => (DATA_DESC_DIRECT, *out, cmd_field::DIRECT_BUF_LEN, 0),
+        CmdData::Indirect { out, descs, .. } => (
+            DATA_DESC_INDIRECT,
+            *out,
+            cmd_field::INDIRECT_HDR_LEN + descs.len() * cmd_field::DIRECT_BUF_LEN,
+            u8::try_from(descs.len()).ok()?,
+        ),
+        CmdData::Immediate { .. } => (DATA_DESC_IMM, true, cmd_field::IMM_BUF_LEN, 0),
+    };
+    let len = match data {
+        CmdData::Immediate { .. } => SRP_IMM_DATA_OFFSET,
+        _ => off + desc_len,
+    };
+    let b = buf.get_mut(..len)?;
+    b.fill(0);
+    b[cmd_field::OPCODE] = Opcode::CMD.0;
+    b[cmd_field::BUF_FMT] = if out { fmt << 4 } else { fmt };
+    if out {
+        b[cmd_field::DATA_OUT_DESC_CNT] = count;
+    } else {
+        b[cmd_field::DATA_IN_DESC_CNT] = count;
+    }
+    put64(b, cmd_field::TAG, tag);
+    b[cmd_field::LUN..cmd_field::LUN + 8].copy_from_slice(&lun);
+    b[cmd_field::TASK_ATTR] = task_attr;
+    b[cmd_field::ADD_CDB_LEN] = add as u8;
+    b[cmd_field::CDB..cmd_field::CDB + cdb.len()].copy_from_slice(cdb);
+    let put_desc = |b: &mut [u8], at: usize, d: &DirectBuf| {
+        put64(b, at, d.va);
+        put32(b, at + 8, d.key);
+        put32(b, at + 12, d.len);
+    };
+    match data {
+        CmdData::None => {}
+        CmdData::Direct { desc, .. } => put_desc(b, off, desc),
+        CmdData::Indirect {
+            table,
+            total,
+            descs,
+            ..
+        } => {
+            put_desc(b, off, table);
+            put32(b, off + 16, *total);
+            for (i, d) in descs.iter().enumerate() {
+                put_desc(b, off + cmd_field::INDIRECT_HDR_LEN + 16 * i, d);
+            }
+        }
+        CmdData::Immediate { len } => put32(b, off, *len),
+    }
+    Some(len)
+}
+
+/// Writes an SRP_TSK_MGMT (`srp_send_tsk_mgmt`, 48 bytes): `tag` and `task_tag` as wire
+/// bytes. Returns 48.
+pub fn write_tsk_mgmt(
+    buf: &mut [u8],
+    tag: u64,
+    lun: [u8; 8],
+    function: u8,
+    task_tag: u64,
+) -> Option<usize> {
+    use softrdma_wire::srp::tsk_mgmt::field as t;
+    let b = buf.get_mut(..t::LEN)?;
+    b.fill(0);
+    b[t::OPCODE] = Opcode::TSK_MGMT.0;
+    put64(b, t::TAG, tag);
+    b[t::LUN..t::LUN + 8].copy_from_slice(&lun);
+    b[t::TSK_MGMT_FUNC] = function;
+    put64(b, t::TASK_TAG, task_tag);
+    Some(t::LEN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

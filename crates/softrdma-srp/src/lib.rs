@@ -8,21 +8,33 @@
 //! - [`iu`]: SRP_CMD descriptors read in place, SRP_RSP written in place (shared with an
 //!   initiator).
 //! - [`target`]: [`SrpTarget`], the engine: logins, CM events, completions, the data path.
+//! - [`initiator`]: [`SrpInitiator`], what ib_srp does: logins over the RDMA CM or the IB
+//!   CM, channels, credits, commands, task management on timeout, logout.
+//! - [`add_target`]: the target string ib_srp's `add_target` takes.
 //! - [`dm`]: the device-management MAD answers (`srpt_mgmt_method_get`).
 //! - [`guid`]: GUID text forms.
+//! - [`verify`]: the self-describing data pattern of verified workloads.
 //!
 //! `docs/srp-target.md` describes the protocol as implemented and where it differs from 6.1.
 
 #![forbid(unsafe_code)]
 
+pub mod add_target;
 pub mod channel;
 pub mod dm;
 pub mod guid;
+pub mod initiator;
 pub mod iu;
 pub mod login;
 pub mod target;
+pub mod verify;
 
+pub use add_target::{AddTarget, Dest};
 pub use channel::ChannelState;
+pub use initiator::{
+    Command, Completion, DataDir, InitiatorConfig, InitiatorEvent, IoError, LoginError, ScsiResult,
+    Segment, SessionState, SrpInitiator, SubmitError,
+};
 pub use login::{AclEntry, LoginPolicy, LoginRequest, Refusal};
 pub use target::{
     ChannelId, ConnId, LoginFailure, LogoutBy, SrpConfig, SrpEvent, SrpTarget, TargetPort,

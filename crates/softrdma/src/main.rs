@@ -6,11 +6,14 @@ use std::process::ExitCode;
 mod cmtime;
 mod cmtool;
 mod decode;
+mod demo;
 mod perf;
 mod perf_cm;
 mod pingpong;
 mod pingpong_exch;
 mod rping;
+mod srp;
+mod srp_bench;
 mod srpt;
 mod ucmatose;
 mod udaddy;
@@ -26,6 +29,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The main job: an SRP target with a memory LUN and an SRP initiator in this process,
+    /// over RoCEv2 on loopback: login, a verified workload, logout, and what happened.
+    Demo(demo::Args),
     /// Decode a pcap/pcapng capture field by field, tshark -V style (RoCEv2, IB CM, RDMA CM,
     /// SRP, SCSI), checking every ICRC.
     Decode(decode::Args),
@@ -44,6 +50,9 @@ enum Command {
     Ucmatose(ucmatose::Args),
     /// A userspace SRP target (ib_srpt's logins and I/O) that Linux's ib_srp initiator mounts.
     Srpt(srpt::Args),
+    /// An SRP initiator (what Linux's ib_srp does): log in to TARGET (the string ib_srp's
+    /// add_target takes), read, write, benchmark, discover targets.
+    Srp(srp::Args),
     /// A peer of rdma-core 44's cmtime: N RDMA CM connections set up step by step, each step
     /// timed.
     Cmtime(cmtime::Args),
@@ -63,6 +72,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command {
+        Command::Demo(args) => demo::run(&args),
         Command::Decode(args) => decode::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Perf(args) => perf::run(&args),
@@ -71,5 +81,6 @@ fn main() -> ExitCode {
         Command::Cmtime(args) => cmtime::run(&args),
         Command::Srpt(args) => srpt::run(args),
         Command::Udaddy(args) => udaddy::run(args),
+        Command::Srp(args) => srp::run(args),
     }
 }

@@ -91,7 +91,7 @@ struct FileConfig {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LunSpec {
+pub struct LunSpec {
     /// A memory LUN of this size ("16M").
     mem: Option<String>,
     /// A file LUN.
@@ -252,7 +252,40 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn serve(args: Args) -> Result<(), String> {
+/// What a target serves, from the command line and the configuration file.
+pub struct Setup {
+    pub listen: Vec<SocketAddr>,
+    pub guid: Option<String>,
+    pub luns: Vec<LunSpec>,
+    pub acl: Option<Vec<AclEntry>>,
+    pub max_req_size: Option<u32>,
+    pub rq_size: Option<u32>,
+    pub channels_per_initiator: Option<u32>,
+    pub ib_cm: bool,
+    pub pcap: Option<PathBuf>,
+}
+
+impl Setup {
+    /// A target on `listen` with one memory LUN of `size` bytes (512-byte blocks).
+    pub fn memory(listen: SocketAddr, size: u64) -> Setup {
+        Setup {
+            listen: vec![listen],
+            guid: None,
+            luns: vec![LunSpec {
+                mem: Some(size.to_string()),
+                ..LunSpec::default()
+            }],
+            acl: None,
+            max_req_size: None,
+            rq_size: None,
+            channels_per_initiator: None,
+            ib_cm: false,
+            pcap: None,
+        }
+    }
+}
+
+fn setup_from(args: &Args) -> Result<Setup, String> {
     let file: FileConfig = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -300,7 +333,43 @@ fn serve(args: Args) -> Result<(), String> {
             .collect::<Result<_, _>>()?;
         acl.get_or_insert_with(Vec::new).extend(extra);
     }
+    Ok(Setup {
+        listen,
+        guid: args.guid.clone().or(file.guid),
+        luns,
+        acl,
+        max_req_size: args.max_req_size.or(file.limits.max_req_size),
+        rq_size: file.limits.rq_size,
+        channels_per_initiator: file.limits.channels_per_initiator,
+        ib_cm: file.ib_cm || args.ib_cm,
+        pcap: args.pcap.clone(),
+    })
+}
 
+/// A target serving: its devices, the CM, the engine, the listeners.
+pub struct Served {
+    cm: Cm,
+    engine: SrpTarget,
+    tports: Vec<Port>,
+    listeners: Vec<softrdma_core::rdma_cm::RdmaCmId>,
+    pub guid: u64,
+    pub listen: Vec<SocketAddr>,
+    pub ib_cm: bool,
+}
+
+/// Opens the devices, builds the LUNs and the engine, listens.
+pub fn start(setup: Setup) -> Result<Served, String> {
+    let Setup {
+        listen,
+        guid,
+        luns,
+        acl,
+        max_req_size,
+        rq_size,
+        channels_per_initiator,
+        ib_cm,
+        pcap,
+    } = setup;
     // Devices and the CM.
     let cm = Cm::new(crate::cmtool::seed());
     let mut ports = Vec::new();
@@ -311,7 +380,7 @@ fn serve(args: Args) -> Result<(), String> {
         }
         ips.push(a.ip());
         let mut cfg = DeviceConfig::new(a.ip());
-        if let Some(p) = &args.pcap {
+        if let Some(p) = &pcap {
             cfg = cfg.with_pcap(p);
         }
         let dev =
@@ -321,7 +390,7 @@ fn serve(args: Args) -> Result<(), String> {
             .map_err(|e| format!("device {}: {e}", a.ip()))?;
         ports.push((dev, cm_port));
     }
-    let guid = match args.guid.as_deref().or(file.guid.as_deref()) {
+    let guid = match guid.as_deref() {
         Some(g) => parse_guid(g).ok_or_else(|| {
             format!("--guid {g}: 16 hex digits (with or without 0x) or aaaa:bbbb:cccc:dddd")
         })?,
@@ -330,19 +399,19 @@ fn serve(args: Args) -> Result<(), String> {
 
     let mut cfg = SrpConfig::new(guid);
     cfg.login.acl = acl;
-    if let Some(n) = args.max_req_size.or(file.limits.max_req_size) {
+    if let Some(n) = max_req_size {
         if n < MIN_MAX_REQ_SIZE {
             return Err(format!("max request size {n}: at least {MIN_MAX_REQ_SIZE}"));
         }
         cfg.login.max_req_size = n;
     }
-    if let Some(n) = file.limits.rq_size {
+    if let Some(n) = rq_size {
         if !(2..=4096).contains(&n) {
             return Err(format!("rq_size {n}: 2 ..= 4096"));
         }
         cfg.login.rq_size = n;
     }
-    cfg.login.channels_per_initiator = file.limits.channels_per_initiator;
+    cfg.login.channels_per_initiator = channels_per_initiator;
 
     let mut scsi = Target::new(TargetConfig {
         port_name: colon_guid(guid),
@@ -409,20 +478,179 @@ fn serve(args: Args) -> Result<(), String> {
             .map_err(|e| format!("listen on {a}: {e}"))?;
         listeners.push(id);
     }
-    if file.ib_cm || args.ib_cm {
+    if ib_cm {
         cm.with_cm(|r| engine.listen_ib(r))
             .map_err(|e| format!("IB CM listen on service ID {guid:#018x}: {e:?}"))?;
     }
+    Ok(Served {
+        cm,
+        engine,
+        tports,
+        listeners,
+        guid,
+        listen,
+        ib_cm,
+    })
+}
 
-    println!("target GUID {guid:016x} ({})", colon_guid(guid));
-    for a in &listen {
-        let dest = match a {
-            SocketAddr::V4(v) => format!("{}:{}", v.ip(), v.port()),
-            SocketAddr::V6(v) => format!("[{}]:{}", v.ip(), v.port()),
-        };
-        println!("add_target: id_ext={guid:016x},ioc_guid={guid:016x},dest={dest}");
+impl Served {
+    /// The add_target line of each listening address.
+    pub fn add_target_lines(&self) -> Vec<String> {
+        let guid = self.guid;
+        self.listen
+            .iter()
+            .map(|a| {
+                let dest = match a {
+                    SocketAddr::V4(v) => format!("{}:{}", v.ip(), v.port()),
+                    SocketAddr::V6(v) => format!("[{}]:{}", v.ip(), v.port()),
+                };
+                format!("id_ext={guid:016x},ioc_guid={guid:016x},dest={dest}")
+            })
+            .collect()
     }
-    if file.ib_cm || args.ib_cm {
+
+    /// The IB CM's counters of the target's CM.
+    pub fn cm_counters(&self) -> softrdma_core::cm::CmCounters {
+        self.cm.counters()
+    }
+
+    /// Serves until `term`; then disconnects every channel (up to 5 s for the DREPs),
+    /// flushes the file LUNs and closes the listeners.
+    pub fn run(&mut self, term: &AtomicBool) {
+        let Served {
+            cm,
+            engine,
+            tports,
+            listeners,
+            ..
+        } = self;
+        let mut wcs = Vec::with_capacity(64);
+        let slice = if tports.len() > 1 {
+            Duration::from_millis(5)
+        } else {
+            Duration::from_millis(200)
+        };
+        let mut shutting: Option<StdInstant> = None;
+        loop {
+            if term.load(Ordering::Relaxed) && shutting.is_none() {
+                info!("shutting down: disconnecting every channel");
+                engine.set_enabled(false);
+                for p in tports.iter() {
+                    let _ = cm.with(p.cm_port, |rdma, stack, now| {
+                        engine.logout_all(now, rdma, stack, p.tport)
+                    });
+                }
+                shutting = Some(StdInstant::now());
+            }
+            while let Some(ev) = cm.poll_event() {
+                handle_event(cm, engine, tports, ev);
+            }
+            log_events(engine);
+            if let Some(t) = shutting {
+                if engine.channels().is_empty() || t.elapsed() > Duration::from_secs(5) {
+                    break;
+                }
+            }
+            for p in tports.iter() {
+                let Some(cq) = engine.cq(p.tport) else {
+                    continue;
+                };
+                wcs.clear();
+                let stop =
+                    || cm.has_event() || (term.load(Ordering::Relaxed) && shutting.is_none());
+                let _ = p.dev.wait_cq_or(cq, &mut wcs, 64, Some(slice), &stop);
+                let _ = cm.with(p.cm_port, |rdma, stack, now| {
+                    for wc in &wcs {
+                        engine.completion(now, rdma, stack, wc);
+                    }
+                    engine.poll(now, rdma, stack, p.tport)
+                });
+            }
+            log_events(engine);
+        }
+        for (lun, e) in engine.scsi().flush_luns() {
+            error!(%lun, "flushing the LUN failed: {e:?}");
+        }
+        let now = tports[0].dev.now();
+        cm.with_cm(|r| {
+            for id in listeners.drain(..) {
+                r.destroy(now, id);
+            }
+        });
+        for p in tports.iter() {
+            let _ = p.dev.flush_pcap();
+        }
+        info!("stopped");
+    }
+}
+
+/// A target serving on a thread of this process (the demo, `perf srp`): stopped (channels
+/// disconnected) when dropped.
+pub struct Background {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<softrdma_core::cm::CmCounters>>,
+    /// Its add_target line.
+    pub line: String,
+}
+
+impl Background {
+    /// Starts `setup` on its own thread; returns once it listens.
+    pub fn spawn(setup: Setup) -> Result<Background, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let st = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("srp-target".into())
+            .spawn(move || match start(setup) {
+                Ok(mut s) => {
+                    let _ = tx.send(Ok(s.add_target_lines().remove(0)));
+                    s.run(&st);
+                    s.cm_counters()
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    softrdma_core::cm::CmCounters::default()
+                }
+            })
+            .map_err(|e| format!("thread: {e}"))?;
+        let line = rx
+            .recv()
+            .map_err(|_| "the target thread ended".to_string())??;
+        Ok(Background {
+            stop,
+            handle: Some(handle),
+            line,
+        })
+    }
+
+    /// Stops it (every channel disconnected) and returns its CM counters.
+    pub fn stop(mut self) -> softrdma_core::cm::CmCounters {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn serve(args: Args) -> Result<(), String> {
+    let setup = setup_from(&args)?;
+    let mut served = start(setup)?;
+    let guid = served.guid;
+    println!("target GUID {guid:016x} ({})", colon_guid(guid));
+    for l in served.add_target_lines() {
+        println!("add_target: {l}");
+    }
+    if served.ib_cm {
         println!(
             "add_target (IB CM): id_ext={guid:016x},ioc_guid={guid:016x},dgid=<target gid>,pkey=ffff,service_id={guid:016x}"
         );
@@ -434,60 +662,7 @@ fn serve(args: Args) -> Result<(), String> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, term.clone()).map_err(|e| format!("signal: {e}"))?;
     }
-
-    let mut wcs = Vec::with_capacity(64);
-    let slice = if tports.len() > 1 {
-        Duration::from_millis(5)
-    } else {
-        Duration::from_millis(200)
-    };
-    let mut shutting: Option<StdInstant> = None;
-    loop {
-        if term.load(Ordering::Relaxed) && shutting.is_none() {
-            info!("shutting down: disconnecting every channel");
-            engine.set_enabled(false);
-            for p in &tports {
-                let _ = cm.with(p.cm_port, |rdma, stack, now| {
-                    engine.logout_all(now, rdma, stack, p.tport)
-                });
-            }
-            shutting = Some(StdInstant::now());
-        }
-        while let Some(ev) = cm.poll_event() {
-            handle_event(&cm, &mut engine, &tports, ev);
-        }
-        log_events(&mut engine);
-        if let Some(t) = shutting {
-            if engine.channels().is_empty() || t.elapsed() > Duration::from_secs(5) {
-                break;
-            }
-        }
-        for p in &tports {
-            let Some(cq) = engine.cq(p.tport) else {
-                continue;
-            };
-            wcs.clear();
-            let stop = || cm.has_event() || (term.load(Ordering::Relaxed) && shutting.is_none());
-            let _ = p.dev.wait_cq_or(cq, &mut wcs, 64, Some(slice), &stop);
-            let _ = cm.with(p.cm_port, |rdma, stack, now| {
-                for wc in &wcs {
-                    engine.completion(now, rdma, stack, wc);
-                }
-                engine.poll(now, rdma, stack, p.tport)
-            });
-        }
-        log_events(&mut engine);
-    }
-    for (lun, e) in engine.scsi().flush_luns() {
-        error!(%lun, "flushing the LUN failed: {e:?}");
-    }
-    let now = tports[0].dev.now();
-    cm.with_cm(|r| {
-        for id in listeners {
-            r.destroy(now, id);
-        }
-    });
-    info!("stopped");
+    served.run(&term);
     Ok(())
 }
 

@@ -129,13 +129,18 @@ impl Responder {
     ) {
         let mtu = info.mtu;
         let n = segment::packets(len, mtu);
-        let Ok(mr) = ctx.verbs.mr_table().by_rkey(rkey) else {
-            return;
+        // A zero-length READ names no memory (its rkey need not be valid).
+        let mr = match ctx.verbs.mr_table().by_rkey(rkey) {
+            Ok(m) => Some(m),
+            Err(_) if len == 0 => None,
+            Err(_) => return,
         };
         for i in 0..n {
             let off = u64::from(i) * u64::from(mtu);
             let chunk = (u64::from(len) - off).min(u64::from(mtu)) as usize;
-            let data = mr.slice(va.wrapping_add(off), chunk).unwrap_or(&[]);
+            let data = mr
+                .and_then(|m| m.slice(va.wrapping_add(off), chunk).ok())
+                .unwrap_or(&[]);
             let opcode = segment::read_response_opcode(i, n);
             let mut repr = RoceRepr::new(BthRepr {
                 opcode,
@@ -396,13 +401,23 @@ impl Responder {
                         .reth()
                         .ok_or(Fault::Nak(NakCode::INVALID_REQUEST, WcStatus::RemInvReqErr))?;
                     let r = RethRepr::parse_packet(&reth);
-                    let mr = ctx.verbs.mr_table().by_rkey(r.r_key).map_err(|_| {
-                        Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
-                    })?;
-                    mr.check_remote(info.pd, r.va, r.dma_len as usize, AccessFlags::REMOTE_WRITE)
+                    // "A zero-byte op is not required to set an addr or rkey" (rxe
+                    // check_rkey; IBTA C9-88): ib_srpt's zero-length write at RTU
+                    // (srpt_zerolength_write) carries rkey 0.
+                    if r.dma_len != 0 {
+                        let mr = ctx.verbs.mr_table().by_rkey(r.r_key).map_err(|_| {
+                            Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                        })?;
+                        mr.check_remote(
+                            info.pd,
+                            r.va,
+                            r.dma_len as usize,
+                            AccessFlags::REMOTE_WRITE,
+                        )
                         .map_err(|_| {
                             Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
                         })?;
+                    }
                     (r.va, r.r_key, r.dma_len, r.dma_len)
                 }
             };
@@ -427,11 +442,12 @@ impl Responder {
             } else {
                 None
             };
-            let mr =
-                ctx.verbs.mr_table_mut().by_rkey_mut(rkey).map_err(|_| {
+            if !payload.is_empty() {
+                let mr = ctx.verbs.mr_table_mut().by_rkey_mut(rkey).map_err(|_| {
                     Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
                 })?;
-            mr.write(va, payload).map_err(|_| acc_err)?;
+                mr.write(va, payload).map_err(|_| acc_err)?;
+            }
             if op.is_last() {
                 self.msn = (self.msn + 1) & 0x00ff_ffff;
                 if let Some(wr) = recv {
@@ -462,12 +478,15 @@ impl Responder {
                 .reth()
                 .map(|h| RethRepr::parse_packet(&h))
                 .ok_or(Fault::Nak(NakCode::INVALID_REQUEST, WcStatus::RemInvReqErr))?;
-            let mr =
-                ctx.verbs.mr_table().by_rkey(r.r_key).map_err(|_| {
+            if r.dma_len != 0 {
+                let mr = ctx.verbs.mr_table().by_rkey(r.r_key).map_err(|_| {
                     Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
                 })?;
-            mr.check_remote(info.pd, r.va, r.dma_len as usize, AccessFlags::REMOTE_READ)
-                .map_err(|_| Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr))?;
+                mr.check_remote(info.pd, r.va, r.dma_len as usize, AccessFlags::REMOTE_READ)
+                    .map_err(|_| {
+                        Fault::Nak(NakCode::REMOTE_ACCESS_ERROR, WcStatus::RemAccessErr)
+                    })?;
+            }
             let npkts = segment::packets(r.dma_len, info.mtu);
             self.msn = (self.msn + 1) & 0x00ff_ffff;
             self.resources.push(Resource::Read {

@@ -1221,3 +1221,35 @@ fn read_replayed_after_invalidation_gets_a_remote_access_nak() {
         );
     }
 }
+
+/// Zero-length RDMA WRITE and READ with rkey 0 (ib_srpt's `srpt_zerolength_write` at RTU,
+/// the drain write of its channels): the responder does not check the key ("a zero-byte op
+/// is not required to set an addr or rkey", rxe `check_rkey`) and ACKs; both complete.
+#[test]
+fn rc_zero_length_write_and_read_need_no_rkey() {
+    let (mut sim, a, _b) = rc_pair(NetConfig::PERFECT, 3, &Opts::default());
+    let w = SendWr::new(
+        1,
+        SendOp::RdmaWrite {
+            remote_addr: 0,
+            rkey: 0,
+        },
+    );
+    sim.stacks[0].post_send(a.qpn, w).expect("write");
+    let mut r = SendWr::new(
+        2,
+        SendOp::RdmaRead {
+            remote_addr: 0,
+            rkey: 0,
+        },
+    );
+    r.signaled = true;
+    sim.stacks[0].post_send(a.qpn, r).expect("read");
+    let mut wcs = Vec::new();
+    let ok = sim.run_until(Duration::from_secs(5), |s| {
+        drain(s, 0, a.cq, &mut wcs);
+        wcs.len() >= 2
+    });
+    assert!(ok, "{wcs:?}");
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+}
