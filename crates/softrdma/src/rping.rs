@@ -28,7 +28,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use softrdma_core::cm::CmEvent;
-use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEvent, RdmaCmEventType, RdmaCmId};
+use softrdma_core::rdma_cm::{
+    ConnParam, RdmaCm, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaOption,
+};
 use softrdma_core::verbs::{
     AccessFlags, CqId, MrKeys, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
     RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
@@ -95,6 +97,10 @@ pub struct Args {
     /// Use a self-created, self-modified QP (rdma_init_qp_attr, rdma_establish).
     #[arg(short = 'q')]
     pub self_qp: bool,
+    /// Client: type of service (`rdma_set_option(RDMA_OPTION_ID_TOS)`), 0 to 255: the
+    /// connection's traffic class and the IP TOS byte of its packets.
+    #[arg(short = 't', value_parser = clap::value_parser!(u8))]
+    pub tos: Option<u8>,
     /// Display ping data to stdout (and each CM retransmission as it happens).
     #[arg(short = 'v')]
     pub verbose: bool,
@@ -130,6 +136,7 @@ struct Opts {
     size: u32,
     persistent: bool,
     self_qp: bool,
+    tos: Option<u8>,
     verbose: bool,
     validate: bool,
     debug: bool,
@@ -224,6 +231,7 @@ fn check(a: &Args) -> Result<Opts, String> {
         size,
         persistent: a.persistent,
         self_qp: a.self_qp,
+        tos: a.tos,
         verbose: a.verbose,
         validate: a.validate,
         debug: a.debug,
@@ -1020,6 +1028,12 @@ fn connect(conn: &mut Conn<'_>, local: IpAddr) -> Result<(), Fail> {
         .map_err(|e| fail(format!("rdma_resolve_addr: {}", e.text())))?;
     conn.expect_event(RdmaCmEventType::AddrResolved, Duration::from_secs(2))?;
     let id = conn.id()?;
+    if let Some(t) = o.tos {
+        // rping.c sets the TOS once the address is resolved, before the route.
+        conn.cm
+            .with_cm(|cm| cm.set_option(id, RdmaOption::Tos(t)))
+            .map_err(|e| fail(format!("rdma_set_option: {}", e.text())))?;
+    }
     conn.cm
         .with_cm(|cm| cm.resolve_route(id))
         .map_err(|e| fail(format!("rdma_resolve_route: {}", e.text())))?;

@@ -657,3 +657,60 @@ fn interrupted_ucmatose_client_ends_the_server_at_once() {
     assert_eq!(s.code(), Some(1), "{}", s.out);
     assert!(s.out.contains("return status 1"), "{}", s.out);
 }
+
+/// `rping -t TOS`: the client's connection carries the type of service, in the REQ's
+/// traffic class and in the IP TOS byte of its packets (read back from its own pcap).
+#[test]
+fn client_tos_is_on_the_wire() {
+    let pcap = std::env::temp_dir().join(format!("rping-tos-{}.pcap", std::process::id()));
+    let p = pcap.to_string_lossy().into_owned();
+    let Some(s) = server(&["-a", "127.0.137.1", "-p", "17431"]) else {
+        return;
+    };
+    let c = run(
+        "rping",
+        &[
+            "-c",
+            "-a",
+            "127.0.137.1",
+            "-I",
+            "127.0.137.2",
+            "-p",
+            "17431",
+            "-C",
+            "2",
+            "-t",
+            "72",
+            "--pcap",
+            &p,
+        ],
+        LIMIT,
+    );
+    assert_eq!(c.code(), Some(0), "{}", c.err);
+    let _ = s.finish(Duration::from_secs(5));
+    let d = run("decode", &["--json", &p], LIMIT);
+    let _ = std::fs::remove_file(&pcap);
+    let mut sent = 0;
+    let mut req_tclass = None;
+    for line in d.out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("json");
+        if v["ip"]["src"] != "127.0.137.2" {
+            continue;
+        }
+        sent += 1;
+        // TOS 72 = 0x48: DSCP 18, ECN 0.
+        assert_eq!(v["ip"]["dsfield"]["dscp"], 18, "{line}");
+        if v["frame"]["info"]
+            .as_str()
+            .is_some_and(|i| i.contains("ConnectRequest"))
+        {
+            req_tclass = Some(v.to_string().contains("\"primary_traffic_class\":72"));
+        }
+    }
+    assert!(sent > 5, "{}", d.err);
+    assert_eq!(
+        req_tclass,
+        Some(true),
+        "the REQ's primary path traffic class is 72"
+    );
+}

@@ -267,6 +267,7 @@ impl CmEndpoint {
         self.events.push_back(CmEvent::RepReceived {
             id: CmIdRef(id),
             rep: Box::new(rep),
+            attr_mod: rx.mad.header.attr_mod,
         });
     }
 

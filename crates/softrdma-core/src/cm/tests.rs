@@ -166,7 +166,7 @@ fn connect() -> (SinglePortCm, SinglePortCm, CmId, CmId) {
         (ia.local_comm_id(), ib.local_comm_id(), 15)
     );
     assert!(
-        matches!(&events(&mut a)[..], [CmEvent::RepReceived { id, rep }] if *id == ia.as_ref() && rep.local_qpn == 0x12)
+        matches!(&events(&mut a)[..], [CmEvent::RepReceived { id, rep, .. }] if *id == ia.as_ref() && rep.local_qpn == 0x12)
     );
     a.send_rtu(at(4), &ia, &[]).expect("rtu");
     let log = pump(at(5), &mut a, &mut b);

@@ -243,6 +243,8 @@ pub enum CmEvent {
     RepReceived {
         id: CmIdRef,
         rep: Box<RepRepr>,
+        /// The MAD's AttributeModifier (the ECE options the passive side agreed to).
+        attr_mod: u32,
     },
     /// The REP went unanswered (`param.send_status`).
     RepError {

@@ -1591,7 +1591,9 @@ impl RdmaCm {
             return;
         };
         match ev {
-            CmEvent::RepReceived { rep, .. } => self.on_rep(now, stack, r, &rep),
+            CmEvent::RepReceived { rep, attr_mod, .. } => {
+                self.on_rep(now, stack, r, &rep, attr_mod)
+            }
             CmEvent::RtuReceived { .. } | CmEvent::UserEstablished { .. } => {
                 self.push(T::Established, r)
             }
@@ -1624,15 +1626,16 @@ impl RdmaCm {
         stack: Option<&mut Stack>,
         r: u32,
         rep: &softrdma_wire::cm::RepRepr,
+        attr_mod: u32,
     ) {
         use RdmaCmEventType as T;
         let Some(i) = self.ids.get(&r) else { return };
         let (has_qp, local_vendor) = (i.qpn.is_some(), i.local_ece.vendor_id);
+        // The REP's options travel in its MAD's attribute modifier (cma_rep_recv reads
+        // them from the event: ib_event->param.rep_rcvd.ece).
         let ece = Ece {
             vendor_id: rep.vendor_id,
-            // The REP's options travel in its MAD's attribute modifier, which the IB CM's
-            // REP event does not carry: only the vendor ID is known here.
-            attr_mod: 0,
+            attr_mod,
         };
         let fill = |e: &mut RdmaCmEvent| {
             e.private_data = rep.private_data.to_vec();

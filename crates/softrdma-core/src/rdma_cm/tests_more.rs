@@ -633,6 +633,8 @@ fn ece_is_offered_and_accepted() {
         assert!(ok, "{:?} {:?}", attrs(&cm_log(&sim)), n[0].events);
         let e = take(&mut n[0], RdmaCmEventType::Established);
         assert_eq!(e.ece.vendor_id, 0x00ab_cdef);
+        // The active side learns what was agreed (the REP's attribute modifier).
+        assert_eq!(e.ece.attr_mod, want);
         let log = cm_log_attr(&sim);
         let (CmMessage::Req(q), CmMessage::Rep(r)) = (&log[0].1, &log[1].1) else {
             panic!()
