@@ -9,6 +9,7 @@ mod decode;
 mod demo;
 mod perf;
 mod perf_cm;
+mod perf_srp;
 mod pingpong;
 mod pingpong_exch;
 mod rping;
@@ -40,7 +41,8 @@ enum Command {
     Pingpong(pingpong::Args),
     /// perftest-style bandwidth / latency between two softrdma devices on loopback, with a
     /// TCP baseline in the same run (`perf cm [-c N] [-r RUNS]`: connection setup rate
-    /// against TCP connect/accept/close).
+    /// against TCP connect/accept/close; `perf srp [-r RUNS] [--runtime SECS]`: SRP block I/O
+    /// against fio + nbdkit over TCP).
     Perf(perf::Args),
     /// A peer of rdma-core's rping (RDMA CM + RC SEND/RDMA READ/RDMA WRITE) over a softrdma
     /// device and softrdma's own IB CM / RDMA CM.
@@ -69,6 +71,13 @@ fn main() -> ExitCode {
             std::iter::once("softrdma perf cm".into()).chain(argv[3..].iter().cloned()),
         );
         return perf_cm::run(&plan);
+    }
+    // `perf srp` too.
+    if argv.get(1).is_some_and(|a| a == "perf") && argv.get(2).is_some_and(|a| a == "srp") {
+        let plan = perf_srp::Plan2::parse_from(
+            std::iter::once("softrdma perf srp".into()).chain(argv[3..].iter().cloned()),
+        );
+        return perf_srp::run(&plan);
     }
     let cli = Cli::parse();
     match cli.command {

@@ -215,3 +215,35 @@ fn demo_runs_and_says_what_happened() {
         assert!(out.contains(want), "{want:?} not in:\n{out}");
     }
 }
+
+#[test]
+fn perf_srp_runs_ours_and_says_about_fio() {
+    let o = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args([
+            "perf",
+            "srp",
+            "-r",
+            "1",
+            "--runtime",
+            "0.3",
+            "--only",
+            "randwrite",
+            "--target",
+            "127.0.86.1",
+            "--initiator",
+            "127.0.86.2",
+            "--size",
+            "16m",
+        ])
+        .output()
+        .expect("run perf srp");
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(out.contains("4k randwrite qd32"), "{out}");
+    assert!(out.contains("summary (medians"), "{out}");
+    assert!(
+        out.contains("fio --ioengine=nbd -> nbdkit memory")
+            || out.contains("apt-get install -y fio nbdkit"),
+        "{out}"
+    );
+}

@@ -1,0 +1,388 @@
+//! `softrdma perf srp`: block I/O over our SRP (the initiator of `softrdma srp` → the target of
+//! `softrdma srpt`, memory LUN, both in this process on loopback: 127.0.0.2 → 127.0.0.1 over
+//! RoCEv2) against `fio --ioengine=nbd` → `nbdkit memory` over TCP on loopback, in the same
+//! run: 4 KiB random read and write at queue depth 32, 1 MiB sequential read and write, each
+//! test's runs interleaved (ours, theirs, ours, theirs…), then the medians and the ratios.
+//!
+//! Both sides measure latency from submission to completion (fio's `lat`, asked for with
+//! `--lat_percentiles=1`). fio and nbdkit are Debian's packages (`apt-get install -y fio
+//! nbdkit`); without them, only ours runs.
+
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+use crate::cmtool::signals;
+use crate::srp::{human, parse_size, Session, SessionOpts};
+use crate::srp_bench::{self, fio_num, Plan, Rw};
+use crate::srpt::{Background, Setup};
+
+#[derive(Debug, Parser)]
+#[command(name = "softrdma perf srp")]
+pub struct Plan2 {
+    /// Runs of each test, each side.
+    #[arg(short = 'r', long, default_value_t = 3)]
+    pub runs: u32,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 3.0)]
+    pub runtime: f64,
+    /// LUN (and nbdkit memory) size.
+    #[arg(long, default_value = "256m", value_parser = parse_size)]
+    pub size: u64,
+    /// Queue depth of the 4 KiB tests.
+    #[arg(long, default_value_t = 32)]
+    pub iodepth: u32,
+    /// Queue depth of the 1 MiB tests.
+    #[arg(long, default_value_t = 8)]
+    pub seq_iodepth: u32,
+    /// RDMA channels of ours.
+    #[arg(long, default_value_t = 1)]
+    pub ch_count: u32,
+    /// Only these tests (randread, randwrite, read, write).
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// The target's address (ours).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub target: IpAddr,
+    /// The initiator's address (ours).
+    #[arg(long, default_value = "127.0.0.2")]
+    pub initiator: IpAddr,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Figures {
+    iops: f64,
+    bw: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+struct Test {
+    name: String,
+    rw: Rw,
+    bs: u64,
+    iodepth: u32,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// nbdkit's memory plugin on a free loopback TCP port; killed on drop.
+struct Nbdkit {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Nbdkit {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nbdkit(size: u64) -> Result<Nbdkit, String> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("a free TCP port: {e}"))?
+        .port();
+    let child = Command::new("nbdkit")
+        .args([
+            "--foreground",
+            "--exit-with-parent",
+            "--ipaddr=127.0.0.1",
+            &format!("--port={port}"),
+            "memory",
+            &size.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("nbdkit: {e}"))?;
+    let n = Nbdkit { child, port };
+    let end = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).is_err() {
+        if Instant::now() > end {
+            return Err("nbdkit did not listen within 10 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(n)
+}
+
+fn fio(t: &Test, port: u16, size: u64, runtime: f64) -> Result<Figures, String> {
+    let out = Command::new("fio")
+        .args([
+            "--name=nbd",
+            "--ioengine=nbd",
+            &format!("--uri=nbd://127.0.0.1:{port}/"),
+            &format!("--rw={}", t.rw.name()),
+            &format!("--bs={}", t.bs),
+            &format!("--iodepth={}", t.iodepth),
+            "--time_based",
+            &format!("--runtime={}ms", (runtime * 1000.0) as u64),
+            &format!("--size={size}"),
+            "--lat_percentiles=1",
+            "--output-format=json",
+        ])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("fio: {e}"))?;
+    let mut child = out;
+    let mut s = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut s);
+    }
+    let st = child.wait().map_err(|e| format!("fio: {e}"))?;
+    if !st.success() {
+        let mut e = String::new();
+        if let Some(mut x) = child.stderr.take() {
+            let _ = x.read_to_string(&mut e);
+        }
+        return Err(format!("fio failed ({st}): {}", e.trim()));
+    }
+    let j: serde_json::Value =
+        serde_json::from_str(s.get(s.find('{').unwrap_or(0)..).unwrap_or(""))
+            .map_err(|e| format!("fio's JSON: {e}"))?;
+    let job = &j["jobs"][0];
+    let d = if t.rw.name().contains("write") {
+        &job["write"]
+    } else {
+        &job["read"]
+    };
+    let p = |k: &str| d["lat_ns"]["percentile"][k].as_f64().unwrap_or(0.0) / 1e3;
+    Ok(Figures {
+        iops: d["iops"].as_f64().unwrap_or(0.0),
+        bw: d["bw_bytes"].as_f64().unwrap_or(0.0),
+        p50_us: p("50.000000"),
+        p99_us: p("99.000000"),
+    })
+}
+
+fn ours(s: &mut Session, t: &Test, runtime: f64) -> Result<Figures, String> {
+    let plan = Plan {
+        lun: 0,
+        rw: t.rw,
+        bs: t.bs,
+        iodepth: t.iodepth,
+        runtime: Some(Duration::from_secs_f64(runtime)),
+        size: None,
+        offset: 0,
+        rwmixread: 50,
+        verify: false,
+    };
+    let r = srp_bench::run(s, &plan, false)?;
+    let d = if t.rw.name().contains("write") {
+        &r.write
+    } else {
+        &r.read
+    };
+    Ok(Figures {
+        iops: d.iops(r.runtime),
+        bw: d.bw(r.runtime),
+        p50_us: d.percentile(50.0) as f64 / 1e3,
+        p99_us: d.percentile(99.0) as f64 / 1e3,
+    })
+}
+
+fn row(name: &str, run: &str, a: &Figures, b: Option<&Figures>) {
+    let theirs = match b {
+        Some(b) => format!(
+            "{:>9} {:>10} {:>8.0} {:>8.0} | {:>5.2}",
+            fio_num(b.iops),
+            format!("{}/s", human(b.bw)),
+            b.p50_us,
+            b.p99_us,
+            a.iops / b.iops.max(1e-9)
+        ),
+        None => "        -          -        -        - |     -".into(),
+    };
+    println!(
+        "{name:<22} {run:>6}  {:>9} {:>10} {:>8.0} {:>8.0} | {theirs}",
+        fio_num(a.iops),
+        format!("{}/s", human(a.bw)),
+        a.p50_us,
+        a.p99_us,
+    );
+}
+
+pub fn run(p: &Plan2) -> ExitCode {
+    signals::catch();
+    match perf(p) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(sig) = e.strip_prefix("signal ").and_then(|s| s.parse().ok()) {
+                signals::die(sig);
+            }
+            eprintln!("softrdma perf srp: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn perf(p: &Plan2) -> Result<(), String> {
+    let runtime = p.runtime.clamp(0.2, 600.0);
+    let all = [
+        ("randread", Rw::Randread, 4096u64, p.iodepth),
+        ("randwrite", Rw::Randwrite, 4096, p.iodepth),
+        ("read", Rw::Read, 1 << 20, p.seq_iodepth),
+        ("write", Rw::Write, 1 << 20, p.seq_iodepth),
+    ];
+    let tests: Vec<Test> = all
+        .iter()
+        .filter(|(n, ..)| p.only.is_empty() || p.only.iter().any(|o| o == n))
+        .map(|&(_, rw, bs, qd)| Test {
+            name: format!(
+                "{} {} qd{qd}",
+                if bs >= 1 << 20 { "1M" } else { "4k" },
+                rw.name()
+            ),
+            rw,
+            bs,
+            iodepth: qd,
+        })
+        .collect();
+    if tests.is_empty() {
+        return Err("--only: randread, randwrite, read or write".into());
+    }
+    let fio_ok = have("fio") && have("nbdkit");
+    println!(
+        "softrdma perf srp: ours = softrdma srp -> softrdma srpt ({} memory LUN) over RoCEv2, one process, {} -> {}, {} channel(s);",
+        human(p.size as f64),
+        p.initiator,
+        p.target,
+        p.ch_count
+    );
+    if fio_ok {
+        println!(
+            "  theirs = fio --ioengine=nbd -> nbdkit memory {} over TCP on 127.0.0.1; {} run(s) of {runtime} s per test and side, interleaved",
+            human(p.size as f64),
+            p.runs
+        );
+    } else {
+        println!(
+            "  fio and nbdkit not found: ours only (install them with: apt-get install -y fio nbdkit)"
+        );
+    }
+    let target = Background::spawn(Setup::memory(SocketAddr::new(p.target, 5555), p.size))
+        .map_err(|e| format!("target: {e}"))?;
+    let line = format!(
+        "{},src={},ch_count={}",
+        target.line, p.initiator, p.ch_count
+    );
+    let buffer = tests
+        .iter()
+        .map(|t| (t.bs * u64::from(t.iodepth)) as usize)
+        .max()
+        .unwrap_or(1 << 20);
+    let o = SessionOpts {
+        pcap: None,
+        verbose: false,
+        cmd_timeout: Some(Duration::from_secs(30)),
+        buffer,
+        tool: "softrdma perf srp",
+        keep_events: false,
+    };
+    let mut s = Session::open(line.parse().map_err(|e| format!("{e}"))?, &o)?;
+    let server = if fio_ok { Some(nbdkit(p.size)?) } else { None };
+    println!(
+        "\n{:<22} {:>6}  {:>9} {:>10} {:>8} {:>8} | {:>9} {:>10} {:>8} {:>8} | {:>5}",
+        "test",
+        "run",
+        "ours IOPS",
+        "ours BW",
+        "p50 us",
+        "p99 us",
+        "nbd IOPS",
+        "nbd BW",
+        "p50 us",
+        "p99 us",
+        "ratio"
+    );
+    let mut summary = Vec::new();
+    for t in &tests {
+        let (mut oi, mut ob, mut o50, mut o99) = (vec![], vec![], vec![], vec![]);
+        let (mut ti, mut tb, mut t50, mut t99) = (vec![], vec![], vec![], vec![]);
+        for run in 1..=p.runs.max(1) {
+            let a = ours(&mut s, t, runtime)?;
+            let b = match &server {
+                Some(n) => Some(fio(t, n.port, p.size, runtime)?),
+                None => None,
+            };
+            row(&t.name, &run.to_string(), &a, b.as_ref());
+            oi.push(a.iops);
+            ob.push(a.bw);
+            o50.push(a.p50_us);
+            o99.push(a.p99_us);
+            if let Some(b) = b {
+                ti.push(b.iops);
+                tb.push(b.bw);
+                t50.push(b.p50_us);
+                t99.push(b.p99_us);
+            }
+        }
+        let a = Figures {
+            iops: median(&mut oi),
+            bw: median(&mut ob),
+            p50_us: median(&mut o50),
+            p99_us: median(&mut o99),
+        };
+        let b = (!ti.is_empty()).then(|| Figures {
+            iops: median(&mut ti),
+            bw: median(&mut tb),
+            p50_us: median(&mut t50),
+            p99_us: median(&mut t99),
+        });
+        row(&t.name, "median", &a, b.as_ref());
+        summary.push((t.name.clone(), a, b));
+    }
+    let _ = s.logout();
+    drop(server);
+    drop(target);
+    println!("\nsummary (medians; ratio = ours / fio+nbdkit):");
+    for (name, a, b) in summary {
+        match b {
+            Some(b) => println!(
+                "  {name:<20} ours {} IOPS {}/s p99 {:.0} us; fio+nbdkit {} IOPS {}/s p99 {:.0} us; IOPS ratio {:.2}, p99 ratio {:.2}",
+                fio_num(a.iops),
+                human(a.bw),
+                a.p99_us,
+                fio_num(b.iops),
+                human(b.bw),
+                b.p99_us,
+                a.iops / b.iops.max(1e-9),
+                a.p99_us / b.p99_us.max(1e-9)
+            ),
+            None => println!(
+                "  {name:<20} ours {} IOPS {}/s p50 {:.0} us p99 {:.0} us",
+                fio_num(a.iops),
+                human(a.bw),
+                a.p50_us,
+                a.p99_us
+            ),
+        }
+    }
+    Ok(())
+}
