@@ -531,6 +531,11 @@ pub(crate) fn cycle(
         if let Some(id) = conn.id.take() {
             d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
         }
+        // rdma_destroy_qp (v44 does it at disconnect): a QP left behind would stay in the
+        // device for the process's life.
+        if let Some(qpn) = conn.qpn.take() {
+            let _ = d.dev.destroy_qp(qpn);
+        }
         t.end_c(c, Step::Destroy);
     }
     t.end(Step::Destroy);
@@ -622,7 +627,12 @@ pub(crate) fn on_server_event(
                 let id = live.swap_remove(i);
                 let _ =
                     d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, &id));
+                let qpn = d.cm.with_cm(|cm| cm.qpn(id.name()));
                 d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
+                // The disconnect work of v44's server: rdma_destroy_qp, rdma_destroy_id.
+                if let Some(qpn) = qpn {
+                    let _ = d.dev.destroy_qp(qpn);
+                }
             }
         }
         _ => {}
