@@ -48,6 +48,28 @@ impl fmt::Display for ChannelState {
     }
 }
 
+/// Takes every completion off `cq` in batches of 64 into `buf` (reused between calls, so a
+/// poll allocates nothing) and hands each to `f`; returns how many there were. The initiator
+/// and the target drain their CQs the same way.
+pub(crate) fn drain_cq(
+    stack: &mut softrdma_core::Stack,
+    cq: softrdma_core::verbs::CqId,
+    buf: &mut Vec<softrdma_core::verbs::WorkCompletion>,
+    mut f: impl FnMut(&mut softrdma_core::Stack, &softrdma_core::verbs::WorkCompletion),
+) -> usize {
+    let mut n = 0;
+    loop {
+        buf.clear();
+        if stack.verbs.poll_cq_into(cq, buf, 64).unwrap_or(0) == 0 {
+            return n;
+        }
+        for wc in buf.iter() {
+            n += 1;
+            f(stack, wc);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ChannelState as S;

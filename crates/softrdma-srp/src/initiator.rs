@@ -1534,18 +1534,10 @@ impl SrpInitiator {
     /// Polls the CQ and handles what it holds. Returns the number of completions.
     pub fn poll(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack) -> usize {
         let Some(cq) = self.cq else { return 0 };
-        let mut n = 0;
         let mut wcs = std::mem::take(&mut self.wcs);
-        loop {
-            wcs.clear();
-            if stack.verbs.poll_cq_into(cq, &mut wcs, 64).unwrap_or(0) == 0 {
-                break;
-            }
-            for wc in &wcs {
-                n += 1;
-                self.completion(now, rdma, stack, wc);
-            }
-        }
+        let n = crate::channel::drain_cq(stack, cq, &mut wcs, |stack, wc| {
+            self.completion(now, rdma, stack, wc)
+        });
         self.wcs = wcs;
         n
     }

@@ -1072,18 +1072,10 @@ impl SrpTarget {
         for ch in due {
             self.disconnect_channel(now, rdma, Some((port, &mut *stack)), ch);
         }
-        let mut n = 0;
         let mut wcs = std::mem::take(&mut self.wcs);
-        loop {
-            wcs.clear();
-            if stack.verbs.poll_cq_into(cq, &mut wcs, 64).unwrap_or(0) == 0 {
-                break;
-            }
-            for wc in &wcs {
-                n += 1;
-                self.completion(now, rdma, stack, wc);
-            }
-        }
+        let n = crate::channel::drain_cq(stack, cq, &mut wcs, |stack, wc| {
+            self.completion(now, rdma, stack, wc)
+        });
         self.wcs = wcs;
         n
     }
