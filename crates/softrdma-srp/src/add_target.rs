@@ -31,11 +31,13 @@ pub enum Dest {
         dest: SocketAddr,
         src: Option<IpAddr>,
     },
-    /// IB CM: `dgid=…,pkey=…,service_id=…`.
+    /// IB CM: `dgid=…,pkey=…,service_id=…` (ib_srp takes `src=` here too and ignores it;
+    /// we use it as our address, since a RoCE GID is one).
     Ib {
         dgid: Gid,
         pkey: u16,
         service_id: u64,
+        src: Option<IpAddr>,
     },
 }
 
@@ -280,6 +282,7 @@ impl FromStr for AddTarget {
                 dgid,
                 pkey,
                 service_id,
+                src,
             },
             _ => return Err(missing()),
         };
@@ -335,7 +338,11 @@ impl fmt::Display for AddTarget {
                 dgid,
                 pkey,
                 service_id,
+                src,
             } => {
+                if let Some(s) = src {
+                    write!(f, ",src={s}")?;
+                }
                 f.write_str(",dgid=")?;
                 for b in dgid.0 {
                     write!(f, "{b:02x}")?;
@@ -422,6 +429,7 @@ mod tests {
             dgid,
             pkey,
             service_id,
+            ..
         } = t.dest
         else {
             panic!()

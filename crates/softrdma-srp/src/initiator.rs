@@ -645,8 +645,7 @@ impl SrpInitiator {
         let rng = cfg.seed | 1;
         SrpInitiator {
             src: cfg.src.or(match t.dest {
-                Dest::Rdma { src, .. } => src,
-                Dest::Ib { .. } => None,
+                Dest::Rdma { src, .. } | Dest::Ib { src, .. } => src,
             }),
             cfg,
             state: SessionState::LoggingIn,
@@ -920,6 +919,7 @@ impl SrpInitiator {
                 dgid,
                 pkey,
                 service_id,
+                ..
             } => {
                 // srp_init_qp: INIT with the P_Key's index, remote read and write.
                 let pkey_index = (0..16u16)

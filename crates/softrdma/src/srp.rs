@@ -204,7 +204,7 @@ impl Session {
     pub fn open(target: AddTarget, o: &SessionOpts) -> Result<Session, String> {
         let (dst, src) = match target.dest {
             Dest::Rdma { dest, src } => (dest.ip(), src),
-            Dest::Ib { dgid, .. } => (dgid.to_ip(), None),
+            Dest::Ib { dgid, src, .. } => (dgid.to_ip(), src),
         };
         let d = cmtool::open_client(src, dst, o.pcap.as_ref(), "src=", o.tool)?;
         let mut cfg = InitiatorConfig::new(target.clone());
@@ -329,8 +329,8 @@ impl Session {
                     cm.has_event() || signals::caught().is_some()
                 })
                 .map_err(|e| format!("ibv_poll_cq: {e}"))?;
-        } else if let Some(e) = self.cm.wait_event(wait) {
-            let _ = e;
+        } else {
+            std::thread::sleep(wait.min(Duration::from_millis(10)));
         }
         let wcs = std::mem::take(&mut self.wcs);
         let port = self.port;

@@ -68,8 +68,9 @@ pub struct BenchArgs {
     /// Commands in flight.
     #[arg(long, default_value_t = 1)]
     pub iodepth: u32,
-    /// Run this many seconds (fio's --runtime with --time_based).
-    #[arg(long)]
+    /// Run this long (fio's --runtime with --time_based): seconds, or with a unit (500ms,
+    /// 10s, 2m).
+    #[arg(long, value_parser = parse_time)]
     pub runtime: Option<f64>,
     /// Move this many bytes (and the region's size; default: the LUN from --offset).
     #[arg(long, value_parser = parse_size)]
@@ -100,6 +101,27 @@ pub struct Plan {
     pub offset: u64,
     pub rwmixread: u32,
     pub verify: bool,
+}
+
+/// fio's times: a number of seconds, or with `us`, `ms`, `s`, `m`, `h`.
+pub fn parse_time(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s}: not a time (seconds, or 500ms, 10s, 2m)"))?;
+    let mul = match unit {
+        "" | "s" | "sec" => 1.0,
+        "ms" | "msec" => 1e-3,
+        "us" | "usec" => 1e-6,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("{s}: unknown time unit {unit:?}")),
+    };
+    Ok(n * mul)
 }
 
 impl BenchArgs {
@@ -756,5 +778,9 @@ mod tests {
         assert_eq!(fio_num(31_456.0), "31.5k");
         assert_eq!(fio_num(950.0), "950");
         assert!(fio_bw(129e6).starts_with("123MiB/s (129MB/s)"));
+        assert_eq!(parse_time("5"), Ok(5.0));
+        assert_eq!(parse_time("500ms"), Ok(0.5));
+        assert_eq!(parse_time("2m"), Ok(120.0));
+        assert!(parse_time("5x").is_err());
     }
 }

@@ -247,3 +247,19 @@ fn perf_srp_runs_ours_and_says_about_fio() {
         "{out}"
     );
 }
+
+#[test]
+fn the_ib_form_from_discover_logs_in_over_the_ib_cm() {
+    let _t = target("127.0.84.21", &["--ib-cm"]);
+    let o = srp(&["discover", "127.0.84.21", "--src", "127.0.84.22"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let ib = out.lines().next().expect("IB line");
+    assert!(ib.contains(",dgid=") && ib.contains(",service_id="), "{ib}");
+    // ib_srp takes src= in this form too (and ignores it); we take our address from it.
+    let o = srp(&["login", &format!("{ib},src=127.0.84.22")]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(out.contains("IB CM SINGLE"), "{out}");
+    assert!(out.contains("LUN 0: LIO-ORG"), "{out}");
+}
