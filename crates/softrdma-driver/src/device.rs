@@ -141,6 +141,9 @@ pub struct DeviceConfig {
     /// one send per round trip and side instead of two. A caller that stops polling should
     /// end with [`Device::flush`] ([`Device::progress_for`] does).
     pub defer_flush: bool,
+    /// The device's QP limit, `max_qp` (default rxe's 65,536; see
+    /// [`softrdma_core::DeviceConfig::max_qp`]).
+    pub max_qp: u32,
 }
 
 /// A receive-side fault injector: `(source, UDP payload) → drop?`.
@@ -176,7 +179,14 @@ impl DeviceConfig {
             qp1_recv_depth: softrdma_core::mad::port::DEFAULT_RECV_DEPTH,
             rx_drop: None,
             defer_flush: false,
+            max_qp: softrdma_core::device::RXE_MAX_QP,
         }
+    }
+
+    /// Sets the QP limit (scale runs: more than rxe's 65,536).
+    pub fn with_max_qp(mut self, max_qp: u32) -> Self {
+        self.max_qp = max_qp;
+        self
     }
 
     /// Runs the loop in the caller's thread, busy-polling (the `ibv_rc_pingpong` default).
@@ -705,7 +715,8 @@ impl Device {
             UdpEndpoint::bind_with(SocketAddr::new(config.ip, ROCE_V2_PORT), &config.endpoint)?;
         let local = ep.local_addr();
         let mut core_cfg = softrdma_core::DeviceConfig::new(config.name.clone(), vec![config.ip])
-            .with_netdev_mtu(config.netdev_mtu);
+            .with_netdev_mtu(config.netdev_mtu)
+            .with_max_qp(config.max_qp);
         core_cfg.mac = config.mac;
         let mut stack = Stack::new(core_cfg, config.seed);
         // Everything leaves from the one socket: seal for its source port (the core's default

@@ -6,6 +6,9 @@ use softrdma_wire::Guid;
 
 use super::mtu::Mtu;
 
+/// `RXE_MAX_QP`: the QPs an rxe device allows.
+pub const RXE_MAX_QP: u32 = 0x10000;
+
 /// `enum ib_atomic_cap`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum AtomicCap {
@@ -130,7 +133,7 @@ impl DeviceAttr {
             vendor_id: 0x00ff_ffff,
             vendor_part_id: 0,
             hw_ver: 0,
-            max_qp: 0x10000,
+            max_qp: RXE_MAX_QP,
             max_qp_wr: 0x4000,
             device_cap_flags: cap_flags::RXE,
             max_sge: 32,

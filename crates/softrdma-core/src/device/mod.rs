@@ -30,7 +30,7 @@ use std::net::IpAddr;
 use softrdma_wire::{Gid, Guid};
 
 pub use attr::{cap_flags, AtomicCap, DeviceAttr, PhysState, PortAttr, PortState};
-pub use attr::{PORT_CAP_CM_SUP, PORT_CAP_IP_BASED_GIDS};
+pub use attr::{PORT_CAP_CM_SUP, PORT_CAP_IP_BASED_GIDS, RXE_MAX_QP};
 pub use counters::Counters;
 pub use gid::{GidEntry, GidTable, GidType, NetworkType};
 pub use mtu::Mtu;
@@ -54,7 +54,14 @@ pub struct DeviceConfig {
     pub gid_types: Vec<GidType>,
     /// P_Key table length (rxe 6.1: 1).
     pub pkey_table_len: u16,
+    /// The device's QP limit, `max_qp` (rxe's `RXE_MAX_QP`, 65,536, by default; raise it
+    /// for scale runs, up to [`MAX_QP_LIMIT`]).
+    pub max_qp: u32,
 }
+
+/// The largest [`DeviceConfig::max_qp`]: QPNs are 24 bits, and the QP index pool (twice the
+/// limit, as rxe's 0x20000 indices for 0x10000 QPs) must fit below `0xFF_FFFF`.
+pub const MAX_QP_LIMIT: u32 = 0x007F_FFF0;
 
 impl DeviceConfig {
     /// An rxe-like device on an interface with these addresses, MTU 1500, no MAC.
@@ -66,7 +73,14 @@ impl DeviceConfig {
             netdev_mtu: 1500,
             gid_types: vec![GidType::RoceV2],
             pkey_table_len: pkey::RXE_PKEY_TABLE_LEN,
+            max_qp: attr::RXE_MAX_QP,
         }
+    }
+
+    /// Sets the QP limit (clamped to 1..=[`MAX_QP_LIMIT`]).
+    pub fn with_max_qp(mut self, max_qp: u32) -> DeviceConfig {
+        self.max_qp = max_qp.clamp(1, MAX_QP_LIMIT);
+        self
     }
 
     /// Sets the MAC.
@@ -164,6 +178,7 @@ impl Device {
         let guid = node_guid(config.mac, &config.addrs);
         let mut attr = DeviceAttr::rxe(guid);
         attr.max_pkeys = config.pkey_table_len.max(1);
+        attr.max_qp = config.max_qp.clamp(1, MAX_QP_LIMIT);
         let mut port_attr = PortAttr::rxe(config.netdev_mtu, config.pkey_table_len.max(1));
         port_attr.state = PortState::Active;
         port_attr.phys_state = PhysState::LinkUp;
@@ -336,6 +351,7 @@ mod tests {
         let a = d.query_device();
         assert_eq!(a.vendor_id, 0xffffff);
         assert_eq!(a.max_qp, 65536);
+        assert_eq!(DeviceConfig::new("x", vec![]).max_qp, 65536);
         assert_eq!(a.max_qp_wr, 16384);
         assert_eq!(a.max_sge, 32);
         assert_eq!(a.max_cqe, 32767);

@@ -15,6 +15,14 @@
 //! - [`Stack::set_udp_src_port`]: seal every packet for one fixed UDP source port (the
 //!   port the driver's socket is bound to) instead of rxe's per-QP flow-label port.
 //! - [`Stack::handle_timeout`] / [`Stack::poll_timeout`]: local ACK timeouts and RNR waits.
+//!
+//! A loop turn costs what the QPs with work cost, not what all QPs cost: the stack keeps
+//! two indexes in step with every requester it touches — the deadlines (`(deadline, QPN)`,
+//! the earlier of the ACK timer and the RNR wait) and the QPNs with a packet to send
+//! ([`Requester::wants_to_send`]) — so [`Stack::poll_timeout`] is the index's first
+//! entry, [`Stack::handle_timeout`] visits the due QPs only, and the transmit calls visit
+//! only QPs that want to send, round robin from a cursor as before. 100,000 idle QPs cost
+//! a turn nothing ([`Stack::qp_visits`] counts what the turns examined).
 //! - Verbs calls that the transport must see go through the stack ([`Stack::post_send`],
 //!   [`Stack::post_recv`], [`Stack::modify_qp`], [`Stack::poll_cq`]); the rest are on
 //!   [`Stack::verbs`].
@@ -39,7 +47,8 @@ pub mod ud;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 use softrdma_wire::icrc::{self, Flow, Verdict, ROCE_V2_PORT};
@@ -100,6 +109,11 @@ struct QpTransport {
     req: Requester,
     resp: Responder,
     ud_psn: Psn,
+    /// The deadline this QP has in [`Stack::deadlines`] (what `req.poll_timeout()` was at
+    /// the last [`Stack::sync`]).
+    indexed_deadline: Option<Instant>,
+    /// Whether this QP is in [`Stack::sending`].
+    indexed_sending: bool,
 }
 
 /// One software RDMA device with its transport. `Clone` copies the whole device (memory,
@@ -111,6 +125,12 @@ pub struct Stack {
     /// The verbs objects (PDs, MRs, CQs, QPs); create objects here directly.
     pub verbs: Verbs,
     qps: BTreeMap<u32, QpTransport>,
+    /// Every requester's earliest deadline, `(deadline, qpn)`.
+    deadlines: BTreeSet<(Instant, u32)>,
+    /// The QPNs whose requester has a packet to send ([`Requester::wants_to_send`]).
+    sending: BTreeSet<u32>,
+    /// QP entries examined by the per-turn calls ([`Stack::qp_visits`]).
+    visits: Cell<u64>,
     out: VecDeque<Transmit>,
     rr: u32,
     src_port: Option<u16>,
@@ -125,9 +145,63 @@ impl Stack {
             device,
             verbs,
             qps: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
+            sending: BTreeSet::new(),
+            visits: Cell::new(0),
             out: VecDeque::new(),
             rr: 0,
             src_port: None,
+        }
+    }
+
+    /// How many QP entries [`Stack::poll_timeout`], [`Stack::handle_timeout`],
+    /// [`Stack::poll_transmit`] and [`Stack::poll_transmit_batch`] have examined so far (a
+    /// cost counter: it grows with the QPs that have a due timer or a packet to send, not
+    /// with the QPs the device holds).
+    pub fn qp_visits(&self) -> u64 {
+        self.visits.get()
+    }
+
+    fn visit(&self, n: u64) {
+        self.visits.set(self.visits.get().wrapping_add(n));
+    }
+
+    /// Puts `qpn`'s entries in the deadline and sending indexes in step with its requester
+    /// (after anything that may have changed it). A QP the stack no longer has leaves both.
+    fn sync(&mut self, qpn: u32) {
+        let Some(t) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        let deadline = t.req.poll_timeout();
+        if deadline != t.indexed_deadline {
+            if let Some(old) = t.indexed_deadline {
+                self.deadlines.remove(&(old, qpn));
+            }
+            if let Some(new) = deadline {
+                self.deadlines.insert((new, qpn));
+            }
+            t.indexed_deadline = deadline;
+        }
+        let wants = t.req.wants_to_send();
+        if wants != t.indexed_sending {
+            if wants {
+                self.sending.insert(qpn);
+            } else {
+                self.sending.remove(&qpn);
+            }
+            t.indexed_sending = wants;
+        }
+    }
+
+    /// Forgets `qpn`'s transport state, and its index entries with it.
+    fn remove_transport(&mut self, qpn: u32) {
+        if let Some(t) = self.qps.remove(&qpn) {
+            if let Some(d) = t.indexed_deadline {
+                self.deadlines.remove(&(d, qpn));
+            }
+            if t.indexed_sending {
+                self.sending.remove(&qpn);
+            }
         }
     }
 
@@ -223,7 +297,11 @@ impl Stack {
         let a = *qp.attr();
         let t = self.qps.entry(qpn).or_default();
         match to {
-            QpState::Reset => *t = QpTransport::default(),
+            QpState::Reset => {
+                t.req = Requester::default();
+                t.resp = Responder::default();
+                t.ud_psn = Psn::default();
+            }
             QpState::Rtr if from != QpState::Rtr => t.resp.start(a.rq_psn, a.max_dest_rd_atomic),
             QpState::Rts if from == QpState::Rtr => {
                 t.req.start(a.sq_psn, a.retry_cnt, a.rnr_retry);
@@ -231,6 +309,7 @@ impl Stack {
             }
             _ => {}
         }
+        self.sync(qpn);
         Ok(())
     }
 
@@ -248,12 +327,13 @@ impl Stack {
         };
         t.req.flush(&mut ctx, &info);
         t.resp.flush(&mut ctx, &info);
+        self.sync(qpn);
     }
 
     /// `ibv_destroy_qp`.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         self.verbs.destroy_qp(qpn)?;
-        self.qps.remove(&qpn);
+        self.remove_transport(qpn);
         Ok(())
     }
 
@@ -262,6 +342,7 @@ impl Stack {
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
         self.verbs.post_send(qpn, wr)?;
         self.pull_send_queue(qpn);
+        self.sync(qpn);
         Ok(())
     }
 
@@ -456,16 +537,20 @@ impl Stack {
             self.flush_transport(q, now);
             self.verbs.set_qp_error(q);
         }
+        self.sync(qpn);
     }
 
     /// Timers that are due.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let qpns: Vec<u32> = self
-            .qps
-            .iter()
-            .filter(|(_, t)| t.req.poll_timeout().is_some_and(|d| d <= now))
-            .map(|(q, _)| *q)
+        // The due QPs from the deadline index, handled in QPN order (as a walk over all QPs
+        // would: completions of QPs sharing a CQ keep their order).
+        let mut qpns: Vec<u32> = self
+            .deadlines
+            .range(..=(now, u32::MAX))
+            .map(|&(_, q)| q)
             .collect();
+        self.visit(qpns.len() as u64);
+        qpns.sort_unstable();
         for qpn in qpns {
             let Some(info) = self.info(qpn) else { continue };
             let Some(t) = self.qps.get_mut(&qpn) else {
@@ -479,12 +564,27 @@ impl Stack {
                 fatal: Vec::new(),
             };
             t.req.handle_timeout(&mut ctx, &info);
+            self.sync(qpn);
         }
     }
 
     /// The earliest timer deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps.values().filter_map(|t| t.req.poll_timeout()).min()
+        let first = self.deadlines.first().map(|&(d, _)| d);
+        self.visit(u64::from(first.is_some()));
+        first
+    }
+
+    /// The first QPN at or after `from` (and before `below`, if given) whose requester
+    /// wants to send.
+    fn next_sending(&self, from: u32, below: Option<u32>) -> Option<u32> {
+        let q = match below {
+            Some(b) if from >= b => None,
+            Some(b) => self.sending.range(from..b).next().copied(),
+            None => self.sending.range(from..).next().copied(),
+        };
+        self.visit(u64::from(q.is_some()));
+        q
     }
 
     /// The next datagram to send.
@@ -492,33 +592,46 @@ impl Stack {
         if let Some(tx) = self.out.pop_front() {
             return Some(tx);
         }
-        // Round robin over RC QPs with something to send.
+        // Round robin over RC QPs with something to send: from the cursor on, then from 0
+        // up to the cursor.
         let start = self.rr;
-        let qpns: Vec<u32> = self
-            .qps
-            .range(start..)
-            .chain(self.qps.range(..start))
-            .filter(|(_, t)| t.req.wants_to_send())
-            .map(|(q, _)| *q)
-            .collect();
-        for qpn in qpns {
-            let Some(info) = self.info(qpn) else { continue };
-            if !matches!(
-                self.verbs.qp(qpn).map(|q| q.state()),
-                Ok(QpState::Rts | QpState::Sqd)
-            ) {
-                continue;
-            }
-            let Some(t) = self.qps.get_mut(&qpn) else {
+        let mut cursor = start;
+        let mut wrapped = false;
+        loop {
+            let next = self.next_sending(cursor, wrapped.then_some(start));
+            let Some(qpn) = next else {
+                if wrapped || start == 0 {
+                    return None;
+                }
+                wrapped = true;
+                cursor = 0;
                 continue;
             };
-            if let Some(tx) = t.req.poll_transmit(&info, now) {
-                self.rr = qpn.wrapping_add(1);
-                self.device.counters.sent_pkts += 1;
-                return Some(tx);
+            let last = qpn == u32::MAX;
+            cursor = qpn.wrapping_add(1);
+            let sendable = matches!(
+                self.verbs.qp(qpn).map(|q| q.state()),
+                Ok(QpState::Rts | QpState::Sqd)
+            );
+            if let Some(info) = self.info(qpn).filter(|_| sendable) {
+                if let Some(t) = self.qps.get_mut(&qpn) {
+                    let tx = t.req.poll_transmit(&info, now);
+                    self.sync(qpn);
+                    if let Some(tx) = tx {
+                        self.rr = qpn.wrapping_add(1);
+                        self.device.counters.sent_pkts += 1;
+                        return Some(tx);
+                    }
+                }
+            }
+            if last {
+                if wrapped || start == 0 {
+                    return None;
+                }
+                wrapped = true;
+                cursor = 0;
             }
         }
-        None
     }
 
     /// Everything there is to send now (up to `batch.max_bytes`), appended to `batch` as GSO
@@ -542,15 +655,11 @@ impl Stack {
                 if cursor >= start {
                     break;
                 }
-                self.qps
-                    .range(cursor..start)
-                    .find(|(_, t)| t.req.wants_to_send())
+                self.next_sending(cursor, Some(start))
             } else {
-                self.qps
-                    .range(cursor..)
-                    .find(|(_, t)| t.req.wants_to_send())
+                self.next_sending(cursor, None)
             };
-            let Some(qpn) = next.map(|(q, _)| *q) else {
+            let Some(qpn) = next else {
                 if wrapped || start == 0 {
                     break;
                 }
@@ -583,6 +692,7 @@ impl Stack {
                 sent += 1;
             }
             self.device.counters.sent_pkts += sent;
+            self.sync(qpn);
             if sent > 0 {
                 self.rr = qpn.wrapping_add(1);
             }

@@ -1253,3 +1253,154 @@ fn rc_zero_length_write_and_read_need_no_rkey() {
     assert!(ok, "{wcs:?}");
     assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
 }
+
+/// Replaces the sim's stacks with devices that allow `max_qp` QPs (same addresses, fixed
+/// seeds, so two sims built this way replay the same run).
+fn sim_with_max_qp(net: NetConfig, max_qp: u32) -> Sim {
+    let mut sim = Sim::new(2, net, 1);
+    for i in 0..2 {
+        sim.stacks[i] = crate::Stack::new(
+            crate::DeviceConfig::new(format!("sim{i}"), vec![sim.addrs[i]]).with_max_qp(max_qp),
+            0x5eed + i as u64,
+        );
+    }
+    sim
+}
+
+/// The transport work (QP entries the per-turn calls examined, [`super::Stack::qp_visits`])
+/// of 40 SENDs a → b with `idle` more RC QPs in RTS on each side that never send.
+fn exchange_visits(idle: usize, batched: bool) -> (u64, std::time::Duration) {
+    let mut sim = sim_with_max_qp(NetConfig::PERFECT, 250_000);
+    sim.batched = batched;
+    let mut a = setup(&mut sim, 0);
+    let mut b = setup(&mut sim, 1);
+    create(&mut sim, 0, &mut a, QpType::Rc);
+    create(&mut sim, 1, &mut b, QpType::Rc);
+    let (ia, ib) = (sim.addrs[0], sim.addrs[1]);
+    let o = Opts::default();
+    connect(&mut sim, 0, &a, ib, b.qpn, &o);
+    connect(&mut sim, 1, &b, ia, a.qpn, &o);
+    // The idle QPs: pairs in RTS, connected to each other, with nothing posted.
+    for _ in 0..idle {
+        let mut x = End {
+            qpn: 0,
+            ..setup_shared(&a)
+        };
+        let mut y = End {
+            qpn: 0,
+            ..setup_shared(&b)
+        };
+        create(&mut sim, 0, &mut x, QpType::Rc);
+        create(&mut sim, 1, &mut y, QpType::Rc);
+        connect(&mut sim, 0, &x, ib, y.qpn, &o);
+        connect(&mut sim, 1, &y, ia, x.qpn, &o);
+    }
+    let n = 40usize;
+    for k in 0..n {
+        sim.stacks[1]
+            .post_recv(b.qpn, RecvWr::new(k as u64, vec![sge(&b, 0, 4096)]))
+            .expect("recv");
+    }
+    let before: u64 = sim.stacks.iter().map(|s| s.qp_visits()).sum();
+    let t0 = std::time::Instant::now();
+    for k in 0..n {
+        let wr = SendWr::new(k as u64, SendOp::Send).with_sge(sge(&a, 0, 3000));
+        sim.stacks[0].post_send(a.qpn, wr).expect("send");
+    }
+    let mut got = Vec::new();
+    let mut sent = Vec::new();
+    let ok = sim.run_until(Duration::from_secs(5), |s| {
+        drain(s, 1, b.cq, &mut got);
+        drain(s, 0, a.cq, &mut sent);
+        got.len() >= n && sent.len() >= n
+    });
+    let dt = t0.elapsed();
+    assert!(ok, "idle {idle}: got {} sent {}", got.len(), sent.len());
+    assert!(got.iter().all(|w| w.status == WcStatus::Success));
+    let after: u64 = sim.stacks.iter().map(|s| s.qp_visits()).sum();
+    (after - before, dt)
+}
+
+/// An End on the same PD, CQ and MR as `e` (its QPN to be set by `create`).
+fn setup_shared(e: &End) -> End {
+    End {
+        qpn: 0,
+        pd: e.pd,
+        cq: e.cq,
+        buf: e.buf,
+    }
+}
+
+/// A loop turn's transport cost does not grow with idle QPs: the same exchange beside 10 and
+/// beside 100,000 idle QPs per side examines exactly as many QP entries in `poll_timeout`,
+/// `handle_timeout` and `poll_transmit` / `poll_transmit_batch` (a scan of every QP per turn
+/// would examine ~10,000× more).
+#[test]
+fn turn_cost_does_not_grow_with_idle_qps() {
+    for batched in [false, true] {
+        let (few, t_few) = exchange_visits(10, batched);
+        let (many, t_many) = exchange_visits(100_000, batched);
+        println!(
+            "batched {batched}: QP visits with 10 idle QPs {few} ({t_few:?}), with 100,000 \
+             {many} ({t_many:?})"
+        );
+        assert!(few > 0, "the counter counts");
+        assert_eq!(few, many, "batched {batched}: the idle QPs were visited");
+    }
+}
+
+/// Round robin survives the sending index: two QPs with long messages each get a packet in
+/// turn, from `poll_transmit` and from `poll_transmit_batch` (whole QPs per batch turn,
+/// alternating between batches).
+#[test]
+fn transmit_round_robin_over_sending_qps() {
+    let mut sim = Sim::new(2, NetConfig::PERFECT, 5);
+    let mut a = setup(&mut sim, 0);
+    let mut b = setup(&mut sim, 1);
+    let mut a2 = setup_shared(&a);
+    let mut b2 = setup_shared(&b);
+    for (i, e) in [(0, &mut a), (1, &mut b), (0, &mut a2), (1, &mut b2)] {
+        create(&mut sim, i, e, QpType::Rc);
+    }
+    let (ia, ib) = (sim.addrs[0], sim.addrs[1]);
+    let o = Opts::default();
+    connect(&mut sim, 0, &a, ib, b.qpn, &o);
+    connect(&mut sim, 1, &b, ia, a.qpn, &o);
+    connect(&mut sim, 0, &a2, ib, b2.qpn, &o);
+    connect(&mut sim, 1, &b2, ia, a2.qpn, &o);
+    for q in [a.qpn, a2.qpn] {
+        let wr = SendWr::new(1, SendOp::Send).with_sge(sge(&a, 0, 16 * 1024));
+        sim.stacks[0].post_send(q, wr).expect("send");
+    }
+    let now = sim.now;
+    let dests: Vec<u32> = (0..8)
+        .map(|_| {
+            let tx = sim.stacks[0].poll_transmit(now).expect("a packet");
+            RocePacket::new_checked(&tx.payload[..])
+                .expect("roce")
+                .bth()
+                .dest_qp()
+        })
+        .collect();
+    let want: Vec<u32> = (0..8)
+        .map(|k| if k % 2 == 0 { b.qpn } else { b2.qpn })
+        .collect();
+    assert_eq!(dests, want, "one packet per QP in turn");
+    // The batch path: a batch that is full after three packets takes the next QP in turn.
+    let mut batch = super::TransmitBatch::new(64, 65_000);
+    batch.max_bytes = 3000;
+    let mut firsts = Vec::new();
+    for _ in 0..4 {
+        batch.clear();
+        let n = sim.stacks[0].poll_transmit_batch(now, &mut batch);
+        assert!(n > 0);
+        let (_, bytes) = batch.trains().next().expect("a train");
+        firsts.push(
+            RocePacket::new_checked(bytes)
+                .expect("roce")
+                .bth()
+                .dest_qp(),
+        );
+    }
+    assert_eq!(firsts, vec![b.qpn, b2.qpn, b.qpn, b2.qpn]);
+}

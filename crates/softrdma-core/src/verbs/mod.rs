@@ -70,7 +70,8 @@ pub enum ScatterError {
 
 /// `RXE_MIN_QP_INDEX`: the first QP pool index (the GSI QP takes one but is numbered 1).
 const MIN_QP_INDEX: u32 = 16;
-/// `RXE_MAX_QP_INDEX`.
+/// `RXE_MAX_QP_INDEX`: the last QP pool index of a device with rxe's QP limit; a device
+/// configured for more QPs gets twice its limit ([`Verbs::max_qp_index`]).
 const MAX_QP_INDEX: u32 = 0x0002_0000;
 /// `RXE_PORT_MAX_MSG_SZ`: the longest message.
 pub const MAX_MSG_SZ: u64 = 0x80_0000;
@@ -626,20 +627,29 @@ impl Verbs {
         Ok((qpn, cap))
     }
 
+    /// The last QP pool index: rxe's `RXE_MAX_QP_INDEX` (twice `RXE_MAX_QP`), or twice a
+    /// larger configured `max_qp` (below the 24-bit QPN space).
+    fn max_qp_index(&self) -> u32 {
+        MAX_QP_INDEX
+            .max(self.attr.max_qp.saturating_mul(2))
+            .min(0x00FF_FFFE)
+    }
+
     fn alloc_qp_index(&mut self) -> Result<u32, VerbsError> {
-        let span = MAX_QP_INDEX - MIN_QP_INDEX + 1;
+        let max_index = self.max_qp_index();
+        let span = max_index - MIN_QP_INDEX + 1;
         let mut idx = self.next_qp_index;
         for _ in 0..span {
             if !self.qp_indices.contains(&idx) {
                 self.qp_indices.insert(idx);
-                self.next_qp_index = if idx >= MAX_QP_INDEX {
+                self.next_qp_index = if idx >= max_index {
                     MIN_QP_INDEX
                 } else {
                     idx + 1
                 };
                 return Ok(idx);
             }
-            idx = if idx >= MAX_QP_INDEX {
+            idx = if idx >= max_index {
                 MIN_QP_INDEX
             } else {
                 idx + 1

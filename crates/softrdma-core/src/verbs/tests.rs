@@ -189,6 +189,66 @@ fn qp_numbers_like_rxe() {
     assert_eq!(e.v.qp_numbers().collect::<Vec<_>>(), vec![1, 0x12, 0x13]);
 }
 
+/// `max_qp`: rxe's 65,536 by default (the 65,537th QP is refused); a device configured for
+/// more (`DeviceConfig::with_max_qp`, scale runs) holds them, with QPNs from a pool twice
+/// its size, and refuses the one over its limit.
+#[test]
+fn qp_limit_default_and_configured() {
+    fn fill(max_qp: Option<u32>) -> (usize, Result<(u32, QpCap), VerbsError>, u32) {
+        let mut cfg = DeviceConfig::new("rxe0", vec![IpAddr::V4(Ipv4Addr::new(10, 77, 0, 10))]);
+        if let Some(m) = max_qp {
+            cfg = cfg.with_max_qp(m);
+        }
+        let dev = Device::new(cfg);
+        let mut v = Verbs::new(dev.query_device(), 7);
+        let pd = v.alloc_pd().expect("pd");
+        let cq = v.create_cq(16).expect("cq");
+        let init = QpInitAttr {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap: QpCap::default(),
+            sq_sig_all: false,
+        };
+        let limit = dev.query_device().max_qp;
+        let mut top = 0;
+        for _ in 0..limit {
+            let (q, _) = v.create_qp(init).expect("within the limit");
+            top = top.max(q);
+        }
+        (v.qp_numbers().count(), v.create_qp(init), top)
+    }
+    let (n, over, _) = fill(None);
+    assert_eq!(n, 65_536);
+    assert!(
+        matches!(
+            over,
+            Err(VerbsError::Limit {
+                what: "max_qp",
+                max: 65_536,
+                ..
+            })
+        ),
+        "{over:?}"
+    );
+    let (n, over, top) = fill(Some(100_000));
+    assert_eq!(n, 100_000);
+    assert!(
+        matches!(
+            over,
+            Err(VerbsError::Limit {
+                what: "max_qp",
+                max: 100_000,
+                ..
+            })
+        ),
+        "{over:?}"
+    );
+    assert!(top < 0x00ff_ffff, "QPNs stay 24-bit: {top:#x}");
+}
+
 #[test]
 fn qp_caps_rounded_and_limited() {
     let mut e = env();
