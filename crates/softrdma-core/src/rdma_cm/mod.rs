@@ -12,7 +12,12 @@
 //! - [`RdmaCm::bind_addr`] (`rdma_bind_addr`): the address must be the wildcard (0.0.0.0 /
 //!   ::, every device) or a RoCEv2 GID of one of the CM's ports, which binds the id to that
 //!   device; port 0 takes an ephemeral port chosen at random in 32768..=60999 and then the
-//!   next free one (`cma_alloc_any_port`); two ids on one port of one port space conflict
+//!   next one this id may share (`cma_alloc_any_port`): a port no id of the space holds, or
+//!   one whose every holder differs from the id in destination port, source address or
+//!   destination address, each compared where both have one (`cma_port_is_unique`, the
+//!   kernel's port reuse: an active id's port is chosen at `rdma_resolve_addr`, with the
+//!   destination known, so a source address holds 28,232 connections to each destination
+//!   address and port, not 28,232 in all); two ids on one port of one port space conflict
 //!   when their addresses are equal or either is the wildcard, unless both set REUSEADDR or
 //!   both are AF-only and of different families (`cma_check_port`).
 //! - [`RdmaCm::resolve_addr`] (`rdma_resolve_addr`): the source address is the bound one or
@@ -719,16 +724,6 @@ impl RdmaCm {
         Ok(())
     }
 
-    fn port_used(&self, skip: u32, ps: PortSpace, port: u16) -> bool {
-        self.bound_on(port).any(|k| {
-            k != skip
-                && self
-                    .ids
-                    .get(&k)
-                    .is_some_and(|i| i.parent.is_none() && i.ps == ps)
-        })
-    }
-
     /// The ids bound to `port` (any address, any family), from the port index.
     fn bound_on(&self, port: u16) -> impl Iterator<Item = u32> + '_ {
         use std::net::{Ipv4Addr, Ipv6Addr};
@@ -750,16 +745,65 @@ impl RdmaCm {
         }
     }
 
-    /// `cma_alloc_any_port`: a random start in the ephemeral range, then the next port no
-    /// id of the space holds.
-    fn alloc_port(&mut self, skip: u32, ps: PortSpace) -> Result<u16, RdmaCmError> {
+    /// `cma_alloc_any_port`: a random start in the ephemeral range, then the next port the
+    /// id (source address `src`, destination `dst` if known) may take: one no id of the
+    /// space holds, or one it may share ([`RdmaCm::port_is_unique`]).
+    fn alloc_port(
+        &mut self,
+        skip: u32,
+        ps: PortSpace,
+        src: IpAddr,
+        dst: Option<SocketAddr>,
+    ) -> Result<u16, RdmaCmError> {
         let (lo, hi) = (*EPHEMERAL_PORTS.start(), *EPHEMERAL_PORTS.end());
         let n = u32::from(hi - lo) + 1;
         let start = self.rng.next_u32() % n;
         (0..n)
             .map(|k| lo + ((start + k) % n) as u16)
-            .find(|&p| !self.port_used(skip, ps, p))
+            .find(|&p| self.port_is_unique(skip, ps, p, src, dst))
             .ok_or(RdmaCmError::NoFreePort)
+    }
+
+    /// `cma_port_is_unique`: whether an id with source address `src` and destination `dst`
+    /// (`None`: not known yet) may share `port` with every id of space `ps` bound to it
+    /// (`skip` is the asking id; passive ids hold no port). Each holder must differ in the
+    /// destination port, the source address or the destination address, each compared only
+    /// when both have one (not the wildcard, not port 0); addresses of different families
+    /// differ (`cma_addr_cmp`).
+    fn port_is_unique(
+        &self,
+        skip: u32,
+        ps: PortSpace,
+        port: u16,
+        src: IpAddr,
+        dst: Option<SocketAddr>,
+    ) -> bool {
+        let known = |a: &IpAddr| !a.is_unspecified();
+        self.bound_on(port).all(|k| {
+            let Some(cur) = self.ids.get(&k) else {
+                return true;
+            };
+            if k == skip || cur.parent.is_some() || cur.ps != ps {
+                return true;
+            }
+            let (cur_src, cur_dst) = (cur.local.map(|l| l.ip()), cur.remote);
+            if let (Some(d), Some(c)) = (dst, cur_dst) {
+                if d.port() != 0 && c.port() != 0 && d.port() != c.port() {
+                    return true;
+                }
+            }
+            if let Some(c) = cur_src {
+                if known(&src) && known(&c) && src != c {
+                    return true;
+                }
+            }
+            if let (Some(d), Some(c)) = (dst, cur_dst) {
+                if known(&d.ip()) && known(&c.ip()) && d.ip() != c.ip() {
+                    return true;
+                }
+            }
+            false
+        })
     }
 
     /// `rdma_bind_addr`. Returns the bound address (with the port chosen for port 0).
@@ -810,7 +854,7 @@ impl RdmaCm {
             };
         }
         let p = if addr.port() == 0 {
-            self.alloc_port(id.0, ps)?
+            self.alloc_port(id.0, ps, addr.ip(), None)?
         } else {
             self.check_port(
                 id.0,
@@ -870,7 +914,7 @@ impl RdmaCm {
         }
         let sport = match bound.map(|b| b.port()).filter(|&p| p != 0) {
             Some(p) => p,
-            None => self.alloc_port(id.0, ps)?,
+            None => self.alloc_port(id.0, ps, src_ip, Some(dst))?,
         };
         self.set_local(id.0, SocketAddr::new(src_ip, sport));
         let i = self.id_mut(id)?;
@@ -915,9 +959,10 @@ impl RdmaCm {
                 .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrError, id.0).with_status(ENODEV));
             return Ok(());
         };
+        let dst_sa = SocketAddr::new(dst.gid.to_ip(), dst.port);
         let sport = match bound.map(|b| b.port()).filter(|&p| p != 0) {
             Some(p) => p,
-            None => self.alloc_port(id.0, ps)?,
+            None => self.alloc_port(id.0, ps, src_ip, Some(dst_sa))?,
         };
         self.set_local(id.0, SocketAddr::new(src_ip, sport));
         let i = self.id_mut(id)?;

@@ -540,6 +540,55 @@ fn address_and_route_errors() {
     assert_eq!(n[0].cm.id_count(), 0);
 }
 
+/// `cma_port_is_unique` (the kernel's port reuse): an ephemeral port is shared by active ids
+/// whose destinations differ, so one source address holds 28,232 connections to each
+/// destination address and port. The 28,233rd id to one destination finds no port; one to
+/// another port or address of the peer still does, on a port already taken; a bind to port
+/// 0 of the source address (destination unknown) shares none of them.
+#[test]
+fn ephemeral_ports_shared_by_ids_to_distinct_destinations() {
+    let (sim, mut n) = pair();
+    let (a, b) = (sim.addrs[0], sim.addrs[1]);
+    let cm = &mut n[0].cm;
+    let range = EPHEMERAL_PORTS.len();
+    let mut ids = Vec::new();
+    let mut ports = std::collections::BTreeSet::new();
+    for _ in 0..range {
+        let id = cm.create_id();
+        cm.resolve_addr(&id, Some(a), sa(b, 7000)).expect("a port");
+        while cm.poll_event().is_some() {}
+        ports.insert(cm.local_addr(id.name()).expect("bound").port());
+        ids.push(id);
+    }
+    assert_eq!(ports.len(), range, "one destination: every port once");
+    let full = cm.create_id();
+    assert_eq!(
+        cm.resolve_addr(&full, Some(a), sa(b, 7000)),
+        Err(RdmaCmError::NoFreePort)
+    );
+    let other_port = cm.create_id();
+    cm.resolve_addr(&other_port, Some(a), sa(b, 7001))
+        .expect("another destination port");
+    let other_ip: IpAddr = "10.0.0.7".parse().expect("ip");
+    let other_addr = cm.create_id();
+    cm.resolve_addr(&other_addr, Some(a), sa(other_ip, 7000))
+        .expect("another destination address");
+    for id in [&other_port, &other_addr] {
+        let p = cm.local_addr(id.name()).expect("bound").port();
+        assert!(ports.contains(&p), "{p} is shared with an id to {b}:7000");
+    }
+    let bound = cm.create_id();
+    assert_eq!(
+        cm.bind_addr(&bound, sa(a, 0)),
+        Err(RdmaCmError::NoFreePort),
+        "no destination: no port to share"
+    );
+    for id in ids.into_iter().chain([full, other_port, other_addr, bound]) {
+        cm.destroy(Instant::ZERO, id);
+    }
+    assert_eq!(cm.id_count(), 0);
+}
+
 /// ucma's backlog: with backlog 1 and one CONNECT_REQUEST not yet taken, a second REQ is
 /// dropped without a REJ; its retransmission is served once the application took the first.
 #[test]
