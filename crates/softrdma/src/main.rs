@@ -9,6 +9,7 @@ mod decode;
 mod demo;
 mod perf;
 mod perf_cm;
+mod perf_live;
 mod perf_srp;
 mod pingpong;
 mod pingpong_exch;
@@ -41,8 +42,9 @@ enum Command {
     Pingpong(pingpong::Args),
     /// perftest-style bandwidth / latency between two softrdma devices on loopback, with a
     /// TCP baseline in the same run (`perf cm [-c N] [-r RUNS]`: connection setup rate
-    /// against TCP connect/accept/close; `perf srp [-r RUNS] [--runtime SECS]`: SRP block I/O
-    /// against fio + nbdkit over TCP).
+    /// against TCP connect/accept/close; `perf live [-c N]`: N connections held at once by
+    /// two processes, setup cost by block, RSS per connection, teardown; `perf srp [-r RUNS]
+    /// [--runtime SECS]`: SRP block I/O against fio + nbdkit over TCP).
     Perf(perf::Args),
     /// A peer of rdma-core's rping (RDMA CM + RC SEND/RDMA READ/RDMA WRITE) over a softrdma
     /// device and softrdma's own IB CM / RDMA CM.
@@ -71,6 +73,13 @@ fn main() -> ExitCode {
             std::iter::once("softrdma perf cm".into()).chain(argv[3..].iter().cloned()),
         );
         return perf_cm::run(&plan);
+    }
+    // `perf live` (N connections held by two processes) too.
+    if argv.get(1).is_some_and(|a| a == "perf") && argv.get(2).is_some_and(|a| a == "live") {
+        let plan = perf_live::Plan::parse_from(
+            std::iter::once("softrdma perf live".into()).chain(argv[3..].iter().cloned()),
+        );
+        return perf_live::run(&plan);
     }
     // `perf srp` too.
     if argv.get(1).is_some_and(|a| a == "perf") && argv.get(2).is_some_and(|a| a == "srp") {

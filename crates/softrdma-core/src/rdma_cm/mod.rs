@@ -732,6 +732,13 @@ impl RdmaCm {
         self.bound.range(lo..=hi).map(|&(_, _, k)| k)
     }
 
+    /// The ids bound to `port` on address `ip` exactly, from the port index.
+    fn bound_at(&self, port: u16, ip: IpAddr) -> impl Iterator<Item = u32> + '_ {
+        self.bound
+            .range((port, ip, 0)..=(port, ip, u32::MAX))
+            .map(|&(_, _, k)| k)
+    }
+
     /// Binds an id (not a passive one) to `local`, keeping the port index.
     fn set_local(&mut self, id: u32, local: SocketAddr) {
         let Some(i) = self.ids.get_mut(&id) else {
@@ -778,8 +785,24 @@ impl RdmaCm {
         src: IpAddr,
         dst: Option<SocketAddr>,
     ) -> bool {
+        use std::net::{Ipv4Addr, Ipv6Addr};
         let known = |a: &IpAddr| !a.is_unspecified();
-        self.bound_on(port).all(|k| {
+        // Holders with another concrete source address differ from us: only those on our
+        // address and on the wildcards need a look (all of them when we are the wildcard).
+        let mut candidates: Box<dyn Iterator<Item = u32> + '_> = if known(&src) {
+            Box::new(
+                [
+                    src,
+                    IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                    IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                ]
+                .into_iter()
+                .flat_map(move |a| self.bound_at(port, a)),
+            )
+        } else {
+            Box::new(self.bound_on(port))
+        };
+        candidates.all(|k| {
             let Some(cur) = self.ids.get(&k) else {
                 return true;
             };
