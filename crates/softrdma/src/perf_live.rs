@@ -508,7 +508,6 @@ fn client(p: &Plan) -> Result<(), String> {
         {
             break l;
         }
-        println!("  server: up {l}");
     };
     let t_both = t0.elapsed();
     let server_rss1: u64 = server
