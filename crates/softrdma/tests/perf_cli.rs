@@ -150,3 +150,38 @@ fn short_runs_print_figures_and_what_the_ratio_means() {
     assert!(lines[1].contains("x TCP: higher is better"), "{out}");
     assert!(lines[3].starts_with("ratio over 2 runs: min "), "{out}");
 }
+
+/// `perf live`: two processes hold N connections at once (the server is this binary
+/// re-executed), then tear them all down; the report has the setup by block, the RSS per
+/// connection of each side and the teardown, and nothing is left behind.
+#[test]
+fn live_connections_held_by_two_processes() {
+    refused(&["live", "-c", "0"], "0 is not in 1..=1000000");
+    let (code, out, err, _) = perf(&[
+        "live",
+        "-c",
+        "300",
+        "--block",
+        "100",
+        "-w",
+        "64",
+        "--server",
+        "127.0.45.60",
+        "--client",
+        "127.0.45.61",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for want in [
+        "server 127.0.45.60",
+        "client 127.0.45.61",
+        "all 300 ESTABLISHED on both sides",
+        "  block   3:",
+        "first 100: ",
+        "last/first",
+        "RSS with 300 connections: client",
+        "teardown of 300:",
+        "client ids left: 0; server failures: 0",
+    ] {
+        assert!(out.contains(want), "{want:?} missing:\n{out}");
+    }
+}
