@@ -201,7 +201,9 @@ pub struct CmEndpoint {
     operand: u32,
     next_counter: u32,
     next_service_id: u64,
-    conns: BTreeMap<u32, Conn>,
+    /// The ids, boxed: a B-tree node then holds pointers, not 240-byte records, so its
+    /// half-empty slots cost little (CM memory per connection, `tests/cm_memory.rs`).
+    conns: BTreeMap<u32, Box<Conn>>,
     listeners: BTreeMap<u64, u32>,
     /// (remote comm ID, remote CA GUID) → local ID (`remote_id_table`).
     remote_ids: BTreeMap<(u32, u64), u32>,
@@ -375,7 +377,7 @@ impl CmEndpoint {
     fn new_id(&mut self, conn: Conn) -> CmId {
         let id = self.alloc_local_id();
         let st = conn.state;
-        self.conns.insert(id, conn);
+        self.conns.insert(id, Box::new(conn));
         self.index_enter(id, st);
         CmId::new(id, self.dropped.clone())
     }
@@ -415,7 +417,10 @@ impl CmEndpoint {
     }
 
     fn conn(&self, id: &CmId) -> Result<&Conn, CmError> {
-        self.conns.get(&id.local_comm_id()).ok_or(CmError::NoSuchId)
+        self.conns
+            .get(&id.local_comm_id())
+            .map(|c| &**c)
+            .ok_or(CmError::NoSuchId)
     }
 
     /// The preamble of every command: the private data (and ARI) must fit, then the id

@@ -395,7 +395,9 @@ pub struct RdmaCmCounters {
 #[derive(Debug)]
 pub struct RdmaCm {
     cm: CmEndpoint,
-    ids: BTreeMap<u32, Id>,
+    /// The ids, boxed (a B-tree node holds pointers, not 192-byte records: CM memory per
+    /// connection, `tests/cm_memory.rs`).
+    ids: BTreeMap<u32, Box<Id>>,
     next_id: u32,
     ports: Vec<PortInfo>,
     /// IB CM listeners by service ID, with the RDMA CM listeners sharing each.
@@ -601,7 +603,10 @@ impl RdmaCm {
     }
 
     fn id_mut(&mut self, id: &RdmaCmId) -> Result<&mut Id, RdmaCmError> {
-        self.ids.get_mut(&id.0).ok_or(RdmaCmError::NoSuchId)
+        self.ids
+            .get_mut(&id.0)
+            .map(|i| &mut **i)
+            .ok_or(RdmaCmError::NoSuchId)
     }
 
     fn alloc_id(&mut self, i: Id) -> u32 {
@@ -609,7 +614,7 @@ impl RdmaCm {
             let n = self.next_id;
             self.next_id = self.next_id.wrapping_add(1).max(1);
             if let std::collections::btree_map::Entry::Vacant(e) = self.ids.entry(n) {
-                e.insert(i);
+                e.insert(Box::new(i));
                 return n;
             }
         }
