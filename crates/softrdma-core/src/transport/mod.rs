@@ -47,7 +47,7 @@ pub mod ud;
 #[cfg(test)]
 mod tests;
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
@@ -116,6 +116,16 @@ struct QpTransport {
     indexed_sending: bool,
 }
 
+/// [`Stack::qp_visits`]'s counter (cloned with the stack).
+#[derive(Debug, Default)]
+struct Visits(AtomicU64);
+
+impl Clone for Visits {
+    fn clone(&self) -> Visits {
+        Visits(AtomicU64::new(self.0.load(Ordering::Relaxed)))
+    }
+}
+
 /// One software RDMA device with its transport. `Clone` copies the whole device (memory,
 /// queues, transport state): a prepared device can be reused from a copy (the fuzz rigs).
 #[derive(Clone)]
@@ -130,7 +140,7 @@ pub struct Stack {
     /// The QPNs whose requester has a packet to send ([`Requester::wants_to_send`]).
     sending: BTreeSet<u32>,
     /// QP entries examined by the per-turn calls ([`Stack::qp_visits`]).
-    visits: Cell<u64>,
+    visits: Visits,
     out: VecDeque<Transmit>,
     rr: u32,
     src_port: Option<u16>,
@@ -147,7 +157,7 @@ impl Stack {
             qps: BTreeMap::new(),
             deadlines: BTreeSet::new(),
             sending: BTreeSet::new(),
-            visits: Cell::new(0),
+            visits: Visits::default(),
             out: VecDeque::new(),
             rr: 0,
             src_port: None,
@@ -159,11 +169,14 @@ impl Stack {
     /// cost counter: it grows with the QPs that have a due timer or a packet to send, not
     /// with the QPs the device holds).
     pub fn qp_visits(&self) -> u64 {
-        self.visits.get()
+        self.visits.0.load(Ordering::Relaxed)
     }
 
     fn visit(&self, n: u64) {
-        self.visits.set(self.visits.get().wrapping_add(n));
+        // A statistic: a load and a store (no locked instruction); `poll_timeout` takes
+        // `&self`, and the stack stays `Sync`.
+        let v = &self.visits.0;
+        v.store(v.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
     }
 
     /// Puts `qpn`'s entries in the deadline and sending indexes in step with its requester

@@ -1404,3 +1404,11 @@ fn transmit_round_robin_over_sending_qps() {
     }
     assert_eq!(firsts, vec![b.qpn, b2.qpn, b.qpn, b2.qpn]);
 }
+
+/// The stack can be shared with other threads (the driver keeps it behind a mutex, and
+/// `&Stack` queries may cross threads).
+#[test]
+fn stack_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<crate::Stack>();
+}
