@@ -47,9 +47,9 @@ pub mod ud;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use softrdma_wire::icrc::{self, Flow, Verdict, ROCE_V2_PORT};
 use softrdma_wire::roce::{Opcode, Psn, RocePacket, Transport};
