@@ -33,13 +33,14 @@ pub mod memory;
 pub mod rc_requester;
 pub mod rc_responder;
 pub mod resources;
+pub mod response;
 pub mod segment;
 pub mod ud;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use softrdma_wire::icrc::{self, Flow, Verdict, ROCE_V2_PORT};
@@ -57,6 +58,7 @@ use crate::verbs::{
 
 use rc_requester::{Requester, Wqe};
 use rc_responder::Responder;
+use response::Responses;
 
 /// What the transport needs to know about a QP for one step (a snapshot of its attributes).
 #[derive(Clone, Copy, Debug)]
@@ -89,7 +91,7 @@ pub struct QpInfo {
 pub struct Ctx<'a> {
     pub verbs: &'a mut Verbs,
     pub counters: &'a mut Counters,
-    pub out: &'a mut VecDeque<Transmit>,
+    pub out: &'a mut Responses,
     pub now: Instant,
     /// QPs the step found fatally broken (moved to ERR after the step).
     pub fatal: Vec<u32>,
@@ -111,7 +113,7 @@ pub struct Stack {
     /// The verbs objects (PDs, MRs, CQs, QPs); create objects here directly.
     pub verbs: Verbs,
     qps: BTreeMap<u32, QpTransport>,
-    out: VecDeque<Transmit>,
+    out: Responses,
     rr: u32,
     src_port: Option<u16>,
 }
@@ -125,7 +127,7 @@ impl Stack {
             device,
             verbs,
             qps: BTreeMap::new(),
-            out: VecDeque::new(),
+            out: Responses::default(),
             rr: 0,
             src_port: None,
         }
@@ -311,7 +313,7 @@ impl Stack {
                     let port_mtu = info.mtu;
                     let status = match ud::build_send(&ui, &wr, &data, psn, port_mtu) {
                         Ok(tx) => {
-                            self.out.push_back(tx);
+                            self.out.push_sealed(tx);
                             self.device.counters.sent_pkts += 1;
                             WcStatus::Success
                         }
@@ -489,7 +491,7 @@ impl Stack {
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        if let Some(tx) = self.out.pop_front() {
+        if let Some(tx) = self.out.pop_transmit(self.verbs.mr_table()) {
             return Some(tx);
         }
         // Round robin over RC QPs with something to send.
@@ -594,12 +596,7 @@ impl Stack {
         // request's train as its short last segment (one GSO send carries a ping-pong's
         // request and the ACK of the previous answer). Requests and responses use separate
         // PSN spaces; their relative order does not matter.
-        while !batch.is_full() {
-            let Some(tx) = self.out.pop_front() else {
-                break;
-            };
-            batch.push_sealed(&tx);
-        }
+        self.out.drain_into(self.verbs.mr_table(), batch);
         batch.datagrams() - before
     }
 }
