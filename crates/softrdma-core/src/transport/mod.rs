@@ -252,6 +252,25 @@ impl Stack {
         t.resp.flush(&mut ctx, &info);
     }
 
+    /// A WR's payload could not be read as it went out (its MR was deregistered while the
+    /// WR was outstanding): the WR completes with a local protection error and the QP goes
+    /// to ERR, as a post with that SGE would have.
+    fn fail_local(&mut self, qpn: u32, info: &QpInfo, now: Instant) {
+        let Some(t) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        self.device.counters.send_err += 1;
+        let mut ctx = Ctx {
+            verbs: &mut self.verbs,
+            counters: &mut self.device.counters,
+            out: &mut self.out,
+            now,
+            fatal: Vec::new(),
+        };
+        t.req.fail(&mut ctx, info, WcStatus::LocProtErr);
+        t.resp.flush(&mut ctx, info);
+    }
+
     /// `ibv_destroy_qp`.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         self.verbs.destroy_qp(qpn)?;
@@ -282,7 +301,11 @@ impl Stack {
         while let Some(wr) = self.verbs.take_send_wr(qpn) {
             let responds_into =
                 wr.op.is_atomic() || matches!(wr.op, crate::verbs::SendOp::RdmaRead { .. });
-            let gathered = if responds_into {
+            // RC payloads are read from the MRs packet by packet as they go out (no copy of
+            // the whole message at post time); the SGEs are checked here all the same, so a
+            // bad one fails the post's WR as before. UD sends are built now.
+            let rc = !info.qp_type.is_datagram();
+            let gathered = if responds_into || (rc && wr.inline_data.is_none()) {
                 memory::check_local(&self.verbs, info.pd, &wr).map(|()| Vec::new())
             } else {
                 memory::gather(&self.verbs, info.pd, &wr)
@@ -325,7 +348,10 @@ impl Stack {
                         self.verbs.complete(info.send_cq, wc);
                     }
                 }
-                _ => t.req.wqes.push_back(Wqe::new(wr, data, info.mtu)),
+                _ => {
+                    let inline = wr.inline_data.is_some().then_some(data);
+                    t.req.wqes.push_back(Wqe::new(wr, inline, info.mtu));
+                }
             }
         }
     }
@@ -514,7 +540,12 @@ impl Stack {
             let Some(t) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            if let Some(tx) = t.req.poll_transmit(&info, now) {
+            let tx = t.req.poll_transmit(&info, self.verbs.mr_table(), now);
+            if t.req.take_fault() {
+                self.fail_local(qpn, &info, now);
+                continue;
+            }
+            if let Some(tx) = tx {
                 self.rr = qpn.wrapping_add(1);
                 self.device.counters.sent_pkts += 1;
                 return Some(tx);
@@ -575,14 +606,18 @@ impl Stack {
                 continue;
             };
             let mut sent = 0u64;
+            let mrs = self.verbs.mr_table();
             while !batch.is_full() {
-                let pushed = t.req.poll_emit(&info, now, |repr| {
+                let pushed = t.req.poll_emit(&info, mrs, now, |repr| {
                     batch.push_repr_tos(repr, info.local_ip, info.src_port, info.peer_ip, info.tos)
                 });
                 if pushed.is_none() {
                     break;
                 }
                 sent += 1;
+            }
+            if t.req.take_fault() {
+                self.fail_local(qpn, &info, now);
             }
             self.device.counters.sent_pkts += sent;
             if sent > 0 {
