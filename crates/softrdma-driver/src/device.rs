@@ -379,6 +379,8 @@ pub(crate) struct Shared {
     coalesce: bool,
     rx_drop: Option<RxDropFilter>,
     defer_flush: bool,
+    /// Received datagrams after which a turn reposts QP1's receive buffers mid-batch.
+    qp1_reap_every: usize,
     state: Mutex<State>,
     rx: Mutex<RxBufs>,
     /// Signalled after every loop turn that handled input or timers, and after posts.
@@ -580,7 +582,17 @@ impl Shared {
         let now = self.now();
         let mut st = self.state();
         let mut worked = !records.is_empty();
+        // QP1 has `qp1_recv_depth` buffers; a turn may bring RECV_BATCH records of up to 64
+        // GRO segments each (a burst of a thousand REQs or DREQs exhausted 512 and had
+        // MADs dropped). Repost between records once a quarter of them may be used.
+        let mut since_reap = 0usize;
         for (rec, buf) in records.iter().zip(storage.iter()) {
+            if since_reap >= self.qp1_reap_every {
+                let State { stack, mad, .. } = &mut *st;
+                mad.reap_receives(now, stack);
+                since_reap = 0;
+            }
+            since_reap += rec.segments(buf).count();
             st.counters.rx_records += 1;
             let dst = SocketAddr::new(rec.dst_ip.unwrap_or(self.local.ip()), self.local.port());
             for seg in rec.segments(buf) {
@@ -742,6 +754,7 @@ impl Device {
             coalesce: config.gso_coalesce,
             rx_drop: config.rx_drop,
             defer_flush: config.defer_flush,
+            qp1_reap_every: (config.qp1_recv_depth as usize / 4).max(1),
             state: Mutex::new(State {
                 stack,
                 mad,

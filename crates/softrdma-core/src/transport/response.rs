@@ -156,10 +156,7 @@ impl Responses {
     pub fn push_ack(&mut self, ack: Ack) {
         if ack.syndrome.is_ack() {
             if let Some(Outgoing::Ack(last)) = self.q.back_mut() {
-                if last.flow == ack.flow
-                    && last.syndrome.is_ack()
-                    && !ack.psn.is_before(last.psn)
-                {
+                if last.flow == ack.flow && last.syndrome.is_ack() && !ack.psn.is_before(last.psn) {
                     *last = ack;
                     self.coalesced_acks += 1;
                     return;
