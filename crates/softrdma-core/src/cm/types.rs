@@ -435,10 +435,11 @@ pub struct CmConfig {
     pub ca_ack_delay: u8,
     /// Seed of the comm-ID operand.
     pub seed: u64,
-    /// The most passive ids in REQ_RCVD or MRA_REQ_SENT (REQs the user has not answered
-    /// yet) the CM keeps, over all listeners and ports; a REQ that would make one more is
-    /// dropped without a REJ and counted (`CmCounters::half_open_drops`). Not the kernel's:
-    /// cm.c has no limit. Default [`DEFAULT_HALF_OPEN_LIMIT`].
+    /// The most passive ids in REQ_RCVD, MRA_REQ_SENT or SIDR_REQ_RCVD (REQs and SIDR REQs
+    /// the user has not answered yet) the CM keeps, over all listeners and ports; a REQ or
+    /// SIDR REQ that would make one more is dropped without an answer and counted
+    /// (`CmCounters::half_open_drops`). Not the kernel's: cm.c has no limit. Default
+    /// [`DEFAULT_HALF_OPEN_LIMIT`].
     pub half_open_limit: usize,
 }
 
