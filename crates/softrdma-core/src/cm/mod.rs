@@ -132,7 +132,8 @@ pub use index::CmTableSizes;
 pub use single::SinglePortCm;
 pub use types::{
     CmConfig, CmError, CmEvent, CmId, CmIdError, CmIdRef, CmPort, CmState, ListenId, RepParams,
-    ReqInfo, ReqParams, SidrRepParams, SidrReqParams, DEFAULT_HALF_OPEN_LIMIT,
+    ReqInfo, ReqParams, SidrRepParams, SidrReqParams, DEFAULT_EVENT_QUEUE_LIMIT,
+    DEFAULT_HALF_OPEN_LIMIT,
 };
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
