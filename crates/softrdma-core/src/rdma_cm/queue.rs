@@ -84,3 +84,39 @@ impl Events {
         self.rdma.len() + self.ib.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::{CmConfig, CmEndpoint};
+    use crate::rdma_cm::RdmaCmEventType;
+
+    #[test]
+    fn both_kinds_come_out_in_the_order_they_were_queued() {
+        let mut cm = CmEndpoint::new(CmConfig::default()).expect("cm");
+        let (a, b) = (cm.create_id(), cm.create_id());
+        let label = |id| if id == a.as_ref() { 1 } else { 2 };
+        let mut q = Events::default();
+        assert_eq!(q.ib_first(), None);
+        q.push_ib(CmEvent::TimewaitExit { id: a.as_ref() });
+        q.push_back(RdmaCmEvent::new(RdmaCmEventType::Established, 7));
+        q.push_ib(CmEvent::TimewaitExit { id: b.as_ref() });
+        q.push_back(RdmaCmEvent::new(RdmaCmEventType::Disconnected, 7));
+        assert_eq!(q.len(), 4);
+        let mut order = Vec::new();
+        while let Some(ib) = q.ib_first() {
+            if ib {
+                let Some(CmEvent::TimewaitExit { id }) = q.pop_ib() else {
+                    panic!("an IB CM event")
+                };
+                order.push(format!("ib{}", label(id)));
+            } else {
+                let e = q.pop_front().expect("an RDMA CM event");
+                order.push(format!("{:?}", e.event));
+            }
+        }
+        assert_eq!(order, ["ib1", "Established", "ib2", "Disconnected"]);
+        assert_eq!((q.len(), q.rdma_len()), (0, 0));
+        drop((a, b));
+    }
+}
