@@ -204,8 +204,8 @@ fn full_event_queue_refuses_connect_requests_without_a_rej() {
 
 const SVC: u64 = 0x0000_0000_0106_4400;
 
-/// An IB CM REQ whose tries are 18 ms apart (PLT 8: 2·1 ms + cvt(12) = 16 ms), 5 retries.
-fn req_params(port: CmPort, src: IpAddr, dst: IpAddr, qpn: u32) -> ReqParams {
+/// An IB CM REQ whose tries are 18 ms apart (PLT 8: 2·1 ms + cvt(12) = 16 ms).
+fn req_params(port: CmPort, src: IpAddr, dst: IpAddr, qpn: u32, retries: u8) -> ReqParams {
     ReqParams {
         port,
         peer: MadAddr::gsi(Gid::from(dst)),
@@ -232,7 +232,7 @@ fn req_params(port: CmPort, src: IpAddr, dst: IpAddr, qpn: u32) -> ReqParams {
         flow_control: false,
         retry_count: 7,
         rnr_retry_count: 7,
-        max_cm_retries: 5,
+        max_cm_retries: retries,
         srq: false,
         ece_vendor_id: 0,
         ece_attr_mod: 0,
@@ -240,7 +240,7 @@ fn req_params(port: CmPort, src: IpAddr, dst: IpAddr, qpn: u32) -> ReqParams {
 }
 
 /// IB CM REQs sent by `cm` on `port` to `dst` (each its own id and QP).
-fn ib_reqs(cm: &Cm, dev: &Device, port: CmPort, dst: IpAddr, n: usize) -> Vec<CmId> {
+fn ib_reqs(cm: &Cm, dev: &Device, port: CmPort, dst: IpAddr, n: usize, retries: u8) -> Vec<CmId> {
     let src = dev.local_addr().ip();
     (0..n)
         .map(|_| {
@@ -248,7 +248,7 @@ fn ib_reqs(cm: &Cm, dev: &Device, port: CmPort, dst: IpAddr, n: usize) -> Vec<Cm
             cm.with(port, |rdma, _, now| {
                 let id = rdma.cm_mut().create_id();
                 rdma.cm_mut()
-                    .send_req(now, &id, &req_params(port, src, dst, qpn))
+                    .send_req(now, &id, &req_params(port, src, dst, qpn, retries))
                     .map(|_| id)
             })
             .unwrap()
@@ -275,7 +275,8 @@ fn full_event_queue_refuses_ib_cm_requests_until_the_application_catches_up() {
         })
         .unwrap()
         .unwrap();
-    let ids = ib_reqs(&cm_a, &a, pa, b_ip, 5);
+    // 15 retries: the refused REQs keep coming for 16 × 18 ms.
+    let ids = ib_reqs(&cm_a, &a, pa, b_ip, 5, 15);
     wait_for("5 REQs at the server", || {
         cm_b.counters().rx(AttrId::REQ) >= 5
     });
@@ -342,7 +343,7 @@ fn full_event_queue_drops_retry_notices_but_keeps_the_events_of_held_ids() {
     let b = Device::open_with(DeviceConfig::new(b_ip).with_rx_drop(|_, _| true)).unwrap();
     let cm_a = cm_with(49, |c| c.event_queue_limit = 4);
     let pa = cm_a.add_device(&a).unwrap();
-    let ids = ib_reqs(&cm_a, &a, pa, b_ip, 10);
+    let ids = ib_reqs(&cm_a, &a, pa, b_ip, 10, 5);
     wait_for("10 × 6 REQs at the peer", || {
         b.driver_counters().rx_filtered >= 60
     });
