@@ -77,6 +77,7 @@ fn node(n: u8) -> Node {
         ca_ack_delay: RXE_CA_ACK_DELAY,
         seed: u64::from(n),
         half_open_limit: 4 * BLOCK,
+        event_queue_limit: 4 * BLOCK,
     })
     .expect("cm");
     let port = cm.add_port(mad.agent_mut(), &stack).expect("port");

@@ -19,17 +19,34 @@
 //! device that has to send on another (e.g. a stale-connection DREQ for an id that lives on
 //! another device) queues the MAD operation in that device's [`crate::mad::MadInbox`] and
 //! wakes its loop. Events are signalled after the locks are released.
+//!
+//! # The event queue
+//!
+//! The events wait in the RDMA CM's own queue ([`RdmaCm::poll_next`]), not in a copy of
+//! it: a CONNECT_REQUEST holds its listener's backlog slot until the application takes it
+//! (as ucma's does until `rdma_get_cm_event`), and destroying an id withdraws its queued
+//! events (a destroyed listener's CONNECT_REQUESTs with their new ids, which are destroyed:
+//! REJ 28). The queue is bounded by [`CmConfig::event_queue_limit`] (default
+//! [`softrdma_core::cm::DEFAULT_EVENT_QUEUE_LIMIT`] = 4096; set it with
+//! [`Cm::with_config`]): when it is full, a REQ or SIDR REQ that would hand the application
+//! a new id is refused as ucma refuses one beyond the backlog (the IB CM id is destroyed
+//! with `-ENOMEM`, no REJ: the peer retries) and a retransmission notice
+//! ([`CmEvent::Retry`]) is dropped; both are counted ([`Cm::rdma_counters`]:
+//! `queue_full_drops`, `retry_notice_drops`). No owned id is lost that way: it never left
+//! the CM. Events about ids the application already holds are always queued (a few per id
+//! and per command), so the queue holds at most the limit plus those.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant as StdInstant};
 
-use softrdma_core::cm::{CmConfig, CmCounters, CmEvent, CmPort, RXE_CA_ACK_DELAY};
+use softrdma_core::cm::{CmConfig, CmCounters, CmEvent, CmPort, CmTableSizes, RXE_CA_ACK_DELAY};
 use softrdma_core::mad::{AgentId, MadAgent, MadEvent};
-use softrdma_core::rdma_cm::{RdmaCm, RdmaCmError, RdmaCmEvent, RdmaCmId, RdmaId};
+use softrdma_core::rdma_cm::{
+    AnyEvent, RdmaCm, RdmaCmCounters, RdmaCmError, RdmaCmEvent, RdmaCmId, RdmaId,
+};
 use softrdma_core::time::Instant;
 use softrdma_core::Stack;
 use softrdma_wire::Guid;
@@ -83,7 +100,6 @@ struct Inner {
     /// By CmPort index.
     devices: Vec<Device>,
     inboxes: Vec<Arc<MadInbox>>,
-    events: VecDeque<Event>,
 }
 
 impl Inner {
@@ -108,10 +124,20 @@ impl Inner {
                 }
             }
         }
-        self.events
-            .extend(std::iter::from_fn(|| self.rdma.poll_event()).map(Event::Rdma));
-        self.events
-            .extend(std::iter::from_fn(|| self.rdma.poll_ib_event()).map(Event::Ib));
+    }
+
+    /// The next event, from the RDMA CM's queue. Taking one may destroy ids (an IB CM
+    /// event of a destroyed listener drops its new id): their MADs go out through the
+    /// devices' inboxes.
+    fn pop(&mut self) -> Option<Event> {
+        let e = self.rdma.poll_next().map(|e| match e {
+            AnyEvent::Rdma(e) => Event::Rdma(e),
+            AnyEvent::Ib(e) => Event::Ib(e),
+        });
+        if self.rdma.cm().has_mad_ops() {
+            self.route(None);
+        }
+        e
     }
 }
 
@@ -152,7 +178,7 @@ impl MadClient for PortClient {
             let mut g = lock(&cm.inner);
             g.rdma.handle_mad(ctx.now, self.port, ctx.stack, ev);
             g.route(Some((self.port, &mut *ctx.mad)));
-            !g.events.is_empty()
+            g.rdma.has_event()
         };
         if had {
             cm.signal();
@@ -187,7 +213,7 @@ impl std::fmt::Debug for Cm {
         let g = lock(&self.shared.inner);
         f.debug_struct("Cm")
             .field("devices", &g.devices.len())
-            .field("queued_events", &g.events.len())
+            .field("queued_events", &g.rdma.queued_events())
             .finish()
     }
 }
@@ -203,7 +229,8 @@ impl Cm {
         })
     }
 
-    /// A CM with an explicit configuration (the node GUID is each device's own).
+    /// A CM with an explicit configuration (the node GUID is each device's own): the
+    /// limits ([`CmConfig::half_open_limit`], [`CmConfig::event_queue_limit`]) are set here.
     pub fn with_config(cfg: CmConfig) -> Cm {
         let rdma = match RdmaCm::new(cfg) {
             Ok(r) => r,
@@ -216,7 +243,6 @@ impl Cm {
                     rdma,
                     devices: Vec::new(),
                     inboxes: Vec::new(),
-                    events: VecDeque::new(),
                 }),
                 cv: Condvar::new(),
                 wakers: Mutex::new(Vec::new()),
@@ -326,7 +352,7 @@ impl Cm {
         for d in self.inline_devices() {
             let _ = d.poll_once();
         }
-        lock(&self.shared.inner).events.pop_front()
+        lock(&self.shared.inner).pop()
     }
 
     fn inline_devices(&self) -> Vec<Device> {
@@ -346,7 +372,7 @@ impl Cm {
         loop {
             {
                 let mut g = lock(&self.shared.inner);
-                if let Some(e) = g.events.pop_front() {
+                if let Some(e) = g.pop() {
                     return Some(e);
                 }
                 let left = end.saturating_duration_since(StdInstant::now());
@@ -359,7 +385,7 @@ impl Cm {
                         .cv
                         .wait_timeout(g, left)
                         .unwrap_or_else(|p| p.into_inner());
-                    if let Some(e) = g.events.pop_front() {
+                    if let Some(e) = g.pop() {
                         return Some(e);
                     }
                     continue;
@@ -385,12 +411,34 @@ impl Cm {
 
     /// Whether an event is queued.
     pub fn has_event(&self) -> bool {
-        !lock(&self.shared.inner).events.is_empty()
+        lock(&self.shared.inner).rdma.has_event()
+    }
+
+    /// How many events are queued (see the module docs on the bound).
+    pub fn queued_events(&self) -> usize {
+        lock(&self.shared.inner).rdma.queued_events()
     }
 
     /// The IB CM's counters.
     pub fn counters(&self) -> CmCounters {
         lock(&self.shared.inner).rdma.cm().counters()
+    }
+
+    /// The RDMA CM's counters: backlog drops, refused REQs, and what the full event queue
+    /// refused or dropped.
+    pub fn rdma_counters(&self) -> RdmaCmCounters {
+        lock(&self.shared.inner).rdma.counters()
+    }
+
+    /// The sizes of the IB CM's tables (ids, remote-ID and remote-QPN entries, timewaits,
+    /// half-open ids, outstanding sends...).
+    pub fn table_sizes(&self) -> CmTableSizes {
+        lock(&self.shared.inner).rdma.cm().table_sizes()
+    }
+
+    /// How many RDMA CM ids exist (listeners included).
+    pub fn id_count(&self) -> usize {
+        lock(&self.shared.inner).rdma.id_count()
     }
 }
 
@@ -406,7 +454,7 @@ impl Future for NextEvent<'_> {
         // Register before looking, so a signal between the look and the registration is
         // not lost.
         lock(&shared.wakers).push(cx.waker().clone());
-        match lock(&shared.inner).events.pop_front() {
+        match lock(&shared.inner).pop() {
             Some(e) => Poll::Ready(e),
             None => Poll::Pending,
         }

@@ -389,6 +389,8 @@ pub(crate) struct Shared {
     coalesce: bool,
     rx_drop: Option<RxDropFilter>,
     defer_flush: bool,
+    /// Received datagrams after which a turn reposts QP1's receive buffers mid-batch.
+    qp1_reap_every: usize,
     state: Mutex<State>,
     rx: Mutex<RxBufs>,
     /// Signalled after every loop turn that handled input or timers, and after posts.
@@ -480,9 +482,7 @@ impl Shared {
         };
         loop {
             let n = stack.poll_transmit_batch(now, batch);
-            for (train, bytes) in batch.trains() {
-                self.send_train(train, bytes, tap, counters);
-            }
+            self.send_trains(batch, tap, counters);
             batch.clear();
             if n == 0 {
                 break;
@@ -493,59 +493,79 @@ impl Shared {
         }
     }
 
-    fn send_train(
+    /// Sends the batch's trains, each one GSO send, as few syscalls as
+    /// [`UdpEndpoint::send_many`] manages (one `sendmmsg` per run of trains with the same
+    /// segment size); waits for send-buffer space up to [`SEND_BLOCK_LIMIT`], then drops
+    /// (and counts) what is left.
+    fn send_trains(
+        &self,
+        batch: &TransmitBatch,
+        tap: &mut Option<Tap>,
+        counters: &mut DriverCounters,
+    ) {
+        let mut ts = Vec::with_capacity(batch.trains().len());
+        let mut sent_trains = Vec::with_capacity(ts.capacity());
+        for (train, bytes) in batch.trains() {
+            if train.src_ip != self.local.ip() || train.dst.is_ipv4() != self.local.is_ipv4() {
+                counters.tx_wrong_source += train.segments as u64;
+                continue;
+            }
+            let t = match train.gso_segment_size() {
+                Some(seg) => Transmit::segmented(train.dst, bytes, seg),
+                None => Transmit::single(train.dst, bytes),
+            }
+            .with_tos(train.tos);
+            ts.push(t);
+            sent_trains.push((train, bytes));
+        }
+        let deadline = StdInstant::now() + SEND_BLOCK_LIMIT;
+        let mut done = 0;
+        while done < ts.len() {
+            match self.ep.send_many(&ts[done..]) {
+                Ok(k) => {
+                    for (train, bytes) in &sent_trains[done..done + k] {
+                        self.account_sent(train, bytes, tap, counters);
+                    }
+                    done += k;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(StdInstant::now());
+                    if left.is_zero() || self.ep.wait_writable(Some(left)).is_err() {
+                        for (train, _) in &sent_trains[done..] {
+                            counters.tx_dropped += train.segments as u64;
+                        }
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    counters.tx_errors += sent_trains[done].0.segments as u64;
+                    done += 1;
+                }
+            }
+        }
+    }
+
+    fn account_sent(
         &self,
         train: &Train,
         bytes: &[u8],
         tap: &mut Option<Tap>,
         counters: &mut DriverCounters,
     ) {
-        let n = train.segments as u64;
-        if train.src_ip != self.local.ip() || train.dst.is_ipv4() != self.local.is_ipv4() {
-            counters.tx_wrong_source += n;
-            return;
-        }
-        let t = match train.gso_segment_size() {
-            Some(seg) => Transmit::segmented(train.dst, bytes, seg),
-            None => Transmit::single(train.dst, bytes),
-        }
-        .with_tos(train.tos);
-        match self.send_blocking(&t) {
-            Ok(()) => {
-                counters.tx_sends += 1;
-                counters.tx_datagrams += n;
-                if let Some(tap) = tap.as_mut() {
-                    let seg = train.segment_size.max(1);
-                    for (k, d) in bytes.chunks(seg).enumerate() {
-                        if tap
-                            .sent_tos(self.local, train.dst, k as u16, train.tos, d)
-                            .is_err()
-                        {
-                            counters.pcap_errors += 1;
-                        }
-                    }
-                    counters.pcap_packets = tap.packets;
+        counters.tx_sends += 1;
+        counters.tx_datagrams += train.segments as u64;
+        if let Some(tap) = tap.as_mut() {
+            let seg = train.segment_size.max(1);
+            for (k, d) in bytes.chunks(seg).enumerate() {
+                if tap
+                    .sent_tos(self.local, train.dst, k as u16, train.tos, d)
+                    .is_err()
+                {
+                    counters.pcap_errors += 1;
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => counters.tx_dropped += n,
-            Err(_) => counters.tx_errors += n,
-        }
-    }
-
-    fn send_blocking(&self, t: &Transmit<'_>) -> io::Result<()> {
-        let deadline = StdInstant::now() + SEND_BLOCK_LIMIT;
-        loop {
-            match self.ep.send(t) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let left = deadline.saturating_duration_since(StdInstant::now());
-                    if left.is_zero() {
-                        return Err(e);
-                    }
-                    self.ep.wait_writable(Some(left))?;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                r => return r,
-            }
+            counters.pcap_packets = tap.packets;
         }
     }
 
@@ -590,7 +610,17 @@ impl Shared {
         let now = self.now();
         let mut st = self.state();
         let mut worked = !records.is_empty();
+        // QP1 has `qp1_recv_depth` buffers; a turn may bring RECV_BATCH records of up to 64
+        // GRO segments each (a burst of a thousand REQs or DREQs exhausted 512 and had
+        // MADs dropped). Repost between records once a quarter of them may be used.
+        let mut since_reap = 0usize;
         for (rec, buf) in records.iter().zip(storage.iter()) {
+            if since_reap >= self.qp1_reap_every {
+                let State { stack, mad, .. } = &mut *st;
+                mad.reap_receives(now, stack);
+                since_reap = 0;
+            }
+            since_reap += rec.segments(buf).count();
             st.counters.rx_records += 1;
             let dst = SocketAddr::new(rec.dst_ip.unwrap_or(self.local.ip()), self.local.port());
             for seg in rec.segments(buf) {
@@ -753,6 +783,7 @@ impl Device {
             coalesce: config.gso_coalesce,
             rx_drop: config.rx_drop,
             defer_flush: config.defer_flush,
+            qp1_reap_every: (config.qp1_recv_depth as usize / 4).max(1),
             state: Mutex::new(State {
                 stack,
                 mad,

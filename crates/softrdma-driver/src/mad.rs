@@ -89,6 +89,14 @@ impl MadState {
     }
 
     /// One MAD turn (see the module docs); returns whether anything happened.
+    /// Takes QP1's receive completions (reposting their buffers) without handing anything
+    /// to the classes yet: the loop calls it between received batches so that a burst of
+    /// MADs larger than QP1's receive queue within one turn is not dropped for want of a
+    /// posted buffer (the classes see the MADs in this turn's [`MadState::turn`]).
+    pub fn reap_receives(&mut self, now: Instant, stack: &mut Stack) -> usize {
+        self.port.poll(now, stack)
+    }
+
     pub fn turn(&mut self, now: Instant, stack: &mut Stack) -> bool {
         let mut worked = false;
         for (agent, op) in self.inbox.take() {

@@ -615,6 +615,121 @@ impl UdpEndpoint {
         .map_err(io::Error::from)
     }
 
+    /// Whether `t` leaves in one send (by bytes and by segment count): what [`Self::send`]
+    /// would not split.
+    fn fits_one_send(&self, t: &Transmit<'_>) -> bool {
+        match t.segment_size {
+            Some(s) if s > 0 && t.contents.len() > s => {
+                t.contents.len() <= self.max_payload()
+                    && t.contents.len().div_ceil(s) <= self.max_gso_segments()
+            }
+            _ => true,
+        }
+    }
+
+    /// Sends `transmits` in order with as few syscalls as it can, non-blocking: consecutive
+    /// transmits with the same GSO segment size and TOS leave in one `sendmmsg` (each
+    /// message its own GSO send, so a sealed train is never split). Returns how many went
+    /// out before the socket would block (`Err(WouldBlock)` only if none did); other errors
+    /// end the call like [`Self::send_batch`].
+    pub fn send_many(&self, transmits: &[Transmit<'_>]) -> io::Result<usize> {
+        use nix::sys::socket::{sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage};
+        // One `sendmmsg` carries at most this many messages (the kernel's UIO_MAXIOV is far
+        // above; this bounds the per-call header arrays).
+        const GROUP: usize = 64;
+        let key = |t: &Transmit<'_>| {
+            let gso = t.segment_size.filter(|&s| s > 0 && t.contents.len() > s);
+            (gso, t.tos)
+        };
+        let mut sent = 0;
+        while sent < transmits.len() {
+            let first = &transmits[sent];
+            let k = key(first);
+            let mut end = sent + 1;
+            while end < transmits.len()
+                && end - sent < GROUP
+                && key(&transmits[end]) == k
+                && self.fits_one_send(&transmits[end])
+            {
+                end += 1;
+            }
+            if end - sent == 1 || !self.fits_one_send(first) {
+                match self.send(first) {
+                    Ok(()) => sent += 1,
+                    Err(e) if sent == 0 => return Err(e),
+                    Err(_) => return Ok(sent),
+                }
+                continue;
+            }
+            let group = &transmits[sent..end];
+            let addrs: Vec<Option<SockaddrStorage>> = group
+                .iter()
+                .map(|t| Some(SockaddrStorage::from(t.destination)))
+                .collect();
+            let iovs: Vec<[io::IoSlice<'_>; 1]> = group
+                .iter()
+                .map(|t| [io::IoSlice::new(t.contents)])
+                .collect();
+            let (gso, tos) = k;
+            let seg16 = gso.map(|s| s.min(usize::from(u16::MAX)) as u16);
+            let tclass = i32::from(tos);
+            let mut cmsgs = Vec::with_capacity(2);
+            if let Some(s) = seg16.as_ref() {
+                cmsgs.push(ControlMessage::UdpGsoSegments(s));
+            }
+            if tos != 0 {
+                if first.destination.is_ipv4() {
+                    cmsgs.push(ControlMessage::Ipv4Tos(&tos));
+                } else {
+                    cmsgs.push(ControlMessage::Ipv6TClass(&tclass));
+                }
+            }
+            // Exactly the space of the messages used: nix 0.32 sets every header's
+            // msg_controllen to the buffer's capacity, and a zeroed slot after the last
+            // message makes the kernel refuse the call (EINVAL).
+            let mut space = 0;
+            if seg16.is_some() {
+                space += nix::sys::socket::cmsg_space::<u16>();
+            }
+            if tos != 0 {
+                space += if first.destination.is_ipv4() {
+                    nix::sys::socket::cmsg_space::<u8>()
+                } else {
+                    nix::sys::socket::cmsg_space::<i32>()
+                };
+            }
+            let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(
+                group.len(),
+                (space > 0).then(|| Vec::with_capacity(space)),
+            );
+            bump(&self.io.send_calls);
+            match sendmmsg(
+                self.socket.as_raw_fd(),
+                &mut hdrs,
+                &iovs,
+                &addrs,
+                &cmsgs,
+                MsgFlags::empty(),
+            ) {
+                Ok(res) => {
+                    let n = res.count();
+                    sent += n;
+                    if n < group.len() {
+                        return Ok(sent);
+                    }
+                }
+                Err(e) => {
+                    let e = io::Error::from(e);
+                    if sent == 0 {
+                        return Err(e);
+                    }
+                    return Ok(sent);
+                }
+            }
+        }
+        Ok(sent)
+    }
+
     /// Sends a batch, non-blocking: returns how many transmits went out before the socket
     /// would block (`Err(WouldBlock)` only if none did). Other errors end the batch; if some
     /// transmits went out first, the count is returned and the error is dropped, as a lost
@@ -879,6 +994,67 @@ mod tests {
                 (100, Some(0x20)),
                 (100, Some(0x20)),
                 (100, Some(0))
+            ]
+        );
+    }
+
+    /// `send_many` puts runs of same-shaped transmits in one `sendmmsg` (GSO and TOS
+    /// control messages per message) and every datagram arrives whole, in order, with its
+    /// TOS.
+    #[test]
+    fn send_many_batches_and_keeps_shapes() {
+        use nix::sys::socket::{recvmsg, ControlMessageOwned, SockaddrStorage};
+        use std::os::fd::AsRawFd;
+        let lo = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
+        let ep = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
+        let rx = std::net::UdpSocket::bind(lo).unwrap();
+        nix::sys::socket::setsockopt(&rx, sockopt_nix::IpRecvTos, &true).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let dst = rx.local_addr().unwrap();
+        let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let ts = [
+            Transmit::segmented(dst, &data[..250], 100),
+            Transmit::segmented(dst, &data[..300], 100),
+            Transmit::single(dst, &data[..40]),
+            Transmit::single(dst, &data[..50]),
+            Transmit::single(dst, &data[..60]).with_tos(0x20),
+            Transmit::single(dst, &data[..70]).with_tos(0x20),
+        ];
+        let calls = ep.io_stats().send_calls;
+        assert_eq!(ep.send_many(&ts).unwrap(), ts.len());
+        // Three runs: the two GSO sends, the two plain ones, the two with a TOS.
+        assert_eq!(ep.io_stats().send_calls - calls, 3);
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            let mut buf = [0u8; 512];
+            let mut iov = [io::IoSliceMut::new(&mut buf)];
+            let mut space = nix::cmsg_space!(u8);
+            let m = recvmsg::<SockaddrStorage>(
+                rx.as_raw_fd(),
+                &mut iov,
+                Some(&mut space),
+                nix::sys::socket::MsgFlags::empty(),
+            )
+            .unwrap();
+            let tos = m.cmsgs().unwrap().find_map(|c| match c {
+                ControlMessageOwned::Ipv4Tos(t) => Some(t),
+                _ => None,
+            });
+            got.push((m.bytes, tos.unwrap_or(0)));
+        }
+        assert_eq!(
+            got,
+            [
+                (100, 0),
+                (100, 0),
+                (50, 0),
+                (100, 0),
+                (100, 0),
+                (100, 0),
+                (40, 0),
+                (50, 0),
+                (60, 0x20),
+                (70, 0x20)
             ]
         );
     }

@@ -458,3 +458,46 @@ fn rdma_cm_events_arrive_as_futures_under_tokio() {
         });
     });
 }
+
+/// A burst of MADs larger than QP1's receive queue (512 buffers) that arrives within one loop
+/// turn is served whole: the turn reposts QP1's buffers between received batches instead of
+/// dropping what it has no buffer for (a thousand DREQs at once lost a hundred of them, each
+/// then retried after the CM's timeout).
+#[test]
+fn a_mad_burst_larger_than_qp1s_receive_queue_is_not_dropped() {
+    let (a_ip, b_ip) = (ip(34, 1), ip(34, 2));
+    let a = Device::open(a_ip).unwrap();
+    // B's loop runs only when this thread turns it: the whole burst is queued first.
+    let b = Device::open_with(DeviceConfig::new(b_ip).busy_poll()).unwrap();
+    let perf_a = dm_agent(&a, MgmtClass::PERF_MGMT, false);
+    let agent = perf_a.agent.lock().unwrap().unwrap();
+    const N: u64 = 1500;
+    a.with_mad(|ctx| {
+        for k in 0..N {
+            let m = get(
+                MgmtClass::PERF_MGMT,
+                1,
+                form_tid(agent, k as u32 + 1),
+                0x0012,
+            );
+            let once = SendParams {
+                expects_response: false,
+                ..SendParams::ONCE
+            };
+            ctx.mad
+                .send(ctx.now, agent, MadAddr::gsi(Gid::from(b_ip)), m, once)
+                .unwrap();
+        }
+    });
+    wait_for("the burst to leave A", || {
+        a.driver_counters().tx_datagrams >= N
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let end = StdInstant::now() + Duration::from_secs(5);
+    while b.mad_counters().0.unsupported_replies < N && StdInstant::now() < end {
+        b.progress_for(Duration::from_millis(20)).unwrap();
+    }
+    assert_eq!(b.counters().drop_no_recv_wqe, 0, "{}", b.counters());
+    // Nobody on B claims Perf: every Get is answered 0x000C.
+    assert_eq!(b.mad_counters().0.unsupported_replies, N);
+}

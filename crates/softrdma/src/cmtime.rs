@@ -296,8 +296,15 @@ fn run_client(args: &Args) -> Result<(), String> {
         }
         None => None,
     };
-    let d = cmtool::open_client(bind, dst.ip(), args.pcap.as_ref(), "-b", "cmtime")
-        .map_err(|e| format!("cmtime: {e}"))?;
+    let d = cmtool::open_client(
+        bind,
+        dst.ip(),
+        args.pcap.as_ref(),
+        "-b",
+        "cmtime",
+        cmtool::THREAD,
+    )
+    .map_err(|e| format!("cmtime: {e}"))?;
     let src = d.dev.local_addr().ip();
     let (t, r) = cycle(&d, args.connections, dst, src, bind, args.retries, true);
     if r.as_ref().err().and_then(|m| is_signal(m)).is_none() {
@@ -552,6 +559,7 @@ fn run_server(args: &Args) -> Result<(), String> {
         bind.ip(),
         args.pcap.as_ref(),
         "listen on another local address with -b ADDR",
+        cmtool::THREAD,
     )
     .map_err(|e| format!("cmtime: {e}"))?;
     let cq = d.shared_cq(args.connections, 1)?;

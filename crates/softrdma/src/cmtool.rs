@@ -10,7 +10,7 @@ use softrdma_core::cm::CmPort;
 use softrdma_core::rdma_cm::RdmaCm;
 use softrdma_core::verbs::{CqId, PdId, QpCap, QpInitAttr, QpType};
 use softrdma_driver::cm::{Cm, Event};
-use softrdma_driver::{Device, DeviceConfig};
+use softrdma_driver::{Device, DeviceConfig, PollMode, Progress};
 
 /// A device on `ip` with a CM on it.
 pub struct CmDevice {
@@ -34,9 +34,25 @@ pub fn seed() -> u64 {
 /// The RoCEv2 UDP port every softrdma device binds on its address.
 pub const ROCE_PORT: u16 = 4791;
 
-/// Opens a device on `ip` (binding `ip:4791`), nothing more.
+/// A background loop thread that sleeps in epoll (the tools' default).
+pub const THREAD: Progress = Progress::Thread(PollMode::Blocking);
+
+/// Opens a device on `ip` (binding `ip:4791`) with a background loop thread, nothing more.
 pub fn open_device(ip: IpAddr, pcap: Option<&Path>) -> Result<Device, softrdma_driver::Error> {
-    let mut cfg = DeviceConfig::new(ip);
+    open_device_with(ip, pcap, THREAD)
+}
+
+/// [`open_device`] with the loop where `progress` says: [`Progress::Inline`] for a tool
+/// whose one thread always waits on the device (the SRP initiator and target: no thread
+/// hand-off between a datagram and its completion).
+pub fn open_device_with(
+    ip: IpAddr,
+    pcap: Option<&Path>,
+    progress: Progress,
+) -> Result<Device, softrdma_driver::Error> {
+    let mut cfg = DeviceConfig::new(ip)
+        .with_progress(progress)
+        .with_wait(PollMode::Blocking);
     if let Some(p) = pcap {
         cfg = cfg.with_pcap(p);
     }
@@ -94,8 +110,14 @@ fn with_cm(dev: Device, cm: Cm) -> Result<CmDevice, String> {
 
 /// Opens the device on `ip` (binding `ip:4791`) and runs a CM on it. The error says what
 /// to do when another process holds the address (`how`, as for [`in_use_message`]).
-pub fn open(ip: IpAddr, pcap: Option<&PathBuf>, how: &str) -> Result<CmDevice, String> {
-    let dev = open_device(ip, pcap.map(|p| p.as_path())).map_err(|e| device_error(ip, &e, how))?;
+pub fn open(
+    ip: IpAddr,
+    pcap: Option<&PathBuf>,
+    how: &str,
+    progress: Progress,
+) -> Result<CmDevice, String> {
+    let dev = open_device_with(ip, pcap.map(|p| p.as_path()), progress)
+        .map_err(|e| device_error(ip, &e, how))?;
     with_cm(dev, Cm::new(seed()))
 }
 
@@ -111,15 +133,16 @@ pub fn open_client(
     pcap: Option<&PathBuf>,
     flag: &str,
     tool: &str,
+    progress: Progress,
 ) -> Result<CmDevice, String> {
     let how = format!("pass another local address with {flag} ADDR");
     if let Some(ip) = given {
-        return open(ip, pcap, &how);
+        return open(ip, pcap, &how, progress);
     }
     let src = softrdma_driver::cm::route_source(dst)
         .ok_or_else(|| format!("no route to {dst}: give the source address with {flag} ADDR"))?;
     let pcap = pcap.map(|p| p.as_path());
-    let first = match open_device(src, pcap) {
+    let first = match open_device_with(src, pcap, progress) {
         Ok(dev) => return with_cm(dev, Cm::new(seed())),
         Err(e) => e,
     };
@@ -133,7 +156,7 @@ pub fn open_client(
                 if cand == src || cand == dst {
                     continue;
                 }
-                match open_device(cand, pcap) {
+                match open_device_with(cand, pcap, progress) {
                     Ok(dev) => {
                         eprintln!(
                             "{tool}: {src}:{ROCE_PORT} (the source address routed towards {dst}) \

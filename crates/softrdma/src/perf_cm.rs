@@ -131,8 +131,8 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         "softrdma perf cm: {} connections in flight, {} runs, {} <- {} (full RDMA CM cycles vs TCP connect/accept/close)",
         p.connections, p.runs, p.server, p.client
     );
-    let srv = cmtool::open(p.server, None, "--server")?;
-    let cli = cmtool::open(p.client, None, "--client")?;
+    let srv = cmtool::open(p.server, None, "--server", cmtool::THREAD)?;
+    let cli = cmtool::open(p.client, None, "--client", cmtool::THREAD)?;
     let dst = SocketAddr::new(p.server, 7471);
     let listener = srv
         .cm

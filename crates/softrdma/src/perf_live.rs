@@ -101,8 +101,9 @@ fn open_on(ip: IpAddr, n: u32) -> Result<CmDevice, softrdma_driver::Error> {
         node_guid: Guid(0),
         ca_ack_delay: RXE_CA_ACK_DELAY,
         seed: cmtool::seed(),
-        // Every REQ of a window may wait for its answer together.
+        // Every REQ of a window may wait for its answer together, and its events be queued.
         half_open_limit: 8192,
+        event_queue_limit: 8192,
     });
     let port = cm
         .add_device(&dev)

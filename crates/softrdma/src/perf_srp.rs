@@ -58,6 +58,23 @@ struct Figures {
     bw: f64,
     p50_us: f64,
     p99_us: f64,
+    /// CPU microseconds per I/O, every process of the side counted (ours: the one process
+    /// holding initiator and target; theirs: fio and nbdkit).
+    cpu_us: f64,
+}
+
+impl Figures {
+    /// Each figure's median over `runs`.
+    fn median_of(runs: &[Figures]) -> Figures {
+        let m = |f: fn(&Figures) -> f64| median(&mut runs.iter().map(f).collect::<Vec<_>>());
+        Figures {
+            iops: m(|r| r.iops),
+            bw: m(|r| r.bw),
+            p50_us: m(|r| r.p50_us),
+            p99_us: m(|r| r.p99_us),
+            cpu_us: m(|r| r.cpu_us),
+        }
+    }
 }
 
 struct Test {
@@ -131,7 +148,22 @@ fn nbdkit(size: u64) -> Result<Nbdkit, String> {
     Ok(n)
 }
 
-fn fio(t: &Test, port: u16, size: u64, runtime: f64) -> Result<Figures, String> {
+/// The CPU time `pid` has used so far (user + system, all its threads), from
+/// `/proc/PID/stat`.
+fn pid_cpu(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces: the fields start after its closing parenthesis.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of proc(5) (utime, stime) are 12 and 13 after the name and state.
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Some(Duration::from_secs_f64(ticks as f64 / hz as f64))
+}
+
+fn fio(t: &Test, nbd: &Nbdkit, size: u64, runtime: f64) -> Result<Figures, String> {
+    let port = nbd.port;
+    let server_cpu0 = pid_cpu(nbd.child.id());
     let out = Command::new("fio")
         .args([
             "--name=nbd",
@@ -163,6 +195,10 @@ fn fio(t: &Test, port: u16, size: u64, runtime: f64) -> Result<Figures, String> 
         }
         return Err(format!("fio failed ({st}): {}", e.trim()));
     }
+    let server_cpu = match (server_cpu0, pid_cpu(nbd.child.id())) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => return Err("nbdkit's CPU time: /proc/PID/stat unreadable".into()),
+    };
     let j: serde_json::Value =
         serde_json::from_str(s.get(s.find('{').unwrap_or(0)..).unwrap_or(""))
             .map_err(|e| format!("fio's JSON: {e}"))?;
@@ -173,11 +209,17 @@ fn fio(t: &Test, port: u16, size: u64, runtime: f64) -> Result<Figures, String> 
         &job["read"]
     };
     let p = |k: &str| d["lat_ns"]["percentile"][k].as_f64().unwrap_or(0.0) / 1e3;
+    // fio's usr_cpu / sys_cpu are percentages of the job's runtime.
+    let num = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+    let fio_cpu_s =
+        (num(&job["usr_cpu"]) + num(&job["sys_cpu"])) / 100.0 * num(&job["job_runtime"]) / 1e3;
+    let ios = num(&d["total_ios"]).max(1.0);
     Ok(Figures {
-        iops: d["iops"].as_f64().unwrap_or(0.0),
-        bw: d["bw_bytes"].as_f64().unwrap_or(0.0),
+        iops: num(&d["iops"]),
+        bw: num(&d["bw_bytes"]),
         p50_us: p("50.000000"),
         p99_us: p("99.000000"),
+        cpu_us: (fio_cpu_s + server_cpu.as_secs_f64()) * 1e6 / ios,
     })
 }
 
@@ -204,27 +246,31 @@ fn ours(s: &mut Session, t: &Test, runtime: f64) -> Result<Figures, String> {
         bw: d.bw(r.runtime),
         p50_us: d.percentile(50.0) as f64 / 1e3,
         p99_us: d.percentile(99.0) as f64 / 1e3,
+        cpu_us: r.cpu_us_per_io(),
     })
 }
 
 fn row(name: &str, run: &str, a: &Figures, b: Option<&Figures>) {
     let theirs = match b {
         Some(b) => format!(
-            "{:>9} {:>10} {:>8.0} {:>8.0} | {:>5.2}",
+            "{:>9} {:>10} {:>8.0} {:>8.0} {:>6.1} | {:>5.2} {:>5.2}",
             fio_num(b.iops),
             format!("{}/s", human(b.bw)),
             b.p50_us,
             b.p99_us,
-            a.iops / b.iops.max(1e-9)
+            b.cpu_us,
+            a.iops / b.iops.max(1e-9),
+            a.cpu_us / b.cpu_us.max(1e-9)
         ),
-        None => "        -          -        -        - |     -".into(),
+        None => "        -          -        -        -      - |     -     -".into(),
     };
     println!(
-        "{name:<22} {run:>6}  {:>9} {:>10} {:>8.0} {:>8.0} | {theirs}",
+        "{name:<22} {run:>6}  {:>9} {:>10} {:>8.0} {:>8.0} {:>6.1} | {theirs}",
         fio_num(a.iops),
         format!("{}/s", human(a.bw)),
         a.p50_us,
         a.p99_us,
+        a.cpu_us,
     );
 }
 
@@ -308,53 +354,41 @@ fn perf(p: &Plan2) -> Result<(), String> {
     let mut s = Session::open(line.parse().map_err(|e| format!("{e}"))?, &o)?;
     let server = if fio_ok { Some(nbdkit(p.size)?) } else { None };
     println!(
-        "\n{:<22} {:>6}  {:>9} {:>10} {:>8} {:>8} | {:>9} {:>10} {:>8} {:>8} | {:>5}",
+        "\n{:<22} {:>6}  {:>9} {:>10} {:>8} {:>8} {:>6} | {:>9} {:>10} {:>8} {:>8} {:>6} | {:>5} {:>5}",
         "test",
         "run",
         "ours IOPS",
         "ours BW",
         "p50 us",
         "p99 us",
+        "cpu/io",
         "nbd IOPS",
         "nbd BW",
         "p50 us",
         "p99 us",
-        "ratio"
+        "cpu/io",
+        "IOPS",
+        "CPU"
+    );
+    println!(
+        "{:<22} {:>6}  {:>47} | {:>54} | {:>11}",
+        "", "", "(cpu/io: CPU us per I/O, all threads)", "", "ours/theirs"
     );
     let mut summary = Vec::new();
     for t in &tests {
-        let (mut oi, mut ob, mut o50, mut o99) = (vec![], vec![], vec![], vec![]);
-        let (mut ti, mut tb, mut t50, mut t99) = (vec![], vec![], vec![], vec![]);
+        let (mut ours_runs, mut theirs_runs) = (Vec::new(), Vec::new());
         for run in 1..=p.runs.max(1) {
             let a = ours(&mut s, t, runtime)?;
             let b = match &server {
-                Some(n) => Some(fio(t, n.port, p.size, runtime)?),
+                Some(n) => Some(fio(t, n, p.size, runtime)?),
                 None => None,
             };
             row(&t.name, &run.to_string(), &a, b.as_ref());
-            oi.push(a.iops);
-            ob.push(a.bw);
-            o50.push(a.p50_us);
-            o99.push(a.p99_us);
-            if let Some(b) = b {
-                ti.push(b.iops);
-                tb.push(b.bw);
-                t50.push(b.p50_us);
-                t99.push(b.p99_us);
-            }
+            ours_runs.push(a);
+            theirs_runs.extend(b);
         }
-        let a = Figures {
-            iops: median(&mut oi),
-            bw: median(&mut ob),
-            p50_us: median(&mut o50),
-            p99_us: median(&mut o99),
-        };
-        let b = (!ti.is_empty()).then(|| Figures {
-            iops: median(&mut ti),
-            bw: median(&mut tb),
-            p50_us: median(&mut t50),
-            p99_us: median(&mut t99),
-        });
+        let a = Figures::median_of(&ours_runs);
+        let b = (!theirs_runs.is_empty()).then(|| Figures::median_of(&theirs_runs));
         row(&t.name, "median", &a, b.as_ref());
         summary.push((t.name.clone(), a, b));
     }
@@ -365,22 +399,26 @@ fn perf(p: &Plan2) -> Result<(), String> {
     for (name, a, b) in summary {
         match b {
             Some(b) => println!(
-                "  {name:<20} ours {} IOPS {}/s p99 {:.0} us; fio+nbdkit {} IOPS {}/s p99 {:.0} us; IOPS ratio {:.2}, p99 ratio {:.2}",
+                "  {name:<20} ours {} IOPS {}/s p99 {:.0} us {:.1} CPU us/IO; fio+nbdkit {} IOPS {}/s p99 {:.0} us {:.1} CPU us/IO; IOPS ratio {:.2} (higher is better), p99 ratio {:.2}, CPU per I/O ratio {:.2} (lower is better)",
                 fio_num(a.iops),
                 human(a.bw),
                 a.p99_us,
+                a.cpu_us,
                 fio_num(b.iops),
                 human(b.bw),
                 b.p99_us,
+                b.cpu_us,
                 a.iops / b.iops.max(1e-9),
-                a.p99_us / b.p99_us.max(1e-9)
+                a.p99_us / b.p99_us.max(1e-9),
+                a.cpu_us / b.cpu_us.max(1e-9)
             ),
             None => println!(
-                "  {name:<20} ours {} IOPS {}/s p50 {:.0} us p99 {:.0} us",
+                "  {name:<20} ours {} IOPS {}/s p50 {:.0} us p99 {:.0} us {:.1} CPU us/IO",
                 fio_num(a.iops),
                 human(a.bw),
                 a.p50_us,
-                a.p99_us
+                a.p99_us,
+                a.cpu_us
             ),
         }
     }

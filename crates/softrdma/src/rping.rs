@@ -748,6 +748,7 @@ fn run_server(o: &Opts) -> Result<(), Fail> {
             bind.ip(),
             o.pcap.as_ref(),
             "listen on another local address with -a ADDR",
+            cmtool::THREAD,
         )
         .map_err(Fail::Msg)?;
         (d.cm, vec![d.dev])
@@ -1001,8 +1002,15 @@ fn ping_text(ping: u32, start: u8, size: usize) -> Vec<u8> {
 }
 
 fn run_client(o: &Opts) -> Result<(), Fail> {
-    let d = cmtool::open_client(o.source, o.addr.ip(), o.pcap.as_ref(), "-I", "rping")
-        .map_err(Fail::Msg)?;
+    let d = cmtool::open_client(
+        o.source,
+        o.addr.ip(),
+        o.pcap.as_ref(),
+        "-I",
+        "rping",
+        cmtool::THREAD,
+    )
+    .map_err(Fail::Msg)?;
     let local = d.dev.local_addr().ip();
     let _ = d.dev.dealloc_pd(d.pd);
     let id = d.cm.with_cm(|cm| cm.create_id());

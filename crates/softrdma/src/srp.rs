@@ -206,7 +206,14 @@ impl Session {
             Dest::Rdma { dest, src } => (dest.ip(), src),
             Dest::Ib { dgid, src, .. } => (dgid.to_ip(), src),
         };
-        let d = cmtool::open_client(src, dst, o.pcap.as_ref(), "src=", o.tool)?;
+        let d = cmtool::open_client(
+            src,
+            dst,
+            o.pcap.as_ref(),
+            "src=",
+            o.tool,
+            softrdma_driver::Progress::Inline,
+        )?;
         let mut cfg = InitiatorConfig::new(target.clone());
         cfg.src = Some(d.dev.local_addr().ip());
         cfg.default_ch_count = std::thread::available_parallelism()
@@ -329,7 +336,13 @@ impl Session {
                     cm.has_event() || signals::caught().is_some()
                 })
                 .map_err(|e| format!("ibv_poll_cq: {e}"))?;
-        } else {
+        } else if !self
+            .dev
+            .progress_until(StdInstant::now() + wait.min(Duration::from_millis(10)))
+            .map_err(|e| format!("device: {e}"))?
+            && self.dev.progress() != softrdma_driver::Progress::Inline
+        {
+            // A threaded device's loop runs by itself: only wait here.
             std::thread::sleep(wait.min(Duration::from_millis(10)));
         }
         let wcs = std::mem::take(&mut self.wcs);
@@ -889,7 +902,14 @@ fn discover(addr: &str, src: Option<IpAddr>, timeout: Duration) -> Result<(), St
         Err(_) => softrdma_driver::cm::resolve_host(addr, 5555, None)
             .map_err(|e| format!("{addr}: {e}"))?,
     };
-    let d = cmtool::open_client(src, dest.ip(), None, "--src", "softrdma srp discover")?;
+    let d = cmtool::open_client(
+        src,
+        dest.ip(),
+        None,
+        "--src",
+        "softrdma srp discover",
+        cmtool::THREAD,
+    )?;
     let (tx, rx) = mpsc::channel();
     let client = d
         .dev

@@ -225,6 +225,23 @@ pub struct BenchResult {
     pub verify_checked: u64,
     pub verify_errors: u64,
     pub first_mismatch: Option<String>,
+    /// CPU time this process used over the measured window (every thread: the initiator,
+    /// and the target too when it runs in this process, as `softrdma perf srp`'s does).
+    pub cpu: Duration,
+}
+
+impl BenchResult {
+    /// CPU microseconds per I/O (reads and writes together).
+    pub fn cpu_us_per_io(&self) -> f64 {
+        let ios = self.read.ios + self.write.ios;
+        self.cpu.as_secs_f64() * 1e6 / ios.max(1) as f64
+    }
+}
+
+/// This process's CPU time so far (`CLOCK_PROCESS_CPUTIME_ID`: all threads, user + system).
+pub fn process_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 struct Slot {
@@ -541,6 +558,7 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
         r.res.prefill_bytes = blocks * plan.bs;
     }
     let limit_bytes = plan.size;
+    let cpu0 = process_cpu();
     let start = Instant::now();
     let mut last = start;
     let (mut last_r, mut last_w) = (0u64, 0u64);
@@ -609,6 +627,7 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
     }
     r.drain(true)?;
     r.res.runtime = start.elapsed();
+    r.res.cpu = process_cpu().saturating_sub(cpu0);
     if progress && tty {
         eprintln!();
     }
@@ -679,6 +698,11 @@ impl BenchResult {
         );
         s += &self.dir_text("read", &self.read);
         s += &self.dir_text("write", &self.write);
+        s += &format!(
+            "  cpu          : {:.1}% of one core (this process), {:.2} us per I/O\n",
+            self.cpu.as_secs_f64() / self.runtime.as_secs_f64().max(1e-9) * 100.0,
+            self.cpu_us_per_io()
+        );
         if p.verify {
             s += &format!(
                 "  verify: {} blocks checked, {} errors{}{}\n",
@@ -750,6 +774,8 @@ impl BenchResult {
             "bw_bytes": self.read.bw(t) + self.write.bw(t),
             "read": self.dir_json(&self.read),
             "write": self.dir_json(&self.write),
+            "cpu_ns": self.cpu.as_nanos() as u64,
+            "cpu_us_per_io": self.cpu_us_per_io(),
             "verify": {
                 "enabled": p.verify,
                 "checked": self.verify_checked,

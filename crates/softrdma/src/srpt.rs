@@ -23,7 +23,7 @@ use softrdma_core::mad::{AgentId, MadEvent, SendParams};
 use softrdma_core::rdma_cm::RdmaCmEventType;
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::mad::{MadClient, PortCtx};
-use softrdma_driver::{Device, DeviceConfig};
+use softrdma_driver::{Device, DeviceConfig, PollMode, Progress};
 use softrdma_scsi::{
     BlockSize, FileStore, LogicalUnit, LunConfig, LunId, MemStore, Target, TargetConfig,
 };
@@ -374,12 +374,25 @@ pub fn start(setup: Setup) -> Result<Served, String> {
     let cm = Cm::new(crate::cmtool::seed());
     let mut ports = Vec::new();
     let mut ips: Vec<IpAddr> = Vec::new();
+    let single = listen
+        .iter()
+        .all(|a| a.ip() == listen.first().map(|f| f.ip()).unwrap_or(a.ip()));
     for a in &listen {
         if ips.contains(&a.ip()) {
             continue;
         }
         ips.push(a.ip());
-        let mut cfg = DeviceConfig::new(a.ip());
+        // One device: the serving thread runs its loop itself (no hand-off between a
+        // command's arrival and its processing). Several: each has its loop thread, and the
+        // serving thread waits on each in turn.
+        let progress = if single {
+            Progress::Inline
+        } else {
+            Progress::Thread(PollMode::Blocking)
+        };
+        let mut cfg = DeviceConfig::new(a.ip())
+            .with_progress(progress)
+            .with_wait(PollMode::Blocking);
         if let Some(p) = &pcap {
             cfg = cfg.with_pcap(p);
         }

@@ -501,6 +501,7 @@ fn run_server(a: Args, (ps, f): (PortSpace, Format)) -> Result<(), String> {
         bind.ip(),
         a.pcap.as_ref(),
         "listen on another local address with -b ADDR",
+        cmtool::THREAD,
     )
     .map_err(|e| format!("cmatose: {e}"))?;
     let cq = d.shared_cq(a.connections, a.message_count)?;
@@ -594,8 +595,15 @@ fn run_client(a: Args, (ps, f): (PortSpace, Format)) -> Result<(), String> {
         ),
         None => None,
     };
-    let d = cmtool::open_client(src, dst.ip(), a.pcap.as_ref(), "-b", "cmatose")
-        .map_err(|e| format!("cmatose: {e}"))?;
+    let d = cmtool::open_client(
+        src,
+        dst.ip(),
+        a.pcap.as_ref(),
+        "-b",
+        "cmatose",
+        cmtool::THREAD,
+    )
+    .map_err(|e| format!("cmatose: {e}"))?;
     let src: IpAddr = d.dev.local_addr().ip();
     let cq = d.shared_cq(a.connections, a.message_count)?;
     let mut t = Test {

@@ -560,6 +560,7 @@ fn run_server(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
         bind.ip(),
         a.pcap.as_ref(),
         "listen on another local address with -b ADDR",
+        cmtool::THREAD,
     )
     .map_err(|m| fail(-19, m))?;
     let mut t = Test {
@@ -640,6 +641,7 @@ fn run_client(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
         src,
         a.pcap.as_ref(),
         "choose another source address with -b ADDR",
+        cmtool::THREAD,
     )
     .map_err(|m| fail(-19, m))?;
     let mut t = Test {

@@ -58,8 +58,8 @@ pub struct CmCounters {
     pub rx_dropped: u64,
     /// CM MADs that did not parse (ours).
     pub rx_malformed: u64,
-    /// REQs dropped without a REJ because [`super::CmConfig::half_open_limit`] ids were
-    /// waiting for the user's answer (ours).
+    /// REQs (and SIDR REQs) dropped without an answer because
+    /// [`super::CmConfig::half_open_limit`] ids were waiting for the user's answer (ours).
     pub half_open_drops: u64,
 }
 

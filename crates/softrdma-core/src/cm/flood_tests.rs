@@ -356,6 +356,70 @@ fn req_flood_unanswered_stops_at_the_default_limit() {
     drop(held);
 }
 
+/// 50,000 SIDR REQs with distinct request IDs against a listener whose user never answers:
+/// a SIDR REQ holds an id in SIDR_REQ_RCVD until the user answers, like a REQ, so the
+/// half-open limit bounds them too (before, every SIDR REQ made an id: 50,000 ids). Over the
+/// limit they are dropped without an answer and counted; an answer frees a slot.
+#[test]
+fn sidr_req_flood_unanswered_stops_at_the_half_open_limit() {
+    use softrdma_wire::cm::SidrReqRepr;
+    const LIMIT: usize = 256;
+    let (mut b, _listen) = server(Some(LIMIT));
+    let mut held = Vec::new();
+    let mut out = BTreeMap::new();
+    for n in 0..50_000u32 {
+        let now = Instant::from_micros(1_000 + u64::from(n));
+        let rid = (n + 1).wrapping_mul(0x9e37_79b1);
+        let req = SidrReqRepr {
+            request_id: rid,
+            partition_key: 0xffff,
+            service_id: SVC,
+            private_data: [0; 216],
+        };
+        hostile(now, &mut b, &wire(CmMessage::SidrReq(req), rid));
+        while let Some(ev) = b.poll_event() {
+            let CmEvent::SidrReqReceived { id, .. } = ev else {
+                panic!("{ev:?}")
+            };
+            held.push(id);
+        }
+        assert!(server_out(&mut b, &mut out).is_empty());
+    }
+    assert!(out.is_empty(), "{out:?}");
+    let s = b.table_sizes();
+    assert_eq!(held.len(), LIMIT);
+    assert_eq!(
+        (s.half_open, s.ids, s.remote_sidr),
+        (LIMIT, LIMIT + 1, LIMIT)
+    );
+    assert_eq!((s.sends, s.timewaits, s.events), (0, 0, 0));
+    let c = b.counters();
+    assert_eq!(c.rx(AttrId::SIDR_REQ), 50_000);
+    assert_eq!(c.half_open_drops, 50_000 - LIMIT as u64);
+    // The user answers one (SIDR_REP REJECT by destroying it): a slot for the next.
+    let id = held.pop().expect("one");
+    b.destroy(Instant::from_millis(1_000), id);
+    assert_eq!(b.half_open(), LIMIT - 1);
+    let rid = 50_001u32.wrapping_mul(0x9e37_79b1);
+    let req = SidrReqRepr {
+        request_id: rid,
+        partition_key: 0xffff,
+        service_id: SVC,
+        private_data: [0; 216],
+    };
+    hostile(
+        Instant::from_millis(1_000),
+        &mut b,
+        &wire(CmMessage::SidrReq(req), rid),
+    );
+    assert!(matches!(
+        b.poll_event(),
+        Some(CmEvent::SidrReqReceived { .. })
+    ));
+    assert_eq!(b.half_open(), LIMIT);
+    drop(held);
+}
+
 /// A connection A (gid 1, active) – B (gid 2, passive), ESTABLISHED.
 fn established() -> (SinglePortCm, SinglePortCm, CmId, CmId, CmId) {
     let (mut b, listen) = server(None);

@@ -88,7 +88,7 @@ pub struct CmTableSizes {
     pub sends: usize,
     /// Ids in TIMEWAIT (each one timer).
     pub timewaits: usize,
-    /// Passive ids the user has not answered (REQ_RCVD, MRA_REQ_SENT).
+    /// Passive ids the user has not answered (REQ_RCVD, MRA_REQ_SENT, SIDR_REQ_RCVD).
     pub half_open: usize,
     /// Queued events.
     pub events: usize,
@@ -98,7 +98,10 @@ pub struct CmTableSizes {
 
 /// The states of a passive id the user has not answered yet.
 pub(super) fn is_half_open(s: CmState) -> bool {
-    matches!(s, CmState::ReqRcvd | CmState::MraReqSent)
+    matches!(
+        s,
+        CmState::ReqRcvd | CmState::MraReqSent | CmState::SidrReqRcvd
+    )
 }
 
 impl CmEndpoint {
@@ -144,7 +147,7 @@ impl CmEndpoint {
         }
     }
 
-    /// Passive ids the user has not answered (REQ_RCVD, MRA_REQ_SENT): what
+    /// Passive ids the user has not answered (REQ_RCVD, MRA_REQ_SENT, SIDR_REQ_RCVD): what
     /// [`super::CmConfig::half_open_limit`] bounds.
     pub fn half_open(&self) -> usize {
         self.half_open

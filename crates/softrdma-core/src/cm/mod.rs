@@ -95,10 +95,11 @@
 //!
 //! **Load.** No event scans all ids, sends or table entries (indexes in `index.rs`,
 //! `timers.rs`, `send.rs`; `tests/cm_scale.rs` measures it at 100,000 connections). Passive
-//! ids the user has not answered (REQ_RCVD, MRA_REQ_SENT) are bounded by
+//! ids the user has not answered (REQ_RCVD, MRA_REQ_SENT, SIDR_REQ_RCVD) are bounded by
 //! [`CmConfig::half_open_limit`] ([`DEFAULT_HALF_OPEN_LIMIT`] = 4096, `somaxconn`); cm.c has
-//! no such limit. A REQ that would exceed it is dropped without a REJ (as ucma drops a REQ
-//! beyond its backlog) and counted in [`CmCounters::half_open_drops`]: the peer retransmits,
+//! no such limit. A REQ or SIDR REQ that would exceed it is dropped without an answer (as
+//! ucma drops a REQ beyond its backlog) and counted in [`CmCounters::half_open_drops`]: the
+//! peer retransmits,
 //! and is served once the user catches up. Floods of unknown-id messages get what cm.c gives
 //! them (see `flood_tests.rs`) and leave nothing behind.
 //!
@@ -131,7 +132,8 @@ pub use index::CmTableSizes;
 pub use single::SinglePortCm;
 pub use types::{
     CmConfig, CmError, CmEvent, CmId, CmIdError, CmIdRef, CmPort, CmState, ListenId, RepParams,
-    ReqInfo, ReqParams, SidrRepParams, SidrReqParams, DEFAULT_HALF_OPEN_LIMIT,
+    ReqInfo, ReqParams, SidrRepParams, SidrReqParams, DEFAULT_EVENT_QUEUE_LIMIT,
+    DEFAULT_HALF_OPEN_LIMIT,
 };
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -216,7 +218,7 @@ pub struct CmEndpoint {
     sends_by_owner: BTreeSet<(u32, SendId)>,
     /// The timewait timers: (end, id) of every id in TIMEWAIT.
     timewaits: BTreeSet<(Instant, u32)>,
-    /// Ids in REQ_RCVD or MRA_REQ_SENT ([`CmConfig::half_open_limit`]).
+    /// Ids in REQ_RCVD, MRA_REQ_SENT or SIDR_REQ_RCVD ([`CmConfig::half_open_limit`]).
     half_open: usize,
     events: index::EventQueue,
     counters: CmCounters,

@@ -503,6 +503,12 @@ impl CmEndpoint {
             self.post(rx.now, rx.port, None, rx.from, mad, SendParams::ONCE, false);
             return;
         };
+        if self.half_open >= self.cfg.half_open_limit {
+            // Ours, as for a REQ: a SIDR REQ the user has not answered holds an id too.
+            // Dropped without an answer; the peer retries.
+            self.counters.half_open_drops += 1;
+            return;
+        }
         let mut c = Conn::new(rx.port);
         c.peer = Some(rx.from);
         c.tid = rx.tid();

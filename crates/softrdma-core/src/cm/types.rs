@@ -426,6 +426,10 @@ pub struct SidrRepParams {
 /// most connections a TCP listener may have waiting; four full ucma backlogs (1024 each).
 pub const DEFAULT_HALF_OPEN_LIMIT: usize = 4096;
 
+/// The default of [`CmConfig::event_queue_limit`]: as many events as
+/// [`DEFAULT_HALF_OPEN_LIMIT`] REQs, four full ucma backlogs.
+pub const DEFAULT_EVENT_QUEUE_LIMIT: usize = 4096;
+
 /// Endpoint configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmConfig {
@@ -435,11 +439,25 @@ pub struct CmConfig {
     pub ca_ack_delay: u8,
     /// Seed of the comm-ID operand.
     pub seed: u64,
-    /// The most passive ids in REQ_RCVD or MRA_REQ_SENT (REQs the user has not answered
-    /// yet) the CM keeps, over all listeners and ports; a REQ that would make one more is
-    /// dropped without a REJ and counted (`CmCounters::half_open_drops`). Not the kernel's:
-    /// cm.c has no limit. Default [`DEFAULT_HALF_OPEN_LIMIT`].
+    /// The most passive ids in REQ_RCVD, MRA_REQ_SENT or SIDR_REQ_RCVD (REQs and SIDR REQs
+    /// the user has not answered yet) the CM keeps, over all listeners and ports; a REQ or
+    /// SIDR REQ that would make one more is dropped without an answer and counted
+    /// (`CmCounters::half_open_drops`). Not the kernel's: cm.c has no limit. Default
+    /// [`DEFAULT_HALF_OPEN_LIMIT`].
     pub half_open_limit: usize,
+    /// The most events the RDMA CM keeps queued for the user (`RdmaCm::poll_event` and
+    /// `RdmaCm::poll_ib_event` together; the runtime's `Cm` delivers from the same queues).
+    /// Not the kernel's: ucma's event list has no bound but the listeners' backlogs. When
+    /// the queue is full, an event that would hand the user a new id (a REQ or SIDR REQ,
+    /// as CONNECT_REQUEST or REQ_RECEIVED) is refused as ucma refuses one beyond the
+    /// backlog — the new IB CM id is destroyed with `-ENOMEM` (no REJ; a SIDR REQ is
+    /// answered SIDR_REP REJECT, as `cm_destroy_id` does) and counted
+    /// (`RdmaCmCounters::queue_full_drops`); a retransmission notice (`CmEvent::Retry`) is
+    /// dropped and counted (`RdmaCmCounters::retry_notice_drops`). Every other event is
+    /// about an id the user already holds, a few per id and per command, and is always
+    /// queued: the queue holds at most this many events plus those. Default
+    /// [`DEFAULT_EVENT_QUEUE_LIMIT`].
+    pub event_queue_limit: usize,
 }
 
 impl CmConfig {
@@ -450,6 +468,7 @@ impl CmConfig {
             ca_ack_delay,
             seed,
             half_open_limit: DEFAULT_HALF_OPEN_LIMIT,
+            event_queue_limit: DEFAULT_EVENT_QUEUE_LIMIT,
         }
     }
 }

@@ -33,7 +33,9 @@
 //!   address, else to a wildcard one. The backlog is ucma's: CONNECT_REQUESTs queued and not
 //!   yet taken by [`RdmaCm::poll_event`]; a REQ beyond it is dropped without a REJ (the IB
 //!   CM id is destroyed silently, `-ENOMEM`), so the peer retransmits it and is served once
-//!   the application catches up.
+//!   the application catches up. The whole event queue is bounded too (ours:
+//!   [`CmConfig::event_queue_limit`]): when it is full a REQ is dropped the same way and a
+//!   retransmission notice is dropped, both counted ([`RdmaCmCounters`]).
 //! - A REQ is checked as `cma_ib_req_handler` / `cma_save_net_info` / `cma_ib_acquire_dev`
 //!   do: the 36-byte IP CM header must have version 0 and IP version 4 or 6, a listener
 //!   must match its destination, and the new id is bound to the device the REQ arrived on,
@@ -92,6 +94,7 @@
 //! not (the kernel copies the request's GRH traffic class, which the socket does not see).
 
 mod event;
+mod queue;
 #[cfg(test)]
 mod tests;
 mod ud;
@@ -100,10 +103,11 @@ pub use event::{
     ConnParam, Ece, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId, UdParam, EADDRNOTAVAIL, EINVAL,
     ENETUNREACH, ENODEV, ETIMEDOUT,
 };
+pub use queue::AnyEvent;
 pub use softrdma_wire::rdma_cm::PortSpace;
 pub use ud::{init_ah_from_wc, RDMA_UDP_QKEY, SIDR_TIMEOUT_MS};
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
 use softrdma_wire::cm::{Path, PathMtu, RejectReason, TransportType};
@@ -389,6 +393,14 @@ pub struct RdmaCmCounters {
     /// REQs refused with REJ 28 (SIDR REQs with SIDR REP status 2): bad IP CM header, no
     /// matching listener, device refused.
     pub req_refused: u64,
+    /// REQs and SIDR REQs refused because the event queue was full
+    /// ([`CmConfig::event_queue_limit`]): CONNECT_REQUESTs and the IB CM's REQ_RECEIVED /
+    /// SIDR_REQ_RECEIVED, handled as a backlog drop (the new IB CM id destroyed with
+    /// `-ENOMEM`: no REJ for a REQ, the peer retries).
+    pub queue_full_drops: u64,
+    /// Retransmission notices ([`CmEvent::Retry`]) dropped because the event queue was
+    /// full.
+    pub retry_notice_drops: u64,
 }
 
 /// The RDMA CM, on every port its IB CM was given ([`RdmaCm::add_port`]).
@@ -410,10 +422,12 @@ pub struct RdmaCm {
     bound: BTreeSet<(u16, IpAddr, u32)>,
     /// The comm IDs of the IB CM listeners in `listens`.
     listen_cms: BTreeMap<u32, u64>,
-    events: VecDeque<RdmaCmEvent>,
-    /// IB CM events that are not the RDMA CM's: ids and listeners created on the IB CM
-    /// directly ([`RdmaCm::cm_mut`]), and every id's retransmission notices.
-    ib_events: VecDeque<CmEvent>,
+    /// The RDMA CM's events, and the IB CM events that are not the RDMA CM's: ids and
+    /// listeners created on the IB CM directly ([`RdmaCm::cm_mut`]), and every id's
+    /// retransmission notices; at most [`CmConfig::event_queue_limit`] of them, plus the
+    /// events of ids the user holds.
+    events: queue::Events,
+    queue_limit: usize,
     counters: RdmaCmCounters,
     rng: Rng,
 }
@@ -437,6 +451,7 @@ struct Incoming<'a> {
 impl RdmaCm {
     pub fn new(cfg: CmConfig) -> Result<RdmaCm, RdmaCmError> {
         let rng = Rng::new(cfg.seed ^ 0x5244_4d41_5f43_4d00);
+        let queue_limit = cfg.event_queue_limit;
         Ok(RdmaCm {
             cm: CmEndpoint::new(cfg)?,
             ids: BTreeMap::new(),
@@ -446,8 +461,8 @@ impl RdmaCm {
             by_cm: BTreeMap::new(),
             bound: BTreeSet::new(),
             listen_cms: BTreeMap::new(),
-            events: VecDeque::new(),
-            ib_events: VecDeque::new(),
+            events: queue::Events::default(),
+            queue_limit,
             counters: RdmaCmCounters::default(),
             rng,
         })
@@ -500,13 +515,51 @@ impl RdmaCm {
     /// [`CmEvent::Retry`] notice of any id. Events of ids destroyed since they were queued
     /// are not delivered (a REQ of a destroyed listener is dropped, destroying its id).
     pub fn poll_ib_event(&mut self) -> Option<CmEvent> {
-        while let Some(ev) = self.ib_events.pop_front() {
-            let live = |r| self.cm.state(r).is_some();
-            if live(ev.id()) && ev.listen_id().is_none_or(live) {
+        while let Some(ev) = self.events.pop_ib() {
+            if self.ib_live(&ev) {
                 return Some(ev);
             }
         }
         None
+    }
+
+    /// Whether an IB CM event is still for the user: its id (and listener) not destroyed.
+    fn ib_live(&self, ev: &CmEvent) -> bool {
+        let live = |r| self.cm.state(r).is_some();
+        live(ev.id()) && ev.listen_id().is_none_or(live)
+    }
+
+    /// The next event of either kind, in the order they were queued: what a runtime that
+    /// delivers both ([`RdmaCm::poll_event`] and [`RdmaCm::poll_ib_event`]) hands out, with
+    /// their rules (taking a CONNECT_REQUEST frees its backlog slot; IB CM events of
+    /// destroyed ids are skipped).
+    pub fn poll_next(&mut self) -> Option<AnyEvent> {
+        loop {
+            if self.events.ib_first()? {
+                let ev = self.events.pop_ib()?;
+                if self.ib_live(&ev) {
+                    return Some(AnyEvent::Ib(ev));
+                }
+            } else {
+                return self.poll_event().map(AnyEvent::Rdma);
+            }
+        }
+    }
+
+    /// Whether [`RdmaCm::poll_next`] has an event.
+    pub fn has_event(&self) -> bool {
+        self.events.rdma_len() > 0 || self.events.ib_iter().any(|e| self.ib_live(e))
+    }
+
+    /// How many events are queued (both kinds; IB CM events of ids destroyed since are
+    /// counted until they are skipped).
+    pub fn queued_events(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Whether the event queue holds [`CmConfig::event_queue_limit`] events.
+    fn queue_full(&self) -> bool {
+        self.events.len() >= self.queue_limit
     }
 
     /// The next MAD operation for a port's MAD layer ([`CmEndpoint::poll_mad`]).
@@ -1550,10 +1603,12 @@ impl RdmaCm {
                 p.pending = p.pending.saturating_sub(1);
             }
         }
-        // No event for a destroyed id (a CONNECT_REQUEST's new id goes with it).
+        // No event for a destroyed id (a CONNECT_REQUEST's new id goes with it), nor a
+        // destroyed listener's CONNECT_REQUESTs, whose new ids are destroyed too
+        // (ucma_cleanup_ctx_events).
         let mut orphans = Vec::new();
         self.events.retain_mut(|e| {
-            if e.id.0 == id {
+            if e.id.0 == id || e.listen_id.is_some_and(|l| l.0 == id) {
                 if let Some(n) = e.new_id.take() {
                     orphans.push(n);
                 }
@@ -1626,10 +1681,14 @@ impl RdmaCm {
                 match (ours, stack) {
                     (true, Some(stack)) => self.on_req(now, stack, id, &req),
                     (true, None) => self.cm.destroy(now, id),
-                    (false, _) => {
-                        self.ib_events
-                            .push_back(CmEvent::ReqReceived { id, listen, req })
+                    (false, _) if self.queue_full() => {
+                        // As ucma's backlog: -ENOMEM, no REJ; the peer retries.
+                        self.counters.queue_full_drops += 1;
+                        self.cm.destroy_silently(now, id);
                     }
+                    (false, _) => self
+                        .events
+                        .push_ib(CmEvent::ReqReceived { id, listen, req }),
                 }
                 return;
             }
@@ -1643,7 +1702,12 @@ impl RdmaCm {
                 match (ours, stack) {
                     (true, Some(stack)) => self.on_sidr_req(now, stack, id, &req, &peer),
                     (true, None) => self.cm.destroy(now, id),
-                    (false, _) => self.ib_events.push_back(CmEvent::SidrReqReceived {
+                    (false, _) if self.queue_full() => {
+                        // cm_destroy_id(-ENOMEM) in SIDR_REQ_RCVD: SIDR_REP REJECT.
+                        self.counters.queue_full_drops += 1;
+                        self.cm.destroy_silently(now, id);
+                    }
+                    (false, _) => self.events.push_ib(CmEvent::SidrReqReceived {
                         id,
                         listen,
                         req,
@@ -1660,7 +1724,11 @@ impl RdmaCm {
             e => self.by_cm.get(&e.id().local_comm_id()).copied(),
         };
         let Some(r) = owner else {
-            self.ib_events.push_back(ev);
+            if matches!(ev, CmEvent::Retry { .. }) && self.queue_full() {
+                self.counters.retry_notice_drops += 1;
+            } else {
+                self.events.push_ib(ev);
+            }
             return;
         };
         match ev {
@@ -1791,6 +1859,12 @@ impl RdmaCm {
         if self.ids.get(&l).is_some_and(|li| li.pending >= li.backlog) {
             // ucma's backlog is full: -ENOMEM, the IB CM drops the REQ without a REJ.
             self.counters.backlog_drops += 1;
+            self.cm.destroy_silently(now, cm);
+            return;
+        }
+        if self.queue_full() {
+            // Ours: the whole queue is full; handled as the backlog is.
+            self.counters.queue_full_drops += 1;
             self.cm.destroy_silently(now, cm);
             return;
         }

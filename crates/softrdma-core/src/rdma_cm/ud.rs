@@ -275,6 +275,11 @@ impl RdmaCm {
             self.cm.destroy_silently(now, cm);
             return;
         }
+        if self.queue_full() {
+            self.counters.queue_full_drops += 1;
+            self.cm.destroy_silently(now, cm);
+            return;
+        }
         let data = inc.data.to_vec();
         let r = self.new_passive(l, cm, &inc, Ece::default());
         let mut e = RdmaCmEvent::new(RdmaCmEventType::ConnectRequest, r);

@@ -2,7 +2,7 @@
 //! received bytes at an offset into SGEs. Every SGE is checked before any byte is written,
 //! so a failure leaves all memory untouched (docs/memory.md).
 
-use crate::verbs::{AccessFlags, MrError, PdId, ScatterError, SendWr, Sge, Verbs};
+use crate::verbs::{AccessFlags, MrError, MrTable, PdId, ScatterError, SendWr, Sge, Verbs};
 
 /// The bytes a SEND/WRITE carries (inline data or the SGEs).
 pub fn gather(verbs: &Verbs, pd: PdId, wr: &SendWr) -> Result<Vec<u8>, MrError> {
@@ -26,6 +26,38 @@ pub fn check_local(verbs: &Verbs, pd: PdId, wr: &SendWr) -> Result<(), MrError> 
         mr.check_local(pd, s.addr, s.length as usize, AccessFlags::NONE)?;
     }
     Ok(())
+}
+
+/// Bytes `offset .. offset + len` of what `sges` name, read when a packet is written out
+/// (as rxe's requester copies each packet's payload from the MR when it builds it): borrowed
+/// from the MR when one SGE holds them all, else copied into `scratch`. Fails if an SGE's MR
+/// is gone or no longer covers it (deregistered while the WR was outstanding).
+pub fn gather_range<'a>(
+    mrs: &'a MrTable,
+    pd: PdId,
+    sges: &[Sge],
+    offset: u64,
+    len: usize,
+    scratch: &'a mut Vec<u8>,
+) -> Result<&'a [u8], MrError> {
+    let mut it = pieces(sges, offset, len);
+    let Some(first) = it.next() else {
+        return Ok(&[]);
+    };
+    let slice = |(lkey, addr, _, n): (u32, u64, usize, usize)| -> Result<&'a [u8], MrError> {
+        let mr = mrs.by_lkey(lkey)?;
+        let r = mr.check_local(pd, addr, n, AccessFlags::NONE)?;
+        Ok(mr.as_slice().get(r).unwrap_or(&[]))
+    };
+    if first.3 == len {
+        return slice(first);
+    }
+    scratch.clear();
+    scratch.extend_from_slice(slice(first)?);
+    for p in it {
+        scratch.extend_from_slice(slice(p)?);
+    }
+    Ok(scratch)
 }
 
 /// Writes `data` into the SGEs starting `offset` bytes into them (needs LOCAL_WRITE).

@@ -41,13 +41,14 @@ pub mod memory;
 pub mod rc_requester;
 pub mod rc_responder;
 pub mod resources;
+pub mod response;
 pub mod segment;
 pub mod ud;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -66,6 +67,7 @@ use crate::verbs::{
 
 use rc_requester::{Requester, Wqe};
 use rc_responder::Responder;
+use response::Responses;
 
 /// What the transport needs to know about a QP for one step (a snapshot of its attributes).
 #[derive(Clone, Copy, Debug)]
@@ -98,7 +100,7 @@ pub struct QpInfo {
 pub struct Ctx<'a> {
     pub verbs: &'a mut Verbs,
     pub counters: &'a mut Counters,
-    pub out: &'a mut VecDeque<Transmit>,
+    pub out: &'a mut Responses,
     pub now: Instant,
     /// QPs the step found fatally broken (moved to ERR after the step).
     pub fatal: Vec<u32>,
@@ -141,7 +143,7 @@ pub struct Stack {
     sending: BTreeSet<u32>,
     /// QP entries examined by the per-turn calls ([`Stack::qp_visits`]).
     visits: Visits,
-    out: VecDeque<Transmit>,
+    out: Responses,
     rr: u32,
     src_port: Option<u16>,
 }
@@ -158,7 +160,7 @@ impl Stack {
             deadlines: BTreeSet::new(),
             sending: BTreeSet::new(),
             visits: Visits::default(),
-            out: VecDeque::new(),
+            out: Responses::default(),
             rr: 0,
             src_port: None,
         }
@@ -343,6 +345,26 @@ impl Stack {
         self.sync(qpn);
     }
 
+    /// A WR's payload could not be read as it went out (its MR was deregistered while the
+    /// WR was outstanding): the WR completes with a local protection error and the QP goes
+    /// to ERR, as a post with that SGE would have.
+    fn fail_local(&mut self, qpn: u32, info: &QpInfo, now: Instant) {
+        let Some(t) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        self.device.counters.send_err += 1;
+        let mut ctx = Ctx {
+            verbs: &mut self.verbs,
+            counters: &mut self.device.counters,
+            out: &mut self.out,
+            now,
+            fatal: Vec::new(),
+        };
+        t.req.fail(&mut ctx, info, WcStatus::LocProtErr);
+        t.resp.flush(&mut ctx, info);
+        self.sync(qpn);
+    }
+
     /// `ibv_destroy_qp`.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         self.verbs.destroy_qp(qpn)?;
@@ -374,7 +396,11 @@ impl Stack {
         while let Some(wr) = self.verbs.take_send_wr(qpn) {
             let responds_into =
                 wr.op.is_atomic() || matches!(wr.op, crate::verbs::SendOp::RdmaRead { .. });
-            let gathered = if responds_into {
+            // RC payloads are read from the MRs packet by packet as they go out (no copy of
+            // the whole message at post time); the SGEs are checked here all the same, so a
+            // bad one fails the post's WR as before. UD sends are built now.
+            let rc = !info.qp_type.is_datagram();
+            let gathered = if responds_into || (rc && wr.inline_data.is_none()) {
                 memory::check_local(&self.verbs, info.pd, &wr).map(|()| Vec::new())
             } else {
                 memory::gather(&self.verbs, info.pd, &wr)
@@ -405,7 +431,7 @@ impl Stack {
                     let port_mtu = info.mtu;
                     let status = match ud::build_send(&ui, &wr, &data, psn, port_mtu) {
                         Ok(tx) => {
-                            self.out.push_back(tx);
+                            self.out.push_sealed(tx);
                             self.device.counters.sent_pkts += 1;
                             WcStatus::Success
                         }
@@ -417,7 +443,10 @@ impl Stack {
                         self.verbs.complete(info.send_cq, wc);
                     }
                 }
-                _ => t.req.wqes.push_back(Wqe::new(wr, data, info.mtu)),
+                _ => {
+                    let inline = wr.inline_data.is_some().then_some(data);
+                    t.req.wqes.push_back(Wqe::new(wr, inline, info.mtu));
+                }
             }
         }
     }
@@ -602,7 +631,7 @@ impl Stack {
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        if let Some(tx) = self.out.pop_front() {
+        if let Some(tx) = self.out.pop_transmit(self.verbs.mr_table()) {
             return Some(tx);
         }
         // Round robin over RC QPs with something to send: from the cursor on, then from 0
@@ -628,12 +657,16 @@ impl Stack {
             );
             if let Some(info) = self.info(qpn).filter(|_| sendable) {
                 if let Some(t) = self.qps.get_mut(&qpn) {
-                    let tx = t.req.poll_transmit(&info, now);
-                    self.sync(qpn);
-                    if let Some(tx) = tx {
-                        self.rr = qpn.wrapping_add(1);
-                        self.device.counters.sent_pkts += 1;
-                        return Some(tx);
+                    let tx = t.req.poll_transmit(&info, self.verbs.mr_table(), now);
+                    if t.req.take_fault() {
+                        self.fail_local(qpn, &info, now);
+                    } else {
+                        self.sync(qpn);
+                        if let Some(tx) = tx {
+                            self.rr = qpn.wrapping_add(1);
+                            self.device.counters.sent_pkts += 1;
+                            return Some(tx);
+                        }
                     }
                 }
             }
@@ -695,14 +728,18 @@ impl Stack {
                 continue;
             };
             let mut sent = 0u64;
+            let mrs = self.verbs.mr_table();
             while !batch.is_full() {
-                let pushed = t.req.poll_emit(&info, now, |repr| {
+                let pushed = t.req.poll_emit(&info, mrs, now, |repr| {
                     batch.push_repr_tos(repr, info.local_ip, info.src_port, info.peer_ip, info.tos)
                 });
                 if pushed.is_none() {
                     break;
                 }
                 sent += 1;
+            }
+            if t.req.take_fault() {
+                self.fail_local(qpn, &info, now);
             }
             self.device.counters.sent_pkts += sent;
             self.sync(qpn);
@@ -717,12 +754,7 @@ impl Stack {
         // request's train as its short last segment (one GSO send carries a ping-pong's
         // request and the ACK of the previous answer). Requests and responses use separate
         // PSN spaces; their relative order does not matter.
-        while !batch.is_full() {
-            let Some(tx) = self.out.pop_front() else {
-                break;
-            };
-            batch.push_sealed(&tx);
-        }
+        self.out.drain_into(self.verbs.mr_table(), batch);
         batch.datagrams() - before
     }
 }

@@ -16,7 +16,7 @@ use super::memory;
 use super::segment;
 use super::{Ctx, QpInfo};
 use crate::time::{Duration, Instant};
-use crate::verbs::{SendOp, SendWr, WcStatus, WorkCompletion};
+use crate::verbs::{MrTable, SendOp, SendWr, WcStatus, WorkCompletion};
 
 /// At most this many PSNs may be outstanding (rxe `RXE_MAX_UNACKED_PSNS`).
 pub const MAX_UNACKED_PSNS: u32 = 128;
@@ -27,8 +27,9 @@ pub const MAX_PKT_PER_ACK: u32 = 64;
 #[derive(Clone, Debug)]
 pub struct Wqe {
     pub wr: SendWr,
-    /// The bytes of a SEND/WRITE (empty for READ/atomics).
-    pub data: Vec<u8>,
+    /// The inline bytes of a SEND/WRITE posted with inline data; `None`: the payload is
+    /// read from the SGEs' MRs as each packet is written out.
+    pub inline: Option<Vec<u8>>,
     /// Message length.
     pub len: u32,
     /// PSNs it takes (READ: response packets).
@@ -42,7 +43,7 @@ pub struct Wqe {
 }
 
 impl Wqe {
-    pub fn new(wr: SendWr, data: Vec<u8>, mtu: u32) -> Wqe {
+    pub fn new(wr: SendWr, inline: Option<Vec<u8>>, mtu: u32) -> Wqe {
         let len = wr.length().min(u64::from(u32::MAX)) as u32;
         let npkts = if wr.op.is_atomic() {
             1
@@ -51,7 +52,7 @@ impl Wqe {
         };
         Wqe {
             wr,
-            data,
+            inline,
             len,
             npkts,
             first_psn: Psn::new(0),
@@ -88,6 +89,11 @@ pub struct Requester {
     pub rnr_wait: Option<Instant>,
     retrying: bool,
     noack_pkts: u32,
+    /// Where a packet whose payload spans SGEs is assembled.
+    scratch: Vec<u8>,
+    /// A packet's payload could not be read (its MR went away): the QP must fail with a
+    /// local protection error ([`Requester::take_fault`]).
+    fault: bool,
 }
 
 impl Requester {
@@ -108,8 +114,13 @@ impl Requester {
     }
 
     /// The next packet to send, if any is allowed now.
-    pub fn poll_transmit(&mut self, info: &QpInfo, now: Instant) -> Option<Transmit> {
-        self.poll_emit(info, now, |repr| {
+    pub fn poll_transmit(
+        &mut self,
+        info: &QpInfo,
+        mrs: &MrTable,
+        now: Instant,
+    ) -> Option<Transmit> {
+        self.poll_emit(info, mrs, now, |repr| {
             emit::build_tos(repr, info.local_ip, info.src_port, info.peer_ip, info.tos)
         })
     }
@@ -120,10 +131,11 @@ impl Requester {
     pub fn poll_emit<R>(
         &mut self,
         info: &QpInfo,
+        mrs: &MrTable,
         now: Instant,
         sink: impl FnOnce(&RoceRepr<'_>) -> R,
     ) -> Option<R> {
-        if self.rnr_wait.is_some() {
+        if self.rnr_wait.is_some() || self.fault {
             return None;
         }
         let mtu = info.mtu;
@@ -165,6 +177,7 @@ impl Requester {
         };
         let mut repr = RoceRepr::new(bth);
         let advance_wqe;
+        let scratch = &mut self.scratch;
         match w.wr.op {
             SendOp::RdmaRead { remote_addr, rkey } => {
                 // A (re)issued READ asks for what has not arrived yet.
@@ -211,8 +224,23 @@ impl Requester {
                 let first = self.send_pkt == 0;
                 let last = self.send_pkt + 1 >= w.npkts;
                 let start = (self.send_pkt as usize).saturating_mul(mtu as usize);
-                let end = start.saturating_add(mtu as usize).min(w.data.len());
-                repr.set_payload(w.data.get(start..end).unwrap_or(&[]));
+                let end = start.saturating_add(mtu as usize).min(w.len as usize);
+                let payload = match &w.inline {
+                    Some(d) => Ok(d.get(start..end).unwrap_or(&[])),
+                    None => memory::gather_range(
+                        mrs,
+                        info.pd,
+                        &w.wr.sg_list,
+                        start as u64,
+                        end.saturating_sub(start),
+                        scratch,
+                    ),
+                };
+                let Ok(payload) = payload else {
+                    self.fault = true;
+                    return None;
+                };
+                repr.set_payload(payload);
                 match op {
                     SendOp::RdmaWrite { remote_addr, rkey }
                     | SendOp::RdmaWriteWithImm {
@@ -267,6 +295,12 @@ impl Requester {
             self.timer = info.ack_timeout.map(|d| now + d);
         }
         Some(tx)
+    }
+
+    /// Whether a packet's payload could not be read since the last call (then the QP must
+    /// fail: [`Requester::fail`] with `LocProtErr`).
+    pub fn take_fault(&mut self) -> bool {
+        std::mem::take(&mut self.fault)
     }
 
     /// Resumes sending from `psn` (go-back-N).

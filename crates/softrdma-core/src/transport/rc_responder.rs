@@ -16,6 +16,7 @@ use softrdma_wire::roce::{
 use super::emit;
 use super::memory;
 use super::resources::{Resource, Resources};
+use super::response::{Ack, Flow, ReadResponse};
 use super::segment;
 use super::{Ctx, QpInfo};
 use crate::verbs::{AccessFlags, RecvWr, WcOpcode, WcStatus, WorkCompletion};
@@ -72,24 +73,12 @@ impl Responder {
     }
 
     fn send_ack(&self, ctx: &mut Ctx<'_>, info: &QpInfo, syndrome: Syndrome, psn: Psn) {
-        let mut repr = RoceRepr::new(BthRepr {
-            opcode: Opcode::RC_ACKNOWLEDGE,
-            pkey: info.pkey,
-            dest_qp: info.dest_qpn,
+        ctx.out.push_ack(Ack {
+            flow: Flow::of(info),
             psn,
-            ..BthRepr::default()
-        });
-        repr.aeth = Some(AethRepr {
             syndrome,
             msn: self.msn,
         });
-        ctx.out.push_back(emit::build_tos(
-            &repr,
-            info.local_ip,
-            info.src_port,
-            info.peer_ip,
-            info.tos,
-        ));
     }
 
     fn send_atomic_ack(&self, ctx: &mut Ctx<'_>, info: &QpInfo, psn: Psn, orig: u64) {
@@ -107,7 +96,7 @@ impl Responder {
         repr.atomic_ack_eth = Some(AtomicAckEthRepr {
             orig_remote_data: orig,
         });
-        ctx.out.push_back(emit::build_tos(
+        ctx.out.push_sealed(emit::build_tos(
             &repr,
             info.local_ip,
             info.src_port,
@@ -116,7 +105,8 @@ impl Responder {
         ));
     }
 
-    /// Sends the READ response packets for `[va, va+len)` starting at `psn`.
+    /// Queues the READ response packets for `[va, va+len)` starting at `psn` (written out
+    /// from the MR as the driver drains the queue).
     #[allow(clippy::too_many_arguments)]
     fn send_read_responses(
         &self,
@@ -127,43 +117,21 @@ impl Responder {
         va: u64,
         len: u32,
     ) {
-        let mtu = info.mtu;
-        let n = segment::packets(len, mtu);
         // A zero-length READ names no memory (its rkey need not be valid).
-        let mr = match ctx.verbs.mr_table().by_rkey(rkey) {
-            Ok(m) => Some(m),
-            Err(_) if len == 0 => None,
-            Err(_) => return,
-        };
-        for i in 0..n {
-            let off = u64::from(i) * u64::from(mtu);
-            let chunk = (u64::from(len) - off).min(u64::from(mtu)) as usize;
-            let data = mr
-                .and_then(|m| m.slice(va.wrapping_add(off), chunk).ok())
-                .unwrap_or(&[]);
-            let opcode = segment::read_response_opcode(i, n);
-            let mut repr = RoceRepr::new(BthRepr {
-                opcode,
-                pkey: info.pkey,
-                dest_qp: info.dest_qpn,
-                psn: psn.add(i),
-                ..BthRepr::default()
-            });
-            if opcode != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE {
-                repr.aeth = Some(AethRepr {
-                    syndrome: ACK_UNLIMITED,
-                    msn: self.msn,
-                });
-            }
-            repr.set_payload(data);
-            ctx.out.push_back(emit::build_tos(
-                &repr,
-                info.local_ip,
-                info.src_port,
-                info.peer_ip,
-                info.tos,
-            ));
+        if len > 0 && ctx.verbs.mr_table().by_rkey(rkey).is_err() {
+            return;
         }
+        ctx.out.push_read(ReadResponse {
+            flow: Flow::of(info),
+            rkey,
+            va,
+            len,
+            mtu: info.mtu,
+            psn,
+            msn: self.msn,
+            next: 0,
+            n: segment::packets(len, info.mtu),
+        });
     }
 
     /// A request packet (already through the header checks) for this QP.

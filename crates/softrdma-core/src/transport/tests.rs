@@ -1412,3 +1412,75 @@ fn stack_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<crate::Stack>();
 }
+
+/// RC payloads are read from the MR as packets go out: a WRITE spanning two SGEs arrives
+/// whole, and a WRITE whose MR is deregistered before it went out completes with a local
+/// protection error (the QP in ERR), not with stale or zero bytes.
+#[test]
+fn rc_payload_read_at_send_time_from_the_sges() {
+    let (mut sim, a, b) = rc_pair(NetConfig::PERFECT, 11, &Opts::default());
+    let data = pattern(5, 3000);
+    sim.stacks[0]
+        .verbs
+        .mr_mut(a.buf.lkey)
+        .expect("mr")
+        .write(0x10_0000, &data)
+        .expect("fill");
+    // Two SGEs (1000 + 2000 bytes): the first packet (MTU 1024) straddles them.
+    let mut w = SendWr::new(
+        1,
+        SendOp::RdmaWrite {
+            remote_addr: 0x10_0000 + 100,
+            rkey: b.buf.rkey,
+        },
+    )
+    .with_sge(sge(&a, 0, 1000))
+    .with_sge(sge(&a, 1000, 2000));
+    w.signaled = true;
+    sim.stacks[0].post_send(a.qpn, w).expect("write");
+    let mut wcs = Vec::new();
+    assert!(sim.run_until(Duration::from_secs(5), |s| {
+        drain(s, 0, a.cq, &mut wcs);
+        !wcs.is_empty()
+    }));
+    assert_eq!(wcs[0].status, WcStatus::Success, "{wcs:?}");
+    let mut got = vec![0u8; data.len()];
+    sim.stacks[1]
+        .verbs
+        .mr_mut(b.buf.lkey)
+        .expect("mr")
+        .read(0x10_0000 + 100, &mut got)
+        .expect("read back");
+    assert_eq!(got, data);
+
+    // Posted, then the MR goes away before the loop sends it.
+    let extra = sim.stacks[0]
+        .verbs
+        .reg_mr(a.pd, 4096, 0x40_0000, AccessFlags::LOCAL_WRITE)
+        .expect("mr");
+    let mut w = SendWr::new(
+        2,
+        SendOp::RdmaWrite {
+            remote_addr: 0x10_0000,
+            rkey: b.buf.rkey,
+        },
+    )
+    .with_sge(Sge {
+        addr: 0x40_0000,
+        length: 4096,
+        lkey: extra.lkey,
+    });
+    w.signaled = true;
+    sim.stacks[0].post_send(a.qpn, w).expect("post");
+    sim.stacks[0].verbs.dereg_mr(extra.lkey).expect("dereg");
+    wcs.clear();
+    assert!(sim.run_until(Duration::from_secs(5), |s| {
+        drain(s, 0, a.cq, &mut wcs);
+        !wcs.is_empty()
+    }));
+    assert_eq!(wcs[0].status, WcStatus::LocProtErr, "{wcs:?}");
+    assert_eq!(
+        sim.stacks[0].verbs.qp(a.qpn).map(|q| q.state()).ok(),
+        Some(QpState::Err)
+    );
+}

@@ -1,0 +1,122 @@
+//! The RDMA CM's event queue: its own events ([`RdmaCmEvent`], ucma's list) and the IB CM
+//! events that are not its own (ids and listeners made on the IB CM directly, and every
+//! id's retransmission notices), each stamped with its place in one order so that a
+//! runtime delivering both ([`super::RdmaCm::poll_next`]) keeps the order they happened in.
+//! The bound on it is [`crate::cm::CmConfig::event_queue_limit`].
+
+use std::collections::VecDeque;
+
+use super::RdmaCmEvent;
+use crate::cm::CmEvent;
+
+/// One event of either queue, in the order they were queued ([`super::RdmaCm::poll_next`]).
+#[derive(Debug)]
+#[must_use = "a CONNECT_REQUEST or REQ_RECEIVED carries a new id"]
+pub enum AnyEvent {
+    /// An RDMA CM event ([`super::RdmaCm::poll_event`]).
+    Rdma(RdmaCmEvent),
+    /// An IB CM event that is not the RDMA CM's ([`super::RdmaCm::poll_ib_event`]).
+    Ib(CmEvent),
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Events {
+    rdma: VecDeque<(u64, RdmaCmEvent)>,
+    ib: VecDeque<(u64, CmEvent)>,
+    next: u64,
+}
+
+impl Events {
+    fn stamp(&mut self) -> u64 {
+        let n = self.next;
+        self.next += 1;
+        n
+    }
+
+    /// Queues an RDMA CM event.
+    pub(super) fn push_back(&mut self, e: RdmaCmEvent) {
+        let n = self.stamp();
+        self.rdma.push_back((n, e));
+    }
+
+    /// Queues an IB CM event.
+    pub(super) fn push_ib(&mut self, e: CmEvent) {
+        let n = self.stamp();
+        self.ib.push_back((n, e));
+    }
+
+    pub(super) fn pop_front(&mut self) -> Option<RdmaCmEvent> {
+        self.rdma.pop_front().map(|(_, e)| e)
+    }
+
+    pub(super) fn pop_ib(&mut self) -> Option<CmEvent> {
+        self.ib.pop_front().map(|(_, e)| e)
+    }
+
+    /// Whether the next event in queueing order is an IB CM one (`None`: both are empty).
+    pub(super) fn ib_first(&self) -> Option<bool> {
+        match (self.rdma.front(), self.ib.front()) {
+            (None, None) => None,
+            (Some(_), None) => Some(false),
+            (None, Some(_)) => Some(true),
+            (Some((r, _)), Some((i, _))) => Some(i < r),
+        }
+    }
+
+    pub(super) fn retain_mut(&mut self, mut f: impl FnMut(&mut RdmaCmEvent) -> bool) {
+        self.rdma.retain_mut(|(_, e)| f(e));
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &RdmaCmEvent> + '_ {
+        self.rdma.iter().map(|(_, e)| e)
+    }
+
+    pub(super) fn ib_iter(&self) -> impl Iterator<Item = &CmEvent> + '_ {
+        self.ib.iter().map(|(_, e)| e)
+    }
+
+    pub(super) fn rdma_len(&self) -> usize {
+        self.rdma.len()
+    }
+
+    /// Both queues together (what the limit bounds).
+    pub(super) fn len(&self) -> usize {
+        self.rdma.len() + self.ib.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::{CmConfig, CmEndpoint};
+    use crate::rdma_cm::RdmaCmEventType;
+
+    #[test]
+    fn both_kinds_come_out_in_the_order_they_were_queued() {
+        let mut cm = CmEndpoint::new(CmConfig::default()).expect("cm");
+        let (a, b) = (cm.create_id(), cm.create_id());
+        let label = |id| if id == a.as_ref() { 1 } else { 2 };
+        let mut q = Events::default();
+        assert_eq!(q.ib_first(), None);
+        q.push_ib(CmEvent::TimewaitExit { id: a.as_ref() });
+        q.push_back(RdmaCmEvent::new(RdmaCmEventType::Established, 7));
+        q.push_ib(CmEvent::TimewaitExit { id: b.as_ref() });
+        q.push_back(RdmaCmEvent::new(RdmaCmEventType::Disconnected, 7));
+        assert_eq!(q.len(), 4);
+        let mut order = Vec::new();
+        while let Some(ib) = q.ib_first() {
+            if ib {
+                let Some(CmEvent::TimewaitExit { id }) = q.pop_ib() else {
+                    panic!("an IB CM event")
+                };
+                order.push(format!("ib{}", label(id)));
+            } else {
+                let e = q.pop_front().expect("an RDMA CM event");
+                order.push(format!("{:?}", e.event));
+            }
+        }
+        assert_eq!(order, ["ib1", "Established", "ib2", "Disconnected"]);
+        assert_eq!((q.len(), q.rdma_len()), (0, 0));
+        drop((a, b));
+    }
+}
