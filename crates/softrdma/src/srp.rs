@@ -407,6 +407,34 @@ impl Session {
         }
     }
 
+    /// Submits `cmds` in order under one lock, so their SRP_CMDs leave in one flush (one
+    /// `sendmmsg`) instead of one send each. Returns the tags of those submitted: all of
+    /// them, or fewer when credits or tags ran out (the rest may be submitted after a pump).
+    pub fn submit_many(&mut self, cmds: &[Command<'_>]) -> Result<Vec<u64>, String> {
+        let port = self.port;
+        let ini = &mut self.ini;
+        let (tags, err) = self
+            .cm
+            .with(port, |_, stack, now| {
+                let mut tags = Vec::with_capacity(cmds.len());
+                for c in cmds {
+                    match ini.submit(now, stack, c) {
+                        Ok(t) => tags.push(t),
+                        Err(e) => return (tags, Some(e)),
+                    }
+                }
+                (tags, None)
+            })
+            .map_err(|e| e.to_string())?;
+        match err {
+            None | Some(SubmitError::Busy) => Ok(tags),
+            Some(SubmitError::NotLive) if tags.is_empty() => Err(self.why_down()),
+            Some(SubmitError::NotLive) => Ok(tags),
+            Some(e) if tags.is_empty() => Err(e.to_string()),
+            Some(_) => Ok(tags),
+        }
+    }
+
     /// Why the session is not live.
     pub fn why_down(&self) -> String {
         match self.ini.state() {

@@ -316,42 +316,72 @@ impl Runner<'_> {
 
     /// Submits one command in `slot`: `write` of block `block` (or read).
     fn submit(&mut self, slot: usize, write: bool, block: u64) -> Result<(), String> {
-        let lba = (self.first_block + block) * self.lba_per_block;
-        let mut generation = 0;
-        if write && self.plan.verify {
-            self.generation += 1;
-            generation = self.generation;
-            self.scratch.resize(self.bs as usize, 0);
-            verify::fill(
-                &mut self.scratch,
-                (self.first_block + block) * self.bs,
-                generation,
-            );
-            self.s
-                .dev
-                .write_mr(self.s.buf.lkey, IOVA + slot as u64 * self.bs, &self.scratch)
-                .map_err(|e| e.to_string())?;
+        loop {
+            self.busy[block as usize] = true;
+            if self.submit_batch(&[(slot, write, block)])? == 1 {
+                return Ok(());
+            }
+            self.busy[block as usize] = false;
+            self.s.pump(Duration::from_millis(1))?;
+            self.reap(false)?;
         }
-        let (c, n) = cdb::rw(write, lba, self.lba_per_block as u32);
-        let seg = self.seg(slot);
-        let mut cmd = Command::new(self.plan.lun, &c[..n]).user(slot as u64);
-        cmd = if write {
-            cmd.write_from(&seg)
-        } else {
-            cmd.read_into(&seg)
-        };
+    }
+
+    /// Submits `picks` (slot, write?, block; their blocks already marked busy) under one
+    /// lock, so the commands leave together. Returns how many were submitted (the first ones);
+    /// the others' blocks are freed again.
+    fn submit_batch(&mut self, picks: &[(usize, bool, u64)]) -> Result<usize, String> {
+        let mut prepared = Vec::with_capacity(picks.len());
+        for &(slot, write, block) in picks {
+            let lba = (self.first_block + block) * self.lba_per_block;
+            let mut generation = 0;
+            if write && self.plan.verify {
+                self.generation += 1;
+                generation = self.generation;
+                self.scratch.resize(self.bs as usize, 0);
+                verify::fill(
+                    &mut self.scratch,
+                    (self.first_block + block) * self.bs,
+                    generation,
+                );
+                self.s
+                    .dev
+                    .write_mr(self.s.buf.lkey, IOVA + slot as u64 * self.bs, &self.scratch)
+                    .map_err(|e| e.to_string())?;
+            }
+            let (c, n) = cdb::rw(write, lba, self.lba_per_block as u32);
+            prepared.push((c, n, self.seg(slot), generation));
+        }
+        let cmds: Vec<Command<'_>> = picks
+            .iter()
+            .zip(&prepared)
+            .map(|(&(slot, write, _), (c, n, seg, _))| {
+                let cmd = Command::new(self.plan.lun, &c[..*n]).user(slot as u64);
+                if write {
+                    cmd.write_from(seg)
+                } else {
+                    cmd.read_into(seg)
+                }
+            })
+            .collect();
         let start = Instant::now();
-        let tag = self.s.submit(&cmd)?;
-        self.busy[block as usize] = true;
-        self.slots[slot] = Slot {
-            busy: true,
-            write,
-            block,
-            generation,
-            start,
-            tag,
-        };
-        Ok(())
+        let tags = self.s.submit_many(&cmds)?;
+        drop(cmds);
+        for (k, &(slot, write, block)) in picks.iter().enumerate() {
+            let Some(&tag) = tags.get(k) else {
+                self.busy[block as usize] = false;
+                continue;
+            };
+            self.slots[slot] = Slot {
+                busy: true,
+                write,
+                block,
+                generation: prepared[k].3,
+                start,
+                tag,
+            };
+        }
+        Ok(tags.len())
     }
 
     /// Handles the completions that arrived; returns how many.
@@ -572,13 +602,25 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
         if time_up || bytes_up {
             break;
         }
-        while let Some(slot) = r.free_slot() {
-            if limit_bytes.is_some_and(|b| moved_submitted >= b) {
+        let mut picks = Vec::new();
+        for slot in 0..r.slots.len() {
+            if r.slots[slot].busy {
+                continue;
+            }
+            let planned = moved_submitted + picks.len() as u64 * plan.bs;
+            if limit_bytes.is_some_and(|b| planned >= b) {
                 break;
             }
             let Some((w, b)) = r.pick() else { break };
-            r.submit(slot, w, b)?;
-            moved_submitted += plan.bs;
+            r.busy[b as usize] = true;
+            picks.push((slot, w, b));
+        }
+        if !picks.is_empty() {
+            let n = r.submit_batch(&picks)?;
+            if !plan.rw.random() {
+                r.next_seq -= (picks.len() - n) as u64;
+            }
+            moved_submitted += n as u64 * plan.bs;
         }
         r.s.pump(Duration::from_millis(50))?;
         r.reap(true)?;
