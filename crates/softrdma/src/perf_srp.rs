@@ -354,7 +354,11 @@ fn perf(p: &Plan2) -> Result<(), String> {
     let mut s = Session::open(line.parse().map_err(|e| format!("{e}"))?, &o)?;
     let server = if fio_ok { Some(nbdkit(p.size)?) } else { None };
     println!(
-        "\n{:<22} {:>6}  {:>9} {:>10} {:>8} {:>8} {:>6} | {:>9} {:>10} {:>8} {:>8} {:>6} | {:>5} {:>5}",
+        "\ncpu/io: CPU microseconds per I/O, every thread of the side (ours: initiator and target; \
+         theirs: fio and nbdkit); last columns: ours / theirs (IOPS: higher is better, CPU: lower)"
+    );
+    println!(
+        "{:<22} {:>6}  {:>9} {:>10} {:>8} {:>8} {:>6} | {:>9} {:>10} {:>8} {:>8} {:>6} | {:>5} {:>5}",
         "test",
         "run",
         "ours IOPS",
@@ -370,10 +374,7 @@ fn perf(p: &Plan2) -> Result<(), String> {
         "IOPS",
         "CPU"
     );
-    println!(
-        "{:<22} {:>6}  {:>47} | {:>54} | {:>11}",
-        "", "", "(cpu/io: CPU us per I/O, all threads)", "", "ours/theirs"
-    );
+
     let mut summary = Vec::new();
     for t in &tests {
         let (mut ours_runs, mut theirs_runs) = (Vec::new(), Vec::new());

@@ -241,6 +241,12 @@ fn perf_srp_runs_ours_and_says_about_fio() {
     assert!(o.status.success(), "{out}{}", text(&o.stderr));
     assert!(out.contains("4k randwrite qd32"), "{out}");
     assert!(out.contains("summary (medians"), "{out}");
+    // CPU per I/O, for both sides when fio runs.
+    assert!(out.contains("CPU us/IO"), "{out}");
+    assert!(
+        !out.contains("fio --ioengine=nbd -> nbdkit memory") || out.contains("CPU per I/O ratio"),
+        "{out}"
+    );
     assert!(
         out.contains("fio --ioengine=nbd -> nbdkit memory")
             || out.contains("apt-get install -y fio nbdkit"),
