@@ -658,6 +658,12 @@ impl Drop for Background {
 fn serve(args: Args) -> Result<(), String> {
     let setup = setup_from(&args)?;
     let mut served = start(setup)?;
+    // Handlers first: whoever reads the add_target line may signal us at once (a SIGTERM
+    // that came before them killed the process instead of shutting it down).
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, term.clone()).map_err(|e| format!("signal: {e}"))?;
+    }
     let guid = served.guid;
     println!("target GUID {guid:016x} ({})", colon_guid(guid));
     for l in served.add_target_lines() {
@@ -671,10 +677,6 @@ fn serve(args: Args) -> Result<(), String> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
 
-    let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, term.clone()).map_err(|e| format!("signal: {e}"))?;
-    }
     served.run(&term);
     Ok(())
 }
