@@ -206,12 +206,6 @@ fn hang_up(d: &CmDevice, conns: &mut [Conn]) {
     }
 }
 
-fn find(conns: &[Conn], id: RdmaId) -> Option<usize> {
-    conns
-        .iter()
-        .position(|c| c.id.as_ref().is_some_and(|i| *i == id))
-}
-
 /// Handles events until every live connection finished `step` (or failed).
 #[allow(clippy::too_many_arguments)]
 fn wait_step(
@@ -227,8 +221,16 @@ fn wait_step(
     use RdmaCmEventType as T;
     let end = Instant::now() + STEP_LIMIT;
     let mut retries = vec![retries; conns.len()];
+    // An event's connection by its id, and the failed ones, without a walk over every
+    // connection per event (that walk made a step of N connections cost N²).
+    let index: std::collections::HashMap<RdmaId, usize> = conns
+        .iter()
+        .enumerate()
+        .filter_map(|(k, c)| Some((c.id.as_ref()?.name(), k)))
+        .collect();
+    let mut failed = conns.iter().filter(|c| c.error).count();
     loop {
-        let finished = t.done(step) + conns.iter().filter(|c| c.error).count();
+        let finished = t.done(step) + failed;
         if finished >= started {
             return Ok(());
         }
@@ -246,7 +248,7 @@ fn wait_step(
             Ok(_) => continue,
             Err(sig) => return Err(signal_error(sig)),
         };
-        let Some(c) = find(conns, e.id) else { continue };
+        let Some(&c) = index.get(&e.id) else { continue };
         match e.event {
             T::Established => conns[c].up = true,
             T::Disconnected => conns[c].up = false,
@@ -274,11 +276,13 @@ fn wait_step(
                 }
                 println!("{}, error: {}", e.event.as_str(), e.status);
                 t.end_c(c, step);
+                failed += usize::from(!conns[c].error);
                 conns[c].error = true;
             }
             T::ConnectError | T::Unreachable | T::Rejected => {
                 println!("event: {}, error: {}", e.event.as_str(), e.status);
                 t.end_c(c, Step::Connect);
+                failed += usize::from(!conns[c].error);
                 conns[c].error = true;
             }
             _ => {}
@@ -566,7 +570,7 @@ fn run_server(args: &Args) -> Result<(), String> {
     let listener =
         d.cm.with_cm(|cm| cm.listen_on(bind, 0))
             .map_err(|e| format!("cmtime: listen on {bind}: {}", e.text()))?;
-    let mut live: Vec<RdmaCmId> = Vec::new();
+    let mut live = Live::new();
     let mut disc = 0u32;
     // v44's server handles events until it is stopped (the lab sends SIGTERM).
     let r = (|| loop {
@@ -579,7 +583,7 @@ fn run_server(args: &Args) -> Result<(), String> {
     })();
     // Stopped: the connections still up are disconnected before their ids go.
     let mut conns: Vec<Conn> = live
-        .into_iter()
+        .into_values()
         .map(|id| Conn {
             id: Some(id),
             qpn: None,
@@ -597,11 +601,14 @@ fn run_server(args: &Args) -> Result<(), String> {
     r
 }
 
+/// The server's accepted connections, by id (a DISCONNECTED finds its id without a walk).
+pub(crate) type Live = std::collections::HashMap<RdmaId, RdmaCmId>;
+
 pub(crate) fn on_server_event(
     d: &CmDevice,
     cq: softrdma_core::verbs::CqId,
     mut e: RdmaCmEvent,
-    live: &mut Vec<RdmaCmId>,
+    live: &mut Live,
     disc: &mut u32,
 ) -> Result<(), String> {
     use RdmaCmEventType as T;
@@ -622,7 +629,9 @@ pub(crate) fn on_server_event(
                     .map_err(|e| e.text())
             });
             match r {
-                Ok(()) => live.push(id),
+                Ok(()) => {
+                    live.insert(id.name(), id);
+                }
                 Err(err) => {
                     println!("failing connection request: {err}");
                     d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
@@ -631,8 +640,7 @@ pub(crate) fn on_server_event(
         }
         T::Disconnected => {
             *disc += 1;
-            if let Some(i) = live.iter().position(|x| *x == e.id) {
-                let id = live.swap_remove(i);
+            if let Some(id) = live.remove(&e.id) {
                 let _ =
                     d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, &id));
                 let qpn = d.cm.with_cm(|cm| cm.qpn(id.name()));

@@ -146,14 +146,14 @@ fn run_inner(p: &Plan) -> Result<(), String> {
             Ok(c) => c,
             Err(e) => return Err(e),
         };
-        let mut live = Vec::new();
+        let mut live = cmtime::Live::new();
         let mut disc = 0u32;
         while !st.load(Ordering::Relaxed) {
             if let Some(Event::Rdma(e)) = srv.cm.wait_event(Duration::from_millis(50)) {
                 cmtime::on_server_event(&srv, cq, e, &mut live, &mut disc)?;
             }
         }
-        for id in live {
+        for (_, id) in live {
             srv.cm.with_cm(|cm| cm.destroy(srv.dev.now(), id));
         }
         srv.cm.with_cm(|cm| cm.destroy(srv.dev.now(), listener));
