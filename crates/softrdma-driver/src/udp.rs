@@ -950,12 +950,35 @@ mod tests {
         assert_eq!(Transmit::segmented(dst, &[], 1000).datagrams(), 1);
     }
 
+    /// `n` datagrams from `rx` (which has `IP_RECVTOS` on): each one's length and TOS.
+    fn recv_with_tos(rx: &std::net::UdpSocket, n: usize) -> Vec<(usize, Option<u8>)> {
+        use nix::sys::socket::{recvmsg, ControlMessageOwned, SockaddrStorage};
+        use std::os::fd::AsRawFd;
+        (0..n)
+            .map(|_| {
+                let mut buf = [0u8; 512];
+                let mut iov = [io::IoSliceMut::new(&mut buf)];
+                let mut space = nix::cmsg_space!(u8);
+                let m = recvmsg::<SockaddrStorage>(
+                    rx.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut space),
+                    nix::sys::socket::MsgFlags::empty(),
+                )
+                .unwrap();
+                let tos = m.cmsgs().unwrap().find_map(|c| match c {
+                    ControlMessageOwned::Ipv4Tos(t) => Some(t),
+                    _ => None,
+                });
+                (m.bytes, tos)
+            })
+            .collect()
+    }
+
     /// A transmit with a TOS byte leaves with it in the IP header (single and GSO sends);
     /// one without keeps TOS 0.
     #[test]
     fn tos_reaches_the_ip_header() {
-        use nix::sys::socket::{recvmsg, ControlMessageOwned, SockaddrStorage};
-        use std::os::fd::AsRawFd;
         let lo = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
         let ep = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
         let rx = std::net::UdpSocket::bind(lo).unwrap();
@@ -968,24 +991,7 @@ mod tests {
         ep.send(&Transmit::segmented(dst, &data, 100).with_tos(0x20))
             .unwrap();
         ep.send(&Transmit::single(dst, &data[..100])).unwrap();
-        let mut got = Vec::new();
-        for _ in 0..5 {
-            let mut buf = [0u8; 512];
-            let mut iov = [io::IoSliceMut::new(&mut buf)];
-            let mut space = nix::cmsg_space!(u8);
-            let m = recvmsg::<SockaddrStorage>(
-                rx.as_raw_fd(),
-                &mut iov,
-                Some(&mut space),
-                nix::sys::socket::MsgFlags::empty(),
-            )
-            .unwrap();
-            let tos = m.cmsgs().unwrap().find_map(|c| match c {
-                ControlMessageOwned::Ipv4Tos(t) => Some(t),
-                _ => None,
-            });
-            got.push((m.bytes, tos));
-        }
+        let got = recv_with_tos(&rx, 5);
         assert_eq!(
             got,
             vec![
@@ -1003,8 +1009,6 @@ mod tests {
     /// TOS.
     #[test]
     fn send_many_batches_and_keeps_shapes() {
-        use nix::sys::socket::{recvmsg, ControlMessageOwned, SockaddrStorage};
-        use std::os::fd::AsRawFd;
         let lo = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
         let ep = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
         let rx = std::net::UdpSocket::bind(lo).unwrap();
@@ -1024,24 +1028,10 @@ mod tests {
         assert_eq!(ep.send_many(&ts).unwrap(), ts.len());
         // Three runs: the two GSO sends, the two plain ones, the two with a TOS.
         assert_eq!(ep.io_stats().send_calls - calls, 3);
-        let mut got = Vec::new();
-        for _ in 0..10 {
-            let mut buf = [0u8; 512];
-            let mut iov = [io::IoSliceMut::new(&mut buf)];
-            let mut space = nix::cmsg_space!(u8);
-            let m = recvmsg::<SockaddrStorage>(
-                rx.as_raw_fd(),
-                &mut iov,
-                Some(&mut space),
-                nix::sys::socket::MsgFlags::empty(),
-            )
-            .unwrap();
-            let tos = m.cmsgs().unwrap().find_map(|c| match c {
-                ControlMessageOwned::Ipv4Tos(t) => Some(t),
-                _ => None,
-            });
-            got.push((m.bytes, tos.unwrap_or(0)));
-        }
+        let got: Vec<(usize, u8)> = recv_with_tos(&rx, 10)
+            .into_iter()
+            .map(|(n, t)| (n, t.unwrap_or(0)))
+            .collect();
         assert_eq!(
             got,
             [
