@@ -134,6 +134,12 @@ pub enum Outgoing {
     Read(ReadResponse),
 }
 
+/// What [`Responses::next`] hands out.
+enum Next<'m> {
+    Sealed(Transmit),
+    Packet(RoceRepr<'m>, Flow),
+}
+
 /// The queue.
 #[derive(Clone, Debug, Default)]
 pub struct Responses {
@@ -172,43 +178,44 @@ impl Responses {
         }
     }
 
-    /// The next datagram in its own buffer ([`emit::build_tos`]).
-    pub fn pop_transmit(&mut self, mrs: &MrTable) -> Option<Transmit> {
+    /// The front entry's next datagram, taking the entry off the queue once it has sent
+    /// everything: a built one, or a packet for the caller to write out.
+    fn next<'m>(&mut self, mrs: &'m MrTable) -> Option<Next<'m>> {
         loop {
             match self.q.front_mut()? {
                 Outgoing::Sealed(_) => {
                     let Some(Outgoing::Sealed(tx)) = self.q.pop_front() else {
                         return None;
                     };
-                    return Some(tx);
+                    return Some(Next::Sealed(tx));
                 }
                 Outgoing::Ack(a) => {
                     let a = *a;
                     self.q.pop_front();
-                    let f = a.flow;
-                    return Some(emit::build_tos(
-                        &a.repr(),
-                        f.src_ip,
-                        f.src_port,
-                        f.dst_ip,
-                        f.tos,
-                    ));
+                    return Some(Next::Packet(a.repr(), a.flow));
                 }
                 Outgoing::Read(r) => {
                     let Some(repr) = r.packet(mrs) else {
                         self.q.pop_front();
                         continue;
                     };
-                    let f = r.flow;
-                    let tx = emit::build_tos(&repr, f.src_ip, f.src_port, f.dst_ip, f.tos);
+                    let flow = r.flow;
                     r.next += 1;
                     if r.next >= r.n {
                         self.q.pop_front();
                     }
-                    return Some(tx);
+                    return Some(Next::Packet(repr, flow));
                 }
             }
         }
+    }
+
+    /// The next datagram in its own buffer ([`emit::build_tos`]).
+    pub fn pop_transmit(&mut self, mrs: &MrTable) -> Option<Transmit> {
+        Some(match self.next(mrs)? {
+            Next::Sealed(tx) => tx,
+            Next::Packet(repr, f) => emit::build_tos(&repr, f.src_ip, f.src_port, f.dst_ip, f.tos),
+        })
     }
 
     /// Writes queued entries into `batch` until it is full or the queue is empty; returns
@@ -216,37 +223,14 @@ impl Responses {
     pub fn drain_into(&mut self, mrs: &MrTable, batch: &mut TransmitBatch) -> usize {
         let mut n = 0;
         while !batch.is_full() {
-            let Some(front) = self.q.front_mut() else {
-                break;
-            };
-            match front {
-                Outgoing::Sealed(tx) => {
-                    batch.push_sealed(tx);
-                    n += 1;
-                    self.q.pop_front();
-                }
-                Outgoing::Ack(a) => {
-                    let f = a.flow;
-                    batch.push_repr_tos(&a.repr(), f.src_ip, f.src_port, f.dst_ip, f.tos);
-                    n += 1;
-                    self.q.pop_front();
-                }
-                Outgoing::Read(r) => {
-                    let f = r.flow;
-                    while r.next < r.n && !batch.is_full() {
-                        let Some(repr) = r.packet(mrs) else {
-                            r.next = r.n;
-                            break;
-                        };
-                        batch.push_repr_tos(&repr, f.src_ip, f.src_port, f.dst_ip, f.tos);
-                        r.next += 1;
-                        n += 1;
-                    }
-                    if r.next >= r.n {
-                        self.q.pop_front();
-                    }
+            match self.next(mrs) {
+                None => break,
+                Some(Next::Sealed(tx)) => batch.push_sealed(&tx),
+                Some(Next::Packet(repr, f)) => {
+                    batch.push_repr_tos(&repr, f.src_ip, f.src_port, f.dst_ip, f.tos)
                 }
             }
+            n += 1;
         }
         n
     }
