@@ -38,6 +38,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant as StdInstant};
@@ -144,6 +145,10 @@ impl Inner {
 struct Shared {
     inner: Mutex<Inner>,
     cv: Condvar,
+    /// Threads in [`Cm::wait_event`]'s condition wait (counted under `inner`'s lock before
+    /// waiting): `notify_all` is a futex syscall even with nobody waiting, and the loops
+    /// signal after every turn that queued an event.
+    cv_waiters: AtomicUsize,
     wakers: Mutex<Vec<Waker>>,
 }
 
@@ -153,8 +158,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     fn signal(&self) {
-        self.cv.notify_all();
-        for w in std::mem::take(&mut *lock(&self.wakers)) {
+        if self.cv_waiters.load(Ordering::Acquire) > 0 {
+            self.cv.notify_all();
+        }
+        let wakers = std::mem::take(&mut *lock(&self.wakers));
+        for w in wakers {
             w.wake();
         }
     }
@@ -165,6 +173,10 @@ struct PortClient {
     cm: Weak<Shared>,
     port: CmPort,
     agent: AgentId,
+    /// An event was queued in this loop turn: waiters are woken once, at its end
+    /// ([`MadClient::end_turn`]), not per MAD — a woken waiter would contend for the CM's
+    /// lock with the loop handling the rest of the batch.
+    queued: AtomicBool,
 }
 
 impl MadClient for PortClient {
@@ -181,7 +193,15 @@ impl MadClient for PortClient {
             g.rdma.has_event()
         };
         if had {
-            cm.signal();
+            self.queued.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn end_turn(&self) {
+        if self.queued.swap(false, Ordering::Relaxed) {
+            if let Some(cm) = self.cm.upgrade() {
+                cm.signal();
+            }
         }
     }
 
@@ -198,7 +218,7 @@ impl MadClient for PortClient {
             g.rdma.handle_timeout(ctx.now);
             g.route(Some((self.port, &mut *ctx.mad)));
         }
-        cm.signal();
+        self.queued.store(true, Ordering::Relaxed);
     }
 }
 
@@ -245,6 +265,7 @@ impl Cm {
                     inboxes: Vec::new(),
                 }),
                 cv: Condvar::new(),
+                cv_waiters: AtomicUsize::new(0),
                 wakers: Mutex::new(Vec::new()),
             }),
         }
@@ -265,6 +286,7 @@ impl Cm {
                 cm: weak,
                 port,
                 agent,
+                queued: AtomicBool::new(false),
             }))
         })?;
         Ok(client.port)
@@ -380,11 +402,13 @@ impl Cm {
                     return None;
                 }
                 if inline.is_empty() {
+                    self.shared.cv_waiters.fetch_add(1, Ordering::AcqRel);
                     let (mut g, _) = self
                         .shared
                         .cv
                         .wait_timeout(g, left)
                         .unwrap_or_else(|p| p.into_inner());
+                    self.shared.cv_waiters.fetch_sub(1, Ordering::AcqRel);
                     if let Some(e) = g.pop() {
                         return Some(e);
                     }

@@ -660,7 +660,11 @@ impl Shared {
         if worked {
             st.counters.turns += 1;
         }
+        let clients = st.mad.clients.clone();
         drop(st);
+        for c in clients.iter() {
+            c.end_turn();
+        }
         if worked {
             self.signal();
         }
@@ -759,7 +763,7 @@ impl Device {
                 softrdma_core::mad::port::RXE_FIRST_CLIENT_HI_TID,
                 config.qp1_recv_depth,
             )?,
-            clients: Vec::new(),
+            clients: Arc::new(Vec::new()),
             inbox: Arc::new(MadInbox::default()),
             orphaned: 0,
         };
@@ -848,7 +852,7 @@ impl Device {
         let mut st = self.shared.state();
         let State { stack, mad, .. } = &mut *st;
         let c = register(mad.port.agent_mut(), stack)?;
-        mad.clients.push(c.clone());
+        Arc::make_mut(&mut mad.clients).push(c.clone());
         Ok(c)
     }
 

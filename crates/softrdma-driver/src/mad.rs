@@ -43,6 +43,9 @@ pub trait MadClient: Send + Sync {
     }
     /// The client's timers due by `ctx.now`.
     fn handle_timeout(&self, _ctx: &mut PortCtx<'_>) {}
+    /// The loop turn that may have called [`MadClient::handle_mad`] ended, after the
+    /// device's lock was released: the place to wake the client's own waiters once per turn.
+    fn end_turn(&self) {}
 }
 
 /// MAD operations for a device queued from outside its loop (another device's client), with
@@ -69,7 +72,8 @@ impl MadInbox {
 /// The MAD side of a device's state: QP1, the attached clients and the inbox.
 pub(crate) struct MadState {
     pub port: MadPort,
-    pub clients: Vec<Arc<dyn MadClient>>,
+    /// Shared so a turn can call [`MadClient::end_turn`] after releasing the device lock.
+    pub clients: Arc<Vec<Arc<dyn MadClient>>>,
     pub inbox: Arc<MadInbox>,
     /// MADs for agents no client owns (registered but unattached): dropped.
     pub orphaned: u64,
@@ -79,7 +83,7 @@ impl MadState {
     /// The earliest of the layer's and the clients' timers.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.port.poll_timeout();
-        for c in &self.clients {
+        for c in self.clients.iter() {
             t = match (t, c.poll_timeout()) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -124,7 +128,7 @@ impl MadState {
             c.handle_mad(&mut ctx, ev);
         }
         let clients = self.clients.clone();
-        for c in clients {
+        for c in clients.iter() {
             if c.poll_timeout().is_some_and(|t| t <= now) {
                 let mut ctx = PortCtx {
                     now,

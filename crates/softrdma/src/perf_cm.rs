@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use softrdma_driver::cm::Event;
+use softrdma_driver::cm::{Cm, Event};
+use softrdma_driver::{Device, Progress};
 
 use crate::cmtime;
 use crate::cmtool;
@@ -33,6 +34,66 @@ pub struct Plan {
     /// The client device's address.
     #[arg(long, default_value = "127.0.0.1")]
     pub client: IpAddr,
+    /// After each run, print what each side's CM, MAD layer, stack and driver counted in it
+    /// (the counters that moved): where a slow run spent its retransmissions.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Run each device's event loop on a thread of its own (the other tools' default)
+    /// rather than in the thread that waits on its CM.
+    #[arg(long)]
+    pub loop_thread: bool,
+}
+
+/// Every counter of one side by name: the IB CM's, the MAD layer's, the stack's, the
+/// driver's.
+fn snapshot((dev, cm): (&Device, &Cm)) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = cm
+        .counters()
+        .iter()
+        .map(|(n, c)| (format!("cm {n}"), c))
+        .collect();
+    let (mad, (send_err, recv_err), orphaned) = dev.mad_counters();
+    v.extend([
+        ("mad tx".into(), mad.tx),
+        ("mad retransmits".into(), mad.retransmits),
+        ("mad timeouts".into(), mad.timeouts),
+        ("mad rx_delivered".into(), mad.rx_delivered),
+        (
+            "mad rx_unmatched_response".into(),
+            mad.rx_unmatched_response,
+        ),
+        ("mad rx_no_agent".into(), mad.rx_no_agent),
+        ("mad rx_invalid".into(), mad.rx_invalid),
+        ("qp1 send_errors".into(), send_err),
+        ("qp1 recv_errors".into(), recv_err),
+        ("mad orphaned".into(), orphaned),
+    ]);
+    v.extend(
+        dev.counters()
+            .iter()
+            .map(|(n, c)| (format!("stack {n}"), c)),
+    );
+    let d = dev.driver_counters();
+    v.extend([
+        ("driver tx_datagrams".into(), d.tx_datagrams),
+        ("driver tx_sends".into(), d.tx_sends),
+        ("driver tx_errors".into(), d.tx_errors),
+        ("driver tx_dropped".into(), d.tx_dropped),
+        ("driver rx_datagrams".into(), d.rx_datagrams),
+        ("driver rx_records".into(), d.rx_records),
+    ]);
+    v
+}
+
+/// The counters that moved between two snapshots, one `name +delta` per line.
+fn print_moved(side: &str, before: &[(String, u64)], after: &[(String, u64)]) {
+    let moved: Vec<String> = before
+        .iter()
+        .zip(after)
+        .filter(|(b, a)| a.1 != b.1)
+        .map(|(b, a)| format!("{} +{}", a.0, a.1.wrapping_sub(b.1)))
+        .collect();
+    println!("  {side}: {}", moved.join(", "));
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -131,13 +192,22 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         "softrdma perf cm: {} connections in flight, {} runs, {} <- {} (full RDMA CM cycles vs TCP connect/accept/close)",
         p.connections, p.runs, p.server, p.client
     );
-    let srv = cmtool::open(p.server, None, "--server", cmtool::THREAD)?;
-    let cli = cmtool::open(p.client, None, "--client", cmtool::THREAD)?;
+    // Each side's loop runs in the thread that waits on its CM (as the SRP tools do): no
+    // hand-off between a loop thread and the application per event. --loop-thread puts
+    // it on a thread of its own, as the other tools do.
+    let progress = if p.loop_thread {
+        cmtool::THREAD
+    } else {
+        Progress::Inline
+    };
+    let srv = cmtool::open(p.server, None, "--server", progress)?;
+    let cli = cmtool::open(p.client, None, "--client", progress)?;
     let dst = SocketAddr::new(p.server, 7471);
     let listener = srv
         .cm
         .with_cm(|cm| cm.listen_on(dst, 0))
         .map_err(|e| format!("listen on {dst}: {e}"))?;
+    let srv_view = p.verbose.then(|| (srv.dev.clone(), srv.cm.clone()));
     // The server: cmtime's, on its own thread.
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
@@ -162,6 +232,9 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     let mut ratios = Vec::new();
     let mut last_table = String::new();
     for run in 1..=p.runs {
+        let before = srv_view
+            .as_ref()
+            .map(|(d, c)| (snapshot((&cli.dev, &cli.cm)), snapshot((d, c))));
         let t0 = Instant::now();
         let (t, r) = cmtime::cycle(&cli, p.connections, dst, p.client, None, 7, false);
         let ours = t0.elapsed();
@@ -181,6 +254,10 @@ fn run_inner(p: &Plan) -> Result<(), String> {
             tcp_cps,
             tcp.as_secs_f64() * 1e3
         );
+        if let (Some((d, c)), Some((bc, bs))) = (srv_view.as_ref(), before) {
+            print_moved("client", &bc, &snapshot((&cli.dev, &cli.cm)));
+            print_moved("server", &bs, &snapshot((d, c)));
+        }
     }
     print!("{last_table}");
     // One connection set up alone: ours REQ → ESTABLISHED (the connect step), TCP connect.

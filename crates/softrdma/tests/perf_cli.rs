@@ -185,3 +185,44 @@ fn live_connections_held_by_two_processes() {
         assert!(out.contains(want), "{want:?} missing:\n{out}");
     }
 }
+
+/// `perf cm`: each run's rates and ratio, cmtime's step table, one connection alone and
+/// the ratio line; `-v` adds what each side counted in the run, which for a clean run on
+/// loopback is one REQ, REP, RTU, DREQ and DREP per connection, none retried (a lost MAD
+/// shows as a retry: QP1's CQ once overflowed under a burst of sends and lost receives).
+#[test]
+fn connection_rate_runs_print_steps_ratios_and_counters() {
+    let (code, out, err, _) = perf(&[
+        "cm",
+        "-c",
+        "200",
+        "-r",
+        "2",
+        "-v",
+        "--server",
+        "127.0.45.71",
+        "--client",
+        "127.0.45.70",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for want in [
+        "softrdma perf cm: 200 connections in flight, 2 runs, 127.0.45.71 <- 127.0.45.70",
+        "run 1: softrdma ",
+        "run 2: softrdma ",
+        "x TCP: higher is better",
+        "connect      :",
+        "disconnect   :",
+        "one connection alone: softrdma connect (REQ → ESTABLISHED) median ",
+        "ratio over 2 runs: min ",
+        // The client's counters are read after its run; the server's are still moving
+        // (its last DREPs are counted when their sends complete, as cm.c does).
+        "  client: cm cm_tx_msgs/req +200, cm cm_tx_msgs/rtu +200, cm cm_tx_msgs/dreq +200, cm cm_rx_msgs/rep +200, cm cm_rx_msgs/drep +200, mad tx +600,",
+        "  server: cm cm_tx_msgs/rep +200, ",
+    ] {
+        assert!(out.contains(want), "{want:?} missing:\n{out}");
+    }
+    assert!(
+        !out.contains("retries"),
+        "a run retried on loopback:\n{out}"
+    );
+}

@@ -166,7 +166,15 @@ impl GsiPort {
                 remote_qpn: o.dest.qpn,
                 remote_qkey: o.dest.qkey,
             };
-            let wr = SendWr::new(u64::from(slot), SendOp::Send)
+            let mut wr = SendWr::new(u64::from(slot), SendOp::Send);
+            // Unsignaled: nothing waits for a MAD send's completion (a UD send is built at
+            // post), and the CQ's entries are then the posted receives' alone. Signaled, a
+            // burst of sends between two polls (a server accepting a thousand connections in
+            // a row) overflowed the CQ and the receive completions behind it were lost with
+            // their MADs and buffers: the peers retransmitted for seconds. A send that fails
+            // still completes, in error.
+            wr.signaled = false;
+            let wr = wr
                 .with_sge(Sge {
                     addr,
                     length: MAD_LEN as u32,

@@ -756,3 +756,56 @@ fn golden_cm_req_framing_equals_the_kernels() {
     assert_eq!(re[12..re.len() - 4], ours[12..ours.len() - 4]);
     assert_eq!(re[..8], ours[..8]);
 }
+
+/// QP1's CQ holds a completion per posted receive; if every MAD send completed into it too,
+/// a burst of sends posted between two polls (a server accepting a thousand connections in
+/// a row) would fill it, and the receive completions behind them would be lost with their
+/// MADs and their buffers. The sends are unsignaled, as nothing waits on their completion.
+#[test]
+fn a_send_burst_between_polls_does_not_cost_received_mads() {
+    let (mut sim, mut nodes) = sim_pair();
+    let pa = nodes[0].mad.register(MgmtClass::PERF_MGMT, 1).expect("a");
+    let pb = nodes[1].mad.register(MgmtClass::PERF_MGMT, 1).expect("b");
+    let once = SendParams {
+        expects_response: false,
+        ..SendParams::ONCE
+    };
+    // More sends than QP1's CQ has entries (16 receives + 128 sends).
+    for k in 0..400u32 {
+        nodes[0]
+            .mad
+            .send(
+                sim.now,
+                pa,
+                MadAddr::gsi(gid(2)),
+                perf_get(form_tid(pa, k)),
+                once,
+            )
+            .expect("send");
+    }
+    let a = &mut nodes[0];
+    assert_eq!(a.port.flush(&mut sim.stacks[0], &mut a.mad), 400);
+    nodes[1]
+        .mad
+        .send(
+            sim.now,
+            pb,
+            MadAddr::gsi(gid(1)),
+            perf_get(form_tid(pb, 1)),
+            once,
+        )
+        .expect("send");
+    let b = &mut nodes[1];
+    b.port.flush(&mut sim.stacks[1], &mut b.mad);
+    while sim.step() {}
+    let now = sim.now;
+    let a = &mut nodes[0];
+    a.port.poll(now, &mut sim.stacks[0], &mut a.mad);
+    let got = events(&mut a.mad);
+    let received = got
+        .iter()
+        .filter(|e| matches!(e, MadEvent::Received { .. }))
+        .count();
+    assert_eq!(received, 1, "the MAD received behind the burst was lost");
+    assert_eq!(nodes[0].port.send_errors + nodes[0].port.recv_errors, 0);
+}
