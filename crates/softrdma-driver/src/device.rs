@@ -138,8 +138,10 @@ pub struct DeviceConfig {
     /// retransmissions) for the next `post_send`, or the start of the next turn, instead of
     /// sending it at the end of the turn (default false). With [`Progress::Inline`] this is
     /// how a ping-pong's ACK of the answer leaves with the next request, as one GSO `sendmsg`:
-    /// one send per round trip and side instead of two. A caller that stops polling should
-    /// end with [`Device::flush`] ([`Device::progress_for`] does).
+    /// one send per round trip and side instead of two. With [`Progress::Inline`], the MADs
+    /// of [`Device::with_mad`] (CM commands) wait for the next turn too, so a burst of
+    /// commands leaves batched. A caller that stops polling should end with
+    /// [`Device::flush`] ([`Device::progress_for`] does).
     pub defer_flush: bool,
     /// The device's QP limit, `max_qp` (default rxe's 65,536; see
     /// [`softrdma_core::DeviceConfig::max_qp`]).
@@ -460,6 +462,18 @@ impl Shared {
             // Nothing useful to do if the eventfd write fails; the loop wakes at its own
             // deadline anyway.
             let _ = self.ep.notifier().notify();
+        }
+    }
+
+    /// After a command (a CM call, a QP modification): [`Shared::flush`], except on an
+    /// inline device with defer_flush, which sends what commands queued when its thread next
+    /// turns the loop (a turn starts with a flush). A thread that answers a thousand events
+    /// before it waits again then puts a thousand REPs on the wire as a few GSO trains, not
+    /// a thousand `sendmsg` calls; it turns the loop to learn the outcome, so nothing waits
+    /// longer than that. Called with the state lock held.
+    fn flush_command(&self, st: &mut State) {
+        if !(self.defer_flush && self.progress == Progress::Inline) {
+            self.flush(st);
         }
     }
 
@@ -884,7 +898,7 @@ impl Device {
             mad.port.flush(stack);
             r
         };
-        self.shared.flush(&mut st);
+        self.shared.flush_command(&mut st);
         self.shared.kick_loop(&st);
         drop(st);
         self.shared.signal();
@@ -903,11 +917,12 @@ impl Device {
     }
 
     /// Runs `f` on the stack under its lock, then sends what it queued (the escape hatch for
-    /// verbs this type does not wrap).
+    /// verbs this type does not wrap; an inline device with defer_flush sends it when its
+    /// loop next turns, as for every command).
     pub fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> R {
         let mut st = self.shared.state();
         let r = f(&mut st.stack);
-        self.shared.flush(&mut st);
+        self.shared.flush_command(&mut st);
         self.shared.kick_loop(&st);
         drop(st);
         self.shared.signal();
@@ -1042,7 +1057,7 @@ impl Device {
     pub fn modify_qp(&self, qpn: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         let mut st = self.shared.state();
         st.stack.modify_qp(qpn, attr, mask)?;
-        self.shared.flush(&mut st);
+        self.shared.flush_command(&mut st);
         self.shared.kick_loop(&st);
         drop(st);
         self.shared.signal();

@@ -121,6 +121,19 @@ pub fn open(
     with_cm(dev, Cm::new(seed()))
 }
 
+/// [`open`] for a tool whose one thread drives its device and CM and issues commands in
+/// bursts (perf cm): the loop runs in that thread ([`Progress::Inline`]) and what the
+/// commands send leaves when the thread next waits, batched
+/// ([`DeviceConfig::defer_flush`]).
+pub fn open_batched(ip: IpAddr, how: &str) -> Result<CmDevice, String> {
+    let cfg = DeviceConfig::new(ip)
+        .with_progress(Progress::Inline)
+        .with_wait(PollMode::Blocking)
+        .with_defer_flush(true);
+    let dev = Device::open_with(cfg).map_err(|e| device_error(ip, &e, how))?;
+    with_cm(dev, Cm::new(seed()))
+}
+
 /// The client's device. With `given` (`-b`/`-I`), on that address. Without, on the
 /// address the routing table picks towards `dst`; when another process holds it (a server
 /// on the same host: the routed source of a local address is that address, or 127.0.0.1

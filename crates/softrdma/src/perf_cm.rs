@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use softrdma_driver::cm::{Cm, Event};
-use softrdma_driver::{Device, Progress};
+use softrdma_driver::Device;
 
 use crate::cmtime;
 use crate::cmtool;
@@ -192,16 +192,19 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         "softrdma perf cm: {} connections in flight, {} runs, {} <- {} (full RDMA CM cycles vs TCP connect/accept/close)",
         p.connections, p.runs, p.server, p.client
     );
-    // Each side's loop runs in the thread that waits on its CM (as the SRP tools do): no
-    // hand-off between a loop thread and the application per event. --loop-thread puts
-    // it on a thread of its own, as the other tools do.
-    let progress = if p.loop_thread {
-        cmtool::THREAD
-    } else {
-        Progress::Inline
+    // Each side's loop runs in the thread that waits on its CM, and what a burst of
+    // commands sends leaves as GSO trains when the thread waits again
+    // (cmtool::open_batched). --loop-thread gives each device a loop thread of its own and
+    // sends per command, as the other tools do.
+    let open = |ip, how| {
+        if p.loop_thread {
+            cmtool::open(ip, None, how, cmtool::THREAD)
+        } else {
+            cmtool::open_batched(ip, how)
+        }
     };
-    let srv = cmtool::open(p.server, None, "--server", progress)?;
-    let cli = cmtool::open(p.client, None, "--client", progress)?;
+    let srv = open(p.server, "--server")?;
+    let cli = open(p.client, "--client")?;
     let dst = SocketAddr::new(p.server, 7471);
     let listener = srv
         .cm
