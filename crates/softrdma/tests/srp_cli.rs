@@ -30,7 +30,8 @@ fn target(addr: &str, extra: &[&str]) -> Target {
         .expect("spawn srpt");
     let out = child.stdout.take().expect("stdout");
     let mut line = String::new();
-    for l in BufReader::new(out).lines() {
+    let mut lines = BufReader::new(out).lines();
+    for l in lines.by_ref() {
         let l = l.expect("utf8");
         if let Some(t) = l.strip_prefix("add_target: ") {
             line = t.to_string();
@@ -38,6 +39,9 @@ fn target(addr: &str, extra: &[&str]) -> Target {
         }
     }
     assert!(!line.is_empty(), "srpt printed no add_target line");
+    // Keep reading: srpt prints more (the IB CM form), and a closed pipe would kill it
+    // on that write (EPIPE) — a test that then saw no target at all.
+    std::thread::spawn(move || lines.for_each(drop));
     Target { child, line }
 }
 
