@@ -233,6 +233,16 @@ impl DeviceConfig {
         self
     }
 
+    /// Takes the netdev MTU from the interface that holds the device's address, as an rxe
+    /// port takes it from its netdev (keeps the current value when none is found). Loopback
+    /// then gets path MTU 4096, a 1500-byte Ethernet 1024.
+    pub fn with_interface_mtu(mut self) -> Self {
+        if let Some(m) = crate::netif::interface_mtu(self.ip) {
+            self.netdev_mtu = m;
+        }
+        self
+    }
+
     /// Sets the seed.
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
