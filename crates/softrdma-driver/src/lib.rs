@@ -51,5 +51,5 @@ pub use tap::Tap;
 pub use timer::{wait_for_input, Input, Notifier, PollMode};
 pub use udp::{
     Capabilities, EndpointConfig, IoStats, Readiness, RecvDatagram, Transmit, UdpEndpoint,
-    ROCEV2_PORT,
+    VectoredTransmit, ROCEV2_PORT,
 };

@@ -418,6 +418,33 @@ pub fn compute_udp(flow: &Flow, ident: Ipv4Ident, roce: &[u8]) -> Result<u32> {
     Ok(!crc_roce(crc, roce)?)
 }
 
+/// [`compute_udp`] of a RoCE UDP payload given in pieces: `parts`, concatenated, are its
+/// bytes from the BTH up to the ICRC (the ICRC's 4 bytes not included). The first part
+/// must hold the whole BTH. For a sender whose payload stays where it lies (the MR) while
+/// the headers are written elsewhere.
+pub fn compute_udp_parts(flow: &Flow, ident: Ipv4Ident, parts: &[&[u8]]) -> Result<u32> {
+    let body: usize = parts.iter().map(|p| p.len()).sum();
+    let first = parts.first().copied().unwrap_or(&[]);
+    if first.len() < BTH_LEN {
+        return Err(Error::Truncated {
+            what: "icrc.roce",
+            need: BTH_LEN,
+            got: first.len(),
+        });
+    }
+    let p = pseudo_header(flow, ident, body + ICRC_LEN)?;
+    let mut crc = crc32_update(!0, p.bytes());
+    let mut bth = [0u8; BTH_LEN];
+    bth.copy_from_slice(first.get(..BTH_LEN).unwrap_or(&[0; BTH_LEN]));
+    bth[BTH_RESV8A] = 0xff;
+    crc = crc32_update(crc, &bth);
+    crc = crc32_update(crc, first.get(BTH_LEN..).unwrap_or(&[]));
+    for part in parts.iter().skip(1) {
+        crc = crc32_update(crc, part);
+    }
+    Ok(!crc)
+}
+
 /// A sender's step: computes the ICRC for an unconnected DF UDP socket on Linux (IPv4 ID 0,
 /// DF) and writes it little-endian into the last 4 bytes of `roce`. Returns the ICRC.
 pub fn seal_udp(flow: &Flow, roce: &mut [u8]) -> Result<u32> {
@@ -819,6 +846,30 @@ mod tests {
             }
         }
         assert!(checked > 2900, "{checked}");
+    }
+
+    /// The ICRC over pieces equals the one over the whole, wherever the pieces are cut
+    /// (after the BTH).
+    #[test]
+    fn parts_give_the_same_icrc() {
+        let flow = Flow {
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            src_port: 49152,
+            dst_port: ROCE_V2_PORT,
+        };
+        let roce: Vec<u8> = (0..4160u32).map(|i| (i * 7 + 3) as u8).collect();
+        let ident = Ipv4Ident {
+            id: 5,
+            dont_fragment: true,
+        };
+        let whole = compute_udp(&flow, ident, &roce).unwrap();
+        let body = &roce[..roce.len() - ICRC_LEN];
+        for cuts in [[12usize, 12], [28, 4124], [12, 4156], [40, 41]] {
+            let parts = [&body[..cuts[0]], &body[cuts[0]..cuts[1]], &body[cuts[1]..]];
+            assert_eq!(compute_udp_parts(&flow, ident, &parts).unwrap(), whole);
+        }
+        assert!(compute_udp_parts(&flow, ident, &[&body[..8], &body[8..]]).is_err());
     }
 
     #[test]
