@@ -103,5 +103,13 @@ mod tests {
             interface_of(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))),
             interface_of(IpAddr::V4(Ipv4Addr::LOCALHOST))
         );
+        // A device config takes it; an address on no interface keeps the 1500 default.
+        let cfg = crate::DeviceConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)));
+        assert_eq!(cfg.netdev_mtu, 1500);
+        assert_eq!(Some(cfg.with_interface_mtu().netdev_mtu), two);
+        let none = crate::DeviceConfig::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 77)));
+        if interface_of(none.ip).is_none() {
+            assert_eq!(none.with_interface_mtu().netdev_mtu, 1500);
+        }
     }
 }
