@@ -576,7 +576,10 @@ impl Shared {
         if let Some(tap) = tap.as_mut() {
             // The tap records datagrams whole: gather the train's pieces (only when
             // capturing).
-            let bytes: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+            let mut bytes = Vec::with_capacity(train.len());
+            for p in parts {
+                bytes.extend_from_slice(p);
+            }
             let seg = train.segment_size.max(1);
             for (k, d) in bytes.chunks(seg).enumerate() {
                 if tap
