@@ -23,6 +23,8 @@
 //!   [`conn::Listener`], [`conn::Connection`] (SEND, RECV, RDMA WRITE / READ on registered
 //!   [`conn::Region`]s, blocking or async), [`conn::UdSocket`] for UD over SIDR. The
 //!   examples `conn_server`, `conn_client` and `ud_echo` use it; start there.
+//! - [`netif`]: the MTU of the interface an address is on (what a port's active MTU derives
+//!   from, as rxe's does from its netdev).
 //! - [`tap`]: [`Tap`], the pcap tap (`--pcap FILE`): every datagram sent and received, with
 //!   synthesised Ethernet/IP/UDP headers whose IPv4 IDs make every ICRC verify.
 //!
@@ -36,6 +38,7 @@ pub mod cm;
 pub mod conn;
 pub mod device;
 pub mod mad;
+pub mod netif;
 pub mod tap;
 pub mod timer;
 pub mod udp;
@@ -48,5 +51,5 @@ pub use tap::Tap;
 pub use timer::{wait_for_input, Input, Notifier, PollMode};
 pub use udp::{
     Capabilities, EndpointConfig, IoStats, Readiness, RecvDatagram, Transmit, UdpEndpoint,
-    ROCEV2_PORT,
+    VectoredTransmit, ROCEV2_PORT,
 };

@@ -53,6 +53,21 @@ pub const MAX_UDP_PAYLOAD_V4: usize = 65_507;
 /// The largest UDP payload of one IPv6 datagram without jumbograms (65535 - 8 UDP).
 pub const MAX_UDP_PAYLOAD_V6: usize = 65_527;
 
+/// One `sendmmsg` carries at most this many messages (the kernel's UIO_MAXIOV is far above;
+/// this bounds the per-call header arrays).
+const GROUP: usize = 64;
+
+/// One GSO send given as pieces the kernel gathers (headers from one buffer, payloads from
+/// where they lie): `len` bytes in all, `segment_size` as in [`Transmit`].
+#[derive(Debug)]
+pub struct VectoredTransmit<'a> {
+    pub destination: SocketAddr,
+    pub parts: Vec<io::IoSlice<'a>>,
+    pub len: usize,
+    pub segment_size: Option<usize>,
+    pub tos: u8,
+}
+
 /// Most datagrams one `recvmmsg` returns (quinn-udp's batch size on Linux).
 pub const RECV_BATCH: usize = quinn_udp::BATCH_SIZE;
 
@@ -633,10 +648,6 @@ impl UdpEndpoint {
     /// out before the socket would block (`Err(WouldBlock)` only if none did); other errors
     /// end the call like [`Self::send_batch`].
     pub fn send_many(&self, transmits: &[Transmit<'_>]) -> io::Result<usize> {
-        use nix::sys::socket::{sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage};
-        // One `sendmmsg` carries at most this many messages (the kernel's UIO_MAXIOV is far
-        // above; this bounds the per-call header arrays).
-        const GROUP: usize = 64;
         let key = |t: &Transmit<'_>| {
             let gso = t.segment_size.filter(|&s| s > 0 && t.contents.len() > s);
             (gso, t.tos)
@@ -662,69 +673,141 @@ impl UdpEndpoint {
                 continue;
             }
             let group = &transmits[sent..end];
-            let addrs: Vec<Option<SockaddrStorage>> = group
-                .iter()
-                .map(|t| Some(SockaddrStorage::from(t.destination)))
-                .collect();
+            let dsts: Vec<SocketAddr> = group.iter().map(|t| t.destination).collect();
             let iovs: Vec<[io::IoSlice<'_>; 1]> = group
                 .iter()
                 .map(|t| [io::IoSlice::new(t.contents)])
                 .collect();
             let (gso, tos) = k;
-            let seg16 = gso.map(|s| s.min(usize::from(u16::MAX)) as u16);
-            let tclass = i32::from(tos);
-            let mut cmsgs = Vec::with_capacity(2);
-            if let Some(s) = seg16.as_ref() {
-                cmsgs.push(ControlMessage::UdpGsoSegments(s));
-            }
-            if tos != 0 {
-                if first.destination.is_ipv4() {
-                    cmsgs.push(ControlMessage::Ipv4Tos(&tos));
-                } else {
-                    cmsgs.push(ControlMessage::Ipv6TClass(&tclass));
-                }
-            }
-            // Exactly the space of the messages used: nix 0.32 sets every header's
-            // msg_controllen to the buffer's capacity, and a zeroed slot after the last
-            // message makes the kernel refuse the call (EINVAL).
-            let mut space = 0;
-            if seg16.is_some() {
-                space += nix::sys::socket::cmsg_space::<u16>();
-            }
-            if tos != 0 {
-                space += if first.destination.is_ipv4() {
-                    nix::sys::socket::cmsg_space::<u8>()
-                } else {
-                    nix::sys::socket::cmsg_space::<i32>()
-                };
-            }
-            let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(
-                group.len(),
-                (space > 0).then(|| Vec::with_capacity(space)),
-            );
-            bump(&self.io.send_calls);
-            match sendmmsg(
-                self.socket.as_raw_fd(),
-                &mut hdrs,
-                &iovs,
-                &addrs,
-                &cmsgs,
-                MsgFlags::empty(),
-            ) {
-                Ok(res) => {
-                    let n = res.count();
+            match self.sendmmsg_group(&dsts, &iovs, gso, tos) {
+                Ok(n) => {
                     sent += n;
                     if n < group.len() {
                         return Ok(sent);
                     }
                 }
                 Err(e) => {
-                    let e = io::Error::from(e);
                     if sent == 0 {
                         return Err(e);
                     }
                     return Ok(sent);
                 }
+            }
+        }
+        Ok(sent)
+    }
+
+    /// One `sendmmsg` of `iovs.len()` messages (message *i*: the pieces `iovs[i]` to
+    /// `dsts[i]`), all with GSO segment size `gso` and TOS `tos`. Returns how many left.
+    fn sendmmsg_group<'b, I: AsRef<[io::IoSlice<'b>]>>(
+        &self,
+        dsts: &[SocketAddr],
+        iovs: &[I],
+        gso: Option<usize>,
+        tos: u8,
+    ) -> io::Result<usize> {
+        use nix::sys::socket::{sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage};
+        let Some(first) = dsts.first() else {
+            return Ok(0);
+        };
+        // nix ties every borrow of the call to one lifetime: reborrow the pieces locally.
+        let iovs: Vec<&[io::IoSlice<'_>]> = iovs.iter().map(|i| i.as_ref()).collect();
+        let addrs: Vec<Option<SockaddrStorage>> = dsts
+            .iter()
+            .map(|d| Some(SockaddrStorage::from(*d)))
+            .collect();
+        let seg16 = gso.map(|s| s.min(usize::from(u16::MAX)) as u16);
+        let tclass = i32::from(tos);
+        let mut cmsgs = Vec::with_capacity(2);
+        if let Some(s) = seg16.as_ref() {
+            cmsgs.push(ControlMessage::UdpGsoSegments(s));
+        }
+        if tos != 0 {
+            if first.is_ipv4() {
+                cmsgs.push(ControlMessage::Ipv4Tos(&tos));
+            } else {
+                cmsgs.push(ControlMessage::Ipv6TClass(&tclass));
+            }
+        }
+        // Exactly the space of the messages used: nix 0.32 sets every header's
+        // msg_controllen to the buffer's capacity, and a zeroed slot after the last
+        // message makes the kernel refuse the call (EINVAL).
+        let mut space = 0;
+        if seg16.is_some() {
+            space += nix::sys::socket::cmsg_space::<u16>();
+        }
+        if tos != 0 {
+            space += if first.is_ipv4() {
+                nix::sys::socket::cmsg_space::<u8>()
+            } else {
+                nix::sys::socket::cmsg_space::<i32>()
+            };
+        }
+        let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(
+            dsts.len(),
+            (space > 0).then(|| Vec::with_capacity(space)),
+        );
+        bump(&self.io.send_calls);
+        match sendmmsg(
+            self.socket.as_raw_fd(),
+            &mut hdrs,
+            &iovs,
+            &addrs,
+            &cmsgs,
+            MsgFlags::empty(),
+        ) {
+            Ok(res) => Ok(res.count()),
+            Err(e) => Err(io::Error::from(e)),
+        }
+    }
+
+    /// Sends `transmits`, each one GSO send gathered by the kernel from its pieces (no copy
+    /// into one buffer first), in order, as few `sendmmsg` calls as runs of equal segment
+    /// size and TOS allow; non-blocking, counted as [`Self::send_many`]. Each must fit one
+    /// send ([`Self::max_payload`] bytes, [`Self::max_gso_segments`] segments): a sealed
+    /// train is never split. One that does not fails the call with `InvalidInput` (when
+    /// first) or ends it.
+    pub fn send_many_vectored(&self, transmits: &[VectoredTransmit<'_>]) -> io::Result<usize> {
+        let key = |t: &VectoredTransmit<'_>| {
+            let gso = t.segment_size.filter(|&s| s > 0 && t.len > s);
+            (gso, t.tos)
+        };
+        let fits = |t: &VectoredTransmit<'_>| match key(t).0 {
+            Some(s) => t.len <= self.max_payload() && t.len.div_ceil(s) <= self.max_gso_segments(),
+            None => true,
+        };
+        let mut sent = 0;
+        while sent < transmits.len() {
+            let k = key(&transmits[sent]);
+            if !fits(&transmits[sent]) {
+                if sent == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "a GSO train larger than one send",
+                    ));
+                }
+                return Ok(sent);
+            }
+            let mut end = sent + 1;
+            while end < transmits.len()
+                && end - sent < GROUP
+                && key(&transmits[end]) == k
+                && fits(&transmits[end])
+            {
+                end += 1;
+            }
+            let group = &transmits[sent..end];
+            let dsts: Vec<SocketAddr> = group.iter().map(|t| t.destination).collect();
+            let iovs: Vec<&[io::IoSlice<'_>]> = group.iter().map(|t| t.parts.as_slice()).collect();
+            match self.sendmmsg_group(&dsts, &iovs, k.0, k.1) {
+                Ok(n) => {
+                    sent += n;
+                    if n < group.len() {
+                        return Ok(sent);
+                    }
+                }
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => return Ok(sent),
             }
         }
         Ok(sent)
@@ -1047,6 +1130,59 @@ mod tests {
                 (70, 0x20)
             ]
         );
+    }
+
+    /// A GSO train given as pieces cut anywhere (not at segment boundaries) leaves as the
+    /// datagrams of its concatenation, in one call with the next train of its shape.
+    #[test]
+    fn vectored_trains_are_their_concatenation() {
+        let lo = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
+        let ep = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
+        let rx = std::net::UdpSocket::bind(lo).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let dst = rx.local_addr().unwrap();
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let cut = |ends: &[usize]| -> Vec<io::IoSlice<'_>> {
+            let mut at = 0;
+            ends.iter()
+                .map(|&e| {
+                    let s = io::IoSlice::new(&data[at..e]);
+                    at = e;
+                    s
+                })
+                .collect()
+        };
+        let ts = [
+            VectoredTransmit {
+                destination: dst,
+                parts: cut(&[12, 130, 131, 250]),
+                len: 250,
+                segment_size: Some(100),
+                tos: 0,
+            },
+            VectoredTransmit {
+                destination: dst,
+                parts: cut(&[60, 300]),
+                len: 300,
+                segment_size: Some(100),
+                tos: 0,
+            },
+        ];
+        let calls = ep.io_stats().send_calls;
+        assert_eq!(ep.send_many_vectored(&ts).unwrap(), 2);
+        assert_eq!(ep.io_stats().send_calls - calls, 1);
+        let mut buf = [0u8; 2000];
+        let mut got = vec![];
+        for _ in 0..6 {
+            let n = rx.recv(&mut buf).unwrap();
+            got.push(buf[..n].to_vec());
+        }
+        let want: Vec<Vec<u8>> = data[..250]
+            .chunks(100)
+            .chain(data[..300].chunks(100))
+            .map(|c| c.to_vec())
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -391,6 +391,7 @@ pub fn start(setup: Setup) -> Result<Served, String> {
             Progress::Thread(PollMode::Blocking)
         };
         let mut cfg = DeviceConfig::new(a.ip())
+            .with_interface_mtu()
             .with_progress(progress)
             .with_wait(PollMode::Blocking);
         if let Some(p) = &pcap {

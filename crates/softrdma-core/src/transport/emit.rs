@@ -20,6 +20,8 @@ use std::ops::Range;
 use softrdma_wire::icrc::{self, Flow, Ipv4Ident, ROCE_V2_PORT};
 use softrdma_wire::roce::RoceRepr;
 
+use crate::verbs::MrTable;
+
 /// One datagram for the driver to send from its UDP socket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
@@ -207,7 +209,10 @@ pub struct Train {
     pub segments: usize,
     /// The IP TOS / traffic class of every segment (a train is one `sendmsg`).
     pub tos: u8,
-    range: Range<usize>,
+    /// Its pieces: indices into the batch's parts.
+    parts: Range<usize>,
+    /// Bytes of all its segments.
+    bytes: usize,
     /// The last segment was shorter: nothing more may join.
     closed: bool,
     /// x^(8·(segment_size + 18)): the ID shift of full-size segments.
@@ -217,12 +222,12 @@ pub struct Train {
 impl Train {
     /// Bytes of the whole train.
     pub fn len(&self) -> usize {
-        self.range.len()
+        self.bytes
     }
 
     /// Whether the train is empty (never, for a train in a batch).
     pub fn is_empty(&self) -> bool {
-        self.range.is_empty()
+        self.bytes == 0
     }
 
     /// The GSO segment size to hand to the socket: `None` for a single datagram.
@@ -231,14 +236,45 @@ impl Train {
     }
 }
 
+/// Where a datagram's payload lies in a registered MR (`lkey`, `start..start + len` of its
+/// bytes), for a batch that leaves payloads in place ([`TransmitBatch::in_place`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrSlice {
+    pub lkey: u32,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// A piece of a train: bytes in the batch's buffer, or a payload left in its MR.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Part {
+    Buf(Range<usize>),
+    Mr(MrSlice),
+}
+
+/// Payloads shorter than this are copied even into an in-place batch: an iovec of its own
+/// costs the kernel more than copying a few hundred bytes.
+pub const IN_PLACE_MIN: usize = 512;
+
 /// A batch of outgoing datagrams in GSO trains, written into one buffer that is reused from
 /// poll to poll (no allocation per packet once it has grown).
 #[derive(Debug)]
 pub struct TransmitBatch {
     buf: Vec<u8>,
     used: usize,
+    /// Bytes of every datagram held, payloads left in MRs included.
+    total: usize,
+    parts: Vec<Part>,
+    /// How many parts are MR payloads (0: every train is contiguous in `buf`).
+    mr_parts: usize,
     trains: Vec<Train>,
     datagrams: usize,
+    /// Leave payloads of at least [`IN_PLACE_MIN`] bytes that lie in one MR where they are:
+    /// only the headers, pad and ICRC are written into the buffer, and the sender gathers
+    /// each train from its parts ([`TransmitBatch::train_slices`]) — one copy of the payload
+    /// (the kernel's) instead of two. Off by default: [`TransmitBatch::trains`] then gives
+    /// every train as one slice.
+    pub in_place: bool,
     /// Most segments per train (the driver's `max_gso_segments`, 64 on Linux; 1 = no GSO).
     pub max_segments: usize,
     /// Most bytes per train (one UDP datagram: 65507 for IPv4, 65527 for IPv6).
@@ -260,8 +296,12 @@ impl TransmitBatch {
         TransmitBatch {
             buf: Vec::new(),
             used: 0,
+            total: 0,
+            parts: Vec::new(),
+            mr_parts: 0,
             trains: Vec::new(),
             datagrams: 0,
+            in_place: false,
             max_segments: max_segments.max(1),
             max_train_bytes,
             max_bytes: 256 << 10,
@@ -271,6 +311,9 @@ impl TransmitBatch {
     /// Forgets the contents (keeps the memory).
     pub fn clear(&mut self) {
         self.used = 0;
+        self.total = 0;
+        self.parts.clear();
+        self.mr_parts = 0;
         self.trains.clear();
         self.datagrams = 0;
     }
@@ -280,14 +323,14 @@ impl TransmitBatch {
         self.trains.is_empty()
     }
 
-    /// Bytes held.
+    /// Bytes held (payloads left in MRs included).
     pub fn bytes(&self) -> usize {
-        self.used
+        self.total
     }
 
     /// Whether a poll should stop adding.
     pub fn is_full(&self) -> bool {
-        self.used >= self.max_bytes
+        self.total >= self.max_bytes
     }
 
     /// Datagrams held.
@@ -295,17 +338,61 @@ impl TransmitBatch {
         self.datagrams
     }
 
-    /// The trains with their bytes, in order.
+    /// The trains with their bytes, in order. Only for a batch whose payloads were all
+    /// copied in (not [`TransmitBatch::in_place`], or nothing left in an MR): a train with
+    /// a payload in an MR comes with no bytes; gather those with
+    /// [`TransmitBatch::train_slices`].
     pub fn trains(&self) -> impl ExactSizeIterator<Item = (&Train, &[u8])> + '_ {
-        self.trains
-            .iter()
-            .map(|t| (t, self.buf.get(t.range.clone()).unwrap_or(&[])))
+        debug_assert_eq!(self.mr_parts, 0, "trains() of a batch with MR payloads");
+        self.trains.iter().map(|t| (t, self.contiguous(t)))
     }
 
-    /// Train `i` with its bytes.
+    /// Train `i` with its bytes (as [`TransmitBatch::trains`]).
     pub fn train(&self, i: usize) -> Option<(&Train, &[u8])> {
         let t = self.trains.get(i)?;
-        Some((t, self.buf.get(t.range.clone()).unwrap_or(&[])))
+        Some((t, self.contiguous(t)))
+    }
+
+    /// The trains, in order, without their bytes.
+    pub fn train_list(&self) -> &[Train] {
+        &self.trains
+    }
+
+    fn contiguous(&self, t: &Train) -> &[u8] {
+        match self.parts.get(t.parts.clone()) {
+            Some([Part::Buf(r)]) => self.buf.get(r.clone()).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+
+    /// Appends the pieces of `t` (one of this batch's trains), in order, to `out`: slices of
+    /// the buffer and of the MRs in `mrs` the payloads lie in. False (and `out` as it was)
+    /// if an MR is gone or no longer that long — never while the batch is sent under the
+    /// same borrow of the stack that filled it.
+    pub fn train_slices<'a>(
+        &'a self,
+        t: &Train,
+        mrs: &'a MrTable,
+        out: &mut Vec<&'a [u8]>,
+    ) -> bool {
+        let mark = out.len();
+        for p in self.parts.get(t.parts.clone()).unwrap_or(&[]) {
+            let s = match p {
+                Part::Buf(r) => self.buf.get(r.clone()),
+                Part::Mr(m) => mrs
+                    .owned(m.lkey)
+                    .ok()
+                    .and_then(|mr| mr.as_slice().get(m.start..m.start.saturating_add(m.len))),
+            };
+            match s {
+                Some(s) => out.push(s),
+                None => {
+                    out.truncate(mark);
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Drops the first `n` trains (sent); the rest stay, in order.
@@ -315,13 +402,18 @@ impl TransmitBatch {
             return;
         }
         let gone: usize = self.trains.iter().take(n).map(|t| t.segments).sum();
+        let bytes: usize = self.trains.iter().take(n).map(|t| t.bytes).sum();
+        self.total -= bytes;
         self.trains.drain(..n);
         self.datagrams -= gone;
     }
 
     /// Makes room for a `len`-byte datagram of flow (`dst`, `src_ip`, `src_port`): joins the
-    /// open train when it may, else starts one. Returns the buffer to write the datagram into
-    /// and the IPv4 ID it will carry (its index in the train).
+    /// open train when it may, else starts one. With `mr = Some((head, m))` the datagram is
+    /// its first `head` bytes, the payload `m` left in its MR, then the rest; only the bytes
+    /// around the payload are reserved in the buffer. Returns the buffer bytes to write
+    /// (`len`, or `len - m.len`) and the IPv4 ID the datagram will carry (its index in the
+    /// train), with the ID shift of its length.
     fn place(
         &mut self,
         dst: SocketAddr,
@@ -329,7 +421,9 @@ impl TransmitBatch {
         src_port: u16,
         tos: u8,
         len: usize,
+        mr: Option<(usize, MrSlice)>,
     ) -> (&mut [u8], u16, u32) {
+        let nparts = self.parts.len();
         let joins = self.trains.last().is_some_and(|t| {
             !t.closed
                 && t.dst == dst
@@ -339,21 +433,50 @@ impl TransmitBatch {
                 && len <= t.segment_size
                 && t.segments < self.max_segments
                 && t.len() + len <= self.max_train_bytes
-                && t.range.end == self.used
+                && t.parts.end == nparts
         });
+        let own = len - mr.map_or(0, |(_, m)| m.len);
         let start = self.used;
-        let end = start + len;
+        let end = start + own;
         if self.buf.len() < end {
             self.buf
                 .resize(end.max(self.buf.len() * 2).max(64 << 10), 0);
         }
         self.used = end;
+        self.total += len;
         self.datagrams += 1;
+        // The parts: buffer bytes extend the previous buffer part of the same train when
+        // they follow it directly.
+        let add = |parts: &mut Vec<Part>, r: Range<usize>, may_merge: bool| {
+            if r.is_empty() {
+                return;
+            }
+            if may_merge {
+                if let Some(Part::Buf(last)) = parts.last_mut() {
+                    if last.end == r.start {
+                        last.end = r.end;
+                        return;
+                    }
+                }
+            }
+            parts.push(Part::Buf(r));
+        };
+        match mr {
+            None => add(&mut self.parts, start..end, joins),
+            Some((head, m)) => {
+                add(&mut self.parts, start..start + head, joins);
+                self.parts.push(Part::Mr(m));
+                self.mr_parts += 1;
+                add(&mut self.parts, start + head..end, false);
+            }
+        }
+        let parts_end = self.parts.len();
         let (id, shift) = match self.trains.last_mut() {
             Some(t) if joins => {
                 let id = t.segments as u16;
                 t.segments += 1;
-                t.range.end = end;
+                t.parts.end = parts_end;
+                t.bytes += len;
                 if len < t.segment_size {
                     t.closed = true;
                 }
@@ -373,7 +496,8 @@ impl TransmitBatch {
                     segment_size: len,
                     segments: 1,
                     tos,
-                    range: start..end,
+                    parts: nparts..parts_end,
+                    bytes: len,
                     closed: false,
                     shift,
                 });
@@ -405,22 +529,59 @@ impl TransmitBatch {
         dst_ip: IpAddr,
         tos: u8,
     ) {
+        self.push_repr_from(repr, None, src_ip, src_port, dst_ip, tos)
+    }
+
+    /// [`TransmitBatch::push_repr_tos`] for a datagram whose payload (`repr.payload`) lies
+    /// at `src` in an MR: an [`TransmitBatch::in_place`] batch leaves it there (for
+    /// payloads of at least [`IN_PLACE_MIN`] bytes) and writes only the rest.
+    pub fn push_repr_from(
+        &mut self,
+        repr: &RoceRepr<'_>,
+        src: Option<MrSlice>,
+        src_ip: IpAddr,
+        src_port: u16,
+        dst_ip: IpAddr,
+        tos: u8,
+    ) {
         let dst = SocketAddr::new(dst_ip, ROCE_V2_PORT);
-        let (out, id, _) = self.place(dst, src_ip, src_port, tos, repr.buffer_len());
-        repr.emit(out);
         let flow = Flow {
             src: src_ip,
             dst: dst_ip,
             src_port,
             dst_port: ROCE_V2_PORT,
         };
+        let len = repr.buffer_len();
+        let src =
+            src.filter(|m| self.in_place && m.len == repr.payload.len() && m.len >= IN_PLACE_MIN);
+        let Some(m) = src else {
+            let (out, id, _) = self.place(dst, src_ip, src_port, tos, len, None);
+            repr.emit(out);
+            let ident = Ipv4Ident {
+                id,
+                dont_fragment: true,
+            };
+            // As in `build`: fails only for mixed address families (the peer then drops it).
+            if let Ok(icrc) = icrc::compute_udp(&flow, ident, out) {
+                set_icrc(out, icrc);
+            }
+            return;
+        };
+        let head = repr.header_len();
+        let (out, id, _) = self.place(dst, src_ip, src_port, tos, len, Some((head, m)));
+        let (h, tail) = out.split_at_mut(head.min(out.len()));
+        repr.emit_header(h);
+        let pad = repr.pad.len().min(tail.len());
+        let (p, icrc_out) = tail.split_at_mut(pad);
+        p.copy_from_slice(repr.pad.get(..pad).unwrap_or(&[]));
         let ident = Ipv4Ident {
             id,
             dont_fragment: true,
         };
-        // As in `build`: fails only for mixed address families (the peer then drops it).
-        if let Ok(icrc) = icrc::compute_udp(&flow, ident, out) {
-            set_icrc(out, icrc);
+        if let Ok(icrc) = icrc::compute_udp_parts(&flow, ident, &[h, repr.payload, p]) {
+            if icrc_out.len() == icrc::ICRC_LEN {
+                icrc_out.copy_from_slice(&icrc.to_le_bytes());
+            }
         }
     }
 
@@ -428,7 +589,14 @@ impl TransmitBatch {
     /// ID it gets in its train (no second CRC pass: the ID's share is added algebraically).
     pub fn push_sealed(&mut self, tx: &Transmit) {
         let v4 = tx.src_ip.is_ipv4();
-        let (out, id, shift) = self.place(tx.dst, tx.src_ip, tx.src_port, tx.tos, tx.payload.len());
+        let (out, id, shift) = self.place(
+            tx.dst,
+            tx.src_ip,
+            tx.src_port,
+            tx.tos,
+            tx.payload.len(),
+            None,
+        );
         out.copy_from_slice(&tx.payload);
         if v4 && id != 0 {
             if let Ok(icrc) = icrc::stored(out) {
@@ -559,6 +727,84 @@ mod tests {
         }
         let segs: Vec<usize> = b.trains().map(|(t, _)| t.segments).collect();
         assert_eq!(segs, [62, 2]);
+    }
+
+    /// An in-place batch leaves payloads in their MR (only headers, pad and ICRC in its
+    /// buffer) and its trains, gathered from their pieces, are byte for byte what a copying
+    /// batch holds: same trains, same ICRCs. Short payloads and payloads not in one MR are
+    /// copied.
+    #[test]
+    fn in_place_trains_equal_copied_ones() {
+        use crate::rand::Rng;
+        use crate::verbs::{AccessFlags, PdId};
+        let f = flow();
+        let mut mrs = MrTable::new(16, Rng::new(1));
+        let bytes: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 31 + 7) as u8).collect();
+        let keys = mrs
+            .register(PdId(1), bytes.clone(), 0x1000, AccessFlags::NONE)
+            .unwrap();
+        let mut copy = TransmitBatch::new(8, 65_507);
+        let mut inp = TransmitBatch::new(8, 65_507);
+        inp.in_place = true;
+        // 4096-byte payloads, an odd-sized (padded) one, a short one, one with no source.
+        let mut cuts = vec![];
+        for k in 0..11 {
+            cuts.push((k * 4096, 4096, true));
+        }
+        cuts.push((11 * 4096, 1001, true));
+        cuts.push((50_000, 100, true));
+        cuts.push((52_000, 2048, false));
+        for (psn, &(start, len, known)) in cuts.iter().enumerate() {
+            let payload = &bytes[start..start + len];
+            let r = data_packet(psn as u32, payload);
+            let at = known.then_some(MrSlice {
+                lkey: keys.lkey,
+                start,
+                len,
+            });
+            copy.push_repr_from(&r, at, f.src, 4791, f.dst, 0);
+            inp.push_repr_from(&r, at, f.src, 4791, f.dst, 0);
+        }
+        assert_eq!(copy.mr_parts, 0);
+        assert_eq!(
+            inp.mr_parts, 12,
+            "the short and the unknown payload are copied"
+        );
+        assert_eq!(copy.bytes(), inp.bytes());
+        assert!(inp.used < copy.used / 10);
+        let want: Vec<(usize, usize, Vec<u8>)> = copy
+            .trains()
+            .map(|(t, b)| (t.segments, t.segment_size, b.to_vec()))
+            .collect();
+        let mut got = vec![];
+        for t in inp.train_list() {
+            let mut pieces = vec![];
+            assert!(inp.train_slices(t, &mrs, &mut pieces));
+            got.push((t.segments, t.segment_size, pieces.concat()));
+        }
+        assert_eq!(got, want);
+        // Every segment verifies for its index as the IPv4 ID.
+        for (_, seg, train) in &got {
+            for (k, d) in train.chunks(*seg).enumerate() {
+                let ident = Ipv4Ident {
+                    id: k as u16,
+                    dont_fragment: true,
+                };
+                assert_eq!(
+                    icrc::compute_udp(&f, ident, d).unwrap(),
+                    icrc::stored(d).unwrap()
+                );
+            }
+        }
+        // Consuming keeps the byte count right; a gone MR fails the gather.
+        let first = inp.train_list()[0].len();
+        inp.consume(1);
+        assert_eq!(inp.bytes(), copy.bytes() - first);
+        mrs.deregister(keys.lkey).unwrap();
+        let t = inp.train_list()[0].clone();
+        let mut pieces = vec![];
+        assert!(!inp.train_slices(&t, &mrs, &mut pieces));
+        assert!(pieces.is_empty());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! received bytes at an offset into SGEs. Every SGE is checked before any byte is written,
 //! so a failure leaves all memory untouched (docs/memory.md).
 
+use super::emit::MrSlice;
 use crate::verbs::{AccessFlags, MrError, MrTable, PdId, ScatterError, SendWr, Sge, Verbs};
 
 /// The bytes a SEND/WRITE carries (inline data or the SGEs).
@@ -40,24 +41,43 @@ pub fn gather_range<'a>(
     len: usize,
     scratch: &'a mut Vec<u8>,
 ) -> Result<&'a [u8], MrError> {
+    gather_range_src(mrs, pd, sges, offset, len, scratch).map(|(s, _)| s)
+}
+
+/// [`gather_range`], also saying where the bytes lie when they were borrowed from one MR
+/// (so a sender may hand them to the socket from there).
+pub fn gather_range_src<'a>(
+    mrs: &'a MrTable,
+    pd: PdId,
+    sges: &[Sge],
+    offset: u64,
+    len: usize,
+    scratch: &'a mut Vec<u8>,
+) -> Result<(&'a [u8], Option<MrSlice>), MrError> {
     let mut it = pieces(sges, offset, len);
     let Some(first) = it.next() else {
-        return Ok(&[]);
+        return Ok((&[], None));
     };
-    let slice = |(lkey, addr, _, n): (u32, u64, usize, usize)| -> Result<&'a [u8], MrError> {
-        let mr = mrs.by_lkey(lkey)?;
-        let r = mr.check_local(pd, addr, n, AccessFlags::NONE)?;
-        Ok(mr.as_slice().get(r).unwrap_or(&[]))
-    };
+    let slice =
+        |(lkey, addr, _, n): (u32, u64, usize, usize)| -> Result<(&'a [u8], MrSlice), MrError> {
+            let mr = mrs.by_lkey(lkey)?;
+            let r = mr.check_local(pd, addr, n, AccessFlags::NONE)?;
+            let at = MrSlice {
+                lkey,
+                start: r.start,
+                len: r.len(),
+            };
+            Ok((mr.as_slice().get(r).unwrap_or(&[]), at))
+        };
     if first.3 == len {
-        return slice(first);
+        return slice(first).map(|(s, at)| (s, Some(at)));
     }
     scratch.clear();
-    scratch.extend_from_slice(slice(first)?);
+    scratch.extend_from_slice(slice(first)?.0);
     for p in it {
-        scratch.extend_from_slice(slice(p)?);
+        scratch.extend_from_slice(slice(p)?.0);
     }
-    Ok(scratch)
+    Ok((scratch, None))
 }
 
 /// Writes `data` into the SGEs starting `offset` bytes into them (needs LOCAL_WRITE).

@@ -730,8 +730,15 @@ impl Stack {
             let mut sent = 0u64;
             let mrs = self.verbs.mr_table();
             while !batch.is_full() {
-                let pushed = t.req.poll_emit(&info, mrs, now, |repr| {
-                    batch.push_repr_tos(repr, info.local_ip, info.src_port, info.peer_ip, info.tos)
+                let pushed = t.req.poll_emit(&info, mrs, now, |repr, src| {
+                    batch.push_repr_from(
+                        repr,
+                        src,
+                        info.local_ip,
+                        info.src_port,
+                        info.peer_ip,
+                        info.tos,
+                    )
                 });
                 if pushed.is_none() {
                     break;

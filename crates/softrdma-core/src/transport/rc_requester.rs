@@ -120,20 +120,21 @@ impl Requester {
         mrs: &MrTable,
         now: Instant,
     ) -> Option<Transmit> {
-        self.poll_emit(info, mrs, now, |repr| {
+        self.poll_emit(info, mrs, now, |repr, _| {
             emit::build_tos(repr, info.local_ip, info.src_port, info.peer_ip, info.tos)
         })
     }
 
     /// The next packet to send, if any is allowed now, handed to `sink` as a [`RoceRepr`]
     /// (which borrows the message's bytes, so the sink can write it wherever it wants:
-    /// [`emit::build`] into a fresh buffer, or a [`emit::TransmitBatch`]).
+    /// [`emit::build`] into a fresh buffer, or a [`emit::TransmitBatch`]) with where its
+    /// payload lies when that is one MR.
     pub fn poll_emit<R>(
         &mut self,
         info: &QpInfo,
         mrs: &MrTable,
         now: Instant,
-        sink: impl FnOnce(&RoceRepr<'_>) -> R,
+        sink: impl FnOnce(&RoceRepr<'_>, Option<emit::MrSlice>) -> R,
     ) -> Option<R> {
         if self.rnr_wait.is_some() || self.fault {
             return None;
@@ -177,6 +178,7 @@ impl Requester {
         };
         let mut repr = RoceRepr::new(bth);
         let advance_wqe;
+        let mut src = None;
         let scratch = &mut self.scratch;
         match w.wr.op {
             SendOp::RdmaRead { remote_addr, rkey } => {
@@ -226,8 +228,8 @@ impl Requester {
                 let start = (self.send_pkt as usize).saturating_mul(mtu as usize);
                 let end = start.saturating_add(mtu as usize).min(w.len as usize);
                 let payload = match &w.inline {
-                    Some(d) => Ok(d.get(start..end).unwrap_or(&[])),
-                    None => memory::gather_range(
+                    Some(d) => Ok((d.get(start..end).unwrap_or(&[]), None)),
+                    None => memory::gather_range_src(
                         mrs,
                         info.pd,
                         &w.wr.sg_list,
@@ -236,10 +238,11 @@ impl Requester {
                         scratch,
                     ),
                 };
-                let Ok(payload) = payload else {
+                let Ok((payload, at)) = payload else {
                     self.fault = true;
                     return None;
                 };
+                src = at;
                 repr.set_payload(payload);
                 match op {
                     SendOp::RdmaWrite { remote_addr, rkey }
@@ -286,7 +289,7 @@ impl Requester {
         }
         bth.pad_count = repr.bth.pad_count;
         repr.bth = bth;
-        let tx = sink(&repr);
+        let tx = sink(&repr, src);
         if advance_wqe {
             self.send_idx += 1;
             self.send_pkt = 0;

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 
 use softrdma_wire::roce::{AethRepr, BthRepr, Opcode, Psn, RoceRepr, Syndrome};
 
-use super::emit::{self, Transmit, TransmitBatch};
+use super::emit::{self, MrSlice, Transmit, TransmitBatch};
 use super::segment;
 use super::QpInfo;
 use crate::verbs::MrTable;
@@ -80,17 +80,22 @@ impl ReadResponse {
     /// Packet `next` as a repr borrowing its payload from `mrs`; `None` when the MR is
     /// gone (deregistered or invalidated since the READ ran: nothing more is sent, the
     /// requester's retried READ then meets the missing MR and gets its NAK).
-    fn packet<'m>(&self, mrs: &'m MrTable) -> Option<RoceRepr<'m>> {
+    /// With where the payload lies in its MR.
+    fn packet<'m>(&self, mrs: &'m MrTable) -> Option<(RoceRepr<'m>, Option<MrSlice>)> {
         let i = self.next;
         let off = u64::from(i) * u64::from(self.mtu);
         let chunk = (u64::from(self.len).saturating_sub(off)).min(u64::from(self.mtu)) as usize;
-        let data: &[u8] = if self.len == 0 {
-            &[]
+        let (data, at): (&[u8], _) = if self.len == 0 {
+            (&[], None)
         } else {
-            mrs.by_rkey(self.rkey)
-                .ok()?
-                .slice(self.va.wrapping_add(off), chunk)
-                .ok()?
+            let mr = mrs.by_rkey(self.rkey).ok()?;
+            let r = mr.range(self.va.wrapping_add(off), chunk).ok()?;
+            let at = MrSlice {
+                lkey: mr.lkey(),
+                start: r.start,
+                len: r.len(),
+            };
+            (mr.as_slice().get(r)?, Some(at))
         };
         let opcode = segment::read_response_opcode(i, self.n);
         let mut repr = RoceRepr::new(self.flow.bth(opcode, self.psn.add(i)));
@@ -101,7 +106,7 @@ impl ReadResponse {
             });
         }
         repr.set_payload(data);
-        Some(repr)
+        Some((repr, at))
     }
 }
 
@@ -137,7 +142,7 @@ pub enum Outgoing {
 /// What [`Responses::next`] hands out.
 enum Next<'m> {
     Sealed(Transmit),
-    Packet(RoceRepr<'m>, Flow),
+    Packet(RoceRepr<'m>, Flow, Option<MrSlice>),
 }
 
 /// The queue.
@@ -192,10 +197,10 @@ impl Responses {
                 Outgoing::Ack(a) => {
                     let a = *a;
                     self.q.pop_front();
-                    return Some(Next::Packet(a.repr(), a.flow));
+                    return Some(Next::Packet(a.repr(), a.flow, None));
                 }
                 Outgoing::Read(r) => {
-                    let Some(repr) = r.packet(mrs) else {
+                    let Some((repr, at)) = r.packet(mrs) else {
                         self.q.pop_front();
                         continue;
                     };
@@ -204,7 +209,7 @@ impl Responses {
                     if r.next >= r.n {
                         self.q.pop_front();
                     }
-                    return Some(Next::Packet(repr, flow));
+                    return Some(Next::Packet(repr, flow, at));
                 }
             }
         }
@@ -214,7 +219,9 @@ impl Responses {
     pub fn pop_transmit(&mut self, mrs: &MrTable) -> Option<Transmit> {
         Some(match self.next(mrs)? {
             Next::Sealed(tx) => tx,
-            Next::Packet(repr, f) => emit::build_tos(&repr, f.src_ip, f.src_port, f.dst_ip, f.tos),
+            Next::Packet(repr, f, _) => {
+                emit::build_tos(&repr, f.src_ip, f.src_port, f.dst_ip, f.tos)
+            }
         })
     }
 
@@ -226,8 +233,8 @@ impl Responses {
             match self.next(mrs) {
                 None => break,
                 Some(Next::Sealed(tx)) => batch.push_sealed(&tx),
-                Some(Next::Packet(repr, f)) => {
-                    batch.push_repr_tos(&repr, f.src_ip, f.src_port, f.dst_ip, f.tos)
+                Some(Next::Packet(repr, f, at)) => {
+                    batch.push_repr_from(&repr, at, f.src_ip, f.src_port, f.dst_ip, f.tos)
                 }
             }
             n += 1;

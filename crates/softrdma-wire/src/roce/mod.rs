@@ -385,6 +385,25 @@ impl<'a> Repr<'a> {
     /// Writes the packet into `buf`, exactly `buffer_len()` bytes long.
     pub fn emit(&self, buf: &mut [u8]) {
         assert_eq!(buf.len(), self.buffer_len(), "roce: emit buffer length");
+        let h = self.header_len();
+        self.emit_header(&mut buf[..h]);
+        let rest = &mut buf[h..];
+        let (p, rest) = rest.split_at_mut(self.payload.len());
+        p.copy_from_slice(self.payload);
+        let (pad, icrc) = rest.split_at_mut(self.pad.len());
+        pad.copy_from_slice(self.pad);
+        icrc.copy_from_slice(&self.icrc.to_le_bytes());
+    }
+
+    /// Writes the BTH and extension headers only into `buf`, exactly `header_len()` bytes
+    /// long: for a sender that hands the payload to the socket from where it lies instead
+    /// of copying it after the headers.
+    pub fn emit_header(&self, buf: &mut [u8]) {
+        assert_eq!(
+            buf.len(),
+            self.header_len(),
+            "roce: emit_header buffer length"
+        );
         let mut off = 0;
         let mut put = |len: usize, f: &dyn Fn(&mut [u8])| {
             f(&mut buf[off..off + len]);
@@ -415,9 +434,6 @@ impl<'a> Repr<'a> {
         if let Some(h) = &self.ieth {
             put(ieth::HEADER_LEN, &|b| h.emit(b));
         }
-        put(self.payload.len(), &|b| b.copy_from_slice(self.payload));
-        put(self.pad.len(), &|b| b.copy_from_slice(self.pad));
-        put(ICRC_LEN, &|b| b.copy_from_slice(&self.icrc.to_le_bytes()));
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
