@@ -130,6 +130,7 @@ pub fn open(
 /// ([`DeviceConfig::defer_flush`]).
 pub fn open_batched(ip: IpAddr, how: &str) -> Result<CmDevice, String> {
     let cfg = DeviceConfig::new(ip)
+        .with_interface_mtu()
         .with_progress(Progress::Inline)
         .with_wait(PollMode::Blocking)
         .with_defer_flush(true);
