@@ -764,7 +764,7 @@ impl UdpEndpoint {
     /// Sends `transmits`, each one GSO send gathered by the kernel from its pieces (no copy
     /// into one buffer first), in order, as few `sendmmsg` calls as runs of equal segment
     /// size and TOS allow; non-blocking, counted as [`Self::send_many`]. Each must fit one
-    /// send ([`Self::max_payload`] bytes, [`Self::max_gso_segments`] segments): a sealed
+    /// send (`max_payload` bytes, [`Self::max_gso_segments`] segments): a sealed
     /// train is never split. One that does not fails the call with `InvalidInput` (when
     /// first) or ends it.
     pub fn send_many_vectored(&self, transmits: &[VectoredTransmit<'_>]) -> io::Result<usize> {
