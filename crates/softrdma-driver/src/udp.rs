@@ -1058,16 +1058,23 @@ mod tests {
             .collect()
     }
 
-    /// A transmit with a TOS byte leaves with it in the IP header (single and GSO sends);
-    /// one without keeps TOS 0.
-    #[test]
-    fn tos_reaches_the_ip_header() {
+    /// An endpoint on loopback and a plain socket that receives with each datagram's TOS,
+    /// with its address.
+    fn endpoint_and_tos_receiver() -> (UdpEndpoint, std::net::UdpSocket, SocketAddr) {
         let lo = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
         let ep = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
         let rx = std::net::UdpSocket::bind(lo).unwrap();
         nix::sys::socket::setsockopt(&rx, sockopt_nix::IpRecvTos, &true).unwrap();
         rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let dst = rx.local_addr().unwrap();
+        (ep, rx, dst)
+    }
+
+    /// A transmit with a TOS byte leaves with it in the IP header (single and GSO sends);
+    /// one without keeps TOS 0.
+    #[test]
+    fn tos_reaches_the_ip_header() {
+        let (ep, rx, dst) = endpoint_and_tos_receiver();
         let data = [7u8; 300];
         ep.send(&Transmit::single(dst, &data[..100]).with_tos(0xb8))
             .unwrap();
@@ -1092,12 +1099,7 @@ mod tests {
     /// TOS.
     #[test]
     fn send_many_batches_and_keeps_shapes() {
-        let lo = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
-        let ep = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
-        let rx = std::net::UdpSocket::bind(lo).unwrap();
-        nix::sys::socket::setsockopt(&rx, sockopt_nix::IpRecvTos, &true).unwrap();
-        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        let dst = rx.local_addr().unwrap();
+        let (ep, rx, dst) = endpoint_and_tos_receiver();
         let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
         let ts = [
             Transmit::segmented(dst, &data[..250], 100),
