@@ -64,5 +64,7 @@ pub use cmd::{Cmd, Data, DataDir, Decoded, Residual, Response};
 pub use lun::{LogicalUnit, LunConfig, LunId};
 pub use sense::{Sense, SenseReason};
 pub use store::{BackingStore, BlockSize, FileStore, MemStore, StoreError};
-pub use target::{CoreError, InitiatorId, LunResetUa, NexusId, Target, TargetConfig};
+pub use target::{
+    CoreError, InPlace, InitiatorId, LunResetUa, NexusId, Placement, Target, TargetConfig,
+};
 pub use tmf::{AbortedTask, TmfKind, TmfOutcome, TmfResponse};

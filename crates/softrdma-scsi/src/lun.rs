@@ -101,6 +101,8 @@ impl Default for LunConfig {
 pub struct LogicalUnit {
     pub(crate) store: Box<dyn BackingStore + Send>,
     pub(crate) config: LunConfig,
+    /// The store's medium is lent to the transport ([`crate::Target::lend_medium`]).
+    pub(crate) lent: bool,
 }
 
 impl std::fmt::Debug for LogicalUnit {
@@ -116,7 +118,11 @@ impl std::fmt::Debug for LogicalUnit {
 
 impl LogicalUnit {
     pub fn new(store: Box<dyn BackingStore + Send>, config: LunConfig) -> LogicalUnit {
-        LogicalUnit { store, config }
+        LogicalUnit {
+            store,
+            config,
+            lent: false,
+        }
     }
 
     pub fn config(&self) -> &LunConfig {
@@ -126,6 +132,11 @@ impl LogicalUnit {
     /// The store, for inspection.
     pub fn store(&self) -> &dyn BackingStore {
         self.store.as_ref()
+    }
+
+    /// The medium is lent to the transport: READ and WRITE move data in place.
+    pub fn medium_lent(&self) -> bool {
+        self.lent
     }
 
     pub fn block_size(&self) -> u32 {

@@ -53,6 +53,9 @@ pub enum StoreError {
     OutOfRange { offset: u64, len: usize, size: u64 },
     /// A write to a store opened read-only.
     ReadOnly,
+    /// The medium is lent to the transport ([`BackingStore::lend`]): the store holds no bytes
+    /// until it is given back.
+    Lent,
     /// The operating system said no.
     Io(io::Error),
 }
@@ -71,6 +74,7 @@ impl fmt::Display for StoreError {
                 )
             }
             StoreError::ReadOnly => f.write_str("the store is read-only"),
+            StoreError::Lent => f.write_str("the store's medium is lent to the transport"),
             StoreError::Io(e) => write!(f, "store I/O: {e}"),
         }
     }
@@ -116,6 +120,22 @@ pub trait BackingStore {
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StoreError>;
     /// Makes every completed write durable.
     fn flush(&mut self) -> Result<(), StoreError>;
+    /// A store whose medium is plain memory hands its bytes over, so that the transport can
+    /// keep them where its device reaches them (an MR) and move READ and WRITE data straight
+    /// between them and the wire: the copy into or out of a bounce buffer disappears. Until
+    /// [`BackingStore::give_back`], `read_at` and `write_at` fail with [`StoreError::Lent`];
+    /// [`crate::Target::lend_medium`] is the way in, and it routes READ and WRITE around them.
+    /// `None` (the default) for a store whose medium is not memory.
+    fn lend(&mut self) -> Option<Vec<u8>> {
+        None
+    }
+    /// Takes back what [`BackingStore::lend`] gave: the same length, or the store refuses it.
+    fn give_back(&mut self, medium: Vec<u8>) -> Result<(), StoreError> {
+        Err(StoreError::BadSize {
+            size: medium.len() as u64,
+            block_size: self.block_size().bytes(),
+        })
+    }
 }
 
 fn check_size(size: u64, block_size: BlockSize) -> Result<(), StoreError> {
@@ -138,7 +158,10 @@ fn check_range(offset: u64, len: usize, size: u64) -> Result<(), StoreError> {
 /// A store in memory (LIO's `rd_mcp`): no cache to flush, gone with the process.
 #[derive(Clone)]
 pub struct MemStore {
+    /// Empty while lent: `size` stays the medium's.
     data: Vec<u8>,
+    size: u64,
+    lent: bool,
     block_size: BlockSize,
     read_only: bool,
 }
@@ -146,7 +169,8 @@ pub struct MemStore {
 impl fmt::Debug for MemStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemStore")
-            .field("size", &self.data.len())
+            .field("size", &self.size)
+            .field("lent", &self.lent)
             .field("block_size", &self.block_size)
             .field("read_only", &self.read_only)
             .finish()
@@ -163,6 +187,8 @@ impl MemStore {
         })?;
         Ok(MemStore {
             data: vec![0; len],
+            size,
+            lent: false,
             block_size,
             read_only: false,
         })
@@ -172,7 +198,9 @@ impl MemStore {
     pub fn from_vec(data: Vec<u8>, block_size: BlockSize) -> Result<MemStore, StoreError> {
         check_size(data.len() as u64, block_size)?;
         Ok(MemStore {
+            size: data.len() as u64,
             data,
+            lent: false,
             block_size,
             read_only: false,
         })
@@ -184,7 +212,7 @@ impl MemStore {
         self
     }
 
-    /// The medium's bytes.
+    /// The medium's bytes (none while lent).
     pub fn bytes(&self) -> &[u8] {
         &self.data
     }
@@ -192,7 +220,7 @@ impl MemStore {
 
 impl BackingStore for MemStore {
     fn size(&self) -> u64 {
-        self.data.len() as u64
+        self.size
     }
     fn block_size(&self) -> BlockSize {
         self.block_size
@@ -210,6 +238,9 @@ impl BackingStore for MemStore {
         "RAMDISK-MCP"
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        if self.lent {
+            return Err(StoreError::Lent);
+        }
         check_range(offset, buf.len(), self.size())?;
         let o = offset as usize;
         buf.copy_from_slice(&self.data[o..o + buf.len()]);
@@ -219,12 +250,33 @@ impl BackingStore for MemStore {
         if self.read_only {
             return Err(StoreError::ReadOnly);
         }
+        if self.lent {
+            return Err(StoreError::Lent);
+        }
         check_range(offset, buf.len(), self.size())?;
         let o = offset as usize;
         self.data[o..o + buf.len()].copy_from_slice(buf);
         Ok(())
     }
     fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn lend(&mut self) -> Option<Vec<u8>> {
+        if self.lent {
+            return None;
+        }
+        self.lent = true;
+        Some(std::mem::take(&mut self.data))
+    }
+    fn give_back(&mut self, medium: Vec<u8>) -> Result<(), StoreError> {
+        if !self.lent || medium.len() as u64 != self.size {
+            return Err(StoreError::BadSize {
+                size: medium.len() as u64,
+                block_size: self.block_size.bytes(),
+            });
+        }
+        self.data = medium;
+        self.lent = false;
         Ok(())
     }
 }

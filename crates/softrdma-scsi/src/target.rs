@@ -113,6 +113,13 @@ pub enum CoreError {
         got_dir: DataDir,
         got_len: usize,
     },
+    /// The LUN's store does not lend its medium (it is not memory, or it is lent already).
+    NotLendable(LunId),
+    /// The LUN's medium is lent to the transport: it cannot be removed, and its READs and
+    /// WRITEs go through [`Target::start_in_place`], not [`Target::execute`].
+    MediumLent(LunId),
+    /// [`Target::return_medium`] for a LUN whose medium is not lent, or with other bytes.
+    NotLent(LunId),
 }
 
 impl fmt::Display for CoreError {
@@ -138,11 +145,38 @@ impl fmt::Display for CoreError {
                 f,
                 "the command moves {transfer_len} bytes {dir:?}, the buffer is {got_len} bytes {got_dir:?}"
             ),
+            CoreError::NotLendable(l) => write!(f, "LUN {l}'s store cannot lend its medium"),
+            CoreError::MediumLent(l) => write!(
+                f,
+                "LUN {l}'s medium is lent to the transport: its READ and WRITE run in place"
+            ),
+            CoreError::NotLent(l) => write!(f, "LUN {l}'s medium is not lent, or not this one"),
         }
     }
 }
 
 impl std::error::Error for CoreError {}
+
+/// Where the data of a command run in place lies: bytes `[offset, offset + len)` of its LUN's
+/// lent medium (see [`Target::start_in_place`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub lun: LunId,
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// What [`Target::start_in_place`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InPlace {
+    /// Not a READ or WRITE on a lent medium: run it on a buffer with [`Target::execute`].
+    No,
+    /// Move the data between the wire and the medium (data-out: fetch it there now; data-in:
+    /// send it from there), then [`Target::finish_in_place`].
+    Go(Placement),
+    /// Over before any data moves (a unit attention): send this status.
+    Done(Response),
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct Nexus {
@@ -267,6 +301,9 @@ impl Target {
         &mut self,
         id: LunId,
     ) -> Result<(LogicalUnit, Vec<crate::AbortedTask>), CoreError> {
+        if self.luns.get(&id.0).is_some_and(|l| l.lent) {
+            return Err(CoreError::MediumLent(id));
+        }
         let lu = self.luns.remove(&id.0).ok_or(CoreError::NoSuchLun(id))?;
         self.ua.retain(|(_, l), _| *l != id.0);
         let aborted = self.tasks.abort_where(|_, l| l == id, |_| false);
@@ -279,6 +316,39 @@ impl Target {
             }
         }
         Ok((lu, aborted))
+    }
+
+    /// Takes a memory LUN's medium out of its store, for the transport to keep where its
+    /// device reaches it (an MR). From then on READ and WRITE on the LUN run in place
+    /// ([`Target::start_in_place`]): the data moves between the wire and the medium, with no
+    /// copy into or out of a bounce buffer (like SPDK's zero-copy bdev I/O). Every other
+    /// command is unaffected. [`Target::return_medium`] ends the loan.
+    ///
+    /// In place, a WRITE's data lands in the medium before the command is done: one that
+    /// fails or is aborted mid-transfer leaves its blocks partly written, as on a disk; and
+    /// a READ's data is read when it is sent, so a WRITE to the same blocks running at the
+    /// same time may show through (SAM leaves overlapping commands' order to the initiator).
+    pub fn lend_medium(&mut self, id: LunId) -> Result<Vec<u8>, CoreError> {
+        let lu = self.luns.get_mut(&id.0).ok_or(CoreError::NoSuchLun(id))?;
+        if lu.lent {
+            return Err(CoreError::NotLendable(id));
+        }
+        let medium = lu.store.lend().ok_or(CoreError::NotLendable(id))?;
+        lu.lent = true;
+        Ok(medium)
+    }
+
+    /// Ends [`Target::lend_medium`]'s loan: READ and WRITE copy through buffers again.
+    pub fn return_medium(&mut self, id: LunId, medium: Vec<u8>) -> Result<(), CoreError> {
+        let lu = self.luns.get_mut(&id.0).ok_or(CoreError::NoSuchLun(id))?;
+        if !lu.lent {
+            return Err(CoreError::NotLent(id));
+        }
+        lu.store
+            .give_back(medium)
+            .map_err(|_| CoreError::NotLent(id))?;
+        lu.lent = false;
+        Ok(())
     }
 
     /// Flushes every LUN's store (a file store's `fdatasync`), e.g. at shutdown; the LUNs
@@ -691,6 +761,9 @@ impl Target {
             }
             Data::Out(b) => return Err(mismatch(DataDir::Out, b.len())),
         };
+        if Self::in_place_op(cmd) && self.luns.get(&cmd.lun.0).is_some_and(|l| l.lent) {
+            return Err(CoreError::MediumLent(cmd.lun));
+        }
         let mut xfer = cmd.xfer;
         let result = if cmd.virtual_lun0 {
             self.execute_virtual(cmd, inb)
@@ -721,6 +794,75 @@ impl Target {
                 Response::good(data_len, xfer.residual())
             }
             Err(r) => Response::check(r, xfer.residual()),
+        })
+    }
+
+    /// READ and WRITE with a data phase: what runs in place on a lent medium.
+    fn in_place_op(cmd: &Cmd) -> bool {
+        !cmd.virtual_lun0
+            && cmd.xfer.data_len > 0
+            && matches!(cmd.op, Op::Read { .. } | Op::Write { .. })
+    }
+
+    /// The first half of [`Target::execute`] for a command whose data moves in place (see
+    /// [`Target::lend_medium`]): the checks `execute` makes before touching the medium,
+    /// made before any data moves, since a data-out lands in the medium itself. A command
+    /// that is not a READ or WRITE on a lent medium gets [`InPlace::No`].
+    pub fn start_in_place(&mut self, cmd: &Cmd) -> Result<InPlace, CoreError> {
+        if !self.nexuses.contains_key(&cmd.nexus) {
+            return Err(CoreError::UnknownNexus(cmd.nexus));
+        }
+        if !Self::in_place_op(cmd) {
+            return Ok(InPlace::No);
+        }
+        let Some(lu) = self.luns.get(&cmd.lun.0) else {
+            return Ok(InPlace::Done(Response::check(
+                SenseReason::NonExistentLun,
+                cmd.xfer.residual(),
+            )));
+        };
+        if !lu.lent {
+            return Ok(InPlace::No);
+        }
+        let bs = u64::from(lu.block_size());
+        let lba = match cmd.op {
+            Op::Read { lba } | Op::Write { lba, .. } => lba,
+            _ => return Ok(InPlace::No),
+        };
+        if let Some(asc) = self.take_ua_for(cmd) {
+            return Ok(InPlace::Done(Response::check(
+                SenseReason::UnitAttention(asc),
+                cmd.xfer.residual(),
+            )));
+        }
+        Ok(InPlace::Go(Placement {
+            lun: cmd.lun,
+            offset: lba * bs,
+            len: cmd.xfer.data_len,
+        }))
+    }
+
+    /// The second half, once the data has moved (data-out: landed in the medium; data-in:
+    /// about to be sent from it): a WRITE's FUA flush, and the status.
+    pub fn finish_in_place(&mut self, cmd: &Cmd) -> Result<Response, CoreError> {
+        let lu = self
+            .luns
+            .get_mut(&cmd.lun.0)
+            .ok_or(CoreError::NoSuchLun(cmd.lun))?;
+        if !lu.lent || !Self::in_place_op(cmd) {
+            return Err(CoreError::NotLent(cmd.lun));
+        }
+        let xfer = cmd.xfer;
+        Ok(match cmd.op {
+            Op::Write { sync: true, .. } => match lu.store.flush() {
+                Ok(()) => Response::good(0, xfer.residual()),
+                Err(_) => Response::check(
+                    SenseReason::LogicalUnitCommunicationFailure,
+                    xfer.residual(),
+                ),
+            },
+            Op::Read { .. } => Response::good(xfer.data_len, xfer.residual()),
+            _ => Response::good(0, xfer.residual()),
         })
     }
 

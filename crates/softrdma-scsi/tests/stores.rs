@@ -154,3 +154,107 @@ fn file_store_sizes() {
         Err(StoreError::OutOfRange { .. })
     ));
 }
+
+/// A lent medium: READ and WRITE name byte ranges and run in place, in two halves, with the
+/// unit attention check before any data moves; everything else runs as before; the loan
+/// ends with the same bytes back.
+#[test]
+fn a_lent_medium_runs_read_and_write_in_place() {
+    let (mut t, n) = rig();
+    let l0 = LunId(0);
+    // LUN 0's store is memory; a file store would not lend.
+    let mut medium = t.lend_medium(l0).unwrap();
+    assert_eq!(medium.len(), 64 * 512);
+    assert!(t.lun(l0).unwrap().medium_lent());
+    assert!(matches!(t.lend_medium(l0), Err(CoreError::NotLendable(_))));
+    assert!(matches!(t.remove_lun(l0), Err(CoreError::MediumLent(_))));
+
+    // WRITE(10) of 2 blocks at LBA 3: bytes [1536, 2560).
+    let w = [0x2a, 0, 0, 0, 0, 3, 0, 0, 2, 0];
+    let Decoded::Ready(cmd) = t.decode(n, l0, &w, DataDir::Out, 1024).unwrap() else {
+        panic!("WRITE(10) decodes")
+    };
+    // execute would need the store's bytes, which are lent.
+    assert!(matches!(
+        t.execute(&cmd, Data::Out(&[0; 1024])),
+        Err(CoreError::MediumLent(_))
+    ));
+    let p = match t.start_in_place(&cmd).unwrap() {
+        InPlace::Go(p) => p,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((p.lun, p.offset, p.len), (l0, 1536, 1024));
+    // The transport lands the data-out in the medium, then finishes.
+    medium[1536..2560].fill(0x5a);
+    let r = t.finish_in_place(&cmd).unwrap();
+    assert!(r.is_good() && r.data_len == 0);
+
+    // READ(10) of 4 blocks at LBA 2 into a 1536-byte buffer: the CDB's 2048 bytes overflow
+    // the initiator's 1536, which are what moves (as LIO, the residual is reported).
+    let rd = [0x28, 0, 0, 0, 0, 2, 0, 0, 4, 0];
+    let Decoded::Ready(cmd) = t.decode(n, l0, &rd, DataDir::In, 1536).unwrap() else {
+        panic!("READ(10) decodes")
+    };
+    let InPlace::Go(p) = t.start_in_place(&cmd).unwrap() else {
+        panic!("a READ on a lent medium runs in place")
+    };
+    assert_eq!((p.offset, p.len), (1024, 1536));
+    let r = t.finish_in_place(&cmd).unwrap();
+    assert!(r.is_good());
+    assert_eq!(r.data_len, 1536);
+    assert_eq!(r.residual, Residual::Overflow(512));
+
+    // Not READ or WRITE: INQUIRY runs on a buffer as always.
+    let inq = [0x12, 0, 0, 0, 96, 0];
+    let Decoded::Ready(cmd) = t.decode(n, l0, &inq, DataDir::In, 96).unwrap() else {
+        panic!("INQUIRY decodes")
+    };
+    assert_eq!(t.start_in_place(&cmd).unwrap(), InPlace::No);
+    assert!(t.execute(&cmd, Data::In(&mut [0; 96])).unwrap().is_good());
+
+    // A unit attention ends a WRITE before its data moves.
+    t.raise_unit_attention(n, l0, AscAscq::POWER_ON_RESET)
+        .unwrap();
+    let Decoded::Ready(cmd) = t.decode(n, l0, &w, DataDir::Out, 1024).unwrap() else {
+        panic!("WRITE(10) decodes")
+    };
+    match t.start_in_place(&cmd).unwrap() {
+        InPlace::Done(r) => {
+            let s = r.sense.unwrap();
+            assert_eq!(s.key, SenseKey::UNIT_ATTENTION);
+            assert_eq!(s.asc_ascq, AscAscq::POWER_ON_RESET);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Bytes of another length are refused; the medium itself ends the loan.
+    assert!(matches!(
+        t.return_medium(l0, vec![0; 512]),
+        Err(CoreError::NotLent(_))
+    ));
+    t.return_medium(l0, medium).unwrap();
+    assert!(!t.lun(l0).unwrap().medium_lent());
+    let (r, d) = run_in(&mut t, n, l0, &rd, 2048);
+    assert!(r.is_good());
+    assert_eq!(&d[512..1536], &[0x5a; 1024][..]);
+    assert_eq!(&d[..512], &[0; 512][..]);
+    assert!(matches!(
+        t.return_medium(l0, vec![0; 32768]),
+        Err(CoreError::NotLent(_))
+    ));
+}
+
+#[test]
+fn a_file_store_does_not_lend() {
+    let path = TempPath::new("lend");
+    let store = FileStore::create(&path.0, 64 * 512, BlockSize::B512).unwrap();
+    let (mut t, _) = rig_with(Box::new(store), LunConfig::default());
+    assert!(matches!(
+        t.lend_medium(LunId(0)),
+        Err(CoreError::NotLendable(_))
+    ));
+    assert!(matches!(
+        t.lend_medium(LunId(7)),
+        Err(CoreError::NoSuchLun(_))
+    ));
+}

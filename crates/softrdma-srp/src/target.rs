@@ -28,8 +28,8 @@ use softrdma_core::verbs::{
 };
 use softrdma_core::Stack;
 use softrdma_scsi::{
-    Cmd, CoreError, Data, DataDir, Decoded, InitiatorId, LunId, NexusId, Residual, Response,
-    SenseReason, Target, TmfKind, TmfResponse,
+    Cmd, CoreError, Data, DataDir, Decoded, InPlace, InitiatorId, LunId, NexusId, Residual,
+    Response, SenseReason, Target, TmfKind, TmfResponse,
 };
 use softrdma_wire::cm::RejectReason;
 use softrdma_wire::scsi::ScsiStatus;
@@ -237,7 +237,7 @@ struct Io {
     descs: Vec<DirectBuf>,
     cmd: Option<Cmd>,
     rsp: Option<RspKind>,
-    buf: Option<usize>,
+    data: Option<DataAt>,
     reads_left: u32,
     /// Data-in bytes to write before the response.
     write_len: u32,
@@ -249,6 +249,56 @@ struct Io {
     /// Disconnect once this response (a T_LOGOUT) is sent.
     logout_after: bool,
 }
+
+/// Where an I/O's data lies in the port's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DataAt {
+    /// One of the channel's bounce buffers (an index into `bufs`), from its start.
+    Buf(usize),
+    /// In place in a LUN's lent medium: the MR's lkey and the byte offset in it.
+    Medium { lkey: u32, offset: u64 },
+}
+
+impl DataAt {
+    /// The lkey and the address of the data's first byte, for SGEs.
+    fn sge_base(self, bufs: &[DataBuf]) -> Option<(u32, u64)> {
+        match self {
+            DataAt::Buf(b) => bufs.get(b).map(|d| (d.keys.lkey, 0)),
+            DataAt::Medium { lkey, offset } => Some((lkey, offset)),
+        }
+    }
+}
+
+/// A LUN's medium, lent by the SCSI core and registered as an MR of a port's PD.
+#[derive(Debug, Clone, Copy)]
+struct Medium {
+    lun: LunId,
+    port: usize,
+    keys: MrKeys,
+}
+
+/// Why [`SrpTarget::lend_media`] refused.
+#[derive(Debug)]
+pub enum MediaError {
+    /// The media can live in one device only; a target with several ports copies.
+    OnePortOnly { ports: usize },
+    /// Registering a medium as an MR failed.
+    Verbs(VerbsError),
+}
+
+impl fmt::Display for MediaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MediaError::OnePortOnly { ports } => write!(
+                f,
+                "LUN media can be lent to a target with one port; this one has {ports}"
+            ),
+            MediaError::Verbs(e) => write!(f, "registering a LUN medium: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for MediaError {}
 
 struct DataBuf {
     keys: MrKeys,
@@ -296,6 +346,8 @@ pub struct SrpTarget {
     ib_listener: Option<CmId>,
     wcs: Vec<WorkCompletion>,
     max_io: u32,
+    /// LUN media lent to the (single) port's device: READ and WRITE run in place.
+    media: Vec<Medium>,
 }
 
 impl fmt::Debug for SrpTarget {
@@ -325,6 +377,7 @@ impl SrpTarget {
             ib_listener: None,
             wcs: Vec::with_capacity(64),
             max_io,
+            media: Vec::new(),
         }
     }
 
@@ -349,11 +402,76 @@ impl SrpTarget {
         stack: &mut Stack,
         cm_port: CmPort,
     ) -> Result<TargetPort, VerbsError> {
+        if !self.media.is_empty() {
+            // The media live in the first port's device; another could not reach them.
+            return Err(VerbsError::Limit {
+                what: "target ports while LUN media are lent",
+                requested: self.ports.len() as u64 + 1,
+                max: self.ports.len() as u64,
+            });
+        }
         let pd = stack.verbs.alloc_pd()?;
         let max = stack.device.query_device().max_cqe;
         let cq = stack.verbs.create_cq(max)?;
         self.ports.push(PortRes { cm_port, pd, cq });
         Ok(TargetPort(self.ports.len() - 1))
+    }
+
+    /// Moves every memory LUN's medium into the port's device, registered as an MR, so
+    /// that READ data leaves for the initiator straight from the medium and WRITE data
+    /// lands in it (see [`Target::lend_medium`]): the copy between a bounce buffer and the
+    /// LUN disappears. For a target with one port (the media live in one device), before
+    /// any login; LUNs whose store is not memory keep copying. Returns how many were lent.
+    pub fn lend_media(&mut self, stack: &mut Stack, port: TargetPort) -> Result<usize, MediaError> {
+        if self.ports.len() != 1 || port.0 != 0 {
+            return Err(MediaError::OnePortOnly {
+                ports: self.ports.len(),
+            });
+        }
+        let pd = self.ports[0].pd;
+        let luns: Vec<LunId> = self.scsi.lun_ids().collect();
+        let mut n = 0;
+        for lun in luns {
+            if self.media.iter().any(|m| m.lun == lun) {
+                continue;
+            }
+            let Ok(bytes) = self.scsi.lend_medium(lun) else {
+                continue;
+            };
+            match stack
+                .verbs
+                .reg_mr_or_return(pd, bytes, 0, AccessFlags::LOCAL_WRITE)
+            {
+                Ok(keys) => {
+                    self.media.push(Medium { lun, port: 0, keys });
+                    n += 1;
+                }
+                Err((e, bytes)) => {
+                    let _ = self.scsi.return_medium(lun, bytes);
+                    return Err(MediaError::Verbs(e));
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Gives every lent medium back to its LUN (deregistering its MR), e.g. before the
+    /// target's device goes away while the SCSI core lives on. Media whose MR is still in
+    /// use by a posted work request are not affected: call it with no channel open.
+    pub fn return_media(&mut self, stack: &mut Stack) {
+        for m in std::mem::take(&mut self.media) {
+            if let Ok(bytes) = stack.verbs.dereg_mr(m.keys.lkey) {
+                let _ = self.scsi.return_medium(m.lun, bytes);
+            }
+        }
+    }
+
+    /// The lent medium of `lun` on `port`, if any.
+    fn medium(&self, port: usize, lun: LunId) -> Option<Medium> {
+        self.media
+            .iter()
+            .find(|m| m.port == port && m.lun == lun)
+            .copied()
     }
 
     /// The completion queue of a port (the daemon waits on it).
@@ -1426,6 +1544,11 @@ impl SrpTarget {
         let decoded = self
             .scsi
             .decode(nexus, lun, &cdb[..cdb_len], scsi_dir, total);
+        let medium = self
+            .media
+            .iter()
+            .find(|m| m.port == c.port && m.lun == lun)
+            .copied();
         let (qpn, recv, max_req) = (c.qpn, c.recv, c.max_req);
         match decoded {
             Ok(Decoded::Done(rsp)) => {
@@ -1441,18 +1564,36 @@ impl SrpTarget {
                         x.state = IoState::NeedRsp;
                     }
                     (DataDir::Out, Some((a, _))) => {
-                        let r = match stack
-                            .verbs
-                            .mr(recv.lkey)
-                            .and_then(|m| Ok(m.slice(a, n as usize)?))
-                        {
-                            Ok(b) => self
-                                .scsi
-                                .execute(&cmd, Data::Out(b))
-                                .unwrap_or_else(|_| internal()),
-                            Err(_) => internal(),
+                        let started = match medium {
+                            Some(_) => self.scsi.start_in_place(&cmd),
+                            None => Ok(InPlace::No),
                         };
-                        x.rsp = Some(RspKind::Scsi(r));
+                        let r = match started {
+                            // Immediate data into a lent medium: one copy, receive buffer
+                            // to medium, after the checks that precede data movement.
+                            Ok(InPlace::Go(p)) => {
+                                let m = medium.map_or(0, |m| m.keys.lkey);
+                                match stack
+                                    .verbs
+                                    .mr_table_mut()
+                                    .copy_between(recv.lkey, a, m, p.offset, n as usize)
+                                {
+                                    Ok(()) => self.scsi.finish_in_place(&cmd),
+                                    Err(_) => Ok(internal()),
+                                }
+                            }
+                            Ok(InPlace::Done(r)) => Ok(r),
+                            Err(e) => Err(e),
+                            Ok(InPlace::No) => match stack
+                                .verbs
+                                .mr(recv.lkey)
+                                .and_then(|m| Ok(m.slice(a, n as usize)?))
+                            {
+                                Ok(b) => self.scsi.execute(&cmd, Data::Out(b)),
+                                Err(_) => Ok(internal()),
+                            },
+                        };
+                        x.rsp = Some(RspKind::Scsi(r.unwrap_or_else(|_| internal())));
                         x.state = IoState::NeedRsp;
                     }
                     _ if desc_total(&x.descs) < u64::from(n) => {
@@ -1611,8 +1752,7 @@ impl SrpTarget {
             if x.aborted == Some(false) {
                 x.state = IoState::Free;
                 c.req_lim_delta += 1;
-                let b = x.buf.take();
-                if let Some(b) = b {
+                if let Some(DataAt::Buf(b)) = x.data.take() {
                     c.bufs[b].busy = false;
                 }
                 *x = Io {
@@ -1631,19 +1771,28 @@ impl SrpTarget {
             }
             return;
         }
-        let (Some(cmd), Some(b)) = (x.cmd.take(), x.buf) else {
+        let (Some(cmd), Some(at)) = (x.cmd.take(), x.data) else {
             x.rsp = Some(RspKind::Scsi(internal()));
             x.state = IoState::NeedRsp;
             return;
         };
         let n = cmd.transfer_len() as usize;
-        let lkey = c.bufs[b].keys.lkey;
-        let r = match stack.verbs.mr(lkey).and_then(|m| Ok(m.slice(0, n)?)) {
-            Ok(d) => self
+        let r = match at {
+            // The data landed in the medium: only the status is left.
+            DataAt::Medium { .. } => self
                 .scsi
-                .execute(&cmd, Data::Out(d))
+                .finish_in_place(&cmd)
                 .unwrap_or_else(|_| internal()),
-            Err(_) => internal(),
+            DataAt::Buf(b) => {
+                let lkey = c.bufs[b].keys.lkey;
+                match stack.verbs.mr(lkey).and_then(|m| Ok(m.slice(0, n)?)) {
+                    Ok(d) => self
+                        .scsi
+                        .execute(&cmd, Data::Out(d))
+                        .unwrap_or_else(|_| internal()),
+                    Err(_) => internal(),
+                }
+            }
         };
         x.rsp = Some(RspKind::Scsi(r));
         x.write_len = 0;
@@ -1655,7 +1804,7 @@ impl SrpTarget {
             return;
         };
         let x = &mut c.ios[i as usize];
-        if let Some(b) = x.buf.take() {
+        if let Some(DataAt::Buf(b)) = x.data.take() {
             c.bufs[b].busy = false;
         }
         if x.task {
@@ -1681,6 +1830,60 @@ impl SrpTarget {
             let state = c.ios[i as usize].state;
             match state {
                 IoState::NeedBuf => {
+                    let lun = c.ios[i as usize].lun;
+                    let port = c.port;
+                    if let Some(m) = self.medium(port, lun) {
+                        let Some(c) = self.channels.get_mut(&ch) else {
+                            return;
+                        };
+                        let x = &mut c.ios[i as usize];
+                        let started = match &x.cmd {
+                            Some(cmd) => self.scsi.start_in_place(cmd),
+                            None => Ok(InPlace::Done(internal())),
+                        };
+                        match started {
+                            Ok(InPlace::Go(p)) => {
+                                x.data = Some(DataAt::Medium {
+                                    lkey: m.keys.lkey,
+                                    offset: p.offset,
+                                });
+                                if x.dir == Direction::Out {
+                                    x.state = IoState::NeedRead;
+                                } else {
+                                    // Data-in: sent from the medium; the status is known.
+                                    let r = match x.cmd.take() {
+                                        Some(cmd) => self
+                                            .scsi
+                                            .finish_in_place(&cmd)
+                                            .unwrap_or_else(|_| internal()),
+                                        None => internal(),
+                                    };
+                                    x.write_len = r.data_len;
+                                    x.rsp = Some(RspKind::Scsi(r));
+                                    x.state = IoState::NeedRsp;
+                                }
+                                continue;
+                            }
+                            Ok(InPlace::Done(r)) => {
+                                x.cmd = None;
+                                x.write_len = 0;
+                                x.rsp = Some(RspKind::Scsi(r));
+                                x.state = IoState::NeedRsp;
+                                continue;
+                            }
+                            Ok(InPlace::No) => {}
+                            Err(_) => {
+                                x.cmd = None;
+                                x.write_len = 0;
+                                x.rsp = Some(RspKind::Scsi(internal()));
+                                x.state = IoState::NeedRsp;
+                                continue;
+                            }
+                        }
+                    }
+                    let Some(c) = self.channels.get_mut(&ch) else {
+                        return;
+                    };
                     let need = c.ios[i as usize]
                         .cmd
                         .as_ref()
@@ -1691,7 +1894,7 @@ impl SrpTarget {
                         return;
                     };
                     let x = &mut c.ios[i as usize];
-                    x.buf = Some(b);
+                    x.data = Some(DataAt::Buf(b));
                     if x.dir == Direction::Out {
                         x.state = IoState::NeedRead;
                     } else {
@@ -1720,8 +1923,9 @@ impl SrpTarget {
                         c.blocked.push_back(i);
                         return;
                     }
-                    let Some(b) = x.buf else { return };
-                    let lkey = c.bufs[b].keys.lkey;
+                    let Some((lkey, base)) = x.data.and_then(|d| d.sge_base(&c.bufs)) else {
+                        return;
+                    };
                     let mut posted = 0;
                     let mut off = 0u32;
                     for d in &x.descs {
@@ -1740,7 +1944,7 @@ impl SrpTarget {
                             },
                         )
                         .with_sge(Sge {
-                            addr: u64::from(off),
+                            addr: base + u64::from(off),
                             length: chunk,
                             lkey,
                         });
@@ -1939,8 +2143,7 @@ fn post_response(
 ) {
     let x = &mut c.ios[i as usize];
     if writes > 0 {
-        if let Some(b) = x.buf {
-            let lkey = c.bufs[b].keys.lkey;
+        if let Some((lkey, base)) = x.data.and_then(|d| d.sge_base(&c.bufs)) {
             let mut off = 0u32;
             for d in &x.descs {
                 if off >= x.write_len {
@@ -1958,7 +2161,7 @@ fn post_response(
                     },
                 )
                 .with_sge(Sge {
-                    addr: u64::from(off),
+                    addr: base + u64::from(off),
                     length: chunk,
                     lkey,
                 });

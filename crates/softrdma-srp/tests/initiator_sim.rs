@@ -76,6 +76,7 @@ fn target_line(sim: &Sim, extra: &str) -> String {
 
 fn world_with(
     net: NetConfig,
+    lend: bool,
     line: impl FnOnce(&Sim) -> String,
     tcfg: impl FnOnce(&mut SrpConfig),
     icfg: impl FnOnce(&mut InitiatorConfig),
@@ -96,6 +97,11 @@ fn world_with(
     tcfg(&mut c);
     let mut engine = SrpTarget::new(c, scsi);
     let tport = engine.add_port(s1, tport_cm).expect("target port");
+    if lend {
+        // The memory LUN's medium becomes an MR of the target's device: READ and WRITE
+        // run in place, as in `softrdma srpt`.
+        assert_eq!(engine.lend_media(s1, tport).expect("lend"), 1);
+    }
     let l = tcm
         .listen_on(SocketAddr::new(sim.addrs[1], PORT), 128)
         .expect("listen");
@@ -139,6 +145,7 @@ fn world(extra: &str) -> World {
     let e = extra.to_string();
     world_with(
         NetConfig::PERFECT,
+        false,
         move |s| target_line(s, &e),
         |_| {},
         |_| {},
@@ -474,6 +481,7 @@ fn login_channels_io_and_logout_over_the_rdma_cm() {
 fn login_over_the_ib_cm_with_gid_and_service_id() {
     let mut w = world_with(
         NetConfig::PERFECT,
+        false,
         |s| {
             let g: Gid = Gid::from(s.addrs[1]);
             let hex: String = g.0.iter().map(|b| format!("{b:02x}")).collect();
@@ -517,6 +525,7 @@ fn login_refusals_are_typed_errors() {
     // A wrong id_ext: SRP_LOGIN_REJ UNABLE_ASSOCIATE_CHANNEL.
     let mut w = world_with(
         NetConfig::PERFECT,
+        false,
         |s| target_line(s, "").replacen("505400fffe770001", "505400fffe770002", 1),
         |_| {},
         |_| {},
@@ -531,6 +540,7 @@ fn login_refusals_are_typed_errors() {
     // An IU the target will not take: "requested max_it_iu_len too large".
     let mut w = world_with(
         NetConfig::PERFECT,
+        false,
         |s| target_line(s, ""),
         |t| t.login.max_req_size = 2048,
         |_| {},
@@ -546,6 +556,7 @@ fn login_refusals_are_typed_errors() {
     // beyond what fits).
     let mut w = world_with(
         NetConfig::PERFECT,
+        false,
         |s| target_line(s, ",max_it_iu_size=2048"),
         |t| t.login.max_req_size = 2048,
         |_| {},
@@ -555,6 +566,7 @@ fn login_refusals_are_typed_errors() {
     // Nobody listens on that port: the CM's REJ reason 8 (invalid service ID).
     let mut w = world_with(
         NetConfig::PERFECT,
+        false,
         |s| target_line(s, "").replace(":5555", ":5556"),
         |_| {},
         |_| {},
@@ -567,6 +579,7 @@ fn login_refusals_are_typed_errors() {
     // The second channel over the target's channel limit: the session keeps one.
     let mut w = world_with(
         NetConfig::PERFECT,
+        false,
         |s| target_line(s, ",ch_count=3"),
         |t| t.login.channels_per_initiator = Some(1),
         |_| {},
@@ -595,6 +608,7 @@ fn credits_bound_the_commands_in_flight() {
             delay: Duration::from_millis(1),
             ..NetConfig::PERFECT
         },
+        false,
         |s| target_line(s, ""),
         |t| t.login.rq_size = 8,
         |_| {},
@@ -630,6 +644,8 @@ fn abort_task_on_timeout_then_lun_reset_then_giving_up() {
             delay: Duration::from_millis(5),
             ..NetConfig::PERFECT
         },
+        // In place: an aborted WRITE's data may have reached the medium already.
+        true,
         |s| target_line(s, ""),
         |_| {},
         |c| c.cmd_timeout = Duration::from_secs(1),
@@ -829,9 +845,10 @@ fn verified_workload(
     (writes, reads, verified)
 }
 
-/// Runs the verified workload on a network with `net`, two channels.
-fn verified_on(net: NetConfig, ios: usize, max_blocks: u32) {
-    let mut w = world_with(net, |s| target_line(s, ",ch_count=2"), |_| {}, |_| {});
+/// Runs the verified workload on a network with `net`, two channels; with `lend`, on a LUN
+/// whose medium the target moved into its device (READ and WRITE in place).
+fn verified_on(net: NetConfig, lend: bool, ios: usize, max_blocks: u32) {
+    let mut w = world_with(net, lend, |s| target_line(s, ",ch_count=2"), |_| {}, |_| {});
     w.login();
     w.ready();
     let (writes, reads, verified) = verified_workload(&mut w, ios, 16, max_blocks, 0x1234_5678);
@@ -856,6 +873,7 @@ fn verified_random_workload_under_loss_and_duplication() {
             delay: Duration::from_micros(50),
             jitter: Duration::ZERO,
         },
+        false,
         300,
         128,
     );
@@ -872,8 +890,26 @@ fn verified_random_workload_under_reordering_loss_and_duplication() {
             delay: Duration::from_micros(50),
             jitter: Duration::from_micros(30),
         },
+        false,
         600,
         16,
+    );
+}
+
+#[test]
+fn verified_random_workload_in_place_under_loss_duplication_and_reordering() {
+    // The same on a lent medium: data-out lands in the LUN itself, data-in leaves from it,
+    // and every retransmission (go-back-N) reads or rewrites the medium again.
+    verified_on(
+        NetConfig {
+            loss_permille: 15,
+            dup_permille: 15,
+            delay: Duration::from_micros(50),
+            jitter: Duration::from_micros(10),
+        },
+        true,
+        400,
+        128,
     );
 }
 

@@ -476,6 +476,19 @@ pub fn start(setup: Setup) -> Result<Served, String> {
             tport,
         });
     }
+    // One port: the memory LUNs' media move into its device, so READ and WRITE data go
+    // between the wire and the LUN with no bounce-buffer copy. With several ports each
+    // device has its own memory, so the LUNs stay in the SCSI core and I/O copies.
+    if let [p] = tports.as_slice() {
+        let n = cm
+            .with(p.cm_port, |_, stack, _| engine.lend_media(stack, p.tport))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("device {}: {e}", p.dev.local_addr().ip()))?;
+        debug!(
+            luns = n,
+            "memory LUNs lent to the device: READ and WRITE run in place"
+        );
+    }
     let mut listeners = Vec::new();
     for a in &listen {
         let id = cm

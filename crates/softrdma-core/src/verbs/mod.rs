@@ -195,6 +195,23 @@ impl Verbs {
         Ok(self.mrs.register(pd, bytes, iova, access)?)
     }
 
+    /// [`Verbs::reg_mr_with`] that hands the bytes back when it refuses them (for bytes
+    /// that must not be lost, such as a LUN's medium).
+    pub fn reg_mr_or_return(
+        &mut self,
+        pd: PdId,
+        bytes: Vec<u8>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrKeys, (VerbsError, Vec<u8>)> {
+        if let Err(e) = self.check_pd(pd) {
+            return Err((e, bytes));
+        }
+        self.mrs
+            .register_or_return(pd, bytes, iova, access)
+            .map_err(|(e, b)| (e.into(), b))
+    }
+
     /// A fast-registration MR of the caller's bytes, valid at once (`ib_alloc_mr` +
     /// a completed `IB_WR_REG_MR`): the kind of MR a peer's SEND with Invalidate (or
     /// [`Verbs::invalidate_mr`]) can revoke. See [`mr`]'s docs.

@@ -448,6 +448,18 @@ impl MrTable {
         access: AccessFlags,
     ) -> Result<MrKeys, MrError> {
         self.insert(pd, bytes, iova, access, MrType::User)
+            .map_err(|(e, _)| e)
+    }
+
+    /// [`MrTable::register`] that hands the bytes back when it refuses them.
+    pub fn register_or_return(
+        &mut self,
+        pd: PdId,
+        bytes: Vec<u8>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrKeys, (MrError, Vec<u8>)> {
+        self.insert(pd, bytes, iova, access, MrType::User)
     }
 
     /// Registers a fast-registration MR (`IB_MR_TYPE_MEM_REG`), valid at once: what
@@ -462,6 +474,7 @@ impl MrTable {
         access: AccessFlags,
     ) -> Result<MrKeys, MrError> {
         self.insert(pd, bytes, iova, access, MrType::MemReg)
+            .map_err(|(e, _)| e)
     }
 
     fn insert(
@@ -471,24 +484,26 @@ impl MrTable {
         iova: u64,
         access: AccessFlags,
         ty: MrType,
-    ) -> Result<MrKeys, MrError> {
+    ) -> Result<MrKeys, (MrError, Vec<u8>)> {
         // ib_check_mr_access: remote write/atomic need local write.
         if !AccessFlags::KNOWN.contains(access)
             || (access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
                 && !access.contains(AccessFlags::LOCAL_WRITE))
         {
-            return Err(MrError::InvalidAccessFlags(access));
+            return Err((MrError::InvalidAccessFlags(access), bytes));
         }
         // The MR's address range must not wrap.
         if iova.checked_add(bytes.len() as u64).is_none() {
-            return Err(MrError::OutOfBounds {
+            let len = bytes.len() as u64;
+            let e = MrError::OutOfBounds {
                 key: 0,
                 addr: iova,
-                len: bytes.len() as u64,
-            });
+                len,
+            };
+            return Err((e, bytes));
         }
         if self.mrs.len() as u32 >= self.max_mr {
-            return Err(MrError::TooManyMrs);
+            return Err((MrError::TooManyMrs, bytes));
         }
         // Cyclic index allocation, as the rxe pool's xa_alloc_cyclic.
         let mut index = self.next_index;
@@ -591,6 +606,45 @@ impl MrTable {
             Some(mr) if mr.keys.lkey == lkey => Ok(mr),
             _ => Err(MrError::InvalidKey(lkey)),
         }
+    }
+
+    /// Owner access to two MRs at once: copies `len` bytes at `src_addr` of the MR with
+    /// lkey `src` to `dst_addr` of the MR with lkey `dst` (addresses as in [`Mr::slice`]),
+    /// in one copy. The same MR on both sides copies within it.
+    pub fn copy_between(
+        &mut self,
+        src: u32,
+        src_addr: u64,
+        dst: u32,
+        dst_addr: u64,
+        len: usize,
+    ) -> Result<(), MrError> {
+        let from = self.owned(src)?.range(src_addr, len)?;
+        let to = self.owned(dst)?.range(dst_addr, len)?;
+        if src == dst {
+            let mr = self.owned_mut(dst)?;
+            mr.bytes.copy_within(from, to.start);
+            return Ok(());
+        }
+        // Two entries of one map: the two ends of the range between them borrow apart.
+        let (si, di) = (src >> 8, dst >> 8);
+        let (lo, hi) = (si.min(di), si.max(di));
+        let mut both = self.mrs.range_mut(lo..=hi);
+        let l = both.next().map(|(_, m)| m);
+        let h = both.next_back().map(|(_, m)| m);
+        let (Some(h), Some(l)) = (h, l) else {
+            return Err(MrError::InvalidKey(dst));
+        };
+        let (s, d) = if si < di { (l, h) } else { (h, l) };
+        let (Some(from), Some(to)) = (s.bytes.get(from), d.bytes.get_mut(to)) else {
+            return Err(MrError::OutOfBounds {
+                key: dst,
+                addr: dst_addr,
+                len: len as u64,
+            });
+        };
+        to.copy_from_slice(from);
+        Ok(())
     }
 
     /// The valid MR with this lkey (device access through an SGE; rxe `lookup_mr` checks

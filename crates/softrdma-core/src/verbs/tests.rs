@@ -956,3 +956,54 @@ fn sqd_drained_event_and_gsi_qkey() {
     set_state(&mut e, gsi, QpState::Rts).expect("RTS");
     assert_eq!(e.v.take_send_wr(gsi).map(|w| w.wr_id), Some(5));
 }
+
+/// `copy_between`: one copy from one MR to another (either order of their indexes), or
+/// within one; bounds checked on both sides before anything moves; a refused registration
+/// of `reg_mr_or_return` hands the bytes back.
+#[test]
+fn copy_between_mrs_and_bytes_kept_on_refusal() {
+    let mut e = env();
+    let a =
+        e.v.reg_mr_with(e.pd, (0..32).collect(), 0x1000, AccessFlags::LOCAL_WRITE)
+            .expect("a");
+    let b =
+        e.v.reg_mr_with(e.pd, vec![0; 32], 0, AccessFlags::LOCAL_WRITE)
+            .expect("b");
+    let t = e.v.mr_table_mut();
+    t.copy_between(a.lkey, 0x1004, b.lkey, 8, 4)
+        .expect("a to b");
+    t.copy_between(b.lkey, 8, a.lkey, 0x1000, 2)
+        .expect("b to a");
+    t.copy_between(a.lkey, 0x1010, a.lkey, 0x101c, 4)
+        .expect("within a");
+    assert_eq!(
+        &t.owned(b.lkey).expect("b").as_slice()[6..14],
+        &[0, 0, 4, 5, 6, 7, 0, 0]
+    );
+    let av = t.owned(a.lkey).expect("a").as_slice().to_vec();
+    assert_eq!(&av[..4], &[4, 5, 2, 3]);
+    assert_eq!(&av[28..], &[16, 17, 18, 19]);
+    // Out of bounds on either side, or a bad key: nothing moves.
+    assert!(matches!(
+        t.copy_between(a.lkey, 0x101e, b.lkey, 0, 4),
+        Err(MrError::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        t.copy_between(a.lkey, 0x1000, b.lkey, 30, 4),
+        Err(MrError::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        t.copy_between(a.lkey ^ 1, 0x1000, b.lkey, 0, 4),
+        Err(MrError::InvalidKey(_))
+    ));
+    assert_eq!(t.owned(a.lkey).expect("a").as_slice(), &av[..]);
+    // Remote write without local write is refused: the bytes come back.
+    let (err, bytes) =
+        e.v.reg_mr_or_return(e.pd, vec![7; 8], 0, AccessFlags::REMOTE_WRITE)
+            .expect_err("refused");
+    assert!(matches!(
+        err,
+        VerbsError::Mr(MrError::InvalidAccessFlags(_))
+    ));
+    assert_eq!(bytes, vec![7; 8]);
+}
