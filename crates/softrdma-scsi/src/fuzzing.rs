@@ -12,7 +12,8 @@
 //!
 //! Byte 0: setup (bit 0: LUN 0 has 4096-byte blocks; bit 1: LUN 0 has a write cache;
 //! bit 2: no LUN 0, so the virtual LUN 0 answers; bit 3: no power-on unit attentions;
-//! bits 4–5: the LUN RESET unit attention policy). Then records of
+//! bits 4–5: the LUN RESET unit attention policy; bit 6: LUN 0's medium is lent, so its
+//! READs and WRITEs run in place and every placement must lie inside it). Then records of
 //! `sel, len_lo, len_hi, cdb_len, cdb[cdb_len]` (a short last record takes what is left),
 //! at most [`MAX_RECORDS`]:
 //!
@@ -30,8 +31,9 @@
 use softrdma_wire::scsi::{ScsiStatus, SenseRepr};
 
 use crate::{
-    BackingStore, BlockSize, Data, DataDir, Decoded, InitiatorId, LogicalUnit, LunConfig, LunId,
-    LunResetUa, MemStore, NexusId, Residual, StoreError, Target, TargetConfig, TmfKind,
+    BackingStore, BlockSize, Cmd, Data, DataDir, Decoded, InPlace, InitiatorId, LogicalUnit,
+    LunConfig, LunId, LunResetUa, MemStore, NexusId, Residual, Response, StoreError, Target,
+    TargetConfig, TmfKind,
 };
 
 /// Records past this are ignored.
@@ -111,8 +113,48 @@ fn setup(flags: u8) -> (Target, NexusId, NexusId) {
     (t, a, b)
 }
 
+/// A READ or WRITE on LUN 0's lent medium, as a transport runs it: the placement must lie
+/// inside the medium; the data moves there; the response has the length `execute` gives.
+fn in_place(t: &mut Target, cmd: &Cmd, medium: &mut [u8]) -> Option<Response> {
+    match t.start_in_place(cmd).unwrap_or_else(|e| panic!("{e}")) {
+        InPlace::No => None,
+        InPlace::Done(r) => {
+            assert_eq!(r.status, ScsiStatus::CHECK_CONDITION);
+            Some(r)
+        }
+        InPlace::Go(p) => {
+            assert_eq!(p.lun, cmd.lun());
+            assert_eq!(p.len, cmd.transfer_len());
+            let end = p.offset + u64::from(p.len);
+            assert!(end <= medium.len() as u64, "{p:?} outside the medium");
+            let range = p.offset as usize..end as usize;
+            if cmd.data_dir() == DataDir::Out {
+                for (i, b) in medium[range].iter_mut().enumerate() {
+                    *b = i as u8;
+                }
+            }
+            let r = t.finish_in_place(cmd).unwrap_or_else(|e| panic!("{e}"));
+            let want = if cmd.data_dir() == DataDir::In {
+                p.len
+            } else {
+                0
+            };
+            assert!(r.status != ScsiStatus::GOOD || r.data_len == want);
+            Some(r)
+        }
+    }
+}
+
 /// One command through decode and execute, checking the response.
-fn command(t: &mut Target, n: NexusId, lun: LunId, cdb: &[u8], dir: DataDir, expected: u32) {
+fn command(
+    t: &mut Target,
+    medium: &mut Option<Vec<u8>>,
+    n: NexusId,
+    lun: LunId,
+    cdb: &[u8],
+    dir: DataDir,
+    expected: u32,
+) {
     let rsp = match t.decode(n, lun, cdb, dir, expected) {
         Ok(Decoded::Done(r)) => {
             assert_eq!(r.status, ScsiStatus::CHECK_CONDITION);
@@ -125,8 +167,13 @@ fn command(t: &mut Target, n: NexusId, lun: LunId, cdb: &[u8], dir: DataDir, exp
                 assert_eq!(len, 0);
             }
             assert!(len as u64 <= u64::from(expected));
-            let r = match cmd.data_dir() {
-                DataDir::In => {
+            let placed = match medium {
+                Some(m) if cmd.lun() == LunId(0) => in_place(t, &cmd, m),
+                _ => None,
+            };
+            let r = match (placed, cmd.data_dir()) {
+                (Some(r), _) => r,
+                (None, DataDir::In) => {
                     let mut buf = vec![0u8; len];
                     let r = t
                         .execute(&cmd, Data::In(&mut buf))
@@ -149,12 +196,12 @@ fn command(t: &mut Target, n: NexusId, lun: LunId, cdb: &[u8], dir: DataDir, exp
                     }
                     r
                 }
-                DataDir::Out => {
+                (None, DataDir::Out) => {
                     let data: Vec<u8> = (0..len).map(|i| (i as u8) ^ cdb.len() as u8).collect();
                     t.execute(&cmd, Data::Out(&data))
                         .unwrap_or_else(|e| panic!("{e}"))
                 }
-                DataDir::None => t
+                (None, DataDir::None) => t
                     .execute(&cmd, Data::None)
                     .unwrap_or_else(|e| panic!("{e}")),
             };
@@ -182,6 +229,12 @@ pub fn target(data: &[u8]) {
         return;
     };
     let (mut t, a, mut b) = setup(flags);
+    // LUN 0's medium lent to the "transport": READ and WRITE run in place.
+    let mut medium = if flags & 0x40 != 0 {
+        t.lend_medium(LunId(0)).ok()
+    } else {
+        None
+    };
     let mut b_registered = true;
     for _ in 0..MAX_RECORDS {
         if rest.len() < 4 {
@@ -247,7 +300,7 @@ pub fn target(data: &[u8]) {
         if sel & 0x80 != 0 && t.task_started(n, lun, tag).is_err() {
             assert!(t.task_finished(n, tag));
         }
-        command(&mut t, n, lun, cdb, dir, expected);
+        command(&mut t, &mut medium, n, lun, cdb, dir, expected);
     }
 }
 
@@ -354,11 +407,18 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             ]),
         ),
     ];
-    // Setup variants: 4096-byte blocks with a write cache (FUA), and the virtual LUN 0.
+    // Setup variants: 4096-byte blocks with a write cache (FUA), the virtual LUN 0, and a
+    // lent LUN 0 medium (READ and WRITE in place).
     let mut out = Vec::new();
     for (name, body) in seeds.drain(..) {
         let flags: &[(u8, &str)] = match name {
-            "read-write" => &[(0, "read-write"), (3, "read-write-4k-wce")],
+            "read-write" => &[
+                (0, "read-write"),
+                (3, "read-write-4k-wce"),
+                (0x40, "read-write-in-place"),
+                (0x41, "read-write-4k-in-place"),
+            ],
+            "task-management" => &[(0, name), (0x40, "task-management-in-place")],
             "login-scan" => &[(0, "login-scan"), (4 | 0x18, "login-scan-virtual-lun0")],
             _ => &[(0, name)],
         };
