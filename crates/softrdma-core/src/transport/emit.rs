@@ -269,6 +269,8 @@ pub struct TransmitBatch {
     mr_parts: usize,
     trains: Vec<Train>,
     datagrams: usize,
+    /// The last length whose ID shift `place` computed, and the shift.
+    shift_memo: (usize, u32),
     /// Leave payloads of at least [`IN_PLACE_MIN`] bytes that lie in one MR where they are:
     /// only the headers, pad and ICRC are written into the buffer, and the sender gathers
     /// each train from its parts ([`TransmitBatch::train_slices`]) — one copy of the payload
@@ -301,6 +303,7 @@ impl TransmitBatch {
             mr_parts: 0,
             trains: Vec::new(),
             datagrams: 0,
+            shift_memo: (0, x8_pow(18)),
             in_place: false,
             max_segments: max_segments.max(1),
             max_train_bytes,
@@ -471,6 +474,17 @@ impl TransmitBatch {
             }
         }
         let parts_end = self.parts.len();
+        // The ID shift of a datagram of `len` bytes: one entry remembered, since a train's
+        // segments and its short last one repeat their lengths from train to train.
+        let full = joins && self.trains.last().is_some_and(|t| len == t.segment_size);
+        let len_shift = if full {
+            0
+        } else {
+            if self.shift_memo.0 != len {
+                self.shift_memo = (len, x8_pow(len + 18));
+            }
+            self.shift_memo.1
+        };
         let (id, shift) = match self.trains.last_mut() {
             Some(t) if joins => {
                 let id = t.segments as u16;
@@ -480,15 +494,11 @@ impl TransmitBatch {
                 if len < t.segment_size {
                     t.closed = true;
                 }
-                let shift = if len == t.segment_size {
-                    t.shift
-                } else {
-                    x8_pow(len + 18)
-                };
+                let shift = if full { t.shift } else { len_shift };
                 (id, shift)
             }
             _ => {
-                let shift = x8_pow(len + 18);
+                let shift = len_shift;
                 self.trains.push(Train {
                     dst,
                     src_ip,
