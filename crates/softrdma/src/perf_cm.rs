@@ -46,7 +46,7 @@ pub struct Plan {
 
 /// Every counter of one side by name: the IB CM's, the MAD layer's, the stack's, the
 /// driver's.
-fn snapshot((dev, cm): (&Device, &Cm)) -> Vec<(String, u64)> {
+pub(crate) fn snapshot((dev, cm): (&Device, &Cm)) -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = cm
         .counters()
         .iter()
@@ -86,7 +86,7 @@ fn snapshot((dev, cm): (&Device, &Cm)) -> Vec<(String, u64)> {
 }
 
 /// The counters that moved between two snapshots, one `name +delta` per line.
-fn print_moved(side: &str, before: &[(String, u64)], after: &[(String, u64)]) {
+pub(crate) fn print_moved(side: &str, before: &[(String, u64)], after: &[(String, u64)]) {
     let moved: Vec<String> = before
         .iter()
         .zip(after)

@@ -44,6 +44,12 @@ pub struct Plan2 {
     /// Only these tests (randread, randwrite, read, write).
     #[arg(long)]
     pub only: Vec<String>,
+    /// After each run of ours, print what the initiator's CM, MAD layer, stack and driver
+    /// counted in it (the counters that moved): a slow run's retransmissions, duplicates
+    /// and NAKs (the target's show as the initiator's duplicates and out-of-sequence
+    /// requests).
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// The target's address (ours).
     #[arg(long, default_value = "127.0.0.1")]
     pub target: IpAddr,
@@ -379,12 +385,17 @@ fn perf(p: &Plan2) -> Result<(), String> {
     for t in &tests {
         let (mut ours_runs, mut theirs_runs) = (Vec::new(), Vec::new());
         for run in 1..=p.runs.max(1) {
+            let before = p.verbose.then(|| crate::perf_cm::snapshot((&s.dev, &s.cm)));
             let a = ours(&mut s, t, runtime)?;
+            let counted = before.map(|b| (b, crate::perf_cm::snapshot((&s.dev, &s.cm))));
             let b = match &server {
                 Some(n) => Some(fio(t, n, p.size, runtime)?),
                 None => None,
             };
             row(&t.name, &run.to_string(), &a, b.as_ref());
+            if let Some((before, after)) = &counted {
+                crate::perf_cm::print_moved("initiator", before, after);
+            }
             ours_runs.push(a);
             theirs_runs.extend(b);
         }

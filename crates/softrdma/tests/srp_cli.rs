@@ -238,6 +238,7 @@ fn perf_srp_runs_ours_and_says_about_fio() {
             "127.0.86.2",
             "--size",
             "16m",
+            "-v",
         ])
         .output()
         .expect("run perf srp");
@@ -245,6 +246,12 @@ fn perf_srp_runs_ours_and_says_about_fio() {
     assert!(o.status.success(), "{out}{}", text(&o.stderr));
     assert!(out.contains("4k randwrite qd32"), "{out}");
     assert!(out.contains("summary (medians"), "{out}");
+    // -v: what the initiator's stack and driver counted in the run.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("  initiator: ") && l.contains("stack sent_pkts +")),
+        "{out}"
+    );
     // CPU per I/O, for both sides when fio runs.
     assert!(out.contains("CPU us/IO"), "{out}");
     assert!(
