@@ -208,7 +208,7 @@ struct NexusEntry {
 enum IoState {
     #[default]
     Free,
-    /// Waiting for a data buffer.
+    /// Waiting for a data buffer (or, on a lent medium, for its place in it).
     NeedBuf,
     /// Has its buffer; the RDMA READs wait for send queue room.
     NeedRead,
@@ -464,14 +464,6 @@ impl SrpTarget {
                 let _ = self.scsi.return_medium(m.lun, bytes);
             }
         }
-    }
-
-    /// The lent medium of `lun` on `port`, if any.
-    fn medium(&self, port: usize, lun: LunId) -> Option<Medium> {
-        self.media
-            .iter()
-            .find(|m| m.port == port && m.lun == lun)
-            .copied()
     }
 
     /// The completion queue of a port (the daemon waits on it).
@@ -1544,11 +1536,7 @@ impl SrpTarget {
         let decoded = self
             .scsi
             .decode(nexus, lun, &cdb[..cdb_len], scsi_dir, total);
-        let medium = self
-            .media
-            .iter()
-            .find(|m| m.port == c.port && m.lun == lun)
-            .copied();
+        let medium = medium_of(&self.media, c.port, lun);
         let (qpn, recv, max_req) = (c.qpn, c.recv, c.max_req);
         match decoded {
             Ok(Decoded::Done(rsp)) => {
@@ -1817,6 +1805,53 @@ impl SrpTarget {
         c.free_io.push(i);
     }
 
+    /// An I/O on a LUN whose medium is lent to its port: its data lies in the medium
+    /// (`start_in_place`), so it needs no buffer; a data-in's status is known at once. False
+    /// when the command does not run in place (not a READ or WRITE): it takes a buffer.
+    fn place_io(&mut self, ch: u32, i: u32, m: Medium) -> bool {
+        let Some(c) = self.channels.get_mut(&ch) else {
+            return true;
+        };
+        let x = &mut c.ios[i as usize];
+        let started = match &x.cmd {
+            Some(cmd) => self.scsi.start_in_place(cmd),
+            None => Ok(InPlace::Done(internal())),
+        };
+        let r = match started {
+            Ok(InPlace::No) => return false,
+            Ok(InPlace::Go(p)) => {
+                x.data = Some(DataAt::Medium {
+                    lkey: m.keys.lkey,
+                    offset: p.offset,
+                });
+                if x.dir == Direction::Out {
+                    x.state = IoState::NeedRead;
+                    return true;
+                }
+                // Data-in: sent from the medium as the RDMA WRITEs go out.
+                match x.cmd.take() {
+                    Some(cmd) => self
+                        .scsi
+                        .finish_in_place(&cmd)
+                        .unwrap_or_else(|_| internal()),
+                    None => internal(),
+                }
+            }
+            Ok(InPlace::Done(r)) => {
+                x.cmd = None;
+                r
+            }
+            Err(_) => {
+                x.cmd = None;
+                internal()
+            }
+        };
+        x.write_len = r.data_len;
+        x.rsp = Some(RspKind::Scsi(r));
+        x.state = IoState::NeedRsp;
+        true
+    }
+
     /// Moves an I/O as far as buffers and the send queue allow.
     fn advance(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ch: u32, i: u32) {
         let _ = (now, &rdma);
@@ -1830,55 +1865,10 @@ impl SrpTarget {
             let state = c.ios[i as usize].state;
             match state {
                 IoState::NeedBuf => {
-                    let lun = c.ios[i as usize].lun;
-                    let port = c.port;
-                    if let Some(m) = self.medium(port, lun) {
-                        let Some(c) = self.channels.get_mut(&ch) else {
-                            return;
-                        };
-                        let x = &mut c.ios[i as usize];
-                        let started = match &x.cmd {
-                            Some(cmd) => self.scsi.start_in_place(cmd),
-                            None => Ok(InPlace::Done(internal())),
-                        };
-                        match started {
-                            Ok(InPlace::Go(p)) => {
-                                x.data = Some(DataAt::Medium {
-                                    lkey: m.keys.lkey,
-                                    offset: p.offset,
-                                });
-                                if x.dir == Direction::Out {
-                                    x.state = IoState::NeedRead;
-                                } else {
-                                    // Data-in: sent from the medium; the status is known.
-                                    let r = match x.cmd.take() {
-                                        Some(cmd) => self
-                                            .scsi
-                                            .finish_in_place(&cmd)
-                                            .unwrap_or_else(|_| internal()),
-                                        None => internal(),
-                                    };
-                                    x.write_len = r.data_len;
-                                    x.rsp = Some(RspKind::Scsi(r));
-                                    x.state = IoState::NeedRsp;
-                                }
-                                continue;
-                            }
-                            Ok(InPlace::Done(r)) => {
-                                x.cmd = None;
-                                x.write_len = 0;
-                                x.rsp = Some(RspKind::Scsi(r));
-                                x.state = IoState::NeedRsp;
-                                continue;
-                            }
-                            Ok(InPlace::No) => {}
-                            Err(_) => {
-                                x.cmd = None;
-                                x.write_len = 0;
-                                x.rsp = Some(RspKind::Scsi(internal()));
-                                x.state = IoState::NeedRsp;
-                                continue;
-                            }
+                    let (lun, port) = (c.ios[i as usize].lun, c.port);
+                    if let Some(m) = medium_of(&self.media, port, lun) {
+                        if self.place_io(ch, i, m) {
+                            continue;
                         }
                     }
                     let Some(c) = self.channels.get_mut(&ch) else {
@@ -2069,6 +2059,14 @@ fn ib_accept(
     rdma.cm_mut()
         .send_rep(now, id, &p)
         .map_err(|e| format!("{e:?}"))
+}
+
+/// The lent medium of `lun` on `port`, if any (a free function: callers hold a channel).
+fn medium_of(media: &[Medium], port: usize, lun: LunId) -> Option<Medium> {
+    media
+        .iter()
+        .find(|m| m.port == port && m.lun == lun)
+        .copied()
 }
 
 fn desc_total(descs: &[DirectBuf]) -> u64 {
