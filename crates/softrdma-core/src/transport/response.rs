@@ -347,7 +347,8 @@ mod tests {
 
         let mut q = Responses::default();
         q.push_read(read);
-        let mut batch = TransmitBatch::new(64, 65_507);
+        // One segment a train: the limit then stops the batch at three packets.
+        let mut batch = TransmitBatch::new(1, 65_507);
         batch.max_bytes = 3 * 4096;
         assert_eq!(q.drain_into(&mrs, &mut batch), 3);
         let mut got: Vec<Vec<u8>> = Vec::new();

@@ -1387,7 +1387,7 @@ fn transmit_round_robin_over_sending_qps() {
         .collect();
     assert_eq!(dests, want, "one packet per QP in turn");
     // The batch path: a batch that is full after three packets takes the next QP in turn.
-    let mut batch = super::TransmitBatch::new(64, 65_000);
+    let mut batch = super::TransmitBatch::new(1, 65_000);
     batch.max_bytes = 3000;
     let mut firsts = Vec::new();
     for _ in 0..4 {
@@ -1483,4 +1483,100 @@ fn rc_payload_read_at_send_time_from_the_sges() {
         sim.stacks[0].verbs.qp(a.qpn).map(|q| q.state()).ok(),
         Some(QpState::Err)
     );
+}
+
+/// The deadline index may hold an entry earlier than a QP's timer (it is not moved when the
+/// timer restarts later, once per response packet), never a later one, and the stale
+/// entry's wake-up re-indexes the timer: 48 READs, four at a time over a 200 µs link, run
+/// far past the ~1 ms ACK timeout with the timer pushed back by every response. Every
+/// requester deadline is at or after its index entry, the loop never spins at one instant,
+/// no READ is retransmitted, and every byte arrives. Then the same over a lossy,
+/// reordering network, where the timer does fire.
+#[test]
+fn the_deadline_index_is_never_later_than_a_timer() {
+    let slow = NetConfig {
+        delay: Duration::from_micros(200),
+        ..NetConfig::PERFECT
+    };
+    let lossy = NetConfig {
+        loss_permille: 20,
+        dup_permille: 10,
+        delay: Duration::from_micros(10),
+        jitter: Duration::from_micros(30),
+    };
+    for (k, net) in [slow, lossy].into_iter().enumerate() {
+        let o = Opts {
+            timeout: 8, // ~1 ms
+            ..Opts::default()
+        };
+        let (mut sim, a, b) = rc_pair(net, 23 + k as u64, &o);
+        let data = pattern(9, BUF);
+        sim.stacks[1]
+            .verbs
+            .mr_mut(b.buf.lkey)
+            .expect("mr")
+            .write(0x10_0000, &data)
+            .expect("fill");
+        let reads = 48u64;
+        let chunk = (BUF / 4) as u64;
+        for i in 0..reads {
+            let off = (i % 4) * chunk;
+            let mut w = SendWr::new(
+                i,
+                SendOp::RdmaRead {
+                    remote_addr: 0x10_0000 + off,
+                    rkey: b.buf.rkey,
+                },
+            )
+            .with_sge(sge(&a, off, chunk as u32));
+            w.signaled = true;
+            sim.stacks[0].post_send(a.qpn, w).expect("read");
+        }
+        let mut wcs = Vec::new();
+        let start = sim.now;
+        let (mut checked, mut same, mut last) = (0u32, 0u32, sim.now);
+        assert!(sim.run_until(Duration::from_secs(20), |s| {
+            for st in &s.stacks {
+                for (&qpn, t) in &st.qps {
+                    if let Some(real) = t.req.poll_timeout() {
+                        let indexed = t.indexed_deadline.expect("a running timer is indexed");
+                        assert!(
+                            indexed <= real,
+                            "index {indexed:?} after the timer {real:?}"
+                        );
+                        assert!(st.deadlines.contains(&(indexed, qpn)));
+                        checked += 1;
+                    }
+                }
+            }
+            same = if s.now == last { same + 1 } else { 0 };
+            last = s.now;
+            assert!(same < 10_000, "the loop spins at one instant");
+            drain(s, 0, a.cq, &mut wcs);
+            wcs.len() as u64 == reads
+        }));
+        assert!(checked > 10, "the timer ran while the READs were in flight");
+        assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+        let mut got = vec![0u8; data.len()];
+        sim.stacks[0]
+            .verbs
+            .mr_mut(a.buf.lkey)
+            .expect("mr")
+            .read(0x10_0000, &mut got)
+            .expect("read back");
+        assert_eq!(got, data);
+        if k == 0 {
+            let spent = sim.now - start;
+            assert!(
+                spent > Duration::from_millis(3),
+                "ran past the timeout: {spent:?}"
+            );
+            // A retransmitted READ would reach the responder as a duplicate.
+            assert_eq!(sim.stacks[1].device.counters.duplicate_request, 0);
+        }
+        // Done: no timer runs, and any stale entry goes with its wake-up.
+        assert!(sim.run_until(Duration::from_secs(1), |s| s.stacks[0]
+            .poll_timeout()
+            .is_none()));
+    }
 }
