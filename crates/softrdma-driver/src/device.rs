@@ -78,8 +78,8 @@ use softrdma_core::mad::{MadAgent, MadCounters};
 use softrdma_core::time::Instant;
 use softrdma_core::transport::emit::{Train, TransmitBatch};
 use softrdma_core::verbs::{
-    AccessFlags, CqId, Mr, MrKeys, MrTable, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, RecvWr,
-    SendWr, VerbsError, WorkCompletion,
+    AccessFlags, CqId, Memory, Mr, MrKeys, MrTable, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr,
+    RecvWr, SendWr, VerbsError, WorkCompletion,
 };
 use softrdma_core::Stack;
 use softrdma_wire::icrc::ROCE_V2_PORT;
@@ -1026,7 +1026,7 @@ impl Device {
     pub fn reg_mr(
         &self,
         pd: PdId,
-        bytes: Vec<u8>,
+        bytes: impl Into<Memory>,
         iova: u64,
         access: AccessFlags,
     ) -> Result<MrKeys> {
@@ -1039,7 +1039,7 @@ impl Device {
     }
 
     /// `ibv_dereg_mr`: returns the region's bytes.
-    pub fn dereg_mr(&self, lkey: u32) -> Result<Vec<u8>> {
+    pub fn dereg_mr(&self, lkey: u32) -> Result<Memory> {
         Ok(self.shared.state().stack.verbs.dereg_mr(lkey)?)
     }
 

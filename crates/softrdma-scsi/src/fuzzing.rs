@@ -30,6 +30,8 @@
 
 use softrdma_wire::scsi::{ScsiStatus, SenseRepr};
 
+use crate::store::Memory;
+
 use crate::{
     BackingStore, BlockSize, Cmd, Data, DataDir, Decoded, InPlace, InitiatorId, LogicalUnit,
     LunConfig, LunId, LunResetUa, MemStore, NexusId, Residual, Response, StoreError, Target,
@@ -148,7 +150,7 @@ fn in_place(t: &mut Target, cmd: &Cmd, medium: &mut [u8]) -> Option<Response> {
 /// One command through decode and execute, checking the response.
 fn command(
     t: &mut Target,
-    medium: &mut Option<Vec<u8>>,
+    medium: &mut Option<Memory>,
     n: NexusId,
     lun: LunId,
     cdb: &[u8],

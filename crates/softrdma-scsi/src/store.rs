@@ -16,6 +16,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+pub use softrdma_mem::Memory;
+
 /// The logical block sizes a store may have. LIO accepts 512, 1024, 2048 and 4096; we take
 /// the two that matter (512-byte sectors and 4Kn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -126,11 +128,11 @@ pub trait BackingStore {
     /// [`BackingStore::give_back`], `read_at` and `write_at` fail with [`StoreError::Lent`];
     /// [`crate::Target::lend_medium`] is the way in, and it routes READ and WRITE around them.
     /// `None` (the default) for a store whose medium is not memory.
-    fn lend(&mut self) -> Option<Vec<u8>> {
+    fn lend(&mut self) -> Option<Memory> {
         None
     }
     /// Takes back what [`BackingStore::lend`] gave: the same length, or the store refuses it.
-    fn give_back(&mut self, medium: Vec<u8>) -> Result<(), StoreError> {
+    fn give_back(&mut self, medium: Memory) -> Result<(), StoreError> {
         Err(StoreError::BadSize {
             size: medium.len() as u64,
             block_size: self.block_size().bytes(),
@@ -158,8 +160,10 @@ fn check_range(offset: u64, len: usize, size: u64) -> Result<(), StoreError> {
 /// A store in memory (LIO's `rd_mcp`): no cache to flush, gone with the process.
 #[derive(Clone)]
 pub struct MemStore {
-    /// Empty while lent: `size` stays the medium's.
-    data: Vec<u8>,
+    /// Empty while lent: `size` stays the medium's. A large medium is memory advised for
+    /// huge pages ([`Memory::zeroed`]): the transport places every 4 KiB packet of a lent
+    /// medium's I/O into it.
+    data: Memory,
     size: u64,
     lent: bool,
     block_size: BlockSize,
@@ -186,7 +190,7 @@ impl MemStore {
             block_size: block_size.bytes(),
         })?;
         Ok(MemStore {
-            data: vec![0; len],
+            data: Memory::zeroed(len),
             size,
             lent: false,
             block_size,
@@ -199,7 +203,7 @@ impl MemStore {
         check_size(data.len() as u64, block_size)?;
         Ok(MemStore {
             size: data.len() as u64,
-            data,
+            data: Memory::from(data),
             lent: false,
             block_size,
             read_only: false,
@@ -261,14 +265,14 @@ impl BackingStore for MemStore {
     fn flush(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
-    fn lend(&mut self) -> Option<Vec<u8>> {
+    fn lend(&mut self) -> Option<Memory> {
         if self.lent {
             return None;
         }
         self.lent = true;
         Some(std::mem::take(&mut self.data))
     }
-    fn give_back(&mut self, medium: Vec<u8>) -> Result<(), StoreError> {
+    fn give_back(&mut self, medium: Memory) -> Result<(), StoreError> {
         if !self.lent || medium.len() as u64 != self.size {
             return Err(StoreError::BadSize {
                 size: medium.len() as u64,

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use softrdma_mem::Memory;
+
 use softrdma_wire::scsi::{
     AscAscq, InquiryRepr, ModeSelectRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr,
     ReadWriteRepr, ReportLunsRepr, RequestSenseRepr, ScsiOpcode, ServiceActionIn16,
@@ -328,7 +330,7 @@ impl Target {
     /// fails or is aborted mid-transfer leaves its blocks partly written, as on a disk; and
     /// a READ's data is read when it is sent, so a WRITE to the same blocks running at the
     /// same time may show through (SAM leaves overlapping commands' order to the initiator).
-    pub fn lend_medium(&mut self, id: LunId) -> Result<Vec<u8>, CoreError> {
+    pub fn lend_medium(&mut self, id: LunId) -> Result<Memory, CoreError> {
         let lu = self.luns.get_mut(&id.0).ok_or(CoreError::NoSuchLun(id))?;
         if lu.lent {
             return Err(CoreError::NotLendable(id));
@@ -339,13 +341,13 @@ impl Target {
     }
 
     /// Ends [`Target::lend_medium`]'s loan: READ and WRITE copy through buffers again.
-    pub fn return_medium(&mut self, id: LunId, medium: Vec<u8>) -> Result<(), CoreError> {
+    pub fn return_medium(&mut self, id: LunId, medium: impl Into<Memory>) -> Result<(), CoreError> {
         let lu = self.luns.get_mut(&id.0).ok_or(CoreError::NoSuchLun(id))?;
         if !lu.lent {
             return Err(CoreError::NotLent(id));
         }
         lu.store
-            .give_back(medium)
+            .give_back(medium.into())
             .map_err(|_| CoreError::NotLent(id))?;
         lu.lent = false;
         Ok(())

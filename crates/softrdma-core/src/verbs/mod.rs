@@ -26,6 +26,7 @@ pub use wr::{AddressVector, RecvWr, SendOp, SendWr, Sge, UdDest};
 
 use crate::device::{Device, DeviceAttr, PORT_NUM};
 use crate::rand::Rng;
+pub use softrdma_mem::Memory;
 
 /// A protection domain handle.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -187,7 +188,7 @@ impl Verbs {
     pub fn reg_mr_with(
         &mut self,
         pd: PdId,
-        bytes: Vec<u8>,
+        bytes: impl Into<Memory>,
         iova: u64,
         access: AccessFlags,
     ) -> Result<MrKeys, VerbsError> {
@@ -200,10 +201,11 @@ impl Verbs {
     pub fn reg_mr_or_return(
         &mut self,
         pd: PdId,
-        bytes: Vec<u8>,
+        bytes: impl Into<Memory>,
         iova: u64,
         access: AccessFlags,
-    ) -> Result<MrKeys, (VerbsError, Vec<u8>)> {
+    ) -> Result<MrKeys, (VerbsError, Memory)> {
+        let bytes = bytes.into();
         if let Err(e) = self.check_pd(pd) {
             return Err((e, bytes));
         }
@@ -218,7 +220,7 @@ impl Verbs {
     pub fn reg_fast_mr(
         &mut self,
         pd: PdId,
-        bytes: Vec<u8>,
+        bytes: impl Into<Memory>,
         iova: u64,
         access: AccessFlags,
     ) -> Result<MrKeys, VerbsError> {
@@ -244,7 +246,7 @@ impl Verbs {
     }
 
     /// `ibv_dereg_mr`: returns the MR's bytes.
-    pub fn dereg_mr(&mut self, lkey: u32) -> Result<Vec<u8>, VerbsError> {
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<Memory, VerbsError> {
         Ok(self.mrs.deregister(lkey)?)
     }
 

@@ -56,6 +56,7 @@ use std::collections::BTreeMap;
 
 use super::PdId;
 use crate::rand::Rng;
+pub use softrdma_mem::Memory;
 
 /// `enum ib_access_flags` / `ibv_access_flags` (values as in the verbs ABI).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -234,7 +235,7 @@ pub struct Mr {
     access: AccessFlags,
     ty: MrType,
     state: MrState,
-    bytes: Vec<u8>,
+    bytes: Memory,
 }
 
 impl fmt::Debug for Mr {
@@ -443,11 +444,11 @@ impl MrTable {
     pub fn register(
         &mut self,
         pd: PdId,
-        bytes: Vec<u8>,
+        bytes: impl Into<Memory>,
         iova: u64,
         access: AccessFlags,
     ) -> Result<MrKeys, MrError> {
-        self.insert(pd, bytes, iova, access, MrType::User)
+        self.insert(pd, bytes.into(), iova, access, MrType::User)
             .map_err(|(e, _)| e)
     }
 
@@ -455,11 +456,11 @@ impl MrTable {
     pub fn register_or_return(
         &mut self,
         pd: PdId,
-        bytes: Vec<u8>,
+        bytes: impl Into<Memory>,
         iova: u64,
         access: AccessFlags,
-    ) -> Result<MrKeys, (MrError, Vec<u8>)> {
-        self.insert(pd, bytes, iova, access, MrType::User)
+    ) -> Result<MrKeys, (MrError, Memory)> {
+        self.insert(pd, bytes.into(), iova, access, MrType::User)
     }
 
     /// Registers a fast-registration MR (`IB_MR_TYPE_MEM_REG`), valid at once: what
@@ -469,22 +470,22 @@ impl MrTable {
     pub fn register_fast(
         &mut self,
         pd: PdId,
-        bytes: Vec<u8>,
+        bytes: impl Into<Memory>,
         iova: u64,
         access: AccessFlags,
     ) -> Result<MrKeys, MrError> {
-        self.insert(pd, bytes, iova, access, MrType::MemReg)
+        self.insert(pd, bytes.into(), iova, access, MrType::MemReg)
             .map_err(|(e, _)| e)
     }
 
     fn insert(
         &mut self,
         pd: PdId,
-        bytes: Vec<u8>,
+        bytes: Memory,
         iova: u64,
         access: AccessFlags,
         ty: MrType,
-    ) -> Result<MrKeys, (MrError, Vec<u8>)> {
+    ) -> Result<MrKeys, (MrError, Memory)> {
         // ib_check_mr_access: remote write/atomic need local write.
         if !AccessFlags::KNOWN.contains(access)
             || (access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
@@ -534,7 +535,7 @@ impl MrTable {
     }
 
     /// Removes the MR with this lkey and returns its bytes (valid or invalidated).
-    pub fn deregister(&mut self, lkey: u32) -> Result<Vec<u8>, MrError> {
+    pub fn deregister(&mut self, lkey: u32) -> Result<Memory, MrError> {
         self.owned(lkey)?;
         self.mrs
             .remove(&(lkey >> 8))

@@ -964,8 +964,13 @@ fn sqd_drained_event_and_gsi_qkey() {
 fn copy_between_mrs_and_bytes_kept_on_refusal() {
     let mut e = env();
     let a =
-        e.v.reg_mr_with(e.pd, (0..32).collect(), 0x1000, AccessFlags::LOCAL_WRITE)
-            .expect("a");
+        e.v.reg_mr_with(
+            e.pd,
+            (0..32).collect::<Vec<u8>>(),
+            0x1000,
+            AccessFlags::LOCAL_WRITE,
+        )
+        .expect("a");
     let b =
         e.v.reg_mr_with(e.pd, vec![0; 32], 0, AccessFlags::LOCAL_WRITE)
             .expect("b");
