@@ -258,3 +258,19 @@ fn a_file_store_does_not_lend() {
         Err(CoreError::NoSuchLun(_))
     ));
 }
+
+/// A medium of 2 MiB or more is memory mapped for huge pages (what the transport places
+/// packets into), a small one stays a heap vector; both keep their bytes across the loan.
+#[test]
+fn a_large_memory_medium_is_mapped_for_huge_pages() {
+    for (size, mapped) in [(64u64 * 512, false), (4 << 20, true)] {
+        let mut store = MemStore::new(size, BlockSize::B512).unwrap();
+        store.write_at(size - 512, &[0x5a; 512]).unwrap();
+        let (mut t, _) = rig_with(Box::new(store), LunConfig::default());
+        let medium = t.lend_medium(LunId(0)).unwrap();
+        assert_eq!(medium.is_mapped(), mapped, "{size} bytes");
+        assert_eq!(medium.len() as u64, size);
+        assert!(medium[medium.len() - 512..].iter().all(|&b| b == 0x5a));
+        t.return_medium(LunId(0), medium).unwrap();
+    }
+}
