@@ -759,9 +759,10 @@ impl SrpInitiator {
                 p
             }
         };
+        // Huge pages from 2 MiB on: every packet of an I/O lands in or leaves from it.
         let k = stack.verbs.reg_mr_with(
             pd,
-            vec![0; len],
+            softrdma_core::verbs::Memory::zeroed(len),
             iova,
             AccessFlags(
                 AccessFlags::LOCAL_WRITE.0
