@@ -107,6 +107,31 @@ pub fn icrc(data: &[u8]) {
             assert_eq!(crate::icrc::verify(&copy).ok(), Some(true));
         }
     }
+    // A header memo warmed by the same headers with another IPv4 ID and PSN word gives what a
+    // fresh computation gives, and verifies as a fresh check does. (Not the whole-packet
+    // path: a socket's view rebuilds the IP and UDP lengths from the payload, and an input
+    // may claim others.)
+    if let Ok((flow, ident, roce)) = crate::icrc::flow_of(data) {
+        let mut memo = crate::icrc::HeaderMemo::default();
+        let mut other = roce.to_vec();
+        if let Some(b) = other.get_mut(9) {
+            *b ^= 0x5a;
+        }
+        let other_id = crate::icrc::Ipv4Ident {
+            id: ident.id ^ 0xa55a,
+            ..ident
+        };
+        let _ = memo.compute_udp(&flow, other_id, &other);
+        assert_eq!(
+            memo.compute_udp(&flow, ident, roce).ok(),
+            crate::icrc::compute_udp(&flow, ident, roce).ok(),
+            "a warm memo against a fresh one"
+        );
+        assert_eq!(
+            memo.verify_udp(&flow, roce).ok(),
+            crate::icrc::verify_udp(&flow, roce).ok()
+        );
+    }
 }
 
 /// A 256-byte MAD.
