@@ -137,6 +137,26 @@ fn drain(sim: &mut Sim, i: usize, cq: CqId, out: &mut Vec<WorkCompletion>) {
     }
 }
 
+/// Writes `data` into `e`'s buffer MR on stack `i` at `addr`.
+fn fill(sim: &mut Sim, i: usize, e: &End, addr: u64, data: &[u8]) {
+    sim.stacks[i]
+        .verbs
+        .mr_mut(e.buf.lkey)
+        .expect("mr")
+        .write(addr, data)
+        .expect("fill");
+}
+
+/// Reads `out.len()` bytes of `e`'s buffer MR on stack `i` from `addr`.
+fn read_back(sim: &mut Sim, i: usize, e: &End, addr: u64, out: &mut [u8]) {
+    sim.stacks[i]
+        .verbs
+        .mr_mut(e.buf.lkey)
+        .expect("mr")
+        .read(addr, out)
+        .expect("read back");
+}
+
 fn pattern(seed: u64, n: usize) -> Vec<u8> {
     (0..n).map(|i| (seed as usize * 31 + i * 7) as u8).collect()
 }
@@ -1420,12 +1440,7 @@ fn stack_is_send_and_sync() {
 fn rc_payload_read_at_send_time_from_the_sges() {
     let (mut sim, a, b) = rc_pair(NetConfig::PERFECT, 11, &Opts::default());
     let data = pattern(5, 3000);
-    sim.stacks[0]
-        .verbs
-        .mr_mut(a.buf.lkey)
-        .expect("mr")
-        .write(0x10_0000, &data)
-        .expect("fill");
+    fill(&mut sim, 0, &a, 0x10_0000, &data);
     // Two SGEs (1000 + 2000 bytes): the first packet (MTU 1024) straddles them.
     let mut w = SendWr::new(
         1,
@@ -1445,12 +1460,7 @@ fn rc_payload_read_at_send_time_from_the_sges() {
     }));
     assert_eq!(wcs[0].status, WcStatus::Success, "{wcs:?}");
     let mut got = vec![0u8; data.len()];
-    sim.stacks[1]
-        .verbs
-        .mr_mut(b.buf.lkey)
-        .expect("mr")
-        .read(0x10_0000 + 100, &mut got)
-        .expect("read back");
+    read_back(&mut sim, 1, &b, 0x10_0000 + 100, &mut got);
     assert_eq!(got, data);
 
     // Posted, then the MR goes away before the loop sends it.
@@ -1511,12 +1521,7 @@ fn the_deadline_index_is_never_later_than_a_timer() {
         };
         let (mut sim, a, b) = rc_pair(net, 23 + k as u64, &o);
         let data = pattern(9, BUF);
-        sim.stacks[1]
-            .verbs
-            .mr_mut(b.buf.lkey)
-            .expect("mr")
-            .write(0x10_0000, &data)
-            .expect("fill");
+        fill(&mut sim, 1, &b, 0x10_0000, &data);
         let reads = 48u64;
         let chunk = (BUF / 4) as u64;
         for i in 0..reads {
@@ -1558,12 +1563,7 @@ fn the_deadline_index_is_never_later_than_a_timer() {
         assert!(checked > 10, "the timer ran while the READs were in flight");
         assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
         let mut got = vec![0u8; data.len()];
-        sim.stacks[0]
-            .verbs
-            .mr_mut(a.buf.lkey)
-            .expect("mr")
-            .read(0x10_0000, &mut got)
-            .expect("read back");
+        read_back(&mut sim, 0, &a, 0x10_0000, &mut got);
         assert_eq!(got, data);
         if k == 0 {
             let spent = sim.now - start;
