@@ -38,9 +38,10 @@ use softrdma_wire::Guid;
 
 use crate::cm::{CmConfig, CmPort, RXE_CA_ACK_DELAY};
 use crate::mad::MadPort;
+use crate::node::Node;
 use crate::rand::Rng;
 use crate::rdma_cm::{ConnParam, RdmaCm, RdmaCmEvent, RdmaCmEventType as T, RdmaCmId, RdmaId};
-use crate::sim::{NetConfig, Sim};
+use crate::sim::{Host, NetConfig, Sim};
 use crate::time::{Duration, Instant};
 use crate::verbs::{
     AccessFlags, CqId, MrKeys, PdId, QpInitAttr, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
@@ -94,9 +95,9 @@ enum Outcome {
     Abandoned,
 }
 
-struct Node {
-    cm: RdmaCm,
-    mad: MadPort,
+/// One node's application state: the node's port and the PD and CQ its connections use
+/// (the node itself lives in the simulation).
+struct App {
     port: CmPort,
     pd: PdId,
     cq: CqId,
@@ -152,8 +153,8 @@ pub(crate) struct Stats {
 }
 
 struct World {
-    sim: Sim,
-    nodes: Vec<Node>,
+    sim: Sim<Node>,
+    apps: Vec<App>,
     rng: Rng,
     clients: BTreeMap<u32, Client>,
     client_ids: BTreeMap<RdmaId, u32>,
@@ -170,25 +171,34 @@ struct World {
     finished: BTreeMap<u32, (Kind, Vec<(T, i32)>)>,
 }
 
-fn node(sim: &mut Sim, i: usize, seed: u64) -> Node {
-    let mut cm = RdmaCm::new(CmConfig::new(
+/// Node `i` (10.0.0.i+1, one port, QP1 with `qp1_depth` receives) and its application.
+fn node(i: usize, seed: u64, qp1_depth: u32) -> (Node, App) {
+    let mut n = Node::new(CmConfig::new(
         Guid(0x5054_00ff_fe00_0000 + i as u64),
         RXE_CA_ACK_DELAY,
         seed,
     ))
-    .expect("cm");
-    let s = &mut sim.stacks[i];
-    let mut mad = MadPort::open(s, 2, 512).expect("qp1");
-    let port = cm.add_port(mad.agent_mut(), s).expect("port");
+    .expect("node");
+    let ip = Sim::<Node>::addr(i);
+    let stack = Stack::new(
+        crate::device::DeviceConfig::new(format!("sim{i}"), vec![ip]),
+        seed ^ 0x57ac,
+    );
+    let port = n.add_port(stack, qp1_depth).expect("port");
+    let s = n.stack_mut(port).expect("stack");
     let pd = s.verbs.alloc_pd().expect("pd");
     let cq = s.verbs.create_cq(8192).expect("cq");
-    Node {
-        cm,
-        mad,
-        port,
-        pd,
-        cq,
-    }
+    (n, App { port, pd, cq })
+}
+
+/// Nodes 0..n (seeds as given) in a simulated network.
+fn world_nodes(seeds: &[u64], net: NetConfig, seed: u64) -> (Sim<Node>, Vec<App>) {
+    let (nodes, apps): (Vec<_>, Vec<_>) = seeds
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| node(i, s, 512))
+        .unzip();
+    (Sim::with_hosts(nodes, net, seed), apps)
 }
 
 fn mix(h: u64, x: u64) -> u64 {
@@ -203,15 +213,10 @@ impl World {
             delay: Duration::from_micros(100),
             jitter: Duration::from_micros(200),
         };
-        let mut sim = Sim::new(3, net, seed);
-        let nodes = vec![
-            node(&mut sim, 0, seed ^ 0xc1),
-            node(&mut sim, 1, seed ^ 0x5e),
-            node(&mut sim, 2, seed ^ 0x7a),
-        ];
+        let (sim, apps) = world_nodes(&[seed ^ 0xc1, seed ^ 0x5e, seed ^ 0x7a], net, seed);
         let mut w = World {
             sim,
-            nodes,
+            apps,
             rng: Rng::new(seed ^ 0xa99),
             clients: BTreeMap::new(),
             client_ids: BTreeMap::new(),
@@ -225,7 +230,10 @@ impl World {
         };
         for k in 1..3 {
             let addr = SocketAddr::new(w.sim.addrs[k], PORT);
-            let l = w.nodes[k].cm.listen_on(addr, 0).expect("listen");
+            let l = w.sim.stacks[k]
+                .rdma_mut()
+                .listen_on(addr, 0)
+                .expect("listen");
             w.listeners.push(l);
         }
         w
@@ -235,14 +243,20 @@ impl World {
         self.sim.now
     }
 
+    /// Node `k`'s stack.
+    fn stack(&mut self, k: usize) -> &mut Stack {
+        let port = self.apps[k].port;
+        self.sim.stacks[k].stack_mut(port).expect("port")
+    }
+
     fn pick(&mut self, n: u32) -> u32 {
         self.rng.next_u32() % n
     }
 
     /// An RC QP in INIT and an MR on node `k`.
     fn resources(&mut self, k: usize) -> (u32, MrKeys) {
-        let (pd, cq) = (self.nodes[k].pd, self.nodes[k].cq);
-        let s = &mut self.sim.stacks[k];
+        let (pd, cq) = (self.apps[k].pd, self.apps[k].cq);
+        let s = self.stack(k);
         let (qpn, _) = s.verbs.create_qp(QpInitAttr::rc(pd, cq, 8, 8)).expect("qp");
         RdmaCm::init_qp(s, qpn).expect("init");
         let mr = s
@@ -255,9 +269,9 @@ impl World {
     fn release(&mut self, k: usize, res: Res) {
         let now = self.now();
         if let Some(id) = res.id {
-            self.nodes[k].cm.destroy(now, id);
+            self.sim.stacks[k].rdma_mut().destroy(now, id);
         }
-        let s = &mut self.sim.stacks[k];
+        let s = self.stack(k);
         if let Some(q) = res.qpn {
             s.destroy_qp(q).expect("destroy qp");
         }
@@ -292,7 +306,7 @@ impl World {
             1
         };
         let (src, dst) = (self.sim.addrs[0], SocketAddr::new(self.sim.addrs[to], PORT));
-        let cm = &mut self.nodes[0].cm;
+        let cm = self.sim.stacks[0].rdma_mut();
         let id = cm.create_id();
         cm.resolve_addr(&id, Some(src), dst).expect("resolve_addr");
         self.client_ids.insert(id.name(), tag);
@@ -375,9 +389,9 @@ impl World {
         if let Some(id) = &c.res.id {
             // Refused only in a state that cannot disconnect (then the peer's DREQ or the
             // CM's errors end the connection).
-            c.disconnect_sent = self.nodes[0]
-                .cm
-                .disconnect(now, &mut self.sim.stacks[0], id)
+            c.disconnect_sent = self.sim.stacks[0]
+                .with_port(now, self.apps[0].port, |cm, s| cm.disconnect(now, s, id))
+                .expect("port")
                 .is_ok();
         }
     }
@@ -392,7 +406,10 @@ impl World {
         match e.event {
             T::AddrResolved => {
                 let id = c.res.id.as_ref().expect("id");
-                self.nodes[0].cm.resolve_route(id).expect("route");
+                self.sim.stacks[0]
+                    .rdma_mut()
+                    .resolve_route(id)
+                    .expect("route");
             }
             T::RouteResolved => {
                 let (qpn, mr) = self.resources(0);
@@ -409,9 +426,11 @@ impl World {
                     rnr_retry_count: 7,
                     ..ConnParam::default()
                 };
-                self.nodes[0]
-                    .cm
-                    .connect(now, &mut self.sim.stacks[0], id, Some(qpn), &param)
+                self.sim.stacks[0]
+                    .with_port(now, self.apps[0].port, |cm, s| {
+                        cm.connect(now, s, id, Some(qpn), &param)
+                    })
+                    .expect("port")
                     .expect("connect");
             }
             T::Established => {
@@ -426,7 +445,9 @@ impl World {
                         length: 16,
                         lkey: mr.lkey,
                     });
-                    self.sim.stacks[0].post_send(qpn, wr).expect("post send");
+                    let port = self.apps[0].port;
+                    let s = self.sim.stacks[0].stack_mut(port).expect("port");
+                    s.post_send(qpn, wr).expect("post send");
                 }
                 c.sent = msgs;
             }
@@ -507,22 +528,18 @@ impl World {
                 // A REQ of a connection its client gave up on already (a retransmission
                 // still in flight): refuse it.
                 None | Some(Kind::Rejected) => {
-                    if let Err((_, err)) = self.nodes[k].cm.reject(now, id, b"no") {
+                    if let Err((_, err)) = self.sim.stacks[k].rdma_mut().reject(now, id, b"no") {
                         panic!("connection {tag}: reject: {err:?}");
                     }
                 }
                 Some(Kind::ServerAbandons { accept_first }) => {
                     if accept_first {
                         let (qpn, mr) = self.resources(k);
-                        self.nodes[k]
-                            .cm
-                            .accept(
-                                now,
-                                &mut self.sim.stacks[k],
-                                &id,
-                                qpn,
-                                &ConnParam::default(),
-                            )
+                        self.sim.stacks[k]
+                            .with_port(now, self.apps[k].port, |cm, s| {
+                                cm.accept(now, s, &id, qpn, &ConnParam::default())
+                            })
+                            .expect("port")
                             .expect("accept");
                         self.release(
                             k,
@@ -533,7 +550,7 @@ impl World {
                             },
                         );
                     } else {
-                        self.nodes[k].cm.destroy(now, id);
+                        self.sim.stacks[k].rdma_mut().destroy(now, id);
                     }
                 }
                 Some(kind) => {
@@ -546,7 +563,7 @@ impl World {
                         _ => (1, true),
                     };
                     let (qpn, mr) = self.resources(k);
-                    let s = &mut self.sim.stacks[k];
+                    let s = self.stack(k);
                     for m in 0..msgs {
                         let sge = Sge {
                             addr: MR_VA + 32 * u64::from(m),
@@ -562,9 +579,11 @@ impl World {
                         rnr_retry_count: 7,
                         ..ConnParam::default()
                     };
-                    self.nodes[k]
-                        .cm
-                        .accept(now, s, &id, qpn, &param)
+                    self.sim.stacks[k]
+                        .with_port(now, self.apps[k].port, |cm, s| {
+                            cm.accept(now, s, &id, qpn, &param)
+                        })
+                        .expect("port")
                         .expect("accept");
                     self.server_qps.insert((k, qpn), id.name());
                     self.servers.insert(
@@ -622,9 +641,9 @@ impl World {
             return;
         }
         if let Some(id) = &sv.res.id {
-            sv.disconnect_sent = self.nodes[k]
-                .cm
-                .disconnect(now, &mut self.sim.stacks[k], id)
+            sv.disconnect_sent = self.sim.stacks[k]
+                .with_port(now, self.apps[k].port, |cm, s| cm.disconnect(now, s, id))
+                .expect("port")
                 .is_ok();
         }
     }
@@ -665,26 +684,19 @@ impl World {
 
     // ---- the runtime --------------------------------------------------------------------
 
-    /// One turn of node `k`'s loop (`crate::mad::port`'s order), its application included.
+    /// Node `k`'s timers if due, then its application: events and completions until both
+    /// are quiet. (The node handled its datagrams as the network delivered them.)
     fn turn(&mut self, k: usize) {
         let now = self.now();
-        {
-            let n = &mut self.nodes[k];
-            let s = &mut self.sim.stacks[k];
-            n.mad.poll(now, s);
-            n.mad.handle_timeout(now);
-            while let Some(ev) = n.mad.poll_event() {
-                n.cm.handle_mad(now, n.port, s, ev);
-            }
-            if n.cm.poll_timeout().is_some_and(|t| t <= now) {
-                n.cm.handle_timeout(now);
-            }
-            // Retry notices of the IB CM (nobody here wants them; drained like events).
-            while n.cm.poll_ib_event().is_some() {}
+        let n = &mut self.sim.stacks[k];
+        if n.poll_timeout().is_some_and(|t| t <= now) {
+            n.handle_timeout(now);
         }
+        // Retry notices of the IB CM (nobody here wants them; drained like events).
+        while n.poll_ib_event().is_some() {}
         loop {
             let mut any = false;
-            while let Some(e) = self.nodes[k].cm.poll_event() {
+            while let Some(e) = self.sim.stacks[k].poll_rdma_event() {
                 any = true;
                 if k == 0 {
                     self.client_event(e);
@@ -692,7 +704,8 @@ impl World {
                     self.server_event(k, e);
                 }
             }
-            while let Ok(Some(wc)) = self.sim.stacks[k].poll_cq(self.nodes[k].cq) {
+            let cq = self.apps[k].cq;
+            while let Ok(Some(wc)) = self.stack(k).poll_cq(cq) {
                 any = true;
                 if k == 0 {
                     self.client_wc(wc.qp_num, wc.status);
@@ -700,19 +713,10 @@ impl World {
                     self.server_wc(k, wc.qp_num, wc.opcode, wc.status);
                 }
             }
-            self.flush(k);
             if !any {
                 break;
             }
         }
-    }
-
-    fn flush(&mut self, k: usize) {
-        let n = &mut self.nodes[k];
-        while let Some((_, agent, op)) = n.cm.poll_mad() {
-            let _ = n.mad.agent_mut().apply(agent, op);
-        }
-        n.mad.flush(&mut self.sim.stacks[k]);
     }
 
     /// The earliest timer of the nodes' MAD layers and CMs and of the applications.
@@ -724,9 +728,9 @@ impl World {
             .chain(self.servers.values().map(|s| s.timer))
             .min();
         let live = if self.vanished { 2 } else { 3 };
-        self.nodes[..live]
+        self.sim.stacks[..live]
             .iter()
-            .flat_map(|n| [n.mad.poll_timeout(), n.cm.poll_timeout()])
+            .map(|n| n.poll_timeout())
             .chain([app])
             .flatten()
             .min()
@@ -810,7 +814,7 @@ impl World {
                         .iter()
                         .map(|(id, sv)| (
                             sv.tag,
-                            self.nodes[id.0].cm.cm_state(id.1),
+                            self.sim.stacks[id.0].rdma().cm_state(id.1),
                             self.finished.get(&sv.tag)
                         ))
                         .collect::<Vec<_>>()
@@ -828,10 +832,10 @@ impl World {
         for k in 0..live {
             self.turn(k);
         }
-        for (k, n) in self.nodes[..live].iter_mut().enumerate() {
+        for (k, (n, app)) in self.sim.stacks[..live].iter().zip(&self.apps).enumerate() {
             let listeners = usize::from(k > 0);
-            assert_eq!(n.cm.id_count(), listeners, "node {k}: RDMA CM ids");
-            let s = n.cm.cm().table_sizes();
+            assert_eq!(n.rdma().id_count(), listeners, "node {k}: RDMA CM ids");
+            let s = n.rdma().cm().table_sizes();
             assert_eq!(s.ids, listeners, "node {k}: {s:?}");
             assert_eq!(
                 (
@@ -845,10 +849,11 @@ impl World {
                 "node {k}: {s:?}"
             );
             assert_eq!((s.sends, s.events, s.mad_ops), (0, 0, 0), "node {k}: {s:?}");
-            assert_eq!(n.cm.poll_timeout(), None, "node {k}: CM timer");
-            assert_eq!(n.mad.agent().outstanding(), 0, "node {k}: MADs");
-            assert_eq!(n.mad.poll_timeout(), None, "node {k}: MAD timer");
-            let st: &Stack = &self.sim.stacks[k];
+            assert_eq!(n.rdma().poll_timeout(), None, "node {k}: CM timer");
+            let mad = n.mad(app.port).expect("port");
+            assert_eq!(mad.agent().outstanding(), 0, "node {k}: MADs");
+            assert_eq!(mad.poll_timeout(), None, "node {k}: MAD timer");
+            let st: &Stack = n.stack(app.port).expect("port");
             assert_eq!(
                 st.verbs.qp_numbers().count(),
                 1,
@@ -951,16 +956,34 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
 
     const BACKLOG: u32 = 128;
     const EVENTS_PER_MS: usize = 50;
-    let mut sim = Sim::new(3, NetConfig::PERFECT, 77);
-    let mut nodes = [node(&mut sim, 0, 1), node(&mut sim, 1, 2)];
-    let server = SocketAddr::new(sim.addrs[1], PORT);
-    let listen = nodes[1].cm.listen_on(server, BACKLOG).expect("listen");
-    // The attacker: QP1 and a MAD layer with a CM agent, nothing else.
-    let mut evil = MadPort::open(&mut sim.stacks[2], 2, 64).expect("qp1");
+    let (n0, a0) = node(0, 1, 512);
+    let (n1, a1) = node(1, 2, 512);
+    // The attacker: a bare stack with QP1 and a MAD layer with a CM agent, nothing else.
+    let mut evil_stack = Stack::new(
+        crate::device::DeviceConfig::new("evil", vec![Sim::<FloodHost>::addr(2)]),
+        3,
+    );
+    let mut evil = MadPort::open(&mut evil_stack, 2, 64).expect("qp1");
     let agent = evil
         .agent_mut()
         .register_methods(MgmtClass::CM, 2, Some(&[Method::SEND]))
         .expect("agent");
+    let mut sim = Sim::with_hosts(
+        vec![
+            FloodHost::Node(n0),
+            FloodHost::Node(n1),
+            FloodHost::Evil(evil_stack, evil),
+        ],
+        NetConfig::PERFECT,
+        77,
+    );
+    let apps = [a0, a1];
+    let server = SocketAddr::new(sim.addrs[1], PORT);
+    let listen = sim.stacks[1]
+        .node()
+        .rdma_mut()
+        .listen_on(server, BACKLOG)
+        .expect("listen");
     let (evil_ip, server_gid) = (sim.addrs[2], softrdma_wire::Gid::from(sim.addrs[1]));
     let flood_req = |n: u32| {
         let mut pd = IpCmHeader::new(evil_ip, 40_000 + (n % 20_000) as u16, server.ip()).to_bytes();
@@ -1002,23 +1025,6 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
     let (mut sent, mut max_ids, mut max_accepted) = (0u32, 0, 0);
     let client_start = Instant::from_millis(351);
     let t0 = sim.now;
-    let turn = |sim: &mut Sim, n: &mut Node, k: usize| {
-        let now = sim.now;
-        let s = &mut sim.stacks[k];
-        n.mad.poll(now, s);
-        n.mad.handle_timeout(now);
-        while let Some(ev) = n.mad.poll_event() {
-            n.cm.handle_mad(now, n.port, s, ev);
-        }
-        if n.cm.poll_timeout().is_some_and(|t| t <= now) {
-            n.cm.handle_timeout(now);
-        }
-        while n.cm.poll_ib_event().is_some() {}
-        while let Some((_, agent, op)) = n.cm.poll_mad() {
-            let _ = n.mad.agent_mut().apply(agent, op);
-        }
-        n.mad.flush(s);
-    };
     let mut next_tick = t0;
     let mut budget = EVENTS_PER_MS;
     while sim.now < t0 + Duration::from_millis(1_300) {
@@ -1028,6 +1034,9 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
         if ms % 100 == 0 && ms < 1_000 && sent < 10_000 * (ms as u32 / 100 + 1) {
             for _ in 0..10_000 {
                 let mad = flood_req(sent);
+                let FloodHost::Evil(_, evil) = &mut sim.stacks[2] else {
+                    unreachable!("host 2 is the attacker")
+                };
                 evil.agent_mut()
                     .send(
                         now,
@@ -1037,41 +1046,41 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
                         crate::mad::SendParams::ONCE,
                     )
                     .expect("send");
-                evil.flush(&mut sim.stacks[2]);
-                evil.poll(now, &mut sim.stacks[2]);
                 sim.flush();
                 sent += 1;
             }
         }
         if client.is_none() && now >= client_start {
-            let cm = &mut nodes[0].cm;
+            let cm = sim.stacks[0].node().rdma_mut();
             let id = cm.create_id();
             cm.resolve_addr(&id, Some(sim.addrs[0]), server)
                 .expect("resolve");
             client = Some(id);
         }
-        // The attacker never answers (its MAD layer's events are dropped).
-        evil.poll(now, &mut sim.stacks[2]);
-        while evil.poll_event().is_some() {}
         for k in 0..2 {
-            let (n, _) = nodes.split_at_mut(k + 1);
-            turn(&mut sim, &mut n[k], k);
+            let n = sim.stacks[k].node();
+            if n.poll_timeout().is_some_and(|t| t <= now) {
+                n.handle_timeout(now);
+            }
+            while n.poll_ib_event().is_some() {}
         }
         // The client: everything at once.
-        while let Some(e) = nodes[0].cm.poll_event() {
+        while let Some(e) = sim.stacks[0].node().poll_rdma_event() {
             let id = client.as_ref().expect("client");
+            let n = sim.stacks[0].node();
             match e.event {
-                T::AddrResolved => nodes[0].cm.resolve_route(id).expect("route"),
+                T::AddrResolved => n.rdma_mut().resolve_route(id).expect("route"),
                 T::RouteResolved => {
-                    let (pd, cq) = (nodes[0].pd, nodes[0].cq);
-                    let s = &mut sim.stacks[0];
+                    let (pd, cq) = (apps[0].pd, apps[0].cq);
+                    let s = n.stack_mut(apps[0].port).expect("port");
                     let (qpn, _) = s.verbs.create_qp(QpInitAttr::rc(pd, cq, 4, 4)).expect("qp");
                     RdmaCm::init_qp(s, qpn).expect("init");
                     client_qp = Some(qpn);
-                    nodes[0]
-                        .cm
-                        .connect(now, s, id, Some(qpn), &ConnParam::default())
-                        .expect("connect");
+                    n.with_port(now, apps[0].port, |cm, s| {
+                        cm.connect(now, s, id, Some(qpn), &ConnParam::default())
+                    })
+                    .expect("port")
+                    .expect("connect");
                 }
                 T::Established => client_up = Some(now),
                 _ => panic!("client: {e:?}"),
@@ -1083,26 +1092,28 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
             budget = EVENTS_PER_MS;
         }
         while budget > 0 {
-            let Some(mut e) = nodes[1].cm.poll_event() else {
+            let client_ip = sim.addrs[0];
+            let n = sim.stacks[1].node();
+            let Some(mut e) = n.poll_rdma_event() else {
                 break;
             };
             budget -= 1;
             match e.event {
                 T::ConnectRequest => {
                     let id = e.new_id.take().expect("new id");
-                    let (pd, cq) = (nodes[1].pd, nodes[1].cq);
-                    let s = &mut sim.stacks[1];
+                    let (pd, cq) = (apps[1].pd, apps[1].cq);
+                    let s = n.stack_mut(apps[1].port).expect("port");
                     let (qpn, _) = s.verbs.create_qp(QpInitAttr::rc(pd, cq, 4, 4)).expect("qp");
                     RdmaCm::init_qp(s, qpn).expect("init");
-                    let legit =
-                        nodes[1].cm.remote_addr(id.name()).map(|a| a.ip()) == Some(sim.addrs[0]);
+                    let legit = n.rdma().remote_addr(id.name()).map(|a| a.ip()) == Some(client_ip);
                     if legit {
                         server_side = Some(id.name());
                     }
-                    nodes[1]
-                        .cm
-                        .accept(now, s, &id, qpn, &ConnParam::default())
-                        .expect("accept");
+                    n.with_port(now, apps[1].port, |cm, s| {
+                        cm.accept(now, s, &id, qpn, &ConnParam::default())
+                    })
+                    .expect("port")
+                    .expect("accept");
                     accepted.insert(
                         id.name(),
                         Res {
@@ -1115,15 +1126,16 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
                 T::Established => assert_eq!(Some(e.id), server_side),
                 T::Unreachable => {
                     let res = accepted.remove(&e.id).expect("accepted");
-                    let s = &mut sim.stacks[1];
-                    nodes[1].cm.destroy(now, res.id.expect("id"));
+                    n.rdma_mut().destroy(now, res.id.expect("id"));
+                    let s = n.stack_mut(apps[1].port).expect("port");
                     s.destroy_qp(res.qpn.expect("qp")).expect("destroy qp");
                 }
                 _ => panic!("server: {e:?}"),
             }
         }
         max_accepted = max_accepted.max(accepted.len());
-        let ids = nodes[1].cm.id_count();
+        let n = sim.stacks[1].node();
+        let ids = n.rdma().id_count();
         max_ids = max_ids.max(ids);
         // The bounds: the backlog's queue; the accepted ones (a REP lives 1 ms, but its
         // UNREACHABLE waits behind the queued CONNECT_REQUESTs).
@@ -1133,14 +1145,14 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
             "{}",
             accepted.len()
         );
-        assert!(nodes[1].cm.cm().half_open() <= BACKLOG as usize + EVENTS_PER_MS);
-        assert!(nodes[1].mad.agent().outstanding() <= accepted.len());
+        assert!(n.rdma().cm().half_open() <= BACKLOG as usize + EVENTS_PER_MS);
+        let mad = n.mad(apps[1].port).expect("port");
+        assert!(mad.agent().outstanding() <= accepted.len());
         // Time: the next datagram or timer, or the next millisecond.
         sim.flush();
-        let timers = nodes
+        let timers = sim.stacks[..2]
             .iter()
-            .flat_map(|n| [n.mad.poll_timeout(), n.cm.poll_timeout()])
-            .flatten()
+            .filter_map(|h| h.poll_timeout())
             .chain([next_tick, client_start.max(now)])
             .filter(|&t| t > now)
             .min();
@@ -1162,18 +1174,19 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
         up - client_start
     );
     assert_eq!(sent, 100_000);
-    let c = nodes[1].cm.counters();
+    let n = sim.stacks[1].node();
+    let c = n.rdma().counters();
     assert!(c.backlog_drops > 90_000, "{c:?}");
     // What is left: the listener and the client's connection on the server.
     assert_eq!(accepted.len(), 1);
-    assert_eq!(nodes[1].cm.id_count(), 2);
-    let s = nodes[1].cm.cm().table_sizes();
+    assert_eq!(n.rdma().id_count(), 2);
+    let s = n.rdma().cm().table_sizes();
     assert_eq!(
         (s.ids, s.half_open, s.remote_ids, s.timewaits),
         (2, 0, 1, 0),
         "{s:?}"
     );
-    assert_eq!(nodes[1].mad.agent().outstanding(), 0);
+    assert_eq!(n.mad(apps[1].port).expect("port").agent().outstanding(), 0);
     eprintln!(
         "RDMA CM flood: {sent} REQs, {} dropped at the backlog, at most {max_ids} ids and \
          {max_accepted} accepted at once; the client connected {:?} after it started",
@@ -1181,4 +1194,92 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
         up - client_start
     );
     let _ = (listen, client_qp);
+}
+
+/// The flood's hosts: nodes, and the attacker — a bare stack with QP1 and a MAD layer of
+/// its own, whose CM agent writes REQs and never answers (its events are dropped).
+// Three hosts in one test: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+enum FloodHost {
+    Node(Node),
+    Evil(Stack, crate::mad::MadPort),
+}
+
+impl FloodHost {
+    fn node(&mut self) -> &mut Node {
+        match self {
+            FloodHost::Node(n) => n,
+            FloodHost::Evil(..) => unreachable!("the attacker is no node"),
+        }
+    }
+}
+
+impl crate::sim::Host for FloodHost {
+    fn port_addrs(&self) -> Vec<Vec<std::net::IpAddr>> {
+        match self {
+            FloodHost::Node(n) => n.port_addrs(),
+            FloodHost::Evil(s, _) => s.port_addrs(),
+        }
+    }
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        port: usize,
+        src: SocketAddr,
+        dst: std::net::IpAddr,
+        bytes: &[u8],
+    ) {
+        match self {
+            FloodHost::Node(n) => crate::sim::Host::handle_datagram(n, now, port, src, dst, bytes),
+            FloodHost::Evil(s, mad) => {
+                s.handle_datagram(now, src, dst, bytes);
+                mad.poll(now, s);
+                while mad.poll_event().is_some() {}
+            }
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            FloodHost::Node(n) => n.handle_timeout(now),
+            FloodHost::Evil(s, mad) => {
+                if s.poll_timeout().is_some_and(|t| t <= now) {
+                    s.handle_timeout(now);
+                }
+                mad.handle_timeout(now);
+                while mad.poll_event().is_some() {}
+            }
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            FloodHost::Node(n) => n.poll_timeout(),
+            FloodHost::Evil(s, mad) => match (s.poll_timeout(), mad.poll_timeout()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+    fn poll_transmit(&mut self, now: Instant, port: usize) -> Option<crate::Transmit> {
+        match self {
+            FloodHost::Node(n) => crate::sim::Host::poll_transmit(n, now, port),
+            FloodHost::Evil(s, mad) => {
+                mad.flush(s);
+                s.poll_transmit(now)
+            }
+        }
+    }
+    fn poll_transmit_batch(
+        &mut self,
+        now: Instant,
+        port: usize,
+        batch: &mut crate::transport::TransmitBatch,
+    ) -> usize {
+        match self {
+            FloodHost::Node(n) => crate::sim::Host::poll_transmit_batch(n, now, port, batch),
+            FloodHost::Evil(s, mad) => {
+                mad.flush(s);
+                s.poll_transmit_batch(now, batch)
+            }
+        }
+    }
 }

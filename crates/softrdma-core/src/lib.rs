@@ -15,6 +15,8 @@
 //! - [`rdma_cm`]: the RDMA CM on top of the IB CM (RC and UD over SIDR; TCP, UDP, IB port
 //!   spaces; IP and GID addressing; options; ECE).
 //! - [`mad`]: the MAD layer on QP1 (agents, TIDs, timeouts/retries, response matching).
+//! - [`node`]: [`Node`], all of the above for one host as one sans-IO object, with the
+//!   call order written down once.
 
 #![forbid(unsafe_code)]
 
@@ -24,6 +26,7 @@ mod cm_sim;
 pub mod device;
 pub mod fuzzing;
 pub mod mad;
+pub mod node;
 pub mod rand;
 pub mod rdma_cm;
 pub mod time;
@@ -36,5 +39,6 @@ pub mod verbs;
 pub mod sim;
 
 pub use device::{Device, DeviceConfig};
+pub use node::Node;
 pub use transport::{Stack, Transmit};
 pub use verbs::Verbs;

@@ -1,6 +1,7 @@
-//! A deterministic network simulation for transport tests (`docs/architecture.md`): a virtual clock,
-//! N [`Stack`]s on addresses 10.0.0.1.., and a seeded network that loses, duplicates,
-//! delays and reorders datagrams. The same seed replays the same run.
+//! A deterministic network simulation (`docs/architecture.md`): a virtual clock, N hosts —
+//! bare [`Stack`]s on addresses 10.0.0.1.. for transport tests, or whole
+//! [`crate::node::Node`]s (stacks, QP1, MAD layers, CMs) — and a seeded network that loses,
+//! duplicates, delays and reorders datagrams. The same seed replays the same run.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -9,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use crate::device::DeviceConfig;
 use crate::rand::Rng;
 use crate::time::{Duration, Instant};
-use crate::transport::{Stack, TransmitBatch};
+use crate::transport::{Stack, Transmit, TransmitBatch};
 use softrdma_wire::icrc::{self, Flow, Ipv4Ident};
 
 /// Network behaviour.
@@ -33,6 +34,64 @@ impl NetConfig {
         delay: Duration::from_micros(10),
         jitter: Duration::ZERO,
     };
+}
+
+/// What the simulation needs of a host: sans-IO input and output per port (a [`Stack`] is
+/// a host with one port; a [`crate::node::Node`] has one per device).
+pub trait Host {
+    /// Each port's addresses (the network delivers a datagram for one of them there).
+    fn port_addrs(&self) -> Vec<Vec<IpAddr>>;
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        port: usize,
+        src: SocketAddr,
+        dst: IpAddr,
+        bytes: &[u8],
+    );
+    /// Timers due by `now` (the simulation calls it when [`Host::poll_timeout`] is due).
+    fn handle_timeout(&mut self, now: Instant);
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn poll_transmit(&mut self, now: Instant, port: usize) -> Option<Transmit>;
+    fn poll_transmit_batch(
+        &mut self,
+        now: Instant,
+        port: usize,
+        batch: &mut TransmitBatch,
+    ) -> usize;
+}
+
+impl Host for Stack {
+    fn port_addrs(&self) -> Vec<Vec<IpAddr>> {
+        vec![self.device.addrs().to_vec()]
+    }
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        _port: usize,
+        src: SocketAddr,
+        dst: IpAddr,
+        bytes: &[u8],
+    ) {
+        Stack::handle_datagram(self, now, src, dst, bytes);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Stack::handle_timeout(self, now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Stack::poll_timeout(self)
+    }
+    fn poll_transmit(&mut self, now: Instant, _port: usize) -> Option<Transmit> {
+        Stack::poll_transmit(self, now)
+    }
+    fn poll_transmit_batch(
+        &mut self,
+        now: Instant,
+        _port: usize,
+        batch: &mut TransmitBatch,
+    ) -> usize {
+        Stack::poll_transmit_batch(self, now, batch)
+    }
 }
 
 struct InFlight {
@@ -63,14 +122,17 @@ impl Ord for InFlight {
 }
 
 /// The simulated world.
-pub struct Sim {
+pub struct Sim<H: Host = Stack> {
     pub now: Instant,
-    pub stacks: Vec<Stack>,
+    /// The hosts (for transport tests, bare stacks).
+    pub stacks: Vec<H>,
+    /// Every address on the network; `addr_at[k]` is the (host, port) that holds `addrs[k]`.
     pub addrs: Vec<IpAddr>,
-    /// A stack marked down receives nothing and sends nothing (a dead peer).
+    addr_at: Vec<(usize, usize)>,
+    /// A host marked down receives nothing and sends nothing (a dead peer).
     pub down: Vec<bool>,
     pub net: NetConfig,
-    /// Every datagram delivered: (from, to, payload).
+    /// Every datagram delivered: (from host, to host, payload).
     pub tap: Vec<(usize, usize, Vec<u8>)>,
     pub record: bool,
     /// Drain the stacks with [`Stack::poll_transmit_batch`] (GSO trains, split into their
@@ -87,24 +149,51 @@ pub struct Sim {
     seq: u64,
 }
 
-impl Sim {
+impl Sim<Stack> {
     /// `n` stacks on 10.0.0.1..=n, network `net`, all randomness from `seed`.
     pub fn new(n: usize, net: NetConfig, seed: u64) -> Sim {
         let mut rng = Rng::new(seed);
-        let mut stacks = Vec::new();
+        let stacks = (0..n)
+            .map(|i| {
+                Stack::new(
+                    DeviceConfig::new(format!("sim{i}"), vec![Sim::<Stack>::addr(i)]),
+                    rng.next_u64(),
+                )
+            })
+            .collect();
+        Sim::with_hosts_and_rng(stacks, net, rng)
+    }
+}
+
+impl<H: Host> Sim<H> {
+    /// The address the simulation gives its `i`-th device: 10.0.0.(i+1).
+    pub fn addr(i: usize) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, (i + 1) as u8))
+    }
+
+    /// The hosts given (their ports' addresses are their places on the network), network
+    /// `net`, all randomness from `seed`.
+    pub fn with_hosts(hosts: Vec<H>, net: NetConfig, seed: u64) -> Sim<H> {
+        Sim::with_hosts_and_rng(hosts, net, Rng::new(seed))
+    }
+
+    fn with_hosts_and_rng(hosts: Vec<H>, net: NetConfig, rng: Rng) -> Sim<H> {
         let mut addrs = Vec::new();
-        for i in 0..n {
-            let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, (i + 1) as u8));
-            addrs.push(ip);
-            stacks.push(Stack::new(
-                DeviceConfig::new(format!("sim{i}"), vec![ip]),
-                rng.next_u64(),
-            ));
+        let mut addr_at = Vec::new();
+        for (h, host) in hosts.iter().enumerate() {
+            for (p, ips) in host.port_addrs().into_iter().enumerate() {
+                for ip in ips {
+                    addrs.push(ip);
+                    addr_at.push((h, p));
+                }
+            }
         }
+        let n = hosts.len();
         Sim {
             now: Instant::from_millis(1),
-            stacks,
+            stacks: hosts,
             addrs,
+            addr_at,
             down: vec![false; n],
             net,
             tap: Vec::new(),
@@ -129,19 +218,21 @@ impl Sim {
             return self.collect_batched();
         }
         for i in 0..self.stacks.len() {
-            while let Some(tx) = self.stacks[i].poll_transmit(self.now) {
-                let src = SocketAddr::new(tx.src_ip, tx.src_port);
-                self.launch(i, src, tx.dst.ip(), &tx.payload);
+            for p in 0..self.ports_of(i) {
+                while let Some(tx) = self.stacks[i].poll_transmit(self.now, p) {
+                    let src = SocketAddr::new(tx.src_ip, tx.src_port);
+                    self.launch(i, src, tx.dst.ip(), &tx.payload);
+                }
             }
         }
     }
 
     fn collect_batched(&mut self) {
         let mut batch = std::mem::take(&mut self.batch);
-        for i in 0..self.stacks.len() {
+        for (i, p) in self.host_ports() {
             loop {
                 batch.clear();
-                if self.stacks[i].poll_transmit_batch(self.now, &mut batch) == 0 {
+                if self.stacks[i].poll_transmit_batch(self.now, p, &mut batch) == 0 {
                     break;
                 }
                 for (t, bytes) in batch.trains() {
@@ -172,7 +263,24 @@ impl Sim {
         self.batch = batch;
     }
 
-    /// Puts one datagram from stack `i` on the network (or loses or duplicates it).
+    /// How many ports host `i` has on the network.
+    fn ports_of(&self, i: usize) -> usize {
+        self.addr_at
+            .iter()
+            .filter(|(h, _)| *h == i)
+            .map(|(_, p)| p + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every (host, port) on the network, each once.
+    fn host_ports(&self) -> Vec<(usize, usize)> {
+        let mut v = self.addr_at.clone();
+        v.dedup();
+        v
+    }
+
+    /// Puts one datagram from host `i` on the network (or loses or duplicates it).
     fn launch(&mut self, i: usize, src: SocketAddr, dst: IpAddr, payload: &[u8]) {
         if self.down[i] {
             return;
@@ -226,17 +334,18 @@ impl Sim {
         if let Some((at, _)) = next_pkt {
             if at <= self.now {
                 if let Some(Reverse(f)) = self.flight.pop() {
-                    if !self.down[f.to] {
+                    let (host, port) = self.addr_at[f.to];
+                    if !self.down[host] {
                         if self.record {
                             let from = self
                                 .addrs
                                 .iter()
                                 .position(|a| *a == f.src.ip())
-                                .unwrap_or(0);
-                            self.tap.push((from, f.to, f.payload.clone()));
+                                .map_or(0, |k| self.addr_at[k].0);
+                            self.tap.push((from, host, f.payload.clone()));
                         }
                         let now = self.now;
-                        self.stacks[f.to].handle_datagram(now, f.src, f.dst, &f.payload);
+                        self.stacks[host].handle_datagram(now, port, f.src, f.dst, &f.payload);
                     }
                 }
             }
@@ -251,7 +360,11 @@ impl Sim {
     }
 
     /// Steps until `done` holds or `limit` of virtual time passes; returns whether `done`.
-    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Sim) -> bool) -> bool {
+    pub fn run_until(
+        &mut self,
+        limit: Duration,
+        mut done: impl FnMut(&mut Sim<H>) -> bool,
+    ) -> bool {
         let end = self.now + limit;
         loop {
             if done(self) {
@@ -264,7 +377,7 @@ impl Sim {
     }
 }
 
-impl Sim {
+impl<H: Host> Sim<H> {
     /// When [`Sim::step`] has something to do: the next datagram due or stack timer.
     pub fn next_event(&self) -> Option<Instant> {
         let pkt = self.flight.peek().map(|f| f.0.at);

@@ -165,6 +165,8 @@ impl std::error::Error for QueryError {}
 pub struct Device {
     name: String,
     mac: Option<[u8; 6]>,
+    /// The interface's addresses (what the GID table's RoCEv2 entries were built from).
+    addrs: Vec<IpAddr>,
     attr: DeviceAttr,
     port: Port,
     /// Drop and error counters; the transport increments them.
@@ -192,6 +194,7 @@ impl Device {
         Device {
             name: config.name,
             mac: config.mac,
+            addrs: config.addrs,
             attr,
             port,
             counters: Counters::default(),
@@ -201,6 +204,11 @@ impl Device {
     /// The device name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The interface's IP addresses, in the order the GID table got them.
+    pub fn addrs(&self) -> &[IpAddr] {
+        &self.addrs
     }
 
     /// The MAC, if any.

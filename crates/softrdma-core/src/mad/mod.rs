@@ -671,6 +671,11 @@ impl MadAgent {
         self.events.pop_front()
     }
 
+    /// Whether an event waits for [`MadAgent::poll_event`].
+    pub fn has_event(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// When [`MadAgent::handle_timeout`] wants to be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.deadlines.first().map(|&(d, _)| d)

@@ -87,6 +87,11 @@ impl MadPort {
         self.agent.poll_event()
     }
 
+    /// Whether an event waits for [`MadPort::poll_event`].
+    pub fn has_event(&self) -> bool {
+        self.agent.has_event()
+    }
+
     /// QP1's send and receive errors (posting failed, a completion with an error status).
     pub fn errors(&self) -> (u64, u64) {
         (self.gsi.send_errors, self.gsi.recv_errors)

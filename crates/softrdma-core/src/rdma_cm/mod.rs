@@ -503,12 +503,31 @@ impl RdmaCm {
     /// The next RDMA CM event. Taking a CONNECT_REQUEST frees its listener's backlog slot.
     pub fn poll_event(&mut self) -> Option<RdmaCmEvent> {
         let e = self.events.pop_front()?;
+        Some(self.taken(e))
+    }
+
+    /// The next RDMA CM event for `owner`, leaving everyone else's queued: an event of the
+    /// id itself, or a CONNECT_REQUEST that `owner` (a listener) received. Taking a
+    /// CONNECT_REQUEST frees the listener's backlog slot, so a listener whose owner does
+    /// not take its requests keeps its backlog full (ucma's `rdma_get_cm_event`).
+    pub fn poll_event_of(&mut self, owner: RdmaId) -> Option<RdmaCmEvent> {
+        let e = self.events.take_first(|e| {
+            if e.event == RdmaCmEventType::ConnectRequest {
+                e.listen_id == Some(owner)
+            } else {
+                e.id == owner
+            }
+        })?;
+        Some(self.taken(e))
+    }
+
+    fn taken(&mut self, e: RdmaCmEvent) -> RdmaCmEvent {
         if e.event == RdmaCmEventType::ConnectRequest {
             if let Some(l) = e.listen_id.and_then(|l| self.ids.get_mut(&l.0)) {
                 l.pending = l.pending.saturating_sub(1);
             }
         }
-        Some(e)
+        e
     }
 
     /// The next IB CM event that is not the RDMA CM's (see [`RdmaCm::cm_mut`]), or a

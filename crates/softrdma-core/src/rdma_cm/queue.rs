@@ -49,6 +49,15 @@ impl Events {
         self.rdma.pop_front().map(|(_, e)| e)
     }
 
+    /// Takes the first RDMA CM event for which `f` holds (a scan: the queue is bounded).
+    pub(super) fn take_first(
+        &mut self,
+        mut f: impl FnMut(&RdmaCmEvent) -> bool,
+    ) -> Option<RdmaCmEvent> {
+        let i = self.rdma.iter().position(|(_, e)| f(e))?;
+        self.rdma.remove(i).map(|(_, e)| e)
+    }
+
     pub(super) fn pop_ib(&mut self) -> Option<CmEvent> {
         self.ib.pop_front().map(|(_, e)| e)
     }
