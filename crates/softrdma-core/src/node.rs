@@ -258,6 +258,13 @@ impl Node {
         Ok(r)
     }
 
+    /// Takes the node apart: the CMs, and each port's stack with its QP1 (for a runtime
+    /// that tears down in its own order, or a test that weighs the CM alone).
+    pub fn into_parts(self) -> (RdmaCm, Vec<(Stack, MadPort)>) {
+        let ports = self.ports.into_iter().map(|p| (p.stack, p.mad)).collect();
+        (self.rdma, ports)
+    }
+
     /// The node's counters.
     pub fn counters(&self) -> NodeCounters {
         self.counters

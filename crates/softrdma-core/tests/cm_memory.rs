@@ -3,9 +3,8 @@
 //! listener. The goal (issue 13, "The CM at scale"): an established connection's CM state
 //! at most 1 KiB per side.
 //!
-//! Two nodes in a sans-IO loop (each a [`Stack`] with QP1 and a MAD layer ([`MadPort`]) and
-//! an [`RdmaCm`] on it, the runtime's call order, datagrams handed from one stack to the
-//! other), connecting [`CONNS`] RC connections through the RDMA CM in blocks of 1,000 —
+//! Two [`Node`]s (each a [`Stack`] with QP1 and a MAD layer and an [`RdmaCm`] on it, in the
+//! node's call order), datagrams handed from one to the other, connecting [`CONNS`] RC connections through the RDMA CM in blocks of 1,000 —
 //! resolve address, resolve route, a QP per connection, connect, accept, ESTABLISHED on both
 //! sides. The figures come from the global allocator ([`stats_alloc`]): live bytes = bytes
 //! allocated − bytes freed.
@@ -29,11 +28,10 @@ use std::alloc::System;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use softrdma_core::cm::{CmConfig, CmPort, RXE_CA_ACK_DELAY};
-use softrdma_core::mad::MadPort;
 use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEventType as T, RdmaCmId, RdmaId};
 use softrdma_core::time::{Duration, Instant};
 use softrdma_core::verbs::{CqId, PdId, QpInitAttr};
-use softrdma_core::{DeviceConfig, Stack};
+use softrdma_core::{DeviceConfig, Node, Stack};
 use softrdma_wire::Guid;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -57,94 +55,76 @@ fn ip(n: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 99, 0, n))
 }
 
-struct Node {
-    stack: Stack,
-    mad: MadPort,
-    cm: RdmaCm,
+/// A node and what its application keeps: the port, a PD and a CQ.
+struct Host {
+    node: Node,
     port: CmPort,
     pd: PdId,
     cq: CqId,
 }
 
-fn node(n: u8) -> Node {
-    let mut stack = Stack::new(
+fn node(n: u8) -> Host {
+    let stack = Stack::new(
         DeviceConfig::new(format!("mem{n}"), vec![ip(n)]).with_max_qp(4 * CONNS as u32),
         u64::from(n),
     );
-    let mut mad = MadPort::open(&mut stack, 2, 4 * BLOCK as u32).expect("qp1");
-    let mut cm = RdmaCm::new(CmConfig {
+    let mut node = Node::new(CmConfig {
         node_guid: Guid(0x5054_00ff_fe99_0000 + u64::from(n)),
         ca_ack_delay: RXE_CA_ACK_DELAY,
         seed: u64::from(n),
         half_open_limit: 4 * BLOCK,
         event_queue_limit: 4 * BLOCK,
     })
-    .expect("cm");
-    let port = cm.add_port(mad.agent_mut(), &stack).expect("port");
-    let pd = stack.verbs.alloc_pd().expect("pd");
-    let cq = stack.verbs.create_cq(64).expect("cq");
-    Node {
-        stack,
-        mad,
-        cm,
-        port,
-        pd,
-        cq,
-    }
+    .expect("node");
+    let port = node.add_port(stack, 4 * BLOCK as u32).expect("port");
+    let s = node.stack_mut(port).expect("stack");
+    let pd = s.verbs.alloc_pd().expect("pd");
+    let cq = s.verbs.create_cq(64).expect("cq");
+    Host { node, port, pd, cq }
 }
 
-impl Node {
+impl Host {
+    fn cm(&mut self) -> &mut RdmaCm {
+        self.node.rdma_mut()
+    }
+
     /// An RC QP in INIT (what `rdma_create_qp` leaves).
     fn qp(&mut self) -> u32 {
-        let (qpn, _) = self
-            .stack
-            .verbs
-            .create_qp(QpInitAttr::rc(self.pd, self.cq, 1, 1))
-            .expect("qp");
-        RdmaCm::init_qp(&mut self.stack, qpn).expect("init");
+        let (pd, cq) = (self.pd, self.cq);
+        let s = self.node.stack_mut(self.port).expect("stack");
+        let (qpn, _) = s.verbs.create_qp(QpInitAttr::rc(pd, cq, 1, 1)).expect("qp");
+        RdmaCm::init_qp(s, qpn).expect("init");
         qpn
     }
 
-    /// One runtime turn (`crate::mad::port`'s order) without the application.
+    /// The node's timers if due (the application takes no IB CM notices).
     fn turn(&mut self, now: Instant) {
-        self.mad.poll(now, &mut self.stack);
-        self.mad.handle_timeout(now);
-        while let Some(ev) = self.mad.poll_event() {
-            self.cm.handle_mad(now, self.port, &mut self.stack, ev);
+        if self.node.poll_timeout().is_some_and(|t| t <= now) {
+            self.node.handle_timeout(now);
         }
-        if self.cm.poll_timeout().is_some_and(|t| t <= now) {
-            self.cm.handle_timeout(now);
-        }
-        while self.cm.poll_ib_event().is_some() {}
-        self.flush();
-    }
-
-    fn flush(&mut self) {
-        while let Some((_, agent, op)) = self.cm.poll_mad() {
-            let _ = self.mad.agent_mut().apply(agent, op);
-        }
-        self.mad.flush(&mut self.stack);
+        while self.node.poll_ib_event().is_some() {}
     }
 }
 
 /// Hands everything `from` sends to `to`; whether anything moved.
-fn deliver(now: Instant, from: &mut Stack, to: &mut Stack) -> bool {
+fn deliver(now: Instant, from: &mut Host, to: &mut Host) -> bool {
     let mut moved = false;
-    while let Some(tx) = from.poll_transmit(now) {
+    while let Some(tx) = from.node.poll_transmit(now, from.port) {
         let src = SocketAddr::new(tx.src_ip, tx.src_port);
-        to.handle_datagram(now, src, tx.dst.ip(), &tx.payload);
+        to.node
+            .handle_datagram(now, to.port, src, tx.dst.ip(), &tx.payload);
         moved = true;
     }
     moved
 }
 
 /// Both nodes' turns until no datagram moves.
-fn pump(now: Instant, a: &mut Node, b: &mut Node) {
+fn pump(now: Instant, a: &mut Host, b: &mut Host) {
     loop {
         a.turn(now);
-        let ab = deliver(now, &mut a.stack, &mut b.stack);
+        let ab = deliver(now, a, b);
         b.turn(now);
-        let ba = deliver(now, &mut b.stack, &mut a.stack);
+        let ba = deliver(now, b, a);
         if !ab && !ba {
             break;
         }
@@ -154,8 +134,8 @@ fn pump(now: Instant, a: &mut Node, b: &mut Node) {
 /// `CONNS` established connections from `a` to `b`'s listener; returns the ids (active,
 /// passive) and the live-byte growth of the connect phase.
 fn connect_all(
-    a: &mut Node,
-    b: &mut Node,
+    a: &mut Host,
+    b: &mut Host,
     now: &mut Instant,
     region: &Region<'_, System>,
 ) -> (Vec<RdmaCmId>, Vec<RdmaCmId>, isize) {
@@ -169,56 +149,60 @@ fn connect_all(
     let before = live(region);
     let p = ConnParam::default();
     for k in 0..CONNS / BLOCK {
-        let ids: Vec<RdmaCmId> = (0..BLOCK).map(|_| a.cm.create_id()).collect();
+        let ids: Vec<RdmaCmId> = (0..BLOCK).map(|_| a.cm().create_id()).collect();
         for id in &ids {
-            a.cm.resolve_addr(id, Some(ip(1)), dst)
+            a.cm()
+                .resolve_addr(id, Some(ip(1)), dst)
                 .expect("resolve addr");
         }
         events.clear();
-        while let Some(e) = a.cm.poll_event() {
+        while let Some(e) = a.node.poll_rdma_event() {
             events.push((e.id, e.event));
         }
         assert!(events.iter().all(|e| e.1 == T::AddrResolved), "{events:?}");
         for id in &ids {
-            a.cm.resolve_route(id).expect("resolve route");
+            a.cm().resolve_route(id).expect("resolve route");
         }
         events.clear();
-        while let Some(e) = a.cm.poll_event() {
+        while let Some(e) = a.node.poll_rdma_event() {
             events.push((e.id, e.event));
         }
         assert!(events.iter().all(|e| e.1 == T::RouteResolved), "{events:?}");
         for (j, id) in ids.iter().enumerate() {
             let qpn = a_qps[k * BLOCK + j];
-            a.cm.connect(*now, &mut a.stack, id, Some(qpn), &p)
+            a.node
+                .with_port(*now, a.port, |cm, s| cm.connect(*now, s, id, Some(qpn), &p))
+                .expect("port")
                 .expect("connect");
         }
-        a.flush();
         act.extend(ids);
         *now += Duration::from_micros(10);
         pump(*now, a, b);
         // The server accepts every request.
-        while let Some(mut e) = b.cm.poll_event() {
+        while let Some(mut e) = b.node.poll_rdma_event() {
             assert_eq!(e.event, T::ConnectRequest, "{e:?}");
             let id = e.new_id.take().expect("new id");
             let qpn = b_qps[pas.len()];
-            b.cm.accept(*now, &mut b.stack, &id, qpn, &p)
+            b.node
+                .with_port(*now, b.port, |cm, s| cm.accept(*now, s, &id, qpn, &p))
+                .expect("port")
                 .expect("accept");
             pas.push(id);
             if pas.len() % 256 == 0 {
-                b.flush();
+                // Send as a runtime does between commands, not all at the end.
+                deliver(*now, b, a);
             }
         }
-        b.flush();
         *now += Duration::from_micros(10);
         pump(*now, a, b);
         let mut up = 0;
-        while let Some(e) = a.cm.poll_event() {
+        while let Some(e) = a.node.poll_rdma_event() {
             assert_eq!(e.event, T::Established, "{e:?}");
             up += 1;
         }
         *now += Duration::from_micros(10);
         pump(*now, a, b);
-        while let Some(e) = b.cm.poll_event() {
+        while let Some(e) = b.node.poll_rdma_event() {
             assert_eq!(e.event, T::Established, "{e:?}");
             up += 1;
         }
@@ -226,7 +210,7 @@ fn connect_all(
     }
     assert_eq!(act.len(), CONNS);
     assert_eq!(pas.len(), CONNS);
-    assert!(a.cm.poll_timeout().is_none(), "no CM timer left running");
+    assert!(a.cm().poll_timeout().is_none(), "no CM timer left running");
     (act, pas, live(region) - before)
 }
 
@@ -243,11 +227,12 @@ fn baseline(listen: bool, region: &Region<'_, System>) -> isize {
     let mut n = node(2);
     if listen {
         // The handle owns no heap and has no drop: the listener stays in the CM.
-        let _listener =
-            n.cm.listen_on(SocketAddr::new(ip(2), PORT), 1024)
-                .expect("listen");
+        let _listener = n
+            .cm()
+            .listen_on(SocketAddr::new(ip(2), PORT), 1024)
+            .expect("listen");
     }
-    let cm = n.cm;
+    let (cm, _ports) = n.node.into_parts();
     freed_by_drop(cm, region)
 }
 
@@ -279,9 +264,10 @@ fn per_item(
 fn cm_memory_per_id() {
     let region = Region::new(GLOBAL);
     let (mut a, mut b) = (node(1), node(2));
-    let listener =
-        b.cm.listen_on(SocketAddr::new(ip(2), PORT), 1024)
-            .expect("listen");
+    let listener = b
+        .cm()
+        .listen_on(SocketAddr::new(ip(2), PORT), 1024)
+        .expect("listen");
     let mut now = Instant::from_millis(1);
 
     // Established connections: the CMs' own heap, by what dropping them frees.
@@ -291,8 +277,10 @@ fn cm_memory_per_id() {
     // The handles carry no heap (RdmaCmId is a number); forgetting them keeps their
     // drops (none) out of the figures.
     std::mem::forget((act, pas, listener));
-    let freed_a = freed_by_drop(a.cm, &region);
-    let freed_b = freed_by_drop(b.cm, &region);
+    let (cm_a, _ports_a) = a.node.into_parts();
+    let (cm_b, _ports_b) = b.node.into_parts();
+    let freed_a = freed_by_drop(cm_a, &region);
+    let freed_b = freed_by_drop(cm_b, &region);
     let per_a = (freed_a - base_a) as f64 / CONNS as f64;
     let per_b = (freed_b - base_b) as f64 / CONNS as f64;
     println!(
@@ -304,7 +292,7 @@ fn cm_memory_per_id() {
     );
 
     // Idle ids, bound ids, listeners on a fresh CM.
-    let mut cm = node(1).cm;
+    let (mut cm, _ports) = node(1).node.into_parts();
     let (idle, idle_freed) = per_item(&region, &mut cm, 10_000, |cm, _| cm.create_id());
     let (bound, bound_freed) = per_item(&region, &mut cm, 10_000, |cm, k| {
         let id = cm.create_id();
