@@ -36,6 +36,7 @@
 //! the CM. Events about ids the application already holds are always queued (a few per id
 //! and per command), so the queue holds at most the limit plus those.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -101,9 +102,31 @@ struct Inner {
     /// By CmPort index.
     devices: Vec<Device>,
     inboxes: Vec<Arc<MadInbox>>,
+    /// UD listeners answered in the loop turn that queued their requests: a SIDR REP
+    /// with this QPN (Q_Key: the RDMA CM's), the id destroyed at once ([`Cm::answer_sidr`]).
+    sidr_answers: HashMap<RdmaId, u32>,
+    /// Whether IB CM events are kept for the application ([`Cm::keep_ib_events`]).
+    keep_ib_events: bool,
 }
 
 impl Inner {
+    /// What the CM does on its own after input, in the same turn: answers SIDR REQs of
+    /// the UD listeners it answers for, and drops IB CM events nobody will take.
+    fn after_input(&mut self, now: Instant) {
+        for (&l, &qpn) in &self.sidr_answers {
+            while let Some(mut e) = self.rdma.poll_event_of(l) {
+                if let Some(id) = e.new_id.take() {
+                    // Refused only for a destroyed id or a bad state: nothing to answer.
+                    let _ = self.rdma.accept_ud(now, &id, qpn, 0, &[]);
+                    self.rdma.destroy(now, id);
+                }
+            }
+        }
+        if !self.keep_ib_events {
+            while self.rdma.poll_ib_event().is_some() {}
+        }
+    }
+
     /// Hands the CM's queued MAD operations to the MAD layers: `here` (whose layer the
     /// caller holds) directly, the others through their inboxes.
     fn route(&mut self, here: Option<(CmPort, &mut MadAgent)>) {
@@ -125,6 +148,16 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// The next RDMA CM event of `owner` ([`RdmaCm::poll_event_of`]); like [`Inner::pop`],
+    /// what taking it makes the CM send goes out.
+    fn pop_of(&mut self, owner: RdmaId) -> Option<RdmaCmEvent> {
+        let e = self.rdma.poll_event_of(owner);
+        if self.rdma.cm().has_mad_ops() {
+            self.route(None);
+        }
+        e
     }
 
     /// The next event, from the RDMA CM's queue. Taking one may destroy ids (an IB CM
@@ -189,6 +222,7 @@ impl MadClient for PortClient {
         let had = {
             let mut g = lock(&cm.inner);
             g.rdma.handle_mad(ctx.now, self.port, ctx.stack, ev);
+            g.after_input(ctx.now);
             g.route(Some((self.port, &mut *ctx.mad)));
             g.rdma.has_event()
         };
@@ -216,6 +250,7 @@ impl MadClient for PortClient {
         {
             let mut g = lock(&cm.inner);
             g.rdma.handle_timeout(ctx.now);
+            g.after_input(ctx.now);
             g.route(Some((self.port, &mut *ctx.mad)));
         }
         self.queued.store(true, Ordering::Relaxed);
@@ -263,6 +298,8 @@ impl Cm {
                     rdma,
                     devices: Vec::new(),
                     inboxes: Vec::new(),
+                    sidr_answers: HashMap::new(),
+                    keep_ib_events: true,
                 }),
                 cv: Condvar::new(),
                 cv_waiters: AtomicUsize::new(0),
@@ -371,10 +408,21 @@ impl Cm {
     /// The next event, without waiting (with inline devices: after one non-blocking turn
     /// of each).
     pub fn poll_event(&self) -> Option<Event> {
+        self.poll_with(Inner::pop)
+    }
+
+    /// The next RDMA CM event of `owner` — its own, or for a listener a CONNECT_REQUEST
+    /// it received — without waiting; everyone else's stay queued
+    /// ([`RdmaCm::poll_event_of`]).
+    pub fn poll_event_of(&self, owner: RdmaId) -> Option<RdmaCmEvent> {
+        self.poll_with(|g| g.pop_of(owner))
+    }
+
+    fn poll_with<T>(&self, pop: impl FnOnce(&mut Inner) -> Option<T>) -> Option<T> {
         for d in self.inline_devices() {
             let _ = d.poll_once();
         }
-        lock(&self.shared.inner).pop()
+        pop(&mut lock(&self.shared.inner))
     }
 
     fn inline_devices(&self) -> Vec<Device> {
@@ -389,12 +437,26 @@ impl Cm {
     /// The next event, waiting up to `timeout` (`None` when it passed). Threaded devices
     /// deliver it the moment their loop handles the MAD; inline devices are turned here.
     pub fn wait_event(&self, timeout: Duration) -> Option<Event> {
+        self.wait_with(timeout, Inner::pop)
+    }
+
+    /// [`Cm::poll_event_of`], waiting up to `timeout`: a thread waiting on one id never
+    /// takes (or handles) another's event.
+    pub fn wait_event_of(&self, owner: RdmaId, timeout: Duration) -> Option<RdmaCmEvent> {
+        self.wait_with(timeout, |g| g.pop_of(owner))
+    }
+
+    fn wait_with<T>(
+        &self,
+        timeout: Duration,
+        mut pop: impl FnMut(&mut Inner) -> Option<T>,
+    ) -> Option<T> {
         let end = StdInstant::now() + timeout;
         let inline = self.inline_devices();
         loop {
             {
                 let mut g = lock(&self.shared.inner);
-                if let Some(e) = g.pop() {
+                if let Some(e) = pop(&mut g) {
                     return Some(e);
                 }
                 let left = end.saturating_duration_since(StdInstant::now());
@@ -409,7 +471,7 @@ impl Cm {
                         .wait_timeout(g, left)
                         .unwrap_or_else(|p| p.into_inner());
                     self.shared.cv_waiters.fetch_sub(1, Ordering::AcqRel);
-                    if let Some(e) = g.pop() {
+                    if let Some(e) = pop(&mut g) {
                         return Some(e);
                     }
                     continue;
@@ -429,8 +491,44 @@ impl Cm {
     }
 
     /// The next event, as a future (threaded devices; see the module docs).
-    pub fn next_event(&self) -> NextEvent<'_> {
-        NextEvent { cm: self }
+    pub fn next_event(&self) -> impl Future<Output = Event> + '_ {
+        NextEvent {
+            cm: self,
+            pop: Inner::pop,
+        }
+    }
+
+    /// [`Cm::poll_event_of`] as a future (threaded devices).
+    pub fn next_event_of(&self, owner: RdmaId) -> impl Future<Output = RdmaCmEvent> + '_ {
+        NextEvent {
+            cm: self,
+            pop: move |g: &mut Inner| g.pop_of(owner),
+        }
+    }
+
+    /// Answers every SIDR REQ that UD listener `listener` receives with a SIDR REP naming
+    /// `qpn` (and the RDMA CM's Q_Key), in the loop turn that received it, as a `udaddy`
+    /// server's accept would; the request's id is destroyed at once. Until
+    /// [`Cm::stop_answering_sidr`] or the listener's destruction.
+    pub fn answer_sidr(&self, listener: RdmaId, qpn: u32) {
+        lock(&self.shared.inner).sidr_answers.insert(listener, qpn);
+    }
+
+    /// Stops [`Cm::answer_sidr`] for `listener`.
+    pub fn stop_answering_sidr(&self, listener: RdmaId) {
+        lock(&self.shared.inner).sidr_answers.remove(&listener);
+    }
+
+    /// Whether IB CM events (ids made on the IB CM directly; retransmission notices) are
+    /// kept for [`Cm::poll_event`] (the default). A CM whose users take only their own
+    /// ids' RDMA CM events ([`Cm::poll_event_of`]) says `false`, so that notices nobody
+    /// takes do not fill the bounded queue.
+    pub fn keep_ib_events(&self, keep: bool) {
+        let mut g = lock(&self.shared.inner);
+        g.keep_ib_events = keep;
+        if !keep {
+            while g.rdma.poll_ib_event().is_some() {}
+        }
     }
 
     /// Whether an event is queued.
@@ -466,19 +564,21 @@ impl Cm {
     }
 }
 
-/// [`Cm::next_event`].
-pub struct NextEvent<'a> {
+/// [`Cm::next_event`] and [`Cm::next_event_of`]: the event `pop` takes.
+struct NextEvent<'a, P> {
     cm: &'a Cm,
+    pop: P,
 }
 
-impl Future for NextEvent<'_> {
-    type Output = Event;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Event> {
+impl<T, P: FnMut(&mut Inner) -> Option<T> + Unpin> Future for NextEvent<'_, P> {
+    type Output = T;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         let shared = &self.cm.shared;
         // Register before looking, so a signal between the look and the registration is
         // not lost.
         lock(&shared.wakers).push(cx.waker().clone());
-        match lock(&shared.inner).pop() {
+        let mut g = lock(&shared.inner);
+        match (self.pop)(&mut g) {
             Some(e) => Poll::Ready(e),
             None => Poll::Pending,
         }

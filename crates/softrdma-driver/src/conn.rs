@@ -42,23 +42,26 @@
 //! [`UdSocket::send_to`] / [`UdSocket::recv_from`]; [`Endpoint::listen_ud`] answers SIDR
 //! requests on a port with the socket's QPN.
 //!
-//! Each endpoint runs one thread that takes the CM's events and hands them to the
-//! connection they belong to; the device's own loop runs on another (`Progress::Thread`).
+//! Threads and queues: the device's loop runs on its own thread (`Progress::Thread`) and
+//! handles a CM message in the turn that receives it; the event it makes waits in the CM's
+//! one bounded queue ([`crate::cm`]) until the thread waiting on that id — and only that
+//! one — takes it ([`Cm::wait_event_of`]). There is no thread between the two and no
+//! queue per id: a request holds its listener's backlog slot until [`Listener::incoming`]
+//! takes it, and a request beyond the backlog is dropped (counted, `backlog_drops`) and
+//! served when the requester's CM retries. Every blocking call is its `_async` twin run on
+//! the calling thread ([`crate::wait::block_on`]); every timed wait is an entry in the
+//! process's one timer ([`crate::wait::within`]), not a thread.
 //!
 //! Examples (`crates/softrdma-driver/examples/`, run by `cargo test` from `tests/conn.rs`):
 //! `conn_server` + `conn_client` (private data, SEND both ways, RDMA WRITE and READ,
 //! disconnect), `conn_async` (the same on tokio), `ud_echo` (UD over SIDR).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::future::Future;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use softrdma_core::rdma_cm::{
     init_ah_from_wc, ConnParam, Ece, PortSpace, RdmaCm, RdmaCmError, RdmaCmEvent, RdmaCmEventType,
@@ -70,8 +73,9 @@ use softrdma_core::verbs::{
 };
 use softrdma_wire::cm::RejectReason;
 
-use crate::cm::{Cm, Event};
+use crate::cm::Cm;
 use crate::device::{AsyncDevice, Device, DeviceConfig};
+use crate::wait::{block_on, within};
 
 /// Why a connection call failed.
 #[derive(Debug)]
@@ -372,151 +376,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The events of one id, for blocking and async waiters.
-#[derive(Default)]
-struct Mailbox {
-    q: Mutex<VecDeque<RdmaCmEvent>>,
-    cv: Condvar,
-    wakers: Mutex<Vec<Waker>>,
+/// The events of one id, read from the CM's own bounded queue: a waiter takes its id's
+/// events and no other's ([`Cm::wait_event_of`]), so nothing sits between the loop turn
+/// that queued an event and the thread that waits for it, and a listener's requests hold
+/// its backlog until [`Listener::incoming`] takes them.
+#[derive(Clone)]
+struct IdEvents {
+    cm: Cm,
+    id: RdmaId,
 }
 
-impl Mailbox {
-    fn push(&self, e: RdmaCmEvent) {
-        lock(&self.q).push_back(e);
-        self.cv.notify_all();
-        for w in std::mem::take(&mut *lock(&self.wakers)) {
-            w.wake();
-        }
-    }
-
+impl IdEvents {
     fn try_pop(&self) -> Option<RdmaCmEvent> {
-        lock(&self.q).pop_front()
+        self.cm.poll_event_of(self.id)
     }
 
-    fn wait(&self, timeout: Duration) -> Option<RdmaCmEvent> {
-        let end = Instant::now() + timeout;
-        let mut q = lock(&self.q);
-        loop {
-            if let Some(e) = q.pop_front() {
-                return Some(e);
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            q = self
-                .cv
-                .wait_timeout(q, left)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
-        }
-    }
-
-    fn next(self: &Arc<Self>) -> NextEvent {
-        NextEvent { mb: self.clone() }
-    }
-}
-
-struct NextEvent {
-    mb: Arc<Mailbox>,
-}
-
-impl Future for NextEvent {
-    type Output = RdmaCmEvent;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RdmaCmEvent> {
-        lock(&self.mb.wakers).push(cx.waker().clone());
-        match self.mb.try_pop() {
-            Some(e) => Poll::Ready(e),
-            None => Poll::Pending,
-        }
-    }
-}
-
-/// Runs `fut` until it resolves or `timeout` passes, on any executor (a timer thread wakes
-/// the task at the deadline).
-async fn within<F: Future>(timeout: Duration, fut: F) -> Option<F::Output> {
-    struct Within<F> {
-        fut: Pin<Box<F>>,
-        end: Instant,
-        armed: bool,
-    }
-    impl<F: Future> Future for Within<F> {
-        type Output = Option<F::Output>;
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            if let Poll::Ready(v) = self.fut.as_mut().poll(cx) {
-                return Poll::Ready(Some(v));
-            }
-            let left = self.end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Poll::Ready(None);
-            }
-            if !self.armed {
-                self.armed = true;
-                let w = cx.waker().clone();
-                std::thread::spawn(move || {
-                    std::thread::sleep(left);
-                    w.wake();
-                });
-            }
-            Poll::Pending
-        }
-    }
-    Within {
-        fut: Box::pin(fut),
-        end: Instant::now() + timeout,
-        armed: false,
-    }
-    .await
-}
-
-/// Hands the CM's events to the mailboxes of their ids; auto-answers UD listeners.
-#[derive(Default)]
-struct Router {
-    boxes: Mutex<HashMap<RdmaId, Arc<Mailbox>>>,
-    /// UD listeners answering every SIDR REQ with this QPN.
-    ud_listeners: Mutex<HashMap<RdmaId, u32>>,
-}
-
-impl Router {
-    fn mailbox(&self, id: RdmaId) -> Arc<Mailbox> {
-        lock(&self.boxes).entry(id).or_default().clone()
-    }
-
-    fn forget(&self, id: RdmaId) {
-        lock(&self.boxes).remove(&id);
-    }
-
-    fn route(&self, cm: &Cm, dev: &Device, mut e: RdmaCmEvent) {
-        if e.event == RdmaCmEventType::ConnectRequest {
-            let qpn = e
-                .listen_id
-                .and_then(|l| lock(&self.ud_listeners).get(&l).copied());
-            if let Some(qpn) = qpn {
-                if let Some(id) = e.new_id.take() {
-                    let now = dev.now();
-                    let pd = Vec::new();
-                    let _ = cm.with_id(id.name(), |c, _, now| c.accept_ud(now, &id, qpn, 0, &pd));
-                    cm.with_cm(|c| c.destroy(now, id));
-                }
-                return;
-            }
-            if let Some(n) = e.new_id.as_ref() {
-                let _ = self.mailbox(n.name());
-            }
-            let to = e.listen_id.unwrap_or(e.id);
-            self.mailbox(to).push(e);
-            return;
-        }
-        let mb = lock(&self.boxes).get(&e.id).cloned();
-        match mb {
-            Some(mb) => mb.push(e),
-            None => {
-                if let Some(id) = e.new_id.take() {
-                    let now = dev.now();
-                    cm.with_cm(|c| c.destroy(now, id));
-                }
-            }
-        }
+    async fn next(&self) -> RdmaCmEvent {
+        self.cm.next_event_of(self.id).await
     }
 }
 
@@ -525,19 +401,7 @@ struct EpInner {
     cm: Cm,
     pd: PdId,
     local: SocketAddr,
-    router: Arc<Router>,
-    stop: Arc<AtomicBool>,
-    thread: Mutex<Option<JoinHandle<()>>>,
     next_iova: AtomicU64,
-}
-
-impl Drop for EpInner {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = lock(&self.thread).take() {
-            let _ = t.join();
-        }
-    }
 }
 
 /// A local RDMA endpoint: a softrdma device on one address (RoCEv2, UDP 4791) with the
@@ -568,30 +432,17 @@ impl Endpoint {
         let dev = Device::open_with(config)?;
         let seed = dev.now().total_micros() ^ u64::from(std::process::id()) << 32;
         let cm = Cm::new(seed);
+        // Every id here has an owner that takes its own events; nobody takes IB CM
+        // notices.
+        cm.keep_ib_events(false);
         cm.add_device(&dev)?;
         let pd = dev.alloc_pd()?;
-        let router = Arc::new(Router::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let (c, d, r, s) = (cm.clone(), dev.clone(), router.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name(format!("softrdma-conn-{}", addr.ip()))
-            .spawn(move || {
-                while !s.load(Ordering::Relaxed) {
-                    if let Some(Event::Rdma(e)) = c.wait_event(Duration::from_millis(50)) {
-                        r.route(&c, &d, e);
-                    }
-                }
-            })
-            .map_err(|e| ConnError::Device(crate::device::Error::Io(e)))?;
         Ok(Endpoint {
             inner: Arc::new(EpInner {
                 dev,
                 cm,
                 pd,
                 local: addr,
-                router,
-                stop,
-                thread: Mutex::new(Some(thread)),
                 next_iova: AtomicU64::new(0x1000_0000),
             }),
         })
@@ -646,19 +497,29 @@ impl Endpoint {
 
     /// Listens on `port` in port space `ps` (TCP or IB).
     pub fn listen_ps(&self, ps: PortSpace, port: u16) -> Result<Listener> {
+        self.listen_with(ps, port, 0)
+    }
+
+    /// Listens on `port` in port space `ps` with `rdma_listen`'s `backlog`: at most that
+    /// many requests wait for [`Listener::incoming`]; one more is dropped without a REJ
+    /// (counted in [`Cm::rdma_counters`]' `backlog_drops`) and served when its requester's
+    /// CM sends it again. 0: the RDMA CM's default.
+    pub fn listen_with(&self, ps: PortSpace, port: u16, backlog: u32) -> Result<Listener> {
         let addr = SocketAddr::new(self.inner.local.ip(), port);
-        let id = self.inner.cm.with_cm(|cm| cm.listen_on_ps(ps, addr, 0))?;
+        let id = self
+            .inner
+            .cm
+            .with_cm(|cm| cm.listen_on_ps(ps, addr, backlog))?;
         let name = id.name();
         let local = self
             .inner
             .cm
             .with_cm(|cm| cm.local_addr(name))
             .unwrap_or(addr);
-        let mailbox = self.inner.router.mailbox(name);
         Ok(Listener {
             ep: self.clone(),
             id: Some(id),
-            mailbox,
+            events: self.events_of(name),
             local,
         })
     }
@@ -671,16 +532,7 @@ impl Endpoint {
     /// Connects to `remote` (blocking): address, route, REQ, then ESTABLISHED or the error
     /// the peer gave.
     pub fn connect_with(&self, remote: SocketAddr, opts: &ConnOptions) -> Result<Connection> {
-        let mut c = Connecting::start(self, remote, opts)?;
-        loop {
-            let e = c
-                .mailbox
-                .wait(opts.timeout)
-                .ok_or(ConnError::TimedOut(c.waiting_for()))?;
-            if let Some(conn) = c.on_event(e)? {
-                return Ok(conn);
-            }
-        }
+        block_on(self.connect_with_async(remote, opts))
     }
 
     /// [`Endpoint::connect`], async.
@@ -697,7 +549,7 @@ impl Endpoint {
     ) -> Result<Connection> {
         let mut c = Connecting::start(self, remote, opts)?;
         loop {
-            let mb = c.mailbox.clone();
+            let mb = c.events.clone();
             let e = within(opts.timeout, mb.next())
                 .await
                 .ok_or(ConnError::TimedOut(c.waiting_for()))?;
@@ -721,7 +573,7 @@ impl Endpoint {
             .inner
             .cm
             .with_cm(|cm| cm.listen_on_ps(PortSpace::UDP, addr, 0))?;
-        lock(&self.inner.router.ud_listeners).insert(id.name(), socket.qpn);
+        self.inner.cm.answer_sidr(id.name(), socket.qpn);
         Ok(UdListener {
             ep: self.clone(),
             id: Some(id),
@@ -733,10 +585,15 @@ impl Endpoint {
     }
 
     fn destroy_id(&self, id: RdmaCmId) {
-        let name = id.name();
         let now = self.now();
         self.inner.cm.with_cm(|cm| cm.destroy(now, id));
-        self.inner.router.forget(name);
+    }
+
+    fn events_of(&self, id: RdmaId) -> IdEvents {
+        IdEvents {
+            cm: self.inner.cm.clone(),
+            id,
+        }
     }
 
     /// An RC QP (own CQ) in INIT with its message ring posted.
@@ -831,7 +688,7 @@ impl Drop for Qp {
 struct Connecting {
     ep: Endpoint,
     id: Option<RdmaCmId>,
-    mailbox: Arc<Mailbox>,
+    events: IdEvents,
     opts: ConnOptions,
     qp: Option<Qp>,
     stage: RdmaCmEventType,
@@ -840,11 +697,11 @@ struct Connecting {
 impl Connecting {
     fn start(ep: &Endpoint, remote: SocketAddr, opts: &ConnOptions) -> Result<Connecting> {
         let id = ep.inner.cm.with_cm(|cm| cm.create_id_ps(opts.port_space));
-        let mailbox = ep.inner.router.mailbox(id.name());
+        let events = ep.events_of(id.name());
         let mut c = Connecting {
             ep: ep.clone(),
             id: None,
-            mailbox,
+            events,
             opts: opts.clone(),
             qp: None,
             stage: RdmaCmEventType::AddrResolved,
@@ -905,7 +762,7 @@ impl Connecting {
                 Ok(Some(Connection::new(
                     &self.ep,
                     id,
-                    self.mailbox.clone(),
+                    self.events.clone(),
                     qp,
                     e.private_data.clone(),
                     e.param.clone(),
@@ -937,7 +794,7 @@ impl Drop for Connecting {
 pub struct Listener {
     ep: Endpoint,
     id: Option<RdmaCmId>,
-    mailbox: Arc<Mailbox>,
+    events: IdEvents,
     local: SocketAddr,
 }
 
@@ -956,24 +813,16 @@ impl Listener {
     }
 
     /// The next connection request (blocking, up to `timeout`): accept or reject it.
+    /// Until it is taken here, a request holds one of the listener's backlog slots.
     pub fn incoming(&self, timeout: Duration) -> Result<Incoming> {
-        let end = Instant::now() + timeout;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            let e = self
-                .mailbox
-                .wait(left)
-                .ok_or(ConnError::TimedOut("a connection request"))?;
-            if let Some(i) = Incoming::from_event(&self.ep, e) {
-                return Ok(i);
-            }
-        }
+        block_on(within(timeout, self.incoming_async()))
+            .unwrap_or(Err(ConnError::TimedOut("a connection request")))
     }
 
     /// [`Listener::incoming`], async (no timeout).
     pub async fn incoming_async(&self) -> Result<Incoming> {
         loop {
-            let e = self.mailbox.next().await;
+            let e = self.events.next().await;
             if let Some(i) = Incoming::from_event(&self.ep, e) {
                 return Ok(i);
             }
@@ -994,7 +843,7 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         // Requests still queued are refused (REJ 28) when their ids are destroyed.
-        while let Some(mut e) = self.mailbox.try_pop() {
+        while let Some(mut e) = self.events.try_pop() {
             if let Some(id) = e.new_id.take() {
                 self.ep.destroy_id(id);
             }
@@ -1081,7 +930,7 @@ impl Incoming {
         }
     }
 
-    fn start_accept(&mut self, opts: &ConnOptions) -> Result<(Qp, Arc<Mailbox>)> {
+    fn start_accept(&mut self, opts: &ConnOptions) -> Result<(Qp, IdEvents)> {
         let ep = self.ep.clone();
         let id = self
             .id
@@ -1090,7 +939,7 @@ impl Incoming {
         ep.set_options(id, opts)?;
         let qp = ep.rc_qp(opts)?;
         let qpn = qp.qpn;
-        let mailbox = ep.inner.router.mailbox(id.name());
+        let events = ep.events_of(id.name());
         let (p, ece) = (opts.param.clone(), opts.ece);
         let r = ep.inner.cm.with_id(id.name(), |cm, s, now| match ece {
             Some(ece) => cm.accept_ece(now, s, id, qpn, &p, ece),
@@ -1098,13 +947,13 @@ impl Incoming {
         });
         r.map_err(ConnError::from)
             .and_then(|r| r.map_err(ConnError::from))?;
-        Ok((qp, mailbox))
+        Ok((qp, events))
     }
 
     fn finish(
         &mut self,
         qp: Qp,
-        mailbox: Arc<Mailbox>,
+        events: IdEvents,
         e: Option<RdmaCmEvent>,
         timeout: Duration,
     ) -> Result<Connection> {
@@ -1116,7 +965,7 @@ impl Incoming {
         Connection::new(
             &self.ep,
             id,
-            mailbox,
+            events,
             qp,
             std::mem::take(&mut self.private_data),
             self.param.clone(),
@@ -1127,10 +976,8 @@ impl Incoming {
 
     /// Accepts with these options (private data in the REP, resources, ACK timeout, min
     /// RNR timer, ECE) and waits for the RTU.
-    pub fn accept_with(mut self, opts: &ConnOptions) -> Result<Connection> {
-        let (qp, mb) = self.start_accept(opts)?;
-        let e = mb.wait(opts.timeout);
-        self.finish(qp, mb, e, opts.timeout)
+    pub fn accept_with(self, opts: &ConnOptions) -> Result<Connection> {
+        block_on(self.accept_with_async(opts))
     }
 
     /// [`Incoming::accept`], async.
@@ -1158,7 +1005,6 @@ impl Incoming {
 
     fn reject_with(mut self, reason: RejectReason, pd: &[u8]) -> Result<()> {
         let id = self.id.take().ok_or(ConnError::Cm(RdmaCmError::NoSuchId))?;
-        let name = id.name();
         let now = self.ep.now();
         let r = self
             .ep
@@ -1171,7 +1017,6 @@ impl Incoming {
                     Err(e)
                 }
             });
-        self.ep.inner.router.forget(name);
         Ok(r?)
     }
 }
@@ -1303,7 +1148,7 @@ impl Drop for Region {
 pub struct Connection {
     ep: Endpoint,
     id: Option<RdmaCmId>,
-    mailbox: Arc<Mailbox>,
+    events: IdEvents,
     qp: Qp,
     local: Option<SocketAddr>,
     remote: Option<SocketAddr>,
@@ -1313,7 +1158,7 @@ pub struct Connection {
     timeout: Duration,
     next_wr: AtomicU64,
     /// Completions of WRs posted by calls, and message-ring receives, not yet taken.
-    done: Mutex<(BTreeMap<u64, WorkCompletion>, VecDeque<WorkCompletion>)>,
+    done: Completions,
     disconnected: AtomicBool,
     tx: Mutex<Option<Region>>,
 }
@@ -1333,14 +1178,14 @@ impl Connection {
     fn new(
         ep: &Endpoint,
         id: RdmaCmId,
-        mailbox: Arc<Mailbox>,
+        events: IdEvents,
         qp: Qp,
         private_data: Vec<u8>,
         param: ConnParam,
         ece: Ece,
         timeout: Duration,
     ) -> Result<Connection> {
-        let name = id.name();
+        let (name, cq) = (id.name(), qp.cq);
         let (local, remote) = ep
             .inner
             .cm
@@ -1348,7 +1193,7 @@ impl Connection {
         Ok(Connection {
             ep: ep.clone(),
             id: Some(id),
-            mailbox,
+            events,
             qp,
             local,
             remote,
@@ -1357,7 +1202,7 @@ impl Connection {
             ece,
             timeout,
             next_wr: AtomicU64::new(1),
-            done: Mutex::new((BTreeMap::new(), VecDeque::new())),
+            done: Completions::new(&ep.inner.dev, cq, RING_TAG, timeout),
             disconnected: AtomicBool::new(false),
             tx: Mutex::new(None),
         })
@@ -1425,69 +1270,10 @@ impl Connection {
         }
     }
 
-    /// `Some(id)`: the completion of that WR; `None`: the next message-ring receive.
-    fn take(&self, what: Option<u64>) -> Option<WorkCompletion> {
-        let mut d = lock(&self.done);
-        match what {
-            Some(id) => d.0.remove(&id),
-            None => d.1.pop_front(),
-        }
-    }
-
-    fn stash(&self, wcs: &mut Vec<WorkCompletion>) {
-        let mut d = lock(&self.done);
-        for wc in wcs.drain(..) {
-            if wc.wr_id & RING_TAG != 0 {
-                d.1.push_back(wc);
-            } else {
-                d.0.insert(wc.wr_id, wc);
-            }
-        }
-    }
-
-    /// Waits for a completion (others are kept for their waiters).
-    fn wait_wc(&self, what: Option<u64>) -> Result<WorkCompletion> {
-        let end = Instant::now() + self.timeout;
-        let mut wcs = Vec::new();
-        loop {
-            if let Some(wc) = self.take(what) {
-                return Self::check(wc);
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(ConnError::TimedOut("a work completion"));
-            }
-            self.ep.inner.dev.wait_cq_or(
-                self.qp.cq,
-                &mut wcs,
-                16,
-                Some(left.min(Duration::from_millis(20))),
-                &|| false,
-            )?;
-            self.stash(&mut wcs);
-        }
-    }
-
-    async fn wait_wc_async(&self, what: Option<u64>) -> Result<WorkCompletion> {
-        let adev = AsyncDevice::new(self.ep.inner.dev.clone())?;
-        let end = Instant::now() + self.timeout;
-        loop {
-            if let Some(wc) = self.take(what) {
-                return Self::check(wc);
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(ConnError::TimedOut("a work completion"));
-            }
-            let got = within(
-                left.min(Duration::from_millis(50)),
-                adev.poll_cq_wait(self.qp.cq, 16),
-            )
-            .await;
-            if let Some(r) = got {
-                self.stash(&mut r?);
-            }
-        }
+    /// Waits for a completion (others are kept for their waiters): `Some(id)` that WR's,
+    /// `None` the next message-ring receive.
+    async fn wait_wc(&self, what: Option<u64>) -> Result<WorkCompletion> {
+        Self::check(self.done.wait(what, "a work completion").await?)
     }
 
     fn send_wr(&self, buf: &Region, range: &Range<usize>, op: SendOp) -> Result<SendWr> {
@@ -1519,15 +1305,13 @@ impl Connection {
 
     /// SEND `buf[range]`; returns once it is acknowledged.
     pub fn send(&self, buf: &Region, range: Range<usize>) -> Result<()> {
-        let id = self.post_send(self.send_wr(buf, &range, SendOp::Send)?)?;
-        self.wait_wc(Some(id)).map(|_| ())
+        block_on(self.send_async(buf, range))
     }
 
     /// Receives one message into `buf[range]` (posting the receive now, behind the message
     /// ring's, so use it with [`ConnOptions::msg_slots`] 0); returns its length.
     pub fn recv(&self, buf: &Region, range: Range<usize>) -> Result<usize> {
-        let id = self.recv_wr(buf, &range)?;
-        self.wait_wc(Some(id)).map(|wc| wc.byte_len as usize)
+        block_on(self.recv_async(buf, range))
     }
 
     /// Posts a receive into `buf[range]` ahead of the peer's SEND; wait for it with
@@ -1547,9 +1331,7 @@ impl Connection {
         remote: &RemoteRegion,
         offset: u64,
     ) -> Result<()> {
-        let wr = self.send_wr(buf, &range, Self::write_op(remote, offset))?;
-        let id = self.post_send(wr)?;
-        self.wait_wc(Some(id)).map(|_| ())
+        block_on(self.write_async(buf, range, remote, offset))
     }
 
     /// RDMA READ from the peer's `remote` region at `offset` into `buf[range]`.
@@ -1560,23 +1342,19 @@ impl Connection {
         remote: &RemoteRegion,
         offset: u64,
     ) -> Result<()> {
-        let wr = self.send_wr(buf, &range, Self::read_op(remote, offset))?;
-        let id = self.post_send(wr)?;
-        self.wait_wc(Some(id)).map(|_| ())
+        block_on(self.read_async(buf, range, remote, offset))
     }
 
     /// [`Connection::send`], async.
     pub async fn send_async(&self, buf: &Region, range: Range<usize>) -> Result<()> {
         let id = self.post_send(self.send_wr(buf, &range, SendOp::Send)?)?;
-        self.wait_wc_async(Some(id)).await.map(|_| ())
+        self.wait_wc(Some(id)).await.map(|_| ())
     }
 
     /// [`Connection::recv`], async.
     pub async fn recv_async(&self, buf: &Region, range: Range<usize>) -> Result<usize> {
         let id = self.recv_wr(buf, &range)?;
-        self.wait_wc_async(Some(id))
-            .await
-            .map(|wc| wc.byte_len as usize)
+        self.wait_wc(Some(id)).await.map(|wc| wc.byte_len as usize)
     }
 
     /// [`Connection::write`], async.
@@ -1589,7 +1367,7 @@ impl Connection {
     ) -> Result<()> {
         let wr = self.send_wr(buf, &range, Self::write_op(remote, offset))?;
         let id = self.post_send(wr)?;
-        self.wait_wc_async(Some(id)).await.map(|_| ())
+        self.wait_wc(Some(id)).await.map(|_| ())
     }
 
     /// [`Connection::read`], async.
@@ -1602,7 +1380,7 @@ impl Connection {
     ) -> Result<()> {
         let wr = self.send_wr(buf, &range, Self::read_op(remote, offset))?;
         let id = self.post_send(wr)?;
-        self.wait_wc_async(Some(id)).await.map(|_| ())
+        self.wait_wc(Some(id)).await.map(|_| ())
     }
 
     /// A buffer holding `data` for one message SEND (the connection's own when free; the
@@ -1640,27 +1418,19 @@ impl Connection {
     /// SENDs `data` (at most [`ConnOptions::msg_size`] bytes) from the connection's own
     /// buffer; returns once it is acknowledged.
     pub fn send_msg(&self, data: &[u8]) -> Result<()> {
-        let buf = self.msg_buf(data)?;
-        let id = self.post_send(self.send_wr(&buf, &(0..data.len()), SendOp::Send)?)?;
-        self.wait_wc(Some(id))?;
-        self.msg_done(buf);
-        Ok(())
+        block_on(self.send_msg_async(data))
     }
 
     /// The next message from the ring ([`ConnOptions::msg_slots`]), in arrival order.
     pub fn recv_msg(&self) -> Result<Vec<u8>> {
-        if self.qp.ring.is_none() {
-            return Err(ConnError::OutOfBounds);
-        }
-        let wc = self.wait_wc(None)?;
-        self.ring_msg(&wc)
+        block_on(self.recv_msg_async())
     }
 
     /// [`Connection::send_msg`], async.
     pub async fn send_msg_async(&self, data: &[u8]) -> Result<()> {
         let buf = self.msg_buf(data)?;
         let id = self.post_send(self.send_wr(&buf, &(0..data.len()), SendOp::Send)?)?;
-        self.wait_wc_async(Some(id)).await?;
+        self.wait_wc(Some(id)).await?;
         self.msg_done(buf);
         Ok(())
     }
@@ -1670,23 +1440,19 @@ impl Connection {
         if self.qp.ring.is_none() {
             return Err(ConnError::OutOfBounds);
         }
-        let wc = self.wait_wc_async(None).await?;
+        let wc = self.wait_wc(None).await?;
         self.ring_msg(&wc)
     }
 
     /// The next CM event of this connection (DISCONNECTED when the peer disconnects,
     /// TIMEWAIT_EXIT), waiting up to `timeout`.
     pub fn next_event(&self, timeout: Duration) -> Option<ConnEvent> {
-        let e = self.mailbox.wait(timeout)?;
-        if e.event == RdmaCmEventType::Disconnected {
-            self.disconnected.store(true, Ordering::Relaxed);
-        }
-        Some(ConnEvent::from(&e))
+        block_on(within(timeout, self.next_event_async()))
     }
 
     /// [`Connection::next_event`], async (no timeout).
     pub async fn next_event_async(&self) -> ConnEvent {
-        let e = self.mailbox.next().await;
+        let e = self.events.next().await;
         if e.event == RdmaCmEventType::Disconnected {
             self.disconnected.store(true, Ordering::Relaxed);
         }
@@ -1713,20 +1479,7 @@ impl Connection {
     /// `rdma_disconnect`: the QP to ERR and a DREQ (or the DREP when the peer disconnected
     /// first); waits for DISCONNECTED.
     pub fn disconnect(&self) -> Result<()> {
-        let was = self.is_disconnected();
-        self.start_disconnect()?;
-        if was {
-            return Ok(());
-        }
-        let end = Instant::now() + self.timeout;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.next_event(left) {
-                Some(ConnEvent::Disconnected { .. }) => return Ok(()),
-                Some(_) => {}
-                None => return Err(ConnError::TimedOut("DISCONNECTED")),
-            }
-        }
+        block_on(self.disconnect_async())
     }
 
     /// [`Connection::disconnect`], async.
@@ -1736,13 +1489,16 @@ impl Connection {
         if was {
             return Ok(());
         }
-        loop {
-            match within(self.timeout, self.next_event_async()).await {
-                Some(ConnEvent::Disconnected { .. }) => return Ok(()),
-                Some(_) => {}
-                None => return Err(ConnError::TimedOut("DISCONNECTED")),
+        let disconnected = async {
+            loop {
+                if let ConnEvent::Disconnected { .. } = self.next_event_async().await {
+                    return;
+                }
             }
-        }
+        };
+        within(self.timeout, disconnected)
+            .await
+            .ok_or(ConnError::TimedOut("DISCONNECTED"))
     }
 }
 
@@ -1764,6 +1520,67 @@ impl Drop for Connection {
     }
 }
 
+/// One CQ's completions for the calls that wait on them ([`Connection`] and [`UdSocket`]
+/// alike): a posted WR's by its wr_id, and the receives of a ring (wr_ids carrying
+/// `ring_tag`) in arrival order. A waiter that finds another's completion keeps it for
+/// that one.
+struct Completions {
+    dev: Device,
+    cq: CqId,
+    ring_tag: u64,
+    timeout: Duration,
+    done: Mutex<(BTreeMap<u64, WorkCompletion>, VecDeque<WorkCompletion>)>,
+}
+
+impl Completions {
+    fn new(dev: &Device, cq: CqId, ring_tag: u64, timeout: Duration) -> Completions {
+        Completions {
+            dev: dev.clone(),
+            cq,
+            ring_tag,
+            timeout,
+            done: Mutex::new((BTreeMap::new(), VecDeque::new())),
+        }
+    }
+
+    /// `Some(id)`: the completion of that WR; `None`: the next ring receive.
+    fn take(&self, what: Option<u64>) -> Option<WorkCompletion> {
+        let mut d = lock(&self.done);
+        match what {
+            Some(id) => d.0.remove(&id),
+            None => d.1.pop_front(),
+        }
+    }
+
+    fn stash(&self, wcs: Vec<WorkCompletion>) {
+        let mut d = lock(&self.done);
+        for wc in wcs {
+            if wc.wr_id & self.ring_tag != 0 {
+                d.1.push_back(wc);
+            } else {
+                d.0.insert(wc.wr_id, wc);
+            }
+        }
+    }
+
+    /// The completion `what` names, waiting up to the timeout (`waiting_for` says what
+    /// the caller waited for in the error).
+    async fn wait(&self, what: Option<u64>, waiting_for: &'static str) -> Result<WorkCompletion> {
+        let adev = AsyncDevice::new(self.dev.clone())?;
+        let got = async {
+            loop {
+                if let Some(wc) = self.take(what) {
+                    return Ok(wc);
+                }
+                self.stash(adev.poll_cq_wait(self.cq, 16).await?);
+            }
+        };
+        within(self.timeout, got)
+            .await
+            .unwrap_or(Err(ConnError::TimedOut(waiting_for)))
+    }
+}
+
 /// A receive posted ahead of the peer's SEND ([`Connection::post_recv`]).
 pub struct PendingRecv<'a> {
     conn: &'a Connection,
@@ -1773,15 +1590,13 @@ pub struct PendingRecv<'a> {
 impl PendingRecv<'_> {
     /// Waits for the message; returns its length.
     pub fn wait(self) -> Result<usize> {
-        self.conn
-            .wait_wc(Some(self.wr_id))
-            .map(|wc| wc.byte_len as usize)
+        block_on(self.wait_async())
     }
 
     /// [`PendingRecv::wait`], async.
     pub async fn wait_async(self) -> Result<usize> {
         self.conn
-            .wait_wc_async(Some(self.wr_id))
+            .wait_wc(Some(self.wr_id))
             .await
             .map(|wc| wc.byte_len as usize)
     }
@@ -1816,7 +1631,7 @@ pub struct UdSocket {
     timeout: Duration,
     next_wr: AtomicU64,
     /// Send completions and received datagrams not yet taken.
-    done: Mutex<(BTreeMap<u64, WorkCompletion>, VecDeque<WorkCompletion>)>,
+    done: Completions,
 }
 
 impl std::fmt::Debug for UdSocket {
@@ -1869,7 +1684,7 @@ impl UdSocket {
             tx_lock: Mutex::new(()),
             timeout: ConnOptions::default().timeout,
             next_wr: AtomicU64::new(1),
-            done: Mutex::new((BTreeMap::new(), VecDeque::new())),
+            done: Completions::new(&ep.inner.dev, cq, RECV_TAG, ConnOptions::default().timeout),
         };
         for k in 0..depth {
             s.post_slot(k)?;
@@ -1899,28 +1714,7 @@ impl UdSocket {
     /// Asks the UD listener at `remote` (UDP port space) for its QPN and Q_Key: a SIDR REQ,
     /// as `rdma_connect` of a UD id (blocking).
     pub fn resolve(&self, remote: SocketAddr) -> Result<UdPeer> {
-        let (id, mb) = self.start_resolve(remote)?;
-        let mut st = UdResolve::Addr;
-        loop {
-            let e = match mb.wait(self.timeout) {
-                Some(e) => e,
-                None => {
-                    self.ep.destroy_id(id);
-                    return Err(ConnError::TimedOut("the SIDR REP"));
-                }
-            };
-            match self.resolve_step(&id, &mut st, e) {
-                Ok(Some(p)) => {
-                    self.ep.destroy_id(id);
-                    return Ok(p);
-                }
-                Ok(None) => {}
-                Err(err) => {
-                    self.ep.destroy_id(id);
-                    return Err(err);
-                }
-            }
-        }
+        block_on(self.resolve_async(remote))
     }
 
     /// [`UdSocket::resolve`], async.
@@ -1949,13 +1743,13 @@ impl UdSocket {
         }
     }
 
-    fn start_resolve(&self, remote: SocketAddr) -> Result<(RdmaCmId, Arc<Mailbox>)> {
+    fn start_resolve(&self, remote: SocketAddr) -> Result<(RdmaCmId, IdEvents)> {
         let id = self
             .ep
             .inner
             .cm
             .with_cm(|cm| cm.create_id_ps(PortSpace::UDP));
-        let mb = self.ep.inner.router.mailbox(id.name());
+        let mb = self.ep.events_of(id.name());
         if let Err(e) = self
             .ep
             .inner
@@ -2022,70 +1816,6 @@ impl UdSocket {
         Ok(id)
     }
 
-    fn take(&self, sends: Option<u64>) -> Option<WorkCompletion> {
-        let mut d = lock(&self.done);
-        match sends {
-            Some(id) => d.0.remove(&id),
-            None => d.1.pop_front(),
-        }
-    }
-
-    fn stash(&self, wcs: Vec<WorkCompletion>) {
-        let mut d = lock(&self.done);
-        for wc in wcs {
-            if wc.wr_id & RECV_TAG != 0 {
-                d.1.push_back(wc);
-            } else {
-                d.0.insert(wc.wr_id, wc);
-            }
-        }
-    }
-
-    fn wait(&self, what: Option<u64>) -> Result<WorkCompletion> {
-        let end = Instant::now() + self.timeout;
-        let mut wcs = Vec::new();
-        loop {
-            if let Some(wc) = self.take(what) {
-                return Ok(wc);
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(ConnError::TimedOut("a datagram"));
-            }
-            wcs.clear();
-            self.ep.inner.dev.wait_cq_or(
-                self.cq,
-                &mut wcs,
-                16,
-                Some(left.min(Duration::from_millis(20))),
-                &|| false,
-            )?;
-            self.stash(std::mem::take(&mut wcs));
-        }
-    }
-
-    async fn wait_async(&self, what: Option<u64>) -> Result<WorkCompletion> {
-        let adev = AsyncDevice::new(self.ep.inner.dev.clone())?;
-        let end = Instant::now() + self.timeout;
-        loop {
-            if let Some(wc) = self.take(what) {
-                return Ok(wc);
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(ConnError::TimedOut("a datagram"));
-            }
-            if let Some(r) = within(
-                left.min(Duration::from_millis(50)),
-                adev.poll_cq_wait(self.cq, 16),
-            )
-            .await
-            {
-                self.stash(r?);
-            }
-        }
-    }
-
     fn sent(wc: WorkCompletion) -> Result<()> {
         match wc.status {
             WcStatus::Success => Ok(()),
@@ -2098,14 +1828,13 @@ impl UdSocket {
 
     /// Sends one datagram to `peer` (blocking until it left).
     pub fn send_to(&self, data: &[u8], peer: &UdPeer) -> Result<()> {
-        let id = self.send_wr(data, peer)?;
-        Self::sent(self.wait(Some(id))?)
+        block_on(self.send_to_async(data, peer))
     }
 
     /// [`UdSocket::send_to`], async.
     pub async fn send_to_async(&self, data: &[u8], peer: &UdPeer) -> Result<()> {
         let id = self.send_wr(data, peer)?;
-        Self::sent(self.wait_async(Some(id)).await?)
+        Self::sent(self.done.wait(Some(id), "a datagram").await?)
     }
 
     fn received(&self, wc: WorkCompletion) -> Result<(Vec<u8>, UdPeer)> {
@@ -2148,13 +1877,12 @@ impl UdSocket {
     /// The next datagram and who sent it (its reply address: `ibv_init_ah_from_wc`, the
     /// source QPN, our Q_Key), waiting up to 30 s.
     pub fn recv_from(&self) -> Result<(Vec<u8>, UdPeer)> {
-        let wc = self.wait(None)?;
-        self.received(wc)
+        block_on(self.recv_from_async())
     }
 
     /// [`UdSocket::recv_from`], async.
     pub async fn recv_from_async(&self) -> Result<(Vec<u8>, UdPeer)> {
-        let wc = self.wait_async(None).await?;
+        let wc = self.done.wait(None, "a datagram").await?;
         self.received(wc)
     }
 }
@@ -2188,7 +1916,7 @@ impl std::fmt::Debug for UdListener {
 impl Drop for UdListener {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            lock(&self.ep.inner.router.ud_listeners).remove(&id.name());
+            self.ep.inner.cm.stop_answering_sidr(id.name());
             self.ep.destroy_id(id);
         }
     }

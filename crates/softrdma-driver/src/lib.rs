@@ -42,6 +42,7 @@ pub mod netif;
 pub mod tap;
 pub mod timer;
 pub mod udp;
+pub mod wait;
 
 pub use clock::{Clock, Micros};
 pub use device::{

@@ -182,3 +182,90 @@ fn options_ece_and_events() {
     conn.disconnect().unwrap();
     assert_eq!(srv.join().unwrap().vendor_id, 0xabcd);
 }
+
+/// A listener with backlog 4 whose application does not call `incoming()` for a while:
+/// four requests wait (each holding a backlog slot: nothing takes them off the CM's queue
+/// behind the application's back), the fifth client's REQ is dropped without a REJ and
+/// counted, and once the application takes requests, the fifth client's retried REQ is
+/// served too: five connections.
+#[test]
+fn a_listeners_backlog_holds_until_the_application_takes_a_request() {
+    let s = Endpoint::bind(SocketAddr::new(ip(88, 1), 7000)).unwrap();
+    let listener = s.listen_with(PortSpace::TCP, 7000, 4).unwrap();
+    let clients: Vec<_> = (0..5u8)
+        .map(|k| {
+            std::thread::spawn(move || {
+                let c = Endpoint::bind(SocketAddr::new(ip(88, 10 + k), 0)).unwrap();
+                let conn = c.connect(SocketAddr::new(ip(88, 1), 7000));
+                conn.map(|conn| (c, conn))
+            })
+        })
+        .collect();
+    // The application is busy: wait until the fifth REQ has been dropped.
+    let t0 = Instant::now();
+    while s.cm().rdma_counters().backlog_drops == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no REQ was dropped");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        s.cm().queued_events(),
+        4,
+        "four requests wait in the backlog"
+    );
+    let mut accepted = Vec::new();
+    for _ in 0..5 {
+        accepted.push(listener.accept().unwrap());
+    }
+    for c in clients {
+        c.join().unwrap().unwrap();
+    }
+    assert!(s.cm().rdma_counters().backlog_drops >= 1);
+    assert_eq!(accepted.len(), 5);
+}
+
+/// No queue of the connection API grows without bound when its application does not take
+/// its events: a listener nobody serves holds its backlog, and the flood beyond it is
+/// dropped and counted, never queued.
+#[test]
+fn an_application_that_never_takes_its_events_cannot_grow_the_queue() {
+    let s = Endpoint::bind(SocketAddr::new(ip(89, 1), 7000)).unwrap();
+    let _listener = s.listen_with(PortSpace::TCP, 7000, 2).unwrap();
+    let clients: Vec<_> = (0..6u8)
+        .map(|k| {
+            std::thread::spawn(move || {
+                let c = Endpoint::bind(SocketAddr::new(ip(89, 10 + k), 0)).unwrap();
+                let opts = ConnOptions {
+                    timeout: Duration::from_secs(1),
+                    ..ConnOptions::default()
+                };
+                c.connect_with(SocketAddr::new(ip(89, 1), 7000), &opts)
+                    .is_ok()
+            })
+        })
+        .collect();
+    let t0 = Instant::now();
+    while s.cm().rdma_counters().backlog_drops < 4 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the flood was not dropped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The two requests in the backlog, and what their ids' peers said since (a REJ when
+    // they gave up): a few events per id the backlog admitted, never one per REQ sent.
+    let bound = 2 * 4;
+    assert!(
+        s.cm().queued_events() <= bound,
+        "{}",
+        s.cm().queued_events()
+    );
+    for c in clients {
+        assert!(!c.join().unwrap(), "nobody accepted");
+    }
+    assert!(
+        s.cm().queued_events() <= bound,
+        "{}",
+        s.cm().queued_events()
+    );
+    assert!(s.cm().rdma_counters().backlog_drops >= 4);
+}
