@@ -25,7 +25,6 @@ use softrdma_core::mad::{MadAddr, MadAgent};
 use softrdma_core::rdma_cm::RdmaCm;
 use softrdma_core::time::{Duration, Instant};
 use softrdma_core::Stack;
-use softrdma_wire::cm::{Path, PathMtu, TransportType};
 use softrdma_wire::{Gid, Guid};
 
 fn gid(n: u8) -> Gid {
@@ -47,37 +46,7 @@ fn ep(guid: u64, seed: u64) -> SinglePortCm {
 }
 
 fn req(qpn: u32) -> ReqParams {
-    ReqParams {
-        port: CmPort::default(),
-        peer: MadAddr::gsi(gid(2)),
-        primary_path: Path {
-            local_lid: 0xffff,
-            remote_lid: 0xffff,
-            local_gid: gid(1),
-            remote_gid: gid(2),
-            hop_limit: 64,
-            ..Path::default()
-        },
-        packet_life_time: 18,
-        path_mtu: PathMtu::MTU_1024,
-        partition_key: 0xffff,
-        service_id: 0x0106_4e20,
-        qp_num: qpn,
-        transport: TransportType::RC,
-        starting_psn: qpn,
-        private_data: Vec::new(),
-        responder_resources: 1,
-        initiator_depth: 1,
-        remote_cm_response_timeout: 20,
-        local_cm_response_timeout: 20,
-        flow_control: true,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        max_cm_retries: 15,
-        srq: false,
-        ece_vendor_id: 0,
-        ece_attr_mod: 0,
-    }
+    ReqParams::new(CmPort::default(), gid(1), gid(2), 0x0106_4e20, qpn).with_starting_psn(qpn)
 }
 
 /// Runtime turns for both sides until quiet: one turn per MAD received, each ending with

@@ -10,12 +10,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant as StdInstant};
 
 use softrdma_core::cm::{CmConfig, CmEvent, CmId, CmPort, ReqParams, RXE_CA_ACK_DELAY};
-use softrdma_core::mad::MadAddr;
 use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEventType as T, RdmaCmId};
 use softrdma_core::verbs::QpInitAttr;
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::{Device, DeviceConfig};
-use softrdma_wire::cm::{AttrId, Path, PathMtu, TransportType};
+use softrdma_wire::cm::AttrId;
 use softrdma_wire::{Gid, Guid};
 
 fn ip(a: u8, b: u8) -> IpAddr {
@@ -206,37 +205,12 @@ const SVC: u64 = 0x0000_0000_0106_4400;
 
 /// An IB CM REQ whose tries are 18 ms apart (PLT 8: 2·1 ms + cvt(12) = 16 ms).
 fn req_params(port: CmPort, src: IpAddr, dst: IpAddr, qpn: u32, retries: u8) -> ReqParams {
-    ReqParams {
-        port,
-        peer: MadAddr::gsi(Gid::from(dst)),
-        primary_path: Path {
-            local_lid: 0xffff,
-            remote_lid: 0xffff,
-            local_gid: Gid::from(src),
-            remote_gid: Gid::from(dst),
-            hop_limit: 64,
-            ..Path::default()
-        },
-        packet_life_time: 8,
-        path_mtu: PathMtu::MTU_1024,
-        partition_key: 0xffff,
-        service_id: SVC,
-        qp_num: qpn,
-        transport: TransportType::RC,
-        starting_psn: 0x1234,
-        private_data: Vec::new(),
-        responder_resources: 1,
-        initiator_depth: 1,
-        remote_cm_response_timeout: 12,
-        local_cm_response_timeout: 12,
-        flow_control: false,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        max_cm_retries: retries,
-        srq: false,
-        ece_vendor_id: 0,
-        ece_attr_mod: 0,
-    }
+    ReqParams::new(port, Gid::from(src), Gid::from(dst), SVC, qpn)
+        .with_packet_life_time(8)
+        .with_starting_psn(0x1234)
+        .with_cm_response_timeouts(12, 12)
+        .with_flow_control(false)
+        .with_max_cm_retries(retries)
 }
 
 /// IB CM REQs sent by `cm` on `port` to `dst` (each its own id and QP).

@@ -15,7 +15,7 @@ use softrdma_core::verbs::QpInitAttr;
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::mad::{MadClient, PortCtx};
 use softrdma_driver::{Device, DeviceConfig};
-use softrdma_wire::cm::{AttrId, Path, PathMtu, TransportType};
+use softrdma_wire::cm::AttrId;
 use softrdma_wire::mad::{Mad, MadHeader, MadStatus, Method, MgmtClass, BASE_VERSION};
 use softrdma_wire::Gid;
 
@@ -40,40 +40,15 @@ fn rc_qp(dev: &Device) -> u32 {
 const SVC: u64 = 0x0000_0000_0106_2000;
 
 fn req_params(port: CmPort, src: IpAddr, dst: IpAddr, qpn: u32) -> ReqParams {
-    ReqParams {
-        port,
-        peer: MadAddr::gsi(Gid::from(dst)),
-        primary_path: Path {
-            local_lid: 0xffff,
-            remote_lid: 0xffff,
-            local_gid: Gid::from(src),
-            remote_gid: Gid::from(dst),
-            hop_limit: 64,
-            ..Path::default()
-        },
+    ReqParams::new(port, Gid::from(src), Gid::from(dst), SVC, qpn)
         // cm_convert_to_ms(8) = 1 ms each way, + cvt(12) = 16 ms: 18 ms per try.
-        packet_life_time: 8,
-        path_mtu: PathMtu::MTU_1024,
-        partition_key: 0xffff,
-        service_id: SVC,
-        qp_num: qpn,
-        transport: TransportType::RC,
-        starting_psn: 0x1234,
-        private_data: Vec::new(),
-        responder_resources: 1,
-        initiator_depth: 1,
-        remote_cm_response_timeout: 12,
+        .with_packet_life_time(8)
+        .with_starting_psn(0x1234)
         // The passive side's REP waits cvt(19) = 2 s per try: longer than the active
         // application stays away.
-        local_cm_response_timeout: 19,
-        flow_control: false,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        max_cm_retries: 5,
-        srq: false,
-        ece_vendor_id: 0,
-        ece_attr_mod: 0,
-    }
+        .with_cm_response_timeouts(12, 19)
+        .with_flow_control(false)
+        .with_max_cm_retries(5)
 }
 
 /// The next IB CM event other than a retry notice.

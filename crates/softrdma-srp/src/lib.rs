@@ -28,6 +28,7 @@ pub mod iu;
 pub mod login;
 pub mod target;
 pub mod verify;
+mod wr_id;
 
 pub use add_target::{AddTarget, Dest};
 pub use channel::ChannelState;

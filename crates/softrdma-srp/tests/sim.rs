@@ -6,7 +6,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use softrdma_core::cm::{CmConfig, CmEvent, CmId, CmPort, ReqParams, RXE_CA_ACK_DELAY};
-use softrdma_core::mad::{MadAddr, MadPort};
+use softrdma_core::mad::MadPort;
 use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEvent, RdmaCmEventType as T, RdmaCmId};
 use softrdma_core::sim::{NetConfig, Sim};
 use softrdma_core::verbs::{
@@ -16,7 +16,7 @@ use softrdma_core::verbs::{
 use softrdma_core::Stack;
 use softrdma_scsi::{BlockSize, LogicalUnit, LunConfig, LunId, MemStore, Target, TargetConfig};
 use softrdma_srp::{AclEntry, ChannelState, SrpConfig, SrpEvent, SrpTarget, TargetPort};
-use softrdma_wire::cm::{Path, PathMtu, TransportType};
+use softrdma_wire::cm::PathMtu;
 use softrdma_wire::scsi::ScsiStatus;
 use softrdma_wire::srp::login::MultiChannelResult;
 use softrdma_wire::srp::{
@@ -834,39 +834,15 @@ fn ib_cm_login_and_io() {
     let mut pd = login.to_bytes();
     pd.resize(92, 0);
     let (a, b) = (Gid::from(ip(&w, 0)), Gid::from(ip(&w, 1)));
-    let p = ReqParams {
-        port: w.i.port,
-        peer: MadAddr::gsi(b),
-        primary_path: Path {
-            local_lid: 0xffff,
-            remote_lid: 0xffff,
-            local_gid: a,
-            remote_gid: b,
-            flow_label: 0x1234,
-            hop_limit: 64,
-            local_ack_timeout: 19,
-            ..Path::default()
-        },
-        packet_life_time: 18,
+    let mut p = ReqParams {
         path_mtu: PathMtu(3),
-        partition_key: 0xffff,
-        service_id: GUID,
-        qp_num: qpn,
-        transport: TransportType::RC,
-        starting_psn: 0x123,
-        private_data: pd[..64].to_vec(),
-        responder_resources: 4,
-        initiator_depth: 0,
-        remote_cm_response_timeout: 20,
-        local_cm_response_timeout: 20,
-        flow_control: true,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        max_cm_retries: 15,
-        srq: false,
-        ece_vendor_id: 0,
-        ece_attr_mod: 0,
+        ..ReqParams::new(w.i.port, a, b, GUID, qpn)
+            .with_starting_psn(0x123)
+            .with_private_data(pd[..64].to_vec())
+            .with_rdma_depths(4, 0)
     };
+    p.primary_path.flow_label = 0x1234;
+    p.primary_path.local_ack_timeout = 19;
     let id: CmId = w.i.cm.cm_mut().create_id();
     let now = w.sim.now;
     w.i.cm.cm_mut().send_req(now, &id, &p).expect("req");

@@ -113,37 +113,10 @@ fn rep() -> RepParams {
 /// The legitimate client's REQ: a path whose packet lifetime is 4.096 µs·2^8 (1 ms), so
 /// the REQ is retried every 2·1 + cvt(14) = 66 ms, 15 times.
 fn client_req() -> ReqParams {
-    ReqParams {
-        port: CmPort::default(),
-        peer: MadAddr::gsi(gid(2)),
-        primary_path: Path {
-            local_lid: 0xffff,
-            remote_lid: 0xffff,
-            local_gid: gid(1),
-            remote_gid: gid(2),
-            hop_limit: 64,
-            ..Path::default()
-        },
-        packet_life_time: 8,
-        path_mtu: PathMtu::MTU_1024,
-        partition_key: 0xffff,
-        service_id: SVC,
-        qp_num: 0x77,
-        transport: TransportType::RC,
-        starting_psn: 1,
-        private_data: Vec::new(),
-        responder_resources: 1,
-        initiator_depth: 1,
-        remote_cm_response_timeout: 14,
-        local_cm_response_timeout: 14,
-        flow_control: true,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        max_cm_retries: 15,
-        srq: false,
-        ece_vendor_id: 0,
-        ece_attr_mod: 0,
-    }
+    ReqParams::new(CmPort::default(), gid(1), gid(2), SVC, 0x77)
+        .with_packet_life_time(8)
+        .with_starting_psn(1)
+        .with_cm_response_timeouts(14, 14)
 }
 
 /// 100,000 REQs with distinct comm IDs and QPNs from a peer that never answers, 100 per

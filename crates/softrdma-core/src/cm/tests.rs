@@ -92,28 +92,12 @@ fn path() -> Path {
 
 fn req_params(max_cm_retries: u8) -> ReqParams {
     ReqParams {
-        port: CmPort::default(),
-        peer: MadAddr::gsi(gid(2)),
         primary_path: path(),
-        packet_life_time: 18,
-        path_mtu: PathMtu::MTU_1024,
-        partition_key: 0xffff,
-        service_id: SVC,
-        qp_num: 0x11,
-        transport: TransportType::RC,
-        starting_psn: 0x123456,
-        private_data: vec![0xaa; 36],
-        responder_resources: 4,
-        initiator_depth: 4,
-        remote_cm_response_timeout: 20,
-        local_cm_response_timeout: 20,
-        flow_control: true,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        max_cm_retries,
-        srq: false,
-        ece_vendor_id: 0,
-        ece_attr_mod: 0,
+        ..ReqParams::new(CmPort::default(), gid(1), gid(2), SVC, 0x11)
+            .with_starting_psn(0x123456)
+            .with_private_data(vec![0xaa; 36])
+            .with_rdma_depths(4, 4)
+            .with_max_cm_retries(max_cm_retries)
     }
 }
 

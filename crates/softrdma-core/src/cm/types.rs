@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use softrdma_wire::cm::{AttrId, Path, PathMtu, RejRepr, RepRepr, ReqRepr, SidrRepRepr};
 use softrdma_wire::cm::{SidrReqRepr, SidrStatus, TransportType};
-use softrdma_wire::Guid;
+use softrdma_wire::{Gid, Guid};
 
 use crate::mad::{MadAddr, MadError, SendStatus};
 use crate::time::{Duration, Instant};
@@ -381,6 +381,95 @@ pub struct ReqParams {
     /// ECE vendor ID (24 bits) and attr_mod.
     pub ece_vendor_id: u32,
     pub ece_attr_mod: u32,
+}
+
+impl ReqParams {
+    /// An RC connection request over RoCE from `local` to the QP1 of `remote`, for
+    /// `service_id`, from our QP `qp_num`. The rest is what the RDMA CM sends unless told
+    /// otherwise: packet lifetime 18 (`ROCE_PACKET_LIFE_TIME`), a 1024-byte path MTU, the
+    /// default P_Key, CM response timeouts 20 (`CMA_CM_RESPONSE_TIMEOUT`) and 15 CM retries
+    /// (`CMA_MAX_CM_RETRIES`), one RDMA READ each way, flow control, retry and RNR retry 7,
+    /// starting PSN 0, no private data, no SRQ, no ECE. The `with_` methods change those;
+    /// fields nothing sets here are public.
+    pub fn new(port: CmPort, local: Gid, remote: Gid, service_id: u64, qp_num: u32) -> ReqParams {
+        ReqParams {
+            port,
+            peer: MadAddr::gsi(remote),
+            primary_path: Path {
+                local_lid: 0xffff,
+                remote_lid: 0xffff,
+                local_gid: local,
+                remote_gid: remote,
+                hop_limit: 64,
+                ..Path::default()
+            },
+            packet_life_time: 18,
+            path_mtu: PathMtu::MTU_1024,
+            partition_key: 0xffff,
+            service_id,
+            qp_num,
+            transport: TransportType::RC,
+            starting_psn: 0,
+            private_data: Vec::new(),
+            responder_resources: 1,
+            initiator_depth: 1,
+            remote_cm_response_timeout: 20,
+            local_cm_response_timeout: 20,
+            flow_control: true,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            max_cm_retries: 15,
+            srq: false,
+            ece_vendor_id: 0,
+            ece_attr_mod: 0,
+        }
+    }
+
+    pub fn with_private_data(mut self, private_data: Vec<u8>) -> ReqParams {
+        self.private_data = private_data;
+        self
+    }
+
+    pub fn with_starting_psn(mut self, psn: u32) -> ReqParams {
+        self.starting_psn = psn;
+        self
+    }
+
+    /// Responder resources and initiator depth (RDMA READs in flight each way).
+    pub fn with_rdma_depths(mut self, responder_resources: u8, initiator_depth: u8) -> ReqParams {
+        self.responder_resources = responder_resources;
+        self.initiator_depth = initiator_depth;
+        self
+    }
+
+    /// The CM response timeouts (exponents, 4.096 µs × 2^t) the peer and we may take.
+    pub fn with_cm_response_timeouts(mut self, remote: u8, local: u8) -> ReqParams {
+        self.remote_cm_response_timeout = remote;
+        self.local_cm_response_timeout = local;
+        self
+    }
+
+    pub fn with_max_cm_retries(mut self, retries: u8) -> ReqParams {
+        self.max_cm_retries = retries;
+        self
+    }
+
+    pub fn with_packet_life_time(mut self, exponent: u8) -> ReqParams {
+        self.packet_life_time = exponent;
+        self
+    }
+
+    pub fn with_flow_control(mut self, on: bool) -> ReqParams {
+        self.flow_control = on;
+        self
+    }
+
+    /// The transport retry count and the RNR retry count (each at most 7).
+    pub fn with_retries(mut self, retry_count: u8, rnr_retry_count: u8) -> ReqParams {
+        self.retry_count = retry_count;
+        self.rnr_retry_count = rnr_retry_count;
+        self
+    }
 }
 
 /// `ib_cm_rep_param`.

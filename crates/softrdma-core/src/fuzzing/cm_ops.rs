@@ -18,7 +18,7 @@
 //! A sequence of operations, each one opcode byte (`op % 16`, side = bit 4, small argument
 //! = bits 5–7) and, for some, one or more argument bytes; see [`CmRig::step`].
 
-use softrdma_wire::cm::{Path, PathMtu, RejectReason, TransportType};
+use softrdma_wire::cm::RejectReason;
 use softrdma_wire::mad::MAD_LEN;
 use softrdma_wire::{Gid, Guid};
 
@@ -99,37 +99,12 @@ impl CmRig {
 
     fn req(&self, side: usize, service: u64, qpn: u32, retries: u8) -> ReqParams {
         let (me, peer) = (gid(1 + side as u8), gid(2 - side as u8));
-        ReqParams {
-            port: CmPort::default(),
-            peer: MadAddr::gsi(peer),
-            primary_path: Path {
-                local_lid: 0xffff,
-                remote_lid: 0xffff,
-                local_gid: me,
-                remote_gid: peer,
-                hop_limit: 64,
-                ..Path::default()
-            },
-            packet_life_time: 8,
-            path_mtu: PathMtu::MTU_1024,
-            partition_key: 0xffff,
-            service_id: service,
-            qp_num: qpn,
-            transport: TransportType::RC,
-            starting_psn: qpn,
-            private_data: vec![side as u8; 4],
-            responder_resources: 1,
-            initiator_depth: 1,
-            remote_cm_response_timeout: 10,
-            local_cm_response_timeout: 10,
-            flow_control: true,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            max_cm_retries: retries,
-            srq: false,
-            ece_vendor_id: 0,
-            ece_attr_mod: 0,
-        }
+        ReqParams::new(CmPort::default(), me, peer, service, qpn)
+            .with_packet_life_time(8)
+            .with_starting_psn(qpn)
+            .with_private_data(vec![side as u8; 4])
+            .with_cm_response_timeouts(10, 10)
+            .with_max_cm_retries(retries)
     }
 
     /// Takes what each CM sent onto the wire and the new ids out of their events.

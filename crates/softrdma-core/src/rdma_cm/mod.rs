@@ -110,7 +110,7 @@ pub use ud::{init_ah_from_wc, RDMA_UDP_QKEY, SIDR_TIMEOUT_MS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use softrdma_wire::cm::{Path, PathMtu, RejectReason, TransportType};
+use softrdma_wire::cm::{PathMtu, RejectReason, TransportType};
 use softrdma_wire::rdma_cm::{service_id, IpCmHeader, CMA_VERSION, IP_CM_HEADER_LEN};
 use softrdma_wire::Gid;
 
@@ -119,7 +119,7 @@ use crate::cm::{
     CMA_CM_MRA_SETTING,
 };
 use crate::device::{GidType, PortState, PORT_NUM};
-use crate::mad::{AgentId, MadAddr, MadAgent, MadEvent, MadOp};
+use crate::mad::{AgentId, MadAgent, MadEvent, MadOp};
 use crate::rand::Rng;
 use crate::time::Instant;
 use crate::transport::Stack;
@@ -1273,40 +1273,28 @@ impl RdmaCm {
             IpCmHeader::new(local.ip(), local.port(), remote.ip()).to_bytes()
         };
         pd.extend_from_slice(&param.private_data);
-        let p = ReqParams {
+        let mut p = ReqParams::new(
             port,
-            peer: MadAddr::gsi(Gid::from(remote.ip())).with_traffic_class(route.traffic_class),
-            primary_path: Path {
-                local_lid: 0xffff,
-                remote_lid: 0xffff,
-                local_gid: Gid::from(local.ip()),
-                remote_gid: Gid::from(remote.ip()),
-                flow_label,
-                hop_limit: route.hop_limit,
-                traffic_class: route.traffic_class,
-                local_ack_timeout: route.packet_life_time + 1,
-                ..Path::default()
-            },
-            packet_life_time: route.packet_life_time,
-            path_mtu: PathMtu(route.mtu),
-            partition_key: 0xffff,
-            service_id: service_id(ps, remote.port()),
-            qp_num: qpn.unwrap_or(0),
-            transport: TransportType::RC,
-            starting_psn: psn,
-            private_data: pd,
-            responder_resources: param.responder_resources,
-            initiator_depth: param.initiator_depth,
-            remote_cm_response_timeout: CMA_CM_RESPONSE_TIMEOUT,
-            local_cm_response_timeout: CMA_CM_RESPONSE_TIMEOUT,
-            flow_control: param.flow_control,
-            retry_count: param.retry_count.min(7),
-            rnr_retry_count: param.rnr_retry_count.min(7),
-            max_cm_retries: CMA_MAX_CM_RETRIES,
-            srq: false,
-            ece_vendor_id: ece.vendor_id,
-            ece_attr_mod: ece.attr_mod,
-        };
+            Gid::from(local.ip()),
+            Gid::from(remote.ip()),
+            service_id(ps, remote.port()),
+            qpn.unwrap_or(0),
+        )
+        .with_packet_life_time(route.packet_life_time)
+        .with_starting_psn(psn)
+        .with_private_data(pd)
+        .with_rdma_depths(param.responder_resources, param.initiator_depth)
+        .with_cm_response_timeouts(CMA_CM_RESPONSE_TIMEOUT, CMA_CM_RESPONSE_TIMEOUT)
+        .with_flow_control(param.flow_control)
+        .with_retries(param.retry_count.min(7), param.rnr_retry_count.min(7))
+        .with_max_cm_retries(CMA_MAX_CM_RETRIES);
+        p.peer = p.peer.with_traffic_class(route.traffic_class);
+        p.primary_path.flow_label = flow_label;
+        p.primary_path.hop_limit = route.hop_limit;
+        p.primary_path.traffic_class = route.traffic_class;
+        p.primary_path.local_ack_timeout = route.packet_life_time + 1;
+        p.path_mtu = PathMtu(route.mtu);
+        (p.ece_vendor_id, p.ece_attr_mod) = (ece.vendor_id, ece.attr_mod);
         let cm = self.cm.create_id();
         if let Err(e) = self.cm.send_req(now, &cm, &p) {
             self.cm.destroy(now, cm);

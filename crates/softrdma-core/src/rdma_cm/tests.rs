@@ -12,6 +12,7 @@ use softrdma_wire::Guid;
 
 use super::*;
 use crate::cm::{CmConfig, CmPort, RXE_CA_ACK_DELAY};
+use crate::mad::MadAddr;
 use crate::mad::MadPort;
 use crate::sim::{NetConfig, Sim};
 use crate::verbs::{CqId, MrKeys, QpInitAttr};
@@ -748,7 +749,6 @@ fn passive_side_binds_each_request_to_the_device_it_arrived_on() {
 #[test]
 fn device_acquisition_refusals_are_rej_28_without_data() {
     use crate::cm::ReqParams;
-    use softrdma_wire::cm::{Path, PathMtu, TransportType};
     let mut sim = Sim::new(3, NetConfig::PERFECT, 17);
     sim.record = true;
     let mut n = vec![node(&mut sim, 41, &[0]), node(&mut sim, 42, &[1, 2])];
@@ -759,37 +759,16 @@ fn device_acquisition_refusals_are_rej_28_without_data() {
     let _l2 = n[1].cm.listen_on(sa(any, 7001), 0).expect("l2");
     // A raw REQ from node 0 with a chosen IP CM header, sent to `to`.
     let raw = |sim: &mut Sim, n: &mut Node, to: IpAddr, hdr: Vec<u8>, port: u16| {
-        let p = ReqParams {
-            port: n.devs[0].port,
-            peer: MadAddr::gsi(Gid::from(to)),
-            primary_path: Path {
-                local_lid: 0xffff,
-                remote_lid: 0xffff,
-                local_gid: Gid::from(a),
-                remote_gid: Gid::from(to),
-                hop_limit: 64,
-                ..Path::default()
-            },
-            packet_life_time: 18,
-            path_mtu: PathMtu::MTU_1024,
-            partition_key: 0xffff,
-            service_id: service_id(PortSpace::TCP, port),
-            qp_num: n.devs[0].qpn,
-            transport: TransportType::RC,
-            starting_psn: 1,
-            private_data: hdr,
-            responder_resources: 1,
-            initiator_depth: 1,
-            remote_cm_response_timeout: 20,
-            local_cm_response_timeout: 20,
-            flow_control: false,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            max_cm_retries: 15,
-            srq: false,
-            ece_vendor_id: 0,
-            ece_attr_mod: 0,
-        };
+        let p = ReqParams::new(
+            n.devs[0].port,
+            Gid::from(a),
+            Gid::from(to),
+            service_id(PortSpace::TCP, port),
+            n.devs[0].qpn,
+        )
+        .with_starting_psn(1)
+        .with_private_data(hdr)
+        .with_flow_control(false);
         let cm = n.cm.cm_mut();
         let id = cm.create_id();
         cm.send_req(sim.now, &id, &p).expect("req");
@@ -921,7 +900,7 @@ fn sidr_req_to_an_rc_listener_gets_sidr_rep_reject_and_leaves_no_state() {
 #[test]
 fn uc_req_to_an_rc_listener_gets_rej_28_without_private_data() {
     use crate::cm::ReqParams;
-    use softrdma_wire::cm::{Path, PathMtu, TransportType};
+    use softrdma_wire::cm::TransportType;
     use softrdma_wire::rdma_cm::{service_id, PortSpace};
     let (mut sim, mut n) = pair();
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
@@ -930,35 +909,20 @@ fn uc_req_to_an_rc_listener_gets_rej_28_without_private_data() {
     let mut pd = IpCmHeader::new(a, 40000, b).to_bytes();
     pd.extend_from_slice(b"uc");
     let p = ReqParams {
-        port: n[0].devs[0].port,
-        peer: MadAddr::gsi(Gid::from(b)),
-        primary_path: Path {
-            local_lid: 0xffff,
-            remote_lid: 0xffff,
-            local_gid: Gid::from(a),
-            remote_gid: Gid::from(b),
-            hop_limit: 64,
-            ..Path::default()
-        },
-        packet_life_time: ROCE_PACKET_LIFE_TIME,
-        path_mtu: PathMtu::MTU_1024,
-        partition_key: 0xffff,
-        service_id: service_id(PortSpace::TCP, 7174),
-        qp_num: n[0].devs[0].qpn,
         transport: TransportType::UC,
-        starting_psn: 1,
-        private_data: pd,
-        responder_resources: 0,
-        initiator_depth: 0,
-        remote_cm_response_timeout: 20,
-        local_cm_response_timeout: 20,
-        flow_control: false,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        max_cm_retries: 2,
-        srq: false,
-        ece_vendor_id: 0,
-        ece_attr_mod: 0,
+        ..ReqParams::new(
+            n[0].devs[0].port,
+            Gid::from(a),
+            Gid::from(b),
+            service_id(PortSpace::TCP, 7174),
+            n[0].devs[0].qpn,
+        )
+        .with_packet_life_time(ROCE_PACKET_LIFE_TIME)
+        .with_starting_psn(1)
+        .with_private_data(pd)
+        .with_rdma_depths(0, 0)
+        .with_flow_control(false)
+        .with_max_cm_retries(2)
     };
     let now = sim.now;
     let ib = n[0].cm.cm_mut().create_id();

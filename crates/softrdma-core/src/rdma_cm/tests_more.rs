@@ -3,6 +3,7 @@
 //! ECE, reject reasons.
 
 use super::*;
+use crate::mad::MadAddr;
 use crate::verbs::{
     AddressVector, QpCap, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus,
 };
