@@ -139,6 +139,7 @@ fn demo(a: &Args) -> Result<bool, String> {
         buffer: plan.buffer_len(),
         tool: "softrdma demo",
         keep_events: true,
+        ..SessionOpts::default()
     };
     let start = Instant::now();
     let mut s = Session::open(line.parse().map_err(|e| format!("{e}"))?, &o)?;

@@ -356,6 +356,7 @@ fn perf(p: &Plan2) -> Result<(), String> {
         buffer,
         tool: "softrdma perf srp",
         keep_events: false,
+        ..SessionOpts::default()
     };
     let mut s = Session::open(line.parse().map_err(|e| format!("{e}"))?, &o)?;
     let server = if fio_ok { Some(nbdkit(p.size)?) } else { None };
