@@ -108,8 +108,11 @@ fn demo(a: &Args) -> Result<bool, String> {
     println!(
         "softrdma demo: an SRP target and an SRP initiator in this process, over RoCEv2 (UDP 4791) on loopback\n"
     );
-    let target = Background::spawn(Setup::memory(SocketAddr::new(a.target, 5555), a.size))
-        .map_err(|e| format!("target: {e}"))?;
+    let setup = Setup {
+        addr_flag: "--target",
+        ..Setup::memory(SocketAddr::new(a.target, 5555), a.size)
+    };
+    let target = Background::spawn(setup).map_err(|e| format!("target: {e}"))?;
     println!(
         "target     softrdma srpt on {}:5555, LUN 0 = {} of memory",
         a.target,

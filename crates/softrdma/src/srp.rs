@@ -689,17 +689,56 @@ impl std::fmt::Display for LunInfo {
     }
 }
 
+/// Sense data in words: `DATA PROTECT: write protected (the LUN is read-only)`, then the
+/// codes for whoever looks them up (`sense key 0x7, ASC/ASCQ 27/00`).
+pub fn sense_text(key: u8, asc: u8, ascq: u8) -> String {
+    use softrdma_wire::scsi::{AscAscq, SenseKey};
+    let k = SenseKey(key);
+    let a = AscAscq::new(asc, ascq);
+    let key_name = k.name().unwrap_or("sense key");
+    let why = match a.name() {
+        Some(n) => n.to_ascii_lowercase(),
+        None => format!("additional sense {asc:02x}/{ascq:02x}"),
+    };
+    let hint = match (k, a) {
+        (SenseKey::DATA_PROTECT, AscAscq::WRITE_PROTECTED) => " (the LUN is read-only)",
+        (_, AscAscq::LBA_OUT_OF_RANGE) => " (past the end of the LUN)",
+        (_, AscAscq::LOGICAL_UNIT_NOT_SUPPORTED) => {
+            " (no such LUN: `softrdma srp login TARGET` lists them)"
+        }
+        (_, AscAscq::INVALID_COMMAND_OPERATION_CODE) => " (the target does not know the command)",
+        _ => "",
+    };
+    format!("{key_name}: {why}{hint}; sense key {key:#x}, ASC/ASCQ {asc:02x}/{ascq:02x}")
+}
+
+/// A SCSI status in words (`CHECK CONDITION`).
+fn status_name(st: ScsiStatus) -> String {
+    match st.0 {
+        0x00 => "GOOD".into(),
+        0x02 => "CHECK CONDITION".into(),
+        0x08 => "BUSY".into(),
+        0x18 => "RESERVATION CONFLICT".into(),
+        0x28 => "TASK SET FULL".into(),
+        0x30 => "ACA ACTIVE".into(),
+        0x40 => "TASK ABORTED".into(),
+        s => format!("status {s:#04x}"),
+    }
+}
+
+/// A SCSI result that is not GOOD, in words.
+pub fn result_text(r: &ScsiResult) -> String {
+    match r.sense_key() {
+        Some((k, asc, ascq)) => sense_text(k, asc, ascq),
+        None => format!("{} (status {:#04x})", status_name(r.status), r.status.0),
+    }
+}
+
 fn good(r: &ScsiResult, what: &str) -> Result<(), String> {
     if r.status == ScsiStatus::GOOD {
         return Ok(());
     }
-    Err(match r.sense_key() {
-        Some((k, asc, ascq)) => format!(
-            "{what}: status {:#04x}, sense key {k:#x}, ASC/ASCQ {asc:02x}/{ascq:02x}",
-            r.status.0
-        ),
-        None => format!("{what}: status {:#04x}", r.status.0),
-    })
+    Err(format!("{what}: {}", result_text(r)))
 }
 
 /// REPORT LUNS (on LUN 0), then INQUIRY and READ CAPACITY of each.

@@ -408,12 +408,9 @@ impl Runner<'_> {
             })?;
             if r.status != ScsiStatus::GOOD {
                 return Err(format!(
-                    "{} of block {block}: SCSI status {:#04x}{}",
+                    "{} of block {block}: {}",
                     if write { "write" } else { "read" },
-                    r.status.0,
-                    r.sense_key()
-                        .map(|(k, a, q)| format!(", sense {k:x}/{a:02x}/{q:02x}"))
-                        .unwrap_or_default()
+                    crate::srp::result_text(&r)
                 ));
             }
             if write {
