@@ -38,8 +38,7 @@ use softrdma_wire::Guid;
 use crate::cmtool::{self, CmDevice, CmText};
 
 /// `softrdma perf live [-c N] [-w WINDOW] ...` (parsed apart from `perf VERB TEST`).
-#[derive(Debug, Clone, clap::Parser)]
-#[command(name = "softrdma perf live")]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Plan {
     /// Connections to hold at once.
     #[arg(short = 'c', long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]

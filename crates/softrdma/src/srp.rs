@@ -83,6 +83,7 @@ pub enum SrpCmd {
     Read {
         #[command(flatten)]
         conn: Conn,
+        /// The LUN (0, 1, ... as `softrdma srp login` lists them).
         #[arg(long, default_value_t = 0)]
         lun: u64,
         /// Where to start, in bytes (k/m/g suffixes; a multiple of the block size).
@@ -91,19 +92,22 @@ pub enum SrpCmd {
         /// How much, in bytes (k/m/g suffixes; a multiple of the block size).
         #[arg(long, value_parser = parse_size)]
         length: u64,
-        #[arg(short = 'o', long)]
+        /// Write the bytes to this file instead of stdout.
+        #[arg(short = 'o', long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
     /// Write raw bytes to a LUN (from stdin, or -i FILE).
     Write {
         #[command(flatten)]
         conn: Conn,
+        /// The LUN (0, 1, ... as `softrdma srp login` lists them).
         #[arg(long, default_value_t = 0)]
         lun: u64,
         /// Where to start, in bytes (k/m/g suffixes; a multiple of the block size).
         #[arg(long, value_parser = parse_size)]
         offset: u64,
-        #[arg(short = 'i', long)]
+        /// Read the bytes from this file instead of stdin (a multiple of the block size).
+        #[arg(short = 'i', long, value_name = "FILE")]
         input: Option<PathBuf>,
     },
     /// A fio-style workload (fio's flag names): IOPS, bandwidth, latency percentiles.

@@ -38,22 +38,34 @@ use softrdma_wire::mad::{Method, MgmtClass};
 #[derive(Debug, Parser)]
 #[command(
     about = "A userspace SRP target (ib_srpt's logins, channels and I/O) that Linux's ib_srp mounts",
+    override_usage = "softrdma srpt -a ADDR --lun SPEC... [OPTIONS]\n       softrdma srpt --config FILE [OPTIONS]",
     after_help = "LUN specs: mem:SIZE (K/M/G suffixes) or file:PATH, each with optional ,ro and ,bs=4096.\n\
                   The log goes to stderr (RUST_LOG=debug for more); the add_target line to stdout."
 )]
 pub struct Args {
-    /// Local address to listen on (a softrdma device is opened on ADDR:4791).
-    #[arg(short = 'a', long = "addr")]
+    /// Local address to listen on (a softrdma device is opened on ADDR:4791); required
+    /// unless --config lists them.
+    #[arg(
+        short = 'a',
+        long = "addr",
+        value_name = "ADDR",
+        help_heading = "Required (or in --config)"
+    )]
     addr: Vec<IpAddr>,
     /// RDMA CM port (ib_srpt's rdma_cm_port).
-    #[arg(short = 'p', long = "port")]
-    port: Option<u16>,
+    #[arg(short = 'p', long = "port", default_value_t = 5555)]
+    port: u16,
     /// The target GUID (srpt_service_guid): 16 hex digits, with or without 0x, or
     /// aaaa:bbbb:cccc:dddd. Default: the first device's node GUID.
     #[arg(long)]
     guid: Option<String>,
-    /// A LUN (LUN 0, 1, ... in order): `mem:SIZE` or `file:PATH[,ro][,bs=4096]`.
-    #[arg(long = "lun")]
+    /// A LUN (LUN 0, 1, ... in order): `mem:SIZE` or `file:PATH[,ro][,bs=4096]`; at least
+    /// one, unless --config lists them.
+    #[arg(
+        long = "lun",
+        value_name = "SPEC",
+        help_heading = "Required (or in --config)"
+    )]
     lun: Vec<String>,
     /// A TOML configuration file (see docs/srp-target.md).
     #[arg(long)]
@@ -321,7 +333,7 @@ fn setup_from(args: &Args) -> Result<Setup, String> {
         }
         None => FileConfig::default(),
     };
-    let default_port = args.port.unwrap_or(5555);
+    let default_port = args.port;
     let mut listen: Vec<SocketAddr> = args
         .addr
         .iter()
