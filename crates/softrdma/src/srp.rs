@@ -801,14 +801,20 @@ pub fn lun_info(s: &mut Session, lun: u64) -> Result<LunInfo, String> {
 pub fn channel_line(c: &ChannelInfo) -> String {
     let rsp = c.login_rsp;
     format!(
-        "channel {}: QP {:#x}, {} {}, req_it_iu_len {}, credits {}, max_it_iu_len {}, max_ti_iu_len {}, immediate data {}, {} tags",
+        "channel {}: QP {:#x}, {} {}, req_it_iu_len {}, credits {}, {}, max_ti_iu_len {}, immediate data {}, {} tags",
         c.index,
         c.qpn,
         if c.via_ib_cm { "IB CM" } else { "RDMA CM" },
         if c.login_req.req_flags & 3 == 1 { "MULTI" } else { "SINGLE" },
         c.login_req.req_it_iu_len,
         rsp.map_or(0, |r| r.req_lim_delta),
-        c.max_it_iu_len,
+        // The target's max_it_iu_len (SRP_LOGIN_RSP) and what this initiator uses: the
+        // smaller of it and what it asked for.
+        match rsp.map(|r| r.max_it_iu_len) {
+            Some(m) if m != c.max_it_iu_len =>
+                format!("max_it_iu_len {m} (using {})", c.max_it_iu_len),
+            _ => format!("max_it_iu_len {}", c.max_it_iu_len),
+        },
         c.max_ti_iu_len,
         if c.use_imm_data { "on" } else { "off" },
         c.can_queue,
