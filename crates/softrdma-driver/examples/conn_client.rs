@@ -21,10 +21,11 @@ pub fn run(server: SocketAddr, local: IpAddr) -> Result<Got, Box<dyn std::error:
     let ep = Endpoint::bind(SocketAddr::new(local, 0))?;
     let opts = ConnOptions::default().with_private_data(b"hello from the client");
     let conn = ep.connect_with(server, &opts)?;
+    let text = |a: Option<SocketAddr>| a.map_or_else(|| "(unknown)".to_string(), |a| a.to_string());
     println!(
-        "client: connected {:?} -> {:?}",
-        conn.local_addr(),
-        conn.remote_addr()
+        "client: connected {} -> {}",
+        text(conn.local_addr()),
+        text(conn.remote_addr())
     );
     let remote =
         RemoteRegion::from_bytes(conn.peer_private_data()).ok_or("the REP carries no buffer")?;

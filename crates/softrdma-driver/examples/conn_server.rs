@@ -35,8 +35,10 @@ pub fn run(
     let incoming = listener.incoming(Duration::from_secs(30))?;
     let hello = until_nul(incoming.private_data());
     println!(
-        "server: request from {:?}: {:?}",
-        incoming.remote_addr(),
+        "server: request from {}: {:?}",
+        incoming
+            .remote_addr()
+            .map_or_else(|| "(unknown)".to_string(), |a| a.to_string()),
         String::from_utf8_lossy(&hello)
     );
 

@@ -6,19 +6,33 @@
 //! IB CM and RC transport the tools use, so on the wire a [`Connection`] is what librdmacm
 //! would have made: REQ / REP / RTU with the IP CM header, DREQ / DREP.
 //!
-//! ```no_run
-//! use softrdma_driver::conn::Endpoint;
-//! # fn main() -> Result<(), softrdma_driver::conn::ConnError> {
-//! // server
-//! let ep = Endpoint::bind("127.0.0.1:7471".parse().unwrap())?;
-//! let listener = ep.listen()?;
-//! // ... in another process or thread, a client:
-//! let client = Endpoint::bind("127.0.0.2:0".parse().unwrap())?;
-//! let conn = client.connect("127.0.0.1:7471".parse().unwrap())?;
+//! `connect` and `accept` each block until the other side answers, so the two sides run on
+//! two threads (or in two processes); read top to bottom in one thread, the connect would
+//! wait for an accept that never comes. Every endpoint is a device on its own address's UDP
+//! port 4791 (any 127.x.y.z on loopback). The README's version is
+//! `examples/conn_first.rs`.
+//!
+//! ```
+//! use std::thread;
+//! use std::time::Duration;
+//! use softrdma_driver::conn::{ConnError, Endpoint};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The server, on its own thread: accept blocks until a client connects.
+//! let server_ep = Endpoint::bind("127.0.93.1:7471".parse()?)?;
+//! let listener = server_ep.listen()?;
+//! let server = thread::spawn(move || -> Result<Vec<u8>, ConnError> {
+//!     let conn = listener.accept()?;
+//!     let got = conn.recv_msg()?;
+//!     conn.next_event(Duration::from_secs(30)); // the client's DISCONNECTED
+//!     conn.disconnect()?;
+//!     Ok(got)
+//! });
+//! // The client, from another address.
+//! let client = Endpoint::bind("127.0.93.2:0".parse()?)?;
+//! let conn = client.connect("127.0.93.1:7471".parse()?)?;
 //! conn.send_msg(b"hello")?;
-//! let server_side = listener.accept()?;
-//! assert_eq!(server_side.recv_msg()?, b"hello");
 //! conn.disconnect()?;
+//! assert_eq!(server.join().map_err(|_| "the server panicked")??, b"hello");
 //! # Ok(()) }
 //! ```
 //!

@@ -748,7 +748,11 @@ impl Drop for LoopGuard {
         self.shared.shutdown.store(true, Ordering::Release);
         let _ = self.shared.ep.notifier().notify();
         if let Some(t) = lock(&self.thread).take() {
-            let _ = t.join();
+            // The last clone may go on the loop thread itself (a handler holding one): it
+            // ends by itself once it sees `shutdown`; joining itself would panic (EDEADLK).
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
         if let Some(tap) = self.shared.state().tap.as_mut() {
             let _ = tap.flush();

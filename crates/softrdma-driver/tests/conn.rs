@@ -24,6 +24,9 @@ mod ud_echo;
 #[path = "../examples/conn_async.rs"]
 mod conn_async;
 
+#[path = "../examples/conn_first.rs"]
+mod conn_first;
+
 fn ip(a: u8, b: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, a, b))
 }
@@ -45,6 +48,13 @@ fn example_server_and_client() {
     assert_eq!(seen.hello, b"hello from the client");
     assert_eq!(seen.message, b"ping from the client");
     assert_eq!(seen.written, conn_client::WRITTEN);
+}
+
+/// conn_first (the README's snippet): a server thread and a client in one process.
+#[test]
+fn example_first_two_threads() {
+    let got = conn_first::run(SocketAddr::new(ip(84, 1), 7471), ip(84, 2)).unwrap();
+    assert_eq!(got, b"ping");
 }
 
 /// ud_echo: SIDR resolution of the server's QPN and Q_Key, a datagram each way, the reply

@@ -180,7 +180,8 @@ impl FromStr for AddTarget {
         let int = |v: &str, what: &str, lo: i64, hi: i64| -> Result<i64, ParseError> {
             match match_int(v) {
                 Some(n) if (lo..=hi).contains(&n) => Ok(n),
-                Some(_) => err(format!("bad {what} parameter '{v}'")),
+                // ib_srp's words, then the range it takes.
+                Some(_) => err(format!("bad {what} parameter '{v}' (give {lo} to {hi})")),
                 None => err(format!("match_int() failed for {what} parameter '{v}'")),
             }
         };
@@ -233,7 +234,12 @@ impl FromStr for AddTarget {
                 }
                 "dest" => match parse_in(v) {
                     Some((ip, Some(port))) => dest = Some(SocketAddr::new(ip, port)),
-                    _ => return err(format!("bad dest parameter '{v}'")),
+                    _ => {
+                        return err(format!(
+                            "bad dest parameter '{v}' (dest is IP:PORT, such as 10.0.0.1:5555 \
+                             or [fd00::1]:5555)"
+                        ))
+                    }
                 },
                 "initiator_ext" => {
                     t.initiator_ext = hex_u64(v)
@@ -263,10 +269,38 @@ impl FromStr for AddTarget {
                 }
             }
         }
-        let missing =
-            || ParseError("target creation request is missing one or more parameters".into());
-        t.id_ext = id_ext.ok_or_else(missing)?;
-        t.ioc_guid = ioc_guid.ok_or_else(missing)?;
+        // ib_srp's words, then which ones.
+        let missing = |which: &str| {
+            ParseError(format!(
+                "target creation request is missing one or more parameters (missing: {which})"
+            ))
+        };
+        let mut absent: Vec<&str> = Vec::new();
+        if id_ext.is_none() {
+            absent.push("id_ext=");
+        }
+        if ioc_guid.is_none() {
+            absent.push("ioc_guid=");
+        }
+        let have_ib = dgid.is_some() || pkey.is_some() || service_id.is_some();
+        if dest.is_none() && !have_ib {
+            absent.push("dest=IP:PORT (or dgid=, pkey= and service_id= for the IB CM)");
+        } else if dest.is_none() {
+            for (k, set) in [
+                ("dgid=", dgid.is_some()),
+                ("pkey=", pkey.is_some()),
+                ("service_id=", service_id.is_some()),
+            ] {
+                if !set {
+                    absent.push(k);
+                }
+            }
+        }
+        if !absent.is_empty() {
+            return Err(missing(&absent.join(", ")));
+        }
+        t.id_ext = id_ext.unwrap_or_default();
+        t.ioc_guid = ioc_guid.unwrap_or_default();
         t.dest = match (dest, dgid, pkey, service_id) {
             (Some(dest), _, _, _) => {
                 if let Some(s) = src {
@@ -284,7 +318,7 @@ impl FromStr for AddTarget {
                 service_id,
                 src,
             },
-            _ => return Err(missing()),
+            _ => return Err(missing("dest=IP:PORT")),
         };
         Ok(t)
     }
@@ -442,11 +476,25 @@ mod tests {
         let e = |s: &str| s.parse::<AddTarget>().unwrap_err().0;
         assert_eq!(
             e("id_ext=1,ioc_guid=1"),
-            "target creation request is missing one or more parameters"
+            "target creation request is missing one or more parameters (missing: dest=IP:PORT \
+             (or dgid=, pkey= and service_id= for the IB CM))"
+        );
+        assert_eq!(
+            e("ioc_guid=1,dgid=12,pkey=ffff"),
+            "bad dest GID parameter '12'"
+        );
+        assert_eq!(
+            e("id_ext=1,dest=10.0.0.1:1"),
+            "target creation request is missing one or more parameters (missing: ioc_guid=)"
         );
         assert_eq!(
             e("id_ext=1,ioc_guid=1,dest=10.0.0.1"),
-            "bad dest parameter '10.0.0.1'"
+            "bad dest parameter '10.0.0.1' (dest is IP:PORT, such as 10.0.0.1:5555 or \
+             [fd00::1]:5555)"
+        );
+        assert_eq!(
+            e("id_ext=1,ioc_guid=1,dest=10.0.0.1:1,queue_size=100000"),
+            "bad queue_size parameter '100000' (give 1 to 65536)"
         );
         assert_eq!(
             e("id_ext=1,ioc_guid=1,dest=10.0.0.1:1,foo=1"),
@@ -459,7 +507,7 @@ mod tests {
         );
         assert_eq!(
             e("id_ext=1,ioc_guid=1,dest=10.0.0.1:1,tl_retry_count=9"),
-            "bad tl_retry_count parameter '9'"
+            "bad tl_retry_count parameter '9' (give 2 to 7)"
         );
     }
 }

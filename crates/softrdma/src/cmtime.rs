@@ -148,8 +148,9 @@ impl Timings {
             let total = us(self.total[i]).unwrap_or(0.0);
             let each: Vec<f64> = self.per.iter().filter_map(|p| us(p[i])).collect();
             let max = each.iter().cloned().fold(0.0, f64::max);
+            // No connection finished the step: 0, not a placeholder wider than the column.
             let min = if each.is_empty() {
-                999_999_999.0
+                0.0
             } else {
                 each.iter().cloned().fold(f64::MAX, f64::min)
             };
@@ -226,6 +227,7 @@ fn wait_step(
     retries: u8,
     dst: SocketAddr,
     src: Option<IpAddr>,
+    notes: bool,
 ) -> Result<(), String> {
     use RdmaCmEventType as T;
     let end = Instant::now() + STEP_LIMIT;
@@ -254,7 +256,17 @@ fn wait_step(
         }
         let e = match cmtool::wait_event(&d.cm, left) {
             Ok(Some(Event::Rdma(e))) => e,
-            Ok(_) => continue,
+            Ok(Some(Event::Ib(ev))) => {
+                // Each unanswered REQ resent, on stderr (stdout is cmtime's own).
+                if notes {
+                    let now = d.dev.now();
+                    if let Some(l) = cmtool::retry_note("cmtime", &dst.to_string(), now, &ev) {
+                        eprintln!("{l}");
+                    }
+                }
+                continue;
+            }
+            Ok(None) => continue,
             Err(sig) => return Err(signal_error(sig)),
         };
         let Some(&c) = index.get(&e.id) else { continue };
@@ -407,6 +419,7 @@ pub(crate) fn cycle(
             retries,
             dst,
             Some(src),
+            verbose,
         )?;
         t.end(Step::ResolveAddr);
 
@@ -436,6 +449,7 @@ pub(crate) fn cycle(
             retries,
             dst,
             Some(src),
+            verbose,
         )?;
         t.end(Step::ResolveRoute);
 
@@ -490,6 +504,13 @@ pub(crate) fn cycle(
                 }
             }
         }
+        if verbose {
+            eprintln!(
+                "cmtime: connecting to {dst} (each unanswered REQ retry shows here; a dead \
+                 address gives up after {} s)",
+                STEP_LIMIT.as_secs()
+            );
+        }
         wait_step(
             d,
             &mut conns,
@@ -499,6 +520,7 @@ pub(crate) fn cycle(
             retries,
             dst,
             Some(src),
+            verbose,
         )?;
         t.end(Step::Connect);
 
@@ -526,6 +548,7 @@ pub(crate) fn cycle(
             retries,
             dst,
             Some(src),
+            verbose,
         )?;
         t.end(Step::Disconnect);
         Ok(())

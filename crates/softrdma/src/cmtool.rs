@@ -152,6 +152,20 @@ pub fn open_client(
     tool: &str,
     progress: Progress,
 ) -> Result<CmDevice, String> {
+    open_client_noted(given, dst, pcap, flag, tool, progress, true)
+}
+
+/// [`open_client`]; `note`: whether to say on stderr that another 127.0.0.x was taken
+/// (`softrdma srp` says it only with `-v`: on loopback it is the normal path).
+pub fn open_client_noted(
+    given: Option<IpAddr>,
+    dst: IpAddr,
+    pcap: Option<&PathBuf>,
+    flag: &str,
+    tool: &str,
+    progress: Progress,
+    note: bool,
+) -> Result<CmDevice, String> {
     let how = format!("pass another local address with {flag} ADDR");
     if let Some(ip) = given {
         return open(ip, pcap, &how, progress);
@@ -175,11 +189,13 @@ pub fn open_client(
                 }
                 match open_device_with(cand, pcap, progress) {
                     Ok(dev) => {
-                        eprintln!(
+                        if note {
+                            eprintln!(
                             "{tool}: {src}:{ROCE_PORT} (the source address routed towards {dst}) \
                              is held by another process; using {cand} instead ({flag} ADDR \
                              chooses one)"
-                        );
+                            );
+                        }
                         return with_cm(dev, Cm::new(seed()));
                     }
                     Err(e) if is_in_use(&e) => continue,
@@ -497,9 +513,55 @@ impl CmDevice {
     }
 }
 
-/// The client's source address: `-b`/`-I` if given, else the routed one.
-pub fn source_for(given: Option<IpAddr>, dst: IpAddr) -> Result<IpAddr, String> {
-    given
-        .or_else(|| softrdma_driver::cm::route_source(dst))
-        .ok_or_else(|| format!("no route to {dst}: give the source address"))
+/// The name of a message the IB CM resends, for the retry notices.
+fn resent_name(msg: softrdma_wire::cm::AttrId) -> &'static str {
+    use softrdma_wire::cm::AttrId;
+    match msg {
+        AttrId::REQ => "REQ",
+        AttrId::REP => "REP",
+        AttrId::DREQ => "DREQ",
+        AttrId::SIDR_REQ => "SIDR_REQ",
+        _ => "CM MAD",
+    }
+}
+
+/// The one-line notice of an IB CM retransmission that every tool waiting on a peer prints
+/// on stderr (stdout stays the tools' rdma-core output):
+/// `TOOL: no answer from PEER yet: REQ retry 3/15, next in 6.1 s`. `None` for other events.
+pub fn retry_note(
+    tool: &str,
+    peer: &str,
+    now: softrdma_core::time::Instant,
+    ev: &softrdma_core::cm::CmEvent,
+) -> Option<String> {
+    let softrdma_core::cm::CmEvent::Retry {
+        msg,
+        attempt,
+        max,
+        next_deadline,
+        ..
+    } = ev
+    else {
+        return None;
+    };
+    let next = next_deadline.saturating_duration_since(now);
+    Some(format!(
+        "{tool}: no answer from {peer} yet: {} retry {attempt}/{max}, next in {:.1} s",
+        resent_name(*msg),
+        next.total_micros() as f64 / 1e6
+    ))
+}
+
+/// What a REJ with `reason` means in words, for the reasons a newcomer meets; `port` is the
+/// port the connection was for. Reason 8 (invalid service ID) is what a CM answers when
+/// nothing listens on that port.
+pub fn rej_meaning(reason: u16, port: u16) -> Option<String> {
+    match reason {
+        8 => Some(format!(
+            "nothing listens on port {port} there (a service-ID reject): start the server on \
+             that address and port, or connect to the port it listens on"
+        )),
+        28 => Some("the peer's application refused the connection (a consumer reject)".into()),
+        _ => None,
+    }
 }

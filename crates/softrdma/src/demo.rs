@@ -108,8 +108,11 @@ fn demo(a: &Args) -> Result<bool, String> {
     println!(
         "softrdma demo: an SRP target and an SRP initiator in this process, over RoCEv2 (UDP 4791) on loopback\n"
     );
-    let target = Background::spawn(Setup::memory(SocketAddr::new(a.target, 5555), a.size))
-        .map_err(|e| format!("target: {e}"))?;
+    let setup = Setup {
+        addr_flag: "--target",
+        ..Setup::memory(SocketAddr::new(a.target, 5555), a.size)
+    };
+    let target = Background::spawn(setup).map_err(|e| format!("target: {e}"))?;
     println!(
         "target     softrdma srpt on {}:5555, LUN 0 = {} of memory",
         a.target,
@@ -139,6 +142,7 @@ fn demo(a: &Args) -> Result<bool, String> {
         buffer: plan.buffer_len(),
         tool: "softrdma demo",
         keep_events: true,
+        ..SessionOpts::default()
     };
     let start = Instant::now();
     let mut s = Session::open(line.parse().map_err(|e| format!("{e}"))?, &o)?;
@@ -170,25 +174,27 @@ fn demo(a: &Args) -> Result<bool, String> {
 
     println!("\nCM exchange (the initiator's side, as it happened):");
     let ms = |t: Instant| t.saturating_duration_since(start).as_secs_f64() * 1e3;
+    // In time order: both channels' DREQs leave together at logout, before either DREP.
+    let mut lines: Vec<(Instant, String)> = Vec::new();
     for (t, e) in &s.events {
         match e {
             InitiatorEvent::LoginSent { channel, multi } => {
                 let c = s.ini.channels();
                 let req = c.get(*channel).map(|c| c.login_req);
-                println!(
+                lines.push((*t, format!(
                     "  {:>9.3} ms  channel {channel}  REQ  ->  SRP_LOGIN_REQ: {}, it_iu_len {}, direct and indirect buffers, immediate data at offset {}",
                     ms(*t),
                     if *multi { "MULTI" } else { "SINGLE" },
                     req.map_or(0, |r| r.req_it_iu_len),
                     req.map_or(0, |r| r.imm_data_offset)
-                );
+                )));
             }
             InitiatorEvent::LoggedIn {
                 channel,
                 rsp,
                 immediate,
             } => {
-                println!(
+                lines.push((*t, format!(
                     "  {:>9.3} ms  channel {channel}  REP  <-  SRP_LOGIN_RSP: {} credits, max_it_iu_len {}, max_ti_iu_len {}, {}{}",
                     ms(*t),
                     rsp.req_lim_delta,
@@ -196,26 +202,40 @@ fn demo(a: &Args) -> Result<bool, String> {
                     rsp.max_ti_iu_len,
                     rsp.multichannel_result(),
                     if *immediate { ", immediate data" } else { "" }
-                );
-                println!("  {:>9.3} ms  channel {channel}  RTU  ->", ms(*t));
+                )));
+                lines.push((
+                    *t,
+                    format!("  {:>9.3} ms  channel {channel}  RTU  ->", ms(*t)),
+                ));
             }
             InitiatorEvent::LoggedOut { channel, answered } => {
-                println!(
-                    "  {:>9.3} ms  channel {channel}  DREQ ->  (logout)",
-                    ms(logout_at)
-                );
+                lines.push((
+                    logout_at,
+                    format!(
+                        "  {:>9.3} ms  channel {channel}  DREQ ->  (logout)",
+                        ms(logout_at)
+                    ),
+                ));
                 if *answered {
-                    println!("  {:>9.3} ms  channel {channel}  DREP <-", ms(*t));
+                    lines.push((
+                        *t,
+                        format!("  {:>9.3} ms  channel {channel}  DREP <-", ms(*t)),
+                    ));
                 }
             }
-            InitiatorEvent::LoginFailed { channel, error } => {
-                println!(
+            InitiatorEvent::LoginFailed { channel, error } => lines.push((
+                *t,
+                format!(
                     "  {:>9.3} ms  channel {channel}  login failed: {error}",
                     ms(*t)
-                )
-            }
+                ),
+            )),
             _ => {}
         }
+    }
+    lines.sort_by_key(|(t, _)| *t);
+    for (_, l) in &lines {
+        println!("{l}");
     }
     println!(
         "  IB CM counters: initiator sent {}; received {}",
@@ -245,9 +265,8 @@ fn demo(a: &Args) -> Result<bool, String> {
         );
     }
     println!(
-        "  verify: {} blocks checked, {} errors{}",
-        r.verify_checked,
-        r.verify_errors,
+        "  verify: {}{}",
+        r.verify_text(),
         r.first_mismatch
             .as_ref()
             .map(|m| format!(" (first: {m})"))

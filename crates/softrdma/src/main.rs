@@ -40,12 +40,10 @@ enum Command {
     /// A peer of ibv_rc_pingpong / ibv_ud_pingpong (rdma-core): same flags, TCP side channel
     /// and output, over a softrdma device named by its IP address (-d 10.77.0.1).
     Pingpong(pingpong::Args),
-    /// perftest-style bandwidth / latency between two softrdma devices on loopback, with a
-    /// TCP baseline in the same run (`perf cm [-c N] [-r RUNS]`: connection setup rate
-    /// against TCP connect/accept/close; `perf live [-c N]`: N connections held at once by
-    /// two processes, setup cost by block, RSS per connection, teardown; `perf srp [-r RUNS]
-    /// [--runtime SECS]`: SRP block I/O against fio + nbdkit over TCP).
-    Perf(perf::Args),
+    /// Measurements on loopback, each against a baseline in the same run: perftest-style
+    /// send/write/read bw and lat against TCP, RDMA CM connection setup (cm), connections
+    /// held at once (live), SRP block I/O against fio + nbdkit (srp).
+    Perf(perf::PerfArgs),
     /// A peer of rdma-core's rping (RDMA CM + RC SEND/RDMA READ/RDMA WRITE) over a softrdma
     /// device and softrdma's own IB CM / RDMA CM.
     Rping(rping::Args),
@@ -66,34 +64,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // `perf cm` takes other arguments than `perf VERB TEST`: parsed on its own.
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if argv.get(1).is_some_and(|a| a == "perf") && argv.get(2).is_some_and(|a| a == "cm") {
-        let plan = perf_cm::Plan::parse_from(
-            std::iter::once("softrdma perf cm".into()).chain(argv[3..].iter().cloned()),
-        );
-        return perf_cm::run(&plan);
-    }
-    // `perf live` (N connections held by two processes) too.
-    if argv.get(1).is_some_and(|a| a == "perf") && argv.get(2).is_some_and(|a| a == "live") {
-        let plan = perf_live::Plan::parse_from(
-            std::iter::once("softrdma perf live".into()).chain(argv[3..].iter().cloned()),
-        );
-        return perf_live::run(&plan);
-    }
-    // `perf srp` too.
-    if argv.get(1).is_some_and(|a| a == "perf") && argv.get(2).is_some_and(|a| a == "srp") {
-        let plan = perf_srp::Plan2::parse_from(
-            std::iter::once("softrdma perf srp".into()).chain(argv[3..].iter().cloned()),
-        );
-        return perf_srp::run(&plan);
-    }
     let cli = Cli::parse();
     match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Decode(args) => decode::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
-        Command::Perf(args) => perf::run(&args),
+        Command::Perf(args) => perf::run_cmd(args),
         Command::Rping(args) => rping::run(&args),
         Command::Ucmatose(args) => ucmatose::run(args),
         Command::Cmtime(args) => cmtime::run(&args),

@@ -93,12 +93,68 @@ const MIN_WARMUP: u64 = 10;
 /// How long without a completion (or an answer) before a run gives up.
 const STALL: Duration = Duration::from_secs(10);
 
+/// `softrdma perf`: one subcommand per measurement.
+#[derive(Debug, clap::Args)]
+#[command(subcommand_required = true, arg_required_else_help = true)]
+pub struct PerfArgs {
+    #[command(subcommand)]
+    pub cmd: PerfCmd,
+}
+
+/// The measurements. Every one runs both sides on this host over loopback, ours against a
+/// baseline in the same run; options common to several go in their own structs, so a new one
+/// (a link rate, say) is one field.
+#[derive(Debug, clap::Subcommand)]
+pub enum PerfCmd {
+    /// RC SEND between two softrdma devices on loopback: `bw` (bandwidth) or `lat`
+    /// (round-trip latency), perftest-style, against TCP in the same run.
+    Send(Args),
+    /// RDMA WRITE between two softrdma devices on loopback: `bw` or `lat`, perftest-style,
+    /// against TCP in the same run.
+    Write(Args),
+    /// RDMA READ between two softrdma devices on loopback: `bw` or `lat`, perftest-style,
+    /// against TCP in the same run.
+    Read(Args),
+    /// Connection setup rate: full RDMA CM cycles (create id, resolve address and route,
+    /// create QP, connect, disconnect, destroy; all in flight as cmtime issues them) between
+    /// two devices on loopback, against TCP connect/accept/close with the same number in
+    /// flight, and one connection's setup latency against TCP's.
+    Cm(crate::perf_cm::Plan),
+    /// N RC connections held at once by two processes on loopback (this tool runs itself
+    /// again as the server): setup cost by block, each side's RSS per connection, teardown.
+    Live(crate::perf_live::Plan),
+    /// SRP block I/O (target and initiator in this process, memory LUN) against fio with
+    /// nbdkit over TCP on loopback: 4 KiB random and 1 MiB sequential read and write.
+    Srp(crate::perf_srp::Plan2),
+}
+
+/// Runs the `softrdma perf` subcommand.
+pub fn run_cmd(p: PerfArgs) -> ExitCode {
+    match p.cmd {
+        PerfCmd::Send(a) => run(&Args {
+            verb: Verb::Send,
+            ..a
+        }),
+        PerfCmd::Write(a) => run(&Args {
+            verb: Verb::Write,
+            ..a
+        }),
+        PerfCmd::Read(a) => run(&Args {
+            verb: Verb::Read,
+            ..a
+        }),
+        PerfCmd::Cm(p) => crate::perf_cm::run(&p),
+        PerfCmd::Live(p) => crate::perf_live::run(&p),
+        PerfCmd::Srp(p) => crate::perf_srp::run(&p),
+    }
+}
+
 /// perftest-like measurements: softrdma device to softrdma device over loopback UDP, with a
 /// TCP baseline in the same run.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Operation: send, write or read.
-    #[arg(value_enum)]
+    /// Operation: send, write or read (the subcommand: `softrdma perf write bw`).
+    #[arg(skip = Verb::Send)]
     pub verb: Verb,
     /// Measurement: bw (bandwidth) or lat (round-trip latency).
     #[arg(value_enum)]
@@ -141,15 +197,15 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.2")]
     pub server: IpAddr,
     /// Before each run wait (up to 10 min) until no `qemu-system*` process runs, and mark runs
-    /// during which one started (lab guests share the 2 cores and skew the figures).
+    /// during which one started (virtual machines running on the same CPUs skew the figures).
     #[arg(long)]
     pub wait_quiet: bool,
     /// Pin threads: `cross` (default) puts the server side (our server device, TCP's echo)
     /// on CPU 1 and the client side on CPU 0 (like two hosts: every wake-up crosses CPUs),
     /// `same` puts all on CPU 0, `off` leaves placement to the scheduler. Unpinned, the
-    /// placement sticks to whichever of the two it started in (on these VMs a TCP ping-pong
-    /// takes 16 µs packed on one vCPU and 80-120 µs across two), and ours and TCP's may land
-    /// in different ones even when interleaved.
+    /// placement sticks to whichever of the two it started in (on a two-vCPU virtual machine
+    /// a TCP ping-pong took 16 µs packed on one vCPU and 80-120 µs across two), and ours and
+    /// TCP's may land in different ones even when interleaved.
     #[arg(long, value_enum, default_value = "cross")]
     pub pin: Pin,
     /// Print both devices' non-zero counters after each run.

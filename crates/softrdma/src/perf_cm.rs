@@ -17,10 +17,8 @@ use softrdma_driver::Device;
 use crate::cmtime;
 use crate::cmtool;
 
-/// `softrdma perf cm [-c N] [-r RUNS]` (parsed apart from `perf VERB TEST`, whose
-/// positional arguments it does not take).
-#[derive(Debug, clap::Parser)]
-#[command(name = "softrdma perf cm")]
+/// `softrdma perf cm`'s options (a subcommand of `softrdma perf`: [`crate::perf::PerfCmd`]).
+#[derive(Debug, clap::Args)]
 pub struct Plan {
     /// Connections in flight per run.
     #[arg(short = 'c', long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]

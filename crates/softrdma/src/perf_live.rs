@@ -38,8 +38,7 @@ use softrdma_wire::Guid;
 use crate::cmtool::{self, CmDevice, CmText};
 
 /// `softrdma perf live [-c N] [-w WINDOW] ...` (parsed apart from `perf VERB TEST`).
-#[derive(Debug, Clone, clap::Parser)]
-#[command(name = "softrdma perf live")]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Plan {
     /// Connections to hold at once.
     #[arg(short = 'c', long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -153,6 +152,21 @@ pub fn run(p: &Plan) -> ExitCode {
 }
 
 // ----- the server process --------------------------------------------------------------
+
+/// A report line of the server (`down 2000 43.6`) as the user reads it.
+fn report_text(line: &str) -> String {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    match w.as_slice() {
+        ["up", n, ms] => format!("  server: {n} connections established after {ms} ms"),
+        ["down", n, ms] => format!("  server: {n} disconnected and destroyed after {ms} ms"),
+        ["rss", kib] => format!("  server: RSS {kib} KiB"),
+        ["ready", ip, kib] => format!("  server: listening on {ip}, RSS {kib} KiB"),
+        ["done", kib, failed] => {
+            format!("  server: done, RSS {kib} KiB, {failed} connections failed")
+        }
+        _ => format!("  server: {line}"),
+    }
+}
 
 /// The server: accepts every request, answers each DISCONNECTED with its own disconnect
 /// and destroys the id and its QP; reports on stdout (`ready IP RSS`, `up N MS`,
@@ -356,7 +370,7 @@ impl Server {
                 return Ok(w.next().unwrap_or_default().to_string());
             }
             if !printed {
-                println!("  server: {line}");
+                println!("{}", report_text(&line));
             }
         }
     }
@@ -364,7 +378,7 @@ impl Server {
     /// Prints the report lines that arrived meanwhile (kept for [`Server::expect`]).
     fn drain(&mut self) {
         while let Ok(l) = self.lines.try_recv() {
-            println!("  server: {l}");
+            println!("{}", report_text(&l));
             self.backlog.push_back((l, true));
         }
     }

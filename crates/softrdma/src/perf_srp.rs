@@ -13,15 +13,13 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-
 use crate::cmtool::signals;
 use crate::srp::{human, parse_size, Session, SessionOpts};
 use crate::srp_bench::{self, fio_num, Plan, Rw};
 use crate::srpt::{Background, Setup};
 
-#[derive(Debug, Parser)]
-#[command(name = "softrdma perf srp")]
+/// `softrdma perf srp`'s options (a subcommand of `softrdma perf`).
+#[derive(Debug, clap::Args)]
 pub struct Plan2 {
     /// Runs of each test, each side.
     #[arg(short = 'r', long, default_value_t = 3)]
@@ -356,6 +354,7 @@ fn perf(p: &Plan2) -> Result<(), String> {
         buffer,
         tool: "softrdma perf srp",
         keep_events: false,
+        ..SessionOpts::default()
     };
     let mut s = Session::open(line.parse().map_err(|e| format!("{e}"))?, &o)?;
     let server = if fio_ok { Some(nbdkit(p.size)?) } else { None };

@@ -37,7 +37,6 @@ use softrdma_core::verbs::{
 };
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::Device;
-use softrdma_wire::cm::AttrId;
 
 use crate::cmtool::{self, signals, CmText, SIGNAL_SLICE};
 
@@ -697,32 +696,12 @@ impl<'a> Conn<'a> {
     }
 }
 
-/// Prints an IB CM retransmission notice with `-v`/`-d`:
-/// `REQ retry 3/15, next in 6.1 s`.
+/// Prints an IB CM retransmission notice on stderr (with or without `-v`: a peer that does
+/// not answer shows at once, and stdout stays rping's own lines):
+/// `rping: no answer from 127.0.0.9:7174 yet: REQ retry 3/15, next in 6.1 s`.
 fn print_retry(o: &Opts, dev: &Device, ev: &CmEvent) {
-    if let CmEvent::Retry {
-        msg,
-        attempt,
-        max,
-        next_deadline,
-        ..
-    } = ev
-    {
-        if !(o.verbose || o.debug) {
-            return;
-        }
-        let next = next_deadline.saturating_duration_since(dev.now());
-        let what = match *msg {
-            AttrId::REQ => "REQ",
-            AttrId::REP => "REP",
-            AttrId::DREQ => "DREQ",
-            AttrId::SIDR_REQ => "SIDR_REQ",
-            _ => "CM MAD",
-        };
-        println!(
-            "{what} retry {attempt}/{max}, next in {:.1} s",
-            next.total_micros() as f64 / 1e6
-        );
+    if let Some(line) = cmtool::retry_note("rping", &o.addr.to_string(), dev.now(), ev) {
+        eprintln!("{line}");
     }
 }
 
@@ -1071,6 +1050,11 @@ fn connect(conn: &mut Conn<'_>, local: IpAddr) -> Result<(), Fail> {
         .map_err(|e| fail(format!("rdma_connect: {}", e.text())))?
         .map_err(|e| fail(format!("rdma_connect: {}", e.text())))?;
     // The CM gives up on the REQ after 15 retries (about 98 s); the limit is only a guard.
+    eprintln!(
+        "rping: connecting to {} (a REQ sent; each unanswered retry shows here, and a dead \
+         address gives up after about 98 s)",
+        o.addr
+    );
     let want = if o.self_qp {
         RdmaCmEventType::ConnectResponse
     } else {
@@ -1090,6 +1074,14 @@ fn connect(conn: &mut Conn<'_>, local: IpAddr) -> Result<(), Fail> {
         }
         // rping: "cma event RDMA_CM_EVENT_REJECTED, error 28" (status = the reason).
         eprintln!("cma event {}, error {}", e.event.as_str(), e.status);
+        if e.event == RdmaCmEventType::Rejected {
+            if let Some(m) = u16::try_from(e.status)
+                .ok()
+                .and_then(|r| cmtool::rej_meaning(r, o.addr.port()))
+            {
+                eprintln!("rping: {} rejected the connection: {m}", o.addr);
+            }
+        }
         return Err(fail("connect error"));
     }
     if o.self_qp {

@@ -66,6 +66,10 @@ pub struct Conn {
     /// A command's timeout before ABORT TASK, in seconds (the SCSI default, 30).
     #[arg(long, default_value_t = 30)]
     pub cmd_timeout: u64,
+    /// Give up on a login the target does not answer after SECS seconds (default: when the
+    /// CM gives up on its REQ, after about 98 s).
+    #[arg(long, value_name = "SECS")]
+    pub login_timeout: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,6 +83,7 @@ pub enum SrpCmd {
     Read {
         #[command(flatten)]
         conn: Conn,
+        /// The LUN (0, 1, ... as `softrdma srp login` lists them).
         #[arg(long, default_value_t = 0)]
         lun: u64,
         /// Where to start, in bytes (k/m/g suffixes; a multiple of the block size).
@@ -87,19 +92,22 @@ pub enum SrpCmd {
         /// How much, in bytes (k/m/g suffixes; a multiple of the block size).
         #[arg(long, value_parser = parse_size)]
         length: u64,
-        #[arg(short = 'o', long)]
+        /// Write the bytes to this file instead of stdout.
+        #[arg(short = 'o', long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
     /// Write raw bytes to a LUN (from stdin, or -i FILE).
     Write {
         #[command(flatten)]
         conn: Conn,
+        /// The LUN (0, 1, ... as `softrdma srp login` lists them).
         #[arg(long, default_value_t = 0)]
         lun: u64,
         /// Where to start, in bytes (k/m/g suffixes; a multiple of the block size).
         #[arg(long, value_parser = parse_size)]
         offset: u64,
-        #[arg(short = 'i', long)]
+        /// Read the bytes from this file instead of stdin (a multiple of the block size).
+        #[arg(short = 'i', long, value_name = "FILE")]
         input: Option<PathBuf>,
     },
     /// A fio-style workload (fio's flag names): IOPS, bandwidth, latency percentiles.
@@ -172,6 +180,11 @@ pub struct SessionOpts {
     pub tool: &'static str,
     /// Keep the engine's events (the demo's summary).
     pub keep_events: bool,
+    /// How long to wait for the login (default: until the CM gives up on its REQ).
+    pub login_timeout: Option<Duration>,
+    /// Say on stderr that the login is under way (`softrdma srp`: a target that does not
+    /// answer is not a silent wait).
+    pub announce: bool,
 }
 
 /// A logged-in initiator on its device, run from the caller's thread.
@@ -206,13 +219,14 @@ impl Session {
             Dest::Rdma { dest, src } => (dest.ip(), src),
             Dest::Ib { dgid, src, .. } => (dgid.to_ip(), src),
         };
-        let d = cmtool::open_client(
+        let d = cmtool::open_client_noted(
             src,
             dst,
             o.pcap.as_ref(),
             "src=",
             o.tool,
             softrdma_driver::Progress::Inline,
+            o.verbose,
         )?;
         let mut cfg = InitiatorConfig::new(target.clone());
         cfg.src = Some(d.dev.local_addr().ip());
@@ -253,21 +267,39 @@ impl Session {
         if let Err(e) = r {
             return Err(format!("login to {} failed: {e}", s.target.dest_name()));
         }
-        let ok = s.run_until(Duration::from_secs(120), |i| {
-            i.state() != &SessionState::LoggingIn
-        })?;
+        // Said at once, so that a target that is not there is not a silent wait.
+        let limit = o.login_timeout.unwrap_or(Duration::from_secs(120));
+        if o.announce {
+            eprintln!(
+                "{}: logging in to {} from {} (each unanswered CM retry shows here; a dead \
+             address gives up after about 98 s{})",
+                s.tool,
+                s.target.dest_name(),
+                s.dev.local_addr().ip(),
+                match o.login_timeout {
+                    Some(t) => format!(", this login after {} s", t.as_secs_f64()),
+                    None => ", or --login-timeout SECS".into(),
+                }
+            );
+        }
+        let ok = s.run_until(limit, |i| i.state() != &SessionState::LoggingIn)?;
         if !ok {
             return Err(format!(
-                "login to {} did not finish within 120 s",
-                s.target.dest_name()
+                "login to {} got no answer within {} s: is the target running there? \
+                 (`softrdma srp discover {}` lists what is there)",
+                s.target.dest_name(),
+                limit.as_secs_f64(),
+                discover_addr(&s.target)
             ));
         }
         s.login_time = t0.elapsed();
         match s.ini.state().clone() {
             SessionState::Live => Ok(s),
-            SessionState::LoginFailed(e) => {
-                Err(format!("login to {} failed: {e}", s.target.dest_name()))
-            }
+            SessionState::LoginFailed(e) => Err(format!(
+                "login to {} failed: {e}{}",
+                s.target.dest_name(),
+                login_hint(&e, &s.target)
+            )),
             st => Err(format!("login to {}: {st:?}", s.target.dest_name())),
         }
     }
@@ -307,9 +339,10 @@ impl Session {
                         });
                     }
                 }
-                Event::Ib(CmEvent::Retry { msg, attempt, .. }) => {
-                    if self.verbose {
-                        eprintln!("{}: CM {msg:?} retry {attempt}", self.tool);
+                Event::Ib(ev @ CmEvent::Retry { .. }) => {
+                    let peer = self.target.dest_name();
+                    if let Some(l) = cmtool::retry_note(self.tool, &peer, self.dev.now(), &ev) {
+                        eprintln!("{l}");
                     }
                 }
                 Event::Ib(e) => {
@@ -510,6 +543,39 @@ impl Session {
     }
 }
 
+/// `ADDR:PORT` for `softrdma srp discover` (the target's address and RDMA CM port).
+fn discover_addr(t: &AddTarget) -> String {
+    match t.dest {
+        Dest::Rdma { dest, .. } => dest.to_string(),
+        Dest::Ib { dgid, .. } => dgid.to_ip().to_string(),
+    }
+}
+
+/// What to do after a refused or unanswered login, after ib_srp's words.
+fn login_hint(e: &softrdma_srp::initiator::LoginError, t: &AddTarget) -> String {
+    use softrdma_srp::initiator::LoginError;
+    let discover = format!(
+        "`softrdma srp discover {}` lists the targets there and their add_target lines",
+        discover_addr(t)
+    );
+    match e {
+        LoginError::Rejected(r) if r.cm_reason.0 == 8 => {
+            let port = match t.dest {
+                Dest::Rdma { dest, .. } => dest.port(),
+                Dest::Ib { .. } => 0,
+            };
+            let what = cmtool::rej_meaning(8, port).unwrap_or_default();
+            format!(": {what}; {discover}")
+        }
+        LoginError::Rejected(r) if r.login_rej.is_some() => format!(
+            ": the target refused this login (check id_ext, ioc_guid and the target's --allow \
+             list); {discover}"
+        ),
+        LoginError::Rejected(_) | LoginError::Unreachable => format!("; {discover}"),
+        _ => String::new(),
+    }
+}
+
 fn cdb_name(op: u8) -> &'static str {
     match op {
         0x00 => "TEST UNIT READY",
@@ -627,17 +693,56 @@ impl std::fmt::Display for LunInfo {
     }
 }
 
+/// Sense data in words: `DATA PROTECT: write protected (the LUN is read-only)`, then the
+/// codes for whoever looks them up (`sense key 0x7, ASC/ASCQ 27/00`).
+pub fn sense_text(key: u8, asc: u8, ascq: u8) -> String {
+    use softrdma_wire::scsi::{AscAscq, SenseKey};
+    let k = SenseKey(key);
+    let a = AscAscq::new(asc, ascq);
+    let key_name = k.name().unwrap_or("sense key");
+    let why = match a.name() {
+        Some(n) => n.to_ascii_lowercase(),
+        None => format!("additional sense {asc:02x}/{ascq:02x}"),
+    };
+    let hint = match (k, a) {
+        (SenseKey::DATA_PROTECT, AscAscq::WRITE_PROTECTED) => " (the LUN is read-only)",
+        (_, AscAscq::LBA_OUT_OF_RANGE) => " (past the end of the LUN)",
+        (_, AscAscq::LOGICAL_UNIT_NOT_SUPPORTED) => {
+            " (no such LUN: `softrdma srp login TARGET` lists them)"
+        }
+        (_, AscAscq::INVALID_COMMAND_OPERATION_CODE) => " (the target does not know the command)",
+        _ => "",
+    };
+    format!("{key_name}: {why}{hint}; sense key {key:#x}, ASC/ASCQ {asc:02x}/{ascq:02x}")
+}
+
+/// A SCSI status in words (`CHECK CONDITION`).
+fn status_name(st: ScsiStatus) -> String {
+    match st.0 {
+        0x00 => "GOOD".into(),
+        0x02 => "CHECK CONDITION".into(),
+        0x08 => "BUSY".into(),
+        0x18 => "RESERVATION CONFLICT".into(),
+        0x28 => "TASK SET FULL".into(),
+        0x30 => "ACA ACTIVE".into(),
+        0x40 => "TASK ABORTED".into(),
+        s => format!("status {s:#04x}"),
+    }
+}
+
+/// A SCSI result that is not GOOD, in words.
+pub fn result_text(r: &ScsiResult) -> String {
+    match r.sense_key() {
+        Some((k, asc, ascq)) => sense_text(k, asc, ascq),
+        None => format!("{} (status {:#04x})", status_name(r.status), r.status.0),
+    }
+}
+
 fn good(r: &ScsiResult, what: &str) -> Result<(), String> {
     if r.status == ScsiStatus::GOOD {
         return Ok(());
     }
-    Err(match r.sense_key() {
-        Some((k, asc, ascq)) => format!(
-            "{what}: status {:#04x}, sense key {k:#x}, ASC/ASCQ {asc:02x}/{ascq:02x}",
-            r.status.0
-        ),
-        None => format!("{what}: status {:#04x}", r.status.0),
-    })
+    Err(format!("{what}: {}", result_text(r)))
 }
 
 /// REPORT LUNS (on LUN 0), then INQUIRY and READ CAPACITY of each.
@@ -696,22 +801,36 @@ pub fn lun_info(s: &mut Session, lun: u64) -> Result<LunInfo, String> {
 pub fn channel_line(c: &ChannelInfo) -> String {
     let rsp = c.login_rsp;
     format!(
-        "channel {}: QP {:#x}, {} {}, req_it_iu_len {}, credits {}, max_it_iu_len {}, max_ti_iu_len {}, immediate data {}, {} tags",
+        "channel {}: QP {:#x}, {} {}, req_it_iu_len {}, credits {}, {}, max_ti_iu_len {}, immediate data {}, {} tags",
         c.index,
         c.qpn,
         if c.via_ib_cm { "IB CM" } else { "RDMA CM" },
         if c.login_req.req_flags & 3 == 1 { "MULTI" } else { "SINGLE" },
         c.login_req.req_it_iu_len,
         rsp.map_or(0, |r| r.req_lim_delta),
-        c.max_it_iu_len,
+        // The target's max_it_iu_len (SRP_LOGIN_RSP) and what this initiator uses: the
+        // smaller of it and what it asked for.
+        match rsp.map(|r| r.max_it_iu_len) {
+            Some(m) if m != c.max_it_iu_len =>
+                format!("max_it_iu_len {m} (using {})", c.max_it_iu_len),
+            _ => format!("max_it_iu_len {}", c.max_it_iu_len),
+        },
         c.max_ti_iu_len,
         if c.use_imm_data { "on" } else { "off" },
         c.can_queue,
     ) + &rsp.map_or(String::new(), |r| format!(" ({})", r.multichannel_result()))
 }
 
+/// TARGET as ib_srp's add_target takes it; the whole line `softrdma srpt` prints
+/// (`add_target: id_ext=…`) is taken too.
 fn parse_target(s: &str) -> Result<AddTarget, String> {
-    s.parse::<AddTarget>()
+    let t = s.trim();
+    let t = t
+        .strip_prefix("add_target (IB CM):")
+        .or_else(|| t.strip_prefix("add_target:"))
+        .unwrap_or(t)
+        .trim();
+    t.parse::<AddTarget>()
         .map_err(|e| format!("TARGET {s:?}: {e}"))
 }
 
@@ -723,6 +842,8 @@ fn opts(c: &Conn, buffer: usize) -> SessionOpts {
         buffer,
         tool: "softrdma srp",
         keep_events: false,
+        login_timeout: c.login_timeout.map(|s| Duration::from_secs(s.max(1))),
+        announce: true,
     }
 }
 
@@ -966,9 +1087,29 @@ fn discover(addr: &str, src: Option<IpAddr>, timeout: Duration) -> Result<(), St
             .with_mad(|ctx| ctx.mad.send(ctx.now, agent, peer, mad, params))
             .map_err(|e| format!("send: {e}"))?;
         d.dev.wake();
-        let end = StdInstant::now() + timeout * 5 + Duration::from_secs(1);
+        let sent = StdInstant::now();
+        let end = sent + timeout * 5 + Duration::from_secs(1);
+        let mut noted = 0u32;
         loop {
             let left = end.saturating_duration_since(StdInstant::now());
+            // The MAD layer resends every `timeout`, up to `params.retries` times: one line
+            // each on stderr, so that an address with nothing there is not a silent wait.
+            let next_retry = sent + timeout * (noted + 1);
+            if noted < params.retries && StdInstant::now() >= next_retry {
+                noted += 1;
+                eprintln!(
+                    "softrdma srp discover: no answer from {} yet: Get {attr} retry {noted}/{}, next in {:.1} s",
+                    dest.ip(),
+                    params.retries,
+                    timeout.as_secs_f64()
+                );
+                continue;
+            }
+            let left = if noted < params.retries {
+                left.min(next_retry.saturating_duration_since(StdInstant::now()))
+            } else {
+                left
+            };
             match rx.recv_timeout(left) {
                 Ok(MadEvent::Received { mad, .. }) if mad.header.tid == tid => return Ok(*mad),
                 Ok(MadEvent::SendCompleted { status, .. })
@@ -980,10 +1121,20 @@ fn discover(addr: &str, src: Option<IpAddr>, timeout: Duration) -> Result<(), St
                     ))
                 }
                 Ok(_) => {}
+                Err(_) if StdInstant::now() < end => {}
                 Err(_) => return Err(format!("no answer to Get {attr} from {}", dest.ip())),
             }
         }
     };
+    eprintln!(
+        "softrdma srp discover: asking {} for its I/O controllers (unanswered queries are \
+         resent {} times, {} ms apart: a dead address gives up after about {:.0} s; \
+         --timeout-ms shortens it)",
+        dest.ip(),
+        3,
+        timeout.as_millis(),
+        (timeout * 4).as_secs_f64()
+    );
     let iou = query(DmAttributeId::IO_UNIT_INFO, 0)?;
     let slots = dm::present_slots(
         dm::response_data(&iou).map_err(|s| format!("IOUnitInfo: status {:#06x} ({s})", s.0))?,

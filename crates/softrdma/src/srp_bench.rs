@@ -223,6 +223,8 @@ pub struct BenchResult {
     pub prefill_bytes: u64,
     /// Blocks checked (during the run and in the final pass).
     pub verify_checked: u64,
+    /// Reads with `--verify` of blocks not written yet in the run: nothing to check.
+    pub verify_unwritten: u64,
     pub verify_errors: u64,
     pub first_mismatch: Option<String>,
     /// CPU time this process used over the measured window (every thread: the initiator,
@@ -408,12 +410,9 @@ impl Runner<'_> {
             })?;
             if r.status != ScsiStatus::GOOD {
                 return Err(format!(
-                    "{} of block {block}: SCSI status {:#04x}{}",
+                    "{} of block {block}: {}",
                     if write { "write" } else { "read" },
-                    r.status.0,
-                    r.sense_key()
-                        .map(|(k, a, q)| format!(", sense {k:x}/{a:02x}/{q:02x}"))
-                        .unwrap_or_default()
+                    crate::srp::result_text(&r)
                 ));
             }
             if write {
@@ -422,6 +421,8 @@ impl Runner<'_> {
                 }
             } else if self.plan.verify && self.gen_of[block as usize] != 0 {
                 self.check(slot, block)?;
+            } else if self.plan.verify {
+                self.res.verify_unwritten += 1;
             }
             if measure {
                 let st = if write {
@@ -680,6 +681,22 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
 }
 
 impl BenchResult {
+    /// `--verify`'s count in words: reads checked against what was written, the errors, and
+    /// the reads that had nothing to check (their block not written yet in the run).
+    pub fn verify_text(&self) -> String {
+        let mut s = format!(
+            "{} reads checked against what was written, {} errors",
+            self.verify_checked, self.verify_errors
+        );
+        if self.verify_unwritten > 0 {
+            s += &format!(
+                " ({} reads were of blocks not written yet in the run: nothing to check)",
+                self.verify_unwritten
+            );
+        }
+        s
+    }
+
     fn dir_text(&self, name: &str, d: &DirStats) -> String {
         if d.ios == 0 {
             return String::new();
@@ -747,9 +764,8 @@ impl BenchResult {
         );
         if p.verify {
             s += &format!(
-                "  verify: {} blocks checked, {} errors{}{}\n",
-                self.verify_checked,
-                self.verify_errors,
+                "  verify: {}{}{}\n",
+                self.verify_text(),
                 if self.prefill_bytes > 0 {
                     format!(
                         " (pattern laid out first over {})",

@@ -38,22 +38,34 @@ use softrdma_wire::mad::{Method, MgmtClass};
 #[derive(Debug, Parser)]
 #[command(
     about = "A userspace SRP target (ib_srpt's logins, channels and I/O) that Linux's ib_srp mounts",
+    override_usage = "softrdma srpt -a ADDR --lun SPEC... [OPTIONS]\n       softrdma srpt --config FILE [OPTIONS]",
     after_help = "LUN specs: mem:SIZE (K/M/G suffixes) or file:PATH, each with optional ,ro and ,bs=4096.\n\
                   The log goes to stderr (RUST_LOG=debug for more); the add_target line to stdout."
 )]
 pub struct Args {
-    /// Local address to listen on (a softrdma device is opened on ADDR:4791).
-    #[arg(short = 'a', long = "addr")]
+    /// Local address to listen on (a softrdma device is opened on ADDR:4791); required
+    /// unless --config lists them.
+    #[arg(
+        short = 'a',
+        long = "addr",
+        value_name = "ADDR",
+        help_heading = "Required (or in --config)"
+    )]
     addr: Vec<IpAddr>,
     /// RDMA CM port (ib_srpt's rdma_cm_port).
-    #[arg(short = 'p', long = "port")]
-    port: Option<u16>,
+    #[arg(short = 'p', long = "port", default_value_t = 5555)]
+    port: u16,
     /// The target GUID (srpt_service_guid): 16 hex digits, with or without 0x, or
     /// aaaa:bbbb:cccc:dddd. Default: the first device's node GUID.
     #[arg(long)]
     guid: Option<String>,
-    /// A LUN (LUN 0, 1, ... in order): `mem:SIZE` or `file:PATH[,ro][,bs=4096]`.
-    #[arg(long = "lun")]
+    /// A LUN (LUN 0, 1, ... in order): `mem:SIZE` or `file:PATH[,ro][,bs=4096]`; at least
+    /// one, unless --config lists them.
+    #[arg(
+        long = "lun",
+        value_name = "SPEC",
+        help_heading = "Required (or in --config)"
+    )]
     lun: Vec<String>,
     /// A TOML configuration file (see docs/srp-target.md).
     #[arg(long)]
@@ -116,20 +128,43 @@ struct Limits {
     channels_per_initiator: Option<u32>,
 }
 
-/// `16M`, `512K`, `1G`, `4096`.
+/// `16M`, `64MiB`, `512K`, `1G`, `4096`: the suffixes people type (K, M, G, T, each
+/// optionally with `iB` or `B`; powers of 1024).
 fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mul) = match s.char_indices().last() {
-        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&s[..i], 1u64 << 10),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&s[..i], 1 << 20),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&s[..i], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mul))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("{s}: not a size (a number with an optional K, M or G)"))
+    let t = s.trim();
+    let n = crate::srp::parse_size(t).map_err(|_| {
+        format!("{t}: not a size (a number with an optional K, M, G or T: 64M, 64MiB, 1G)")
+    })?;
+    if n == 0 {
+        return Err(format!(
+            "{t}: a LUN needs at least one block (give a size such as 64M)"
+        ));
+    }
+    Ok(n)
+}
+
+/// What a LUN's store refused, in words, with what to do.
+fn store_error(what: &str, e: &softrdma_scsi::StoreError, bs: u32) -> String {
+    use softrdma_scsi::StoreError;
+    match e {
+        StoreError::BadSize { size: 0, .. } => format!(
+            "{what}: the file is empty or shorter than one {bs}-byte block; give it a size with \
+             `truncate -s 64M PATH`"
+        ),
+        StoreError::BadSize { size, .. } => format!(
+            "{what}: {size} bytes is not a multiple of {bs} bytes (the block size); give a \
+             multiple, such as {}",
+            (size / u64::from(bs)).max(1) * u64::from(bs)
+        ),
+        StoreError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            format!("{what}: no such file; create one with `truncate -s 64M PATH`, or use mem:SIZE")
+        }
+        StoreError::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
+            format!("{what}: permission denied; make the file readable and writable, or add ,ro")
+        }
+        StoreError::Io(io) => format!("{what}: {io}"),
+        e => format!("{what}: {e}"),
+    }
 }
 
 fn parse_lun(spec: &str) -> Result<LunSpec, String> {
@@ -172,13 +207,14 @@ fn make_lun(l: &LunSpec) -> Result<LogicalUnit, String> {
     match (&l.mem, &l.file) {
         (Some(sz), None) => {
             let size = parse_size(sz)?;
-            let m = MemStore::new(size, bs).map_err(|e| format!("mem:{sz}: {e:?}"))?;
+            let m = MemStore::new(size, bs)
+                .map_err(|e| store_error(&format!("--lun mem:{sz}"), &e, bs.bytes()))?;
             let m = if l.read_only { m.into_read_only() } else { m };
             Ok(LogicalUnit::new(Box::new(m), cfg))
         }
         (None, Some(p)) => {
             let f = FileStore::open(p, bs, l.read_only)
-                .map_err(|e| format!("file:{}: {e:?}", p.display()))?;
+                .map_err(|e| store_error(&format!("--lun file:{}", p.display()), &e, bs.bytes()))?;
             Ok(LogicalUnit::new(Box::new(f), cfg))
         }
         _ => Err("a LUN is either mem = SIZE or file = PATH".into()),
@@ -263,6 +299,9 @@ pub struct Setup {
     pub channels_per_initiator: Option<u32>,
     pub ib_cm: bool,
     pub pcap: Option<PathBuf>,
+    /// The flag that chooses the address, for the hints (`-a` for srpt, `--target` for
+    /// the demo).
+    pub addr_flag: &'static str,
 }
 
 impl Setup {
@@ -281,6 +320,7 @@ impl Setup {
             channels_per_initiator: None,
             ib_cm: false,
             pcap: None,
+            addr_flag: "-a",
         }
     }
 }
@@ -293,7 +333,7 @@ fn setup_from(args: &Args) -> Result<Setup, String> {
         }
         None => FileConfig::default(),
     };
-    let default_port = args.port.unwrap_or(5555);
+    let default_port = args.port;
     let mut listen: Vec<SocketAddr> = args
         .addr
         .iter()
@@ -343,6 +383,7 @@ fn setup_from(args: &Args) -> Result<Setup, String> {
         channels_per_initiator: file.limits.channels_per_initiator,
         ib_cm: file.ib_cm || args.ib_cm,
         pcap: args.pcap.clone(),
+        addr_flag: "-a",
     })
 }
 
@@ -369,6 +410,7 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         channels_per_initiator,
         ib_cm,
         pcap,
+        addr_flag,
     } = setup;
     // Devices and the CM.
     let cm = Cm::new(crate::cmtool::seed());
@@ -397,8 +439,9 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         if let Some(p) = &pcap {
             cfg = cfg.with_pcap(p);
         }
+        let how = format!("listen on another local address with {addr_flag} ADDR");
         let dev =
-            Device::open_with(cfg).map_err(|e| crate::cmtool::device_error(a.ip(), &e, "-a"))?;
+            Device::open_with(cfg).map_err(|e| crate::cmtool::device_error(a.ip(), &e, &how))?;
         let cm_port = cm
             .add_device(&dev)
             .map_err(|e| format!("device {}: {e}", a.ip()))?;

@@ -298,7 +298,16 @@ impl Test {
             }
             match cmtool::wait_event(&self.d.cm, left) {
                 Ok(Some(Event::Rdma(e))) => return Ok(e),
-                Ok(_) => {}
+                Ok(Some(Event::Ib(ev))) => {
+                    // Each unanswered REQ resent, on stderr (stdout is cmatose's own).
+                    if let Some(peer) = self.args.server.as_deref() {
+                        let now = self.d.dev.now();
+                        if let Some(l) = cmtool::retry_note("cmatose", peer, now, &ev) {
+                            eprintln!("{l}");
+                        }
+                    }
+                }
+                Ok(None) => {}
                 Err(sig) => return Err(signal_error(sig)),
             }
         }
@@ -630,6 +639,11 @@ fn run_client(a: Args, (ps, f): (PortSpace, Format)) -> Result<(), String> {
                     .map_err(|e| format!("cmatose: failure getting addr: {}", e.text()))?;
             }
         }
+        eprintln!(
+            "cmatose: waiting for {dst} to answer (each unanswered REQ retry shows here; a dead \
+             address gives up after about {} s)",
+            STEP_TIMEOUT.as_secs().min(98)
+        );
         t.events_until("connections", |t| t.nodes.iter().all(|n| n.established))?;
         if t.args.message_count > 0 {
             println!("receiving data transfers");

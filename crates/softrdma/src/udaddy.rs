@@ -33,9 +33,8 @@ const PORT: u16 = 7174;
 /// The GRH area in front of every receive.
 const GRH: u32 = 40;
 const IOVA: u64 = 0x10_0000;
-/// How long the tool waits for CM events (a SIDR REQ gives up after 16 × 4.096 s) and for
-/// completions before it stops with a message (v44 waits forever).
-const EVENT_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long the tool waits for completions before it stops with a message (v44 waits
+/// forever); for CM events it waits `--timeout` (a SIDR REQ gives up after 16 × 4.096 s).
 const DATA_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Parser)]
@@ -70,6 +69,10 @@ pub struct Args {
     /// Record every datagram to this pcap file (not a udaddy flag).
     #[arg(long)]
     pub pcap: Option<PathBuf>,
+    /// Give up waiting for CM events after SECS seconds (not a udaddy flag; default 90: the
+    /// CM gives up on an unanswered SIDR REQ after about 66 s).
+    #[arg(long, value_name = "SECS", default_value_t = 90, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
 }
 
 /// C's `strtoul(s, NULL, 0)`: 0x… hex, 0… octal, else decimal.
@@ -137,6 +140,10 @@ struct Test {
     ps: PortSpace,
     tos: Option<u8>,
     format: Format,
+    /// How long to wait for CM events (`--timeout`).
+    event_timeout: Duration,
+    /// The client's server, for the retry notices.
+    peer: String,
 }
 
 /// An error that ends the run with `ret` (udaddy's `return status`), after `msg` (stdout).
@@ -472,14 +479,27 @@ impl Test {
     /// `connect_events`: events until every connection is up or failed, or an error.
     fn connect_events(&mut self) -> Result<(), Fail> {
         while self.connects_left > 0 {
-            let end = Instant::now() + EVENT_TIMEOUT;
+            let end = Instant::now() + self.event_timeout;
             let e = loop {
                 let left = end.saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    return Err(fail(-110, "udaddy: timed out waiting for CM events"));
+                    return Err(fail(
+                        -110,
+                        format!(
+                            "udaddy: timed out waiting for CM events ({} s, --timeout SECS)",
+                            self.event_timeout.as_secs()
+                        ),
+                    ));
                 }
-                if let Some(Event::Rdma(e)) = self.d.cm.wait_event(left) {
-                    break e;
+                match self.d.cm.wait_event(left) {
+                    Some(Event::Rdma(e)) => break e,
+                    Some(Event::Ib(ev)) => {
+                        let now = self.d.dev.now();
+                        if let Some(l) = cmtool::retry_note("udaddy", &self.peer, now, &ev) {
+                            eprintln!("{l}");
+                        }
+                    }
+                    None => {}
                 }
             };
             self.on_event(e)?;
@@ -577,6 +597,8 @@ fn run_server(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
         ps,
         tos: None,
         format: fmt,
+        event_timeout: Duration::from_secs(a.timeout),
+        peer: String::new(),
     };
     let listen = t.d.cm.with_cm(|cm| cm.create_id_ps(t.ps));
     let r = t.d.cm.with_cm(|cm| {
@@ -636,14 +658,18 @@ fn run_client(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
         Some(b) => Some(parse_addr(b, fmt, 0, "getaddrinfo")?.ip()),
         None => None,
     };
-    let src = cmtool::source_for(src, dst.ip()).map_err(|m| fail(-2, m))?;
-    let d = cmtool::open(
+    // The source rule of the other tools: the routed address, or on IPv4 loopback a free
+    // 127.0.0.x when a server on this host holds it.
+    let d = cmtool::open_client(
         src,
+        dst.ip(),
         a.pcap.as_ref(),
-        "choose another source address with -b ADDR",
+        "-b",
+        "udaddy",
         cmtool::THREAD,
     )
     .map_err(|m| fail(-19, m))?;
+    let src = d.dev.local_addr().ip();
     let mut t = Test {
         d,
         nodes: Vec::new(),
@@ -658,6 +684,8 @@ fn run_client(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
         ps,
         tos: a.tos,
         format: fmt,
+        event_timeout: Duration::from_secs(a.timeout),
+        peer: dst.to_string(),
     };
     for _ in 0..a.connections {
         let id = t.d.cm.with_cm(|cm| cm.create_id_ps(t.ps));
@@ -689,6 +717,10 @@ fn run_client(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
                 return Err(Fail { ret: -1, msg: None });
             }
         }
+        eprintln!(
+            "udaddy: waiting for {dst} to answer (each unanswered SIDR REQ retry shows here; a \
+             dead address gives up after about 66 s, or --timeout SECS)"
+        );
         t.connect_events()?;
         if t.count > 0 {
             println!("initiating data transfers");

@@ -29,7 +29,13 @@ fn msrv_check_passes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    assert!(readme.contains("cargo install --path crates/softrdma"));
+    // `--locked`: the versions of Cargo.lock, which the Rust-version promise is checked
+    // against (a plain `cargo install` resolves anew and may need a newer Rust).
+    assert!(
+        readme.contains("cargo install --locked --path crates/softrdma"),
+        "the README's install line lacks --locked"
+    );
+    assert!(!readme.contains("cargo install --path crates/softrdma"));
 }
 
 /// Every text file of the repository (not `target/`, `.git/`, nor binary files).
