@@ -553,10 +553,18 @@ impl Shared {
         let deadline = StdInstant::now() + SEND_BLOCK_LIMIT;
         let mut done = 0;
         while done < ts.len() {
+            // The tap records what a send carried at the time it was handed to the socket.
+            let at = tap.is_some().then(std::time::SystemTime::now);
             match self.ep.send_many_vectored(&ts[done..]) {
                 Ok(k) => {
+                    if let Some(tap) = tap.as_mut() {
+                        tap.stamp(at);
+                    }
                     for (train, t) in sent_trains[done..done + k].iter().zip(&ts[done..done + k]) {
                         self.account_sent(train, &t.parts, tap, counters);
+                    }
+                    if let Some(tap) = tap.as_mut() {
+                        tap.stamp(None);
                     }
                     done += k;
                 }
@@ -645,9 +653,14 @@ impl Shared {
                 }
             }
         }
+        let received_at = std::time::SystemTime::now();
         let now = self.now();
         let mut st = self.state();
         let mut worked = !records.is_empty();
+        if let Some(tap) = st.tap.as_mut() {
+            // The batch's records carry the time the receive returned.
+            tap.stamp(Some(received_at));
+        }
         // QP1 has `qp1_recv_depth` buffers; a turn may bring RECV_BATCH records of up to 64
         // GRO segments each (a burst of a thousand REQs or DREQs exhausted 512 and had
         // MADs dropped). Repost between records once a quarter of them may be used.
@@ -674,6 +687,9 @@ impl Shared {
                 }
                 st.stack.handle_datagram(now, rec.src, dst.ip(), seg);
             }
+        }
+        if let Some(tap) = st.tap.as_mut() {
+            tap.stamp(None);
         }
         if let Some(t) = st.stack.poll_timeout() {
             if t <= now {

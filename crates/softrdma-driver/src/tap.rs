@@ -50,6 +50,8 @@ pub fn mac_for_ip(ip: IpAddr) -> [u8; 6] {
 pub struct Tap<W: Write = BufWriter<File>> {
     writer: Writer<W>,
     frame: Vec<u8>,
+    /// The time records carry ([`Tap::stamp`]); `None`: when each is written.
+    stamp: Option<SystemTime>,
     /// Packets written.
     pub packets: u64,
 }
@@ -75,6 +77,7 @@ impl<W: Write> Tap<W> {
         Ok(Tap {
             writer: Writer::new(out, LinkType::ETHERNET)?,
             frame: Vec::with_capacity(9000),
+            stamp: None,
             packets: 0,
         })
     }
@@ -210,12 +213,21 @@ impl<W: Write> Tap<W> {
         };
         f.extend_from_slice(&udp.to_bytes());
         f.extend_from_slice(payload);
-        let ts = SystemTime::now()
+        let ts = self
+            .stamp
+            .unwrap_or_else(SystemTime::now)
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         self.writer.write_packet(ts, f)?;
         self.packets += 1;
         Ok(())
+    }
+
+    /// The time the records written from now on carry (`None`: the time each is written):
+    /// the runtime stamps a batch with when it went to, or came from, the socket, so the
+    /// file's times are the wire's and not the tap's own.
+    pub fn stamp(&mut self, at: Option<SystemTime>) {
+        self.stamp = at;
     }
 
     /// Flushes the file.

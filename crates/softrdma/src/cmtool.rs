@@ -128,12 +128,16 @@ pub fn open(
 /// bursts (perf cm): the loop runs in that thread ([`Progress::Inline`]) and what the
 /// commands send leaves when the thread next waits, batched
 /// ([`DeviceConfig::defer_flush`]).
-pub fn open_batched(ip: IpAddr, how: &str) -> Result<CmDevice, String> {
-    let cfg = DeviceConfig::new(ip)
+/// With `pcap`, every datagram is recorded there too.
+pub fn open_batched(ip: IpAddr, how: &str, pcap: Option<&Path>) -> Result<CmDevice, String> {
+    let mut cfg = DeviceConfig::new(ip)
         .with_interface_mtu()
         .with_progress(Progress::Inline)
         .with_wait(PollMode::Blocking)
         .with_defer_flush(true);
+    if let Some(p) = pcap {
+        cfg = cfg.with_pcap(p);
+    }
     let dev = Device::open_with(cfg).map_err(|e| device_error(ip, &e, how))?;
     with_cm(dev, Cm::new(seed()))
 }

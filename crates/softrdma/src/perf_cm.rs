@@ -6,6 +6,7 @@
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -40,6 +41,11 @@ pub struct Plan {
     /// rather than in the thread that waits on its CM.
     #[arg(long)]
     pub loop_thread: bool,
+    /// Record both devices' datagrams (pcap files in a temporary directory, kept with
+    /// -v) and print where one connection's microseconds go, hop by hop, from the
+    /// recorded times (the recording adds its own cost to every hop).
+    #[arg(long)]
+    pub trace: bool,
 }
 
 /// Every counter of one side by name: the IB CM's, the MAD layer's, the stack's, the
@@ -194,15 +200,24 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     // commands sends leaves as GSO trains when the thread waits again
     // (cmtool::open_batched). --loop-thread gives each device a loop thread of its own and
     // sends per command, as the other tools do.
-    let open = |ip, how| {
+    let trace_dir = if p.trace {
+        let d = std::env::temp_dir().join(format!("softrdma-perf-cm-{}", std::process::id()));
+        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        Some(d)
+    } else {
+        None
+    };
+    let pcap = |side: &str| trace_dir.as_ref().map(|d| d.join(format!("{side}.pcap")));
+    let (srv_pcap, cli_pcap) = (pcap("server"), pcap("client"));
+    let open = |ip, how, pcap: &Option<PathBuf>| {
         if p.loop_thread {
-            cmtool::open(ip, None, how, cmtool::THREAD)
+            cmtool::open(ip, pcap.as_ref(), how, cmtool::THREAD)
         } else {
-            cmtool::open_batched(ip, how)
+            cmtool::open_batched(ip, how, pcap.as_deref())
         }
     };
-    let srv = open(p.server, "--server")?;
-    let cli = open(p.client, "--client")?;
+    let srv = open(p.server, "--server", &srv_pcap)?;
+    let cli = open(p.client, "--client", &cli_pcap)?;
     let dst = SocketAddr::new(p.server, 7471);
     let listener = srv
         .cm
@@ -264,7 +279,7 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     // One connection set up alone: ours REQ → ESTABLISHED (the connect step), TCP connect.
     let mut ours1 = Vec::new();
     let mut tcp1 = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..ALONE {
         let (t, r) = cmtime::cycle(&cli, 1, dst, p.client, None, 7, false);
         r?;
         if let Some(us) = t.step_us("connect") {
@@ -277,15 +292,29 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         tcp1.push(t0.elapsed().as_secs_f64() * 1e6);
         drop(s);
     }
+    let ours1_median = median(&mut ours1);
     println!(
         "one connection alone: softrdma connect (REQ → ESTABLISHED) median {:.1} us | TCP connect median {:.1} us",
-        median(&mut ours1),
+        ours1_median,
         median(&mut tcp1)
     );
     stop.store(true, Ordering::Relaxed);
     server
         .join()
         .map_err(|_| "server thread panicked".to_string())??;
+    if let (Some(d), Some(sp), Some(cp)) = (&trace_dir, &srv_pcap, &cli_pcap) {
+        // Dropping the last handles on the devices flushes their taps (the server's went
+        // with its thread).
+        drop(srv_view);
+        drop(cli);
+        let hops = trace::hops(cp, sp, p.client, p.server, ALONE)?;
+        print!("{}", trace::table(&hops, ours1_median));
+        if p.verbose {
+            println!("pcap files kept in {}", d.display());
+        } else {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
     let mut r = ratios.clone();
     r.sort_by(|a, b| a.total_cmp(b));
     println!(
@@ -296,6 +325,141 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         r.last().copied().unwrap_or(0.0)
     );
     Ok(())
+}
+
+/// Connections set up one at a time for the latency of one connection alone.
+const ALONE: usize = 20;
+
+/// Where one connection's microseconds go, from the pcap taps' timestamps of its CM
+/// messages (`perf cm --trace`).
+mod trace {
+    use std::net::IpAddr;
+    use std::path::Path;
+
+    use softrdma_wire::cm::{AttrId, CmMessage};
+    use softrdma_wire::mad::Mad;
+    use softrdma_wire::pcap::Reader;
+    use softrdma_wire::roce::RoceRepr;
+
+    /// A CM message a tap recorded: when (µs since the epoch), from which address, what.
+    struct Seen {
+        at: f64,
+        src: IpAddr,
+        attr: AttrId,
+    }
+
+    /// The CM messages in a tap's file (Ethernet, IPv4, UDP, RoCEv2 to QP1).
+    fn cm_seen(path: &Path) -> Result<Vec<Seen>, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let reader = Reader::new(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut out = Vec::new();
+        for rec in reader {
+            let rec = rec.map_err(|e| format!("{}: {e}", path.display()))?;
+            let d = rec.data;
+            // Ethernet (14) + IPv4 (IHL) + UDP (8): the tap writes IPv4 frames for IPv4
+            // devices; anything else is not ours to time.
+            let Some(&vihl) = d.get(14) else { continue };
+            if vihl >> 4 != 4 {
+                continue;
+            }
+            let ihl = usize::from(vihl & 0x0f) * 4;
+            let (Some(src), Some(udp)) = (d.get(26..30), d.get(14 + ihl + 8..)) else {
+                continue;
+            };
+            let src = IpAddr::from([src[0], src[1], src[2], src[3]]);
+            let Ok(r) = RoceRepr::parse(udp) else {
+                continue;
+            };
+            if r.bth.dest_qp != 1 {
+                continue;
+            }
+            let Ok(m) = Mad::parse(r.payload) else {
+                continue;
+            };
+            let Ok(msg) = CmMessage::from_mad(&m) else {
+                continue;
+            };
+            out.push(Seen {
+                at: rec.timestamp.as_secs_f64() * 1e6,
+                src,
+                attr: msg.attr_id(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The last `n` times `attr` from `src` appears in `seen`.
+    fn last(seen: &[Seen], attr: AttrId, src: IpAddr, n: usize) -> Vec<f64> {
+        let v: Vec<f64> = seen
+            .iter()
+            .filter(|s| s.attr == attr && s.src == src)
+            .map(|s| s.at)
+            .collect();
+        v[v.len().saturating_sub(n)..].to_vec()
+    }
+
+    /// Per hop, the median over the last `n` connections: (what, µs).
+    pub fn hops(
+        client_pcap: &Path,
+        server_pcap: &Path,
+        client: IpAddr,
+        server: IpAddr,
+        n: usize,
+    ) -> Result<Vec<(&'static str, f64)>, String> {
+        let (c, s) = (cm_seen(client_pcap)?, cm_seen(server_pcap)?);
+        let req_tx = last(&c, AttrId::REQ, client, n);
+        let req_rx = last(&s, AttrId::REQ, client, n);
+        let rep_tx = last(&s, AttrId::REP, server, n);
+        let rep_rx = last(&c, AttrId::REP, server, n);
+        let rtu_tx = last(&c, AttrId::RTU, client, n);
+        let k = [&req_tx, &req_rx, &rep_tx, &rep_rx, &rtu_tx]
+            .iter()
+            .map(|v| v.len())
+            .min()
+            .unwrap_or(0);
+        if k == 0 {
+            return Err("the taps recorded no complete REQ/REP/RTU exchange".into());
+        }
+        let med = |a: &[f64], b: &[f64]| {
+            let mut d: Vec<f64> = a[a.len() - k..]
+                .iter()
+                .zip(&b[b.len() - k..])
+                .map(|(x, y)| y - x)
+                .collect();
+            d.sort_by(|x, y| x.total_cmp(y));
+            d[d.len() / 2]
+        };
+        Ok(vec![
+            ("REQ: client sends → server receives", med(&req_tx, &req_rx)),
+            (
+                "server: REQ → CONNECT_REQUEST → accept → REP sent",
+                med(&req_rx, &rep_tx),
+            ),
+            ("REP: server sends → client receives", med(&rep_tx, &rep_rx)),
+            (
+                "client: REP → RTU sent (ESTABLISHED queued)",
+                med(&rep_rx, &rtu_tx),
+            ),
+            ("REQ sent → RTU sent", med(&req_tx, &rtu_tx)),
+        ])
+    }
+
+    /// The hops, and what the connect step spent outside them.
+    pub fn table(hops: &[(&'static str, f64)], connect_us: f64) -> String {
+        let mut t =
+            String::from("where one connection's microseconds go (pcap timestamps, medians):\n");
+        for (what, us) in hops {
+            t += &format!("  {what:<55} {us:8.1} us\n");
+        }
+        if let Some((_, wire)) = hops.last() {
+            t += &format!(
+                "  {:<55} {:8.1} us\n",
+                "client: connect() → REQ sent, and ESTABLISHED taken",
+                connect_us - wire
+            );
+        }
+        t
+    }
 }
 
 /// The server's CQ holds every QP's completions; cmtime's QPs post nothing, so any size

@@ -226,3 +226,50 @@ fn connection_rate_runs_print_steps_ratios_and_counters() {
         "a run retried on loopback:\n{out}"
     );
 }
+
+/// `perf cm --trace`: where one connection's microseconds go, hop by hop, from both
+/// devices' recorded datagrams; every hop is a time that passed (no negative or missing
+/// figure), and the hops between the REQ and the RTU add up to their whole.
+#[test]
+fn the_trace_splits_one_connection_into_its_hops() {
+    let (code, out, err, _) = perf(&[
+        "cm",
+        "-c",
+        "20",
+        "-r",
+        "1",
+        "--trace",
+        "--server",
+        "127.0.45.81",
+        "--client",
+        "127.0.45.80",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("where one connection's microseconds go (pcap timestamps, medians):"),
+        "{out}"
+    );
+    let hop = |name: &str| -> f64 {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("{name:?} missing:\n{out}"));
+        let v: f64 = line
+            .trim_end_matches(" us")
+            .rsplit(' ')
+            .next()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("no figure in {line:?}"));
+        assert!(v >= 0.0, "{line}");
+        v
+    };
+    let parts = [
+        hop("REQ: client sends → server receives"),
+        hop("server: REQ → CONNECT_REQUEST → accept → REP sent"),
+        hop("REP: server sends → client receives"),
+        hop("client: REP → RTU sent"),
+    ];
+    let whole = hop("REQ sent → RTU sent");
+    assert!(parts.iter().all(|p| *p <= whole), "{out}");
+    hop("client: connect() → REQ sent, and ESTABLISHED taken");
+}
