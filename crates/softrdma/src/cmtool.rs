@@ -128,12 +128,18 @@ pub fn open(
 /// bursts (perf cm): the loop runs in that thread ([`Progress::Inline`]) and what the
 /// commands send leaves when the thread next waits, batched
 /// ([`DeviceConfig::defer_flush`]).
-/// With `pcap`, every datagram is recorded there too.
-pub fn open_batched(ip: IpAddr, how: &str, pcap: Option<&Path>) -> Result<CmDevice, String> {
+/// With `pcap`, every datagram is recorded there too; `wait` is how the thread waits for
+/// input (blocking in epoll, or spinning a while first).
+pub fn open_batched(
+    ip: IpAddr,
+    how: &str,
+    pcap: Option<&Path>,
+    wait: PollMode,
+) -> Result<CmDevice, String> {
     let mut cfg = DeviceConfig::new(ip)
         .with_interface_mtu()
         .with_progress(Progress::Inline)
-        .with_wait(PollMode::Blocking)
+        .with_wait(wait)
         .with_defer_flush(true);
     if let Some(p) = pcap {
         cfg = cfg.with_pcap(p);

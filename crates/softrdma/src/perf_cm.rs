@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use softrdma_driver::cm::{Cm, Event};
-use softrdma_driver::Device;
+use softrdma_driver::{Device, PollMode};
 
 use crate::cmtime;
 use crate::cmtool;
@@ -46,6 +46,11 @@ pub struct Plan {
     /// recorded times (the recording adds its own cost to every hop).
     #[arg(long)]
     pub trace: bool,
+    /// How long each side's thread spins on its socket before it sleeps in epoll when it
+    /// waits for input (0: it sleeps at once). Spinning trades CPU for the wake-up of a
+    /// sleeping thread, which `--trace` shows in the REQ and REP hops.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub spin_us: u64,
 }
 
 /// Every counter of one side by name: the IB CM's, the MAD layer's, the stack's, the
@@ -213,7 +218,11 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         if p.loop_thread {
             cmtool::open(ip, pcap.as_ref(), how, cmtool::THREAD)
         } else {
-            cmtool::open_batched(ip, how, pcap.as_deref())
+            let wait = match p.spin_us {
+                0 => PollMode::Blocking,
+                us => PollMode::SpinThenBlock(Duration::from_micros(us)),
+            };
+            cmtool::open_batched(ip, how, pcap.as_deref(), wait)
         }
     };
     let srv = open(p.server, "--server", &srv_pcap)?;
