@@ -134,7 +134,17 @@ impl Clone for Visits {
 pub struct Stack {
     /// The device model (counters, GIDs, P_Keys).
     pub device: Device,
-    /// The verbs objects (PDs, MRs, CQs, QPs); create objects here directly.
+    /// The verbs objects (PDs, MRs, CQs, QPs); create objects here directly. What the
+    /// transport must see — posting sends, moving or destroying a QP — is the stack's own
+    /// ([`Stack::post_send`], [`Stack::modify_qp`], [`Stack::destroy_qp`]); `Verbs` keeps
+    /// those to the crate, so a caller cannot skip the transport:
+    ///
+    /// ```compile_fail
+    /// # use softrdma_core::{DeviceConfig, Stack};
+    /// # use softrdma_core::verbs::{SendOp, SendWr};
+    /// let mut s = Stack::new(DeviceConfig::new("d", vec![]), 1);
+    /// s.verbs.post_send(1, SendWr::new(1, SendOp::Send)); // only `s.post_send` exists
+    /// ```
     pub verbs: Verbs,
     qps: BTreeMap<u32, QpTransport>,
     /// Every requester's earliest deadline, `(deadline, qpn)`.

@@ -393,7 +393,7 @@ impl Verbs {
     }
 
     /// Posts a completion; a full CQ loses it and raises `CqErr` (as rxe's `rxe_cq_post`).
-    pub fn complete(&mut self, cq: CqId, wc: WorkCompletion) -> bool {
+    pub(crate) fn complete(&mut self, cq: CqId, wc: WorkCompletion) -> bool {
         complete_into(&mut self.cqs, &mut self.events, cq, wc)
     }
 
@@ -509,7 +509,7 @@ impl Verbs {
 
     /// Takes the next receive WR of a QP (from its SRQ if it has one), raising the SRQ
     /// limit event when due. The transport calls this when a request needs a receive WR.
-    pub fn take_recv_wr(&mut self, qpn: u32) -> Option<RecvWr> {
+    pub(crate) fn take_recv_wr(&mut self, qpn: u32) -> Option<RecvWr> {
         let qp = self.qps.get_mut(&qpn)?;
         match qp.srq {
             None => qp.rq.pop_front(),
@@ -678,7 +678,7 @@ impl Verbs {
     }
 
     /// `ibv_destroy_qp`: posted WRs are discarded without completions.
-    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+    pub(crate) fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let qp = self.qps.remove(&qpn).ok_or(VerbsError::InvalidQp(qpn))?;
         let index = if qp.qp_type == QpType::Gsi {
             self.gsi_index.take().unwrap_or(0)
@@ -707,11 +707,6 @@ impl Verbs {
         self.qps.get(&qpn).ok_or(VerbsError::InvalidQp(qpn))
     }
 
-    /// The QP, mutably (the transport's access).
-    pub fn qp_mut(&mut self, qpn: u32) -> Result<&mut Qp, VerbsError> {
-        self.qps.get_mut(&qpn).ok_or(VerbsError::InvalidQp(qpn))
-    }
-
     /// All QP numbers, ascending.
     pub fn qp_numbers(&self) -> impl Iterator<Item = u32> + '_ {
         self.qps.keys().copied()
@@ -720,7 +715,7 @@ impl Verbs {
     /// `ibv_modify_qp`: the transition and mask rules of [`qp_state`], then rxe's value
     /// checks (`rxe_qp_chk_attr`), then the attributes are applied. Moving to ERR flushes
     /// every posted WR with `WR_FLUSH_ERR`; moving to RESET discards them silently.
-    pub fn modify_qp(
+    pub(crate) fn modify_qp(
         &mut self,
         dev: &Device,
         qpn: u32,
@@ -765,7 +760,7 @@ impl Verbs {
 
     /// Moves a QP to ERR from inside the transport (fatal error): flushes and raises
     /// `QpFatal`.
-    pub fn set_qp_error(&mut self, qpn: u32) {
+    pub(crate) fn set_qp_error(&mut self, qpn: u32) {
         if let Some(qp) = self.qps.get_mut(&qpn) {
             if qp.attr.qp_state == QpState::Err {
                 return;
@@ -801,7 +796,7 @@ impl Verbs {
     /// `ibv_post_send`: checks the WR against the QP's type, state and caps and queues it
     /// for the transport. On a QP in ERR (or SQE) the WR completes at once with
     /// `WR_FLUSH_ERR`, as rxe does.
-    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
+    pub(crate) fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
         let max_inline = self.attr.max_inline_data;
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::InvalidQp(qpn))?;
         let state = qp.attr.qp_state;
@@ -937,7 +932,7 @@ impl Verbs {
     }
 
     /// Takes the oldest send WR of a QP (the transport's requester).
-    pub fn take_send_wr(&mut self, qpn: u32) -> Option<SendWr> {
+    pub(crate) fn take_send_wr(&mut self, qpn: u32) -> Option<SendWr> {
         let qp = self.qps.get_mut(&qpn)?;
         if qp.attr.qp_state != QpState::Rts {
             return None;
