@@ -1361,8 +1361,7 @@ impl Connection {
 
     /// [`Connection::send`], async.
     pub async fn send_async(&self, buf: &Region, range: Range<usize>) -> Result<()> {
-        let id = self.post_send(self.send_wr(buf, &range, SendOp::Send)?)?;
-        self.wait_wc(Some(id)).await.map(|_| ())
+        self.post_and_wait(buf, range, SendOp::Send).await
     }
 
     /// [`Connection::recv`], async.
@@ -1379,9 +1378,8 @@ impl Connection {
         remote: &RemoteRegion,
         offset: u64,
     ) -> Result<()> {
-        let wr = self.send_wr(buf, &range, Self::write_op(remote, offset))?;
-        let id = self.post_send(wr)?;
-        self.wait_wc(Some(id)).await.map(|_| ())
+        self.post_and_wait(buf, range, Self::write_op(remote, offset))
+            .await
     }
 
     /// [`Connection::read`], async.
@@ -1392,8 +1390,13 @@ impl Connection {
         remote: &RemoteRegion,
         offset: u64,
     ) -> Result<()> {
-        let wr = self.send_wr(buf, &range, Self::read_op(remote, offset))?;
-        let id = self.post_send(wr)?;
+        self.post_and_wait(buf, range, Self::read_op(remote, offset))
+            .await
+    }
+
+    /// Posts `op` on `buf[range]` and waits for its completion.
+    async fn post_and_wait(&self, buf: &Region, range: Range<usize>, op: SendOp) -> Result<()> {
+        let id = self.post_send(self.send_wr(buf, &range, op)?)?;
         self.wait_wc(Some(id)).await.map(|_| ())
     }
 
