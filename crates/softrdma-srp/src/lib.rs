@@ -33,8 +33,8 @@ mod wr_id;
 pub use add_target::{AddTarget, Dest};
 pub use channel::ChannelState;
 pub use initiator::{
-    Command, Completion, DataDir, InitiatorConfig, InitiatorEvent, IoError, LoginError, ScsiResult,
-    Segment, SessionState, SrpInitiator, SubmitError,
+    Command, Completion, DataDir, DownReason, InitiatorConfig, InitiatorEvent, IoError, LoginError,
+    ScsiResult, Segment, SessionState, SrpInitiator, SubmitError,
 };
 pub use login::{AclEntry, LoginPolicy, LoginRequest, Refusal};
 pub use target::{

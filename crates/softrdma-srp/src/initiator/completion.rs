@@ -13,7 +13,7 @@ use crate::iu::{self};
 use crate::wr_id::{WrId, WrKind};
 
 use super::{
-    wire_tag, ChannelState, Completion, Conn, InitiatorEvent, ScsiResult, SrpInitiator,
+    wire_tag, ChannelState, Completion, Conn, DownReason, InitiatorEvent, ScsiResult, SrpInitiator,
     SRP_TAG_TSK_MGMT,
 };
 
@@ -58,11 +58,10 @@ impl SrpInitiator {
         if wc.status != WcStatus::Success {
             if c.state == ChannelState::Live && wc.status != WcStatus::WrFlushErr {
                 // srp_handle_qp_err: "failed SEND/RECV status ..."
-                let why = format!(
-                    "failed {} status {:?}",
-                    if kind == WrKind::Send { "SEND" } else { "RECV" },
-                    wc.status
-                );
+                let why = DownReason::WorkCompletion {
+                    send: kind == WrKind::Send,
+                    status: wc.status,
+                };
                 self.channel_down(k, why);
                 self.disconnect_channel_after_error(now, rdma, stack, k);
                 self.after_change(now, rdma, stack);

@@ -147,10 +147,10 @@ impl SrpInitiator {
         cmd: &Command<'_>,
     ) -> Result<u64, SubmitError> {
         if cmd.cdb.len() > 32 || cmd.cdb.is_empty() {
-            return Err(SubmitError::BadCommand("a CDB is 1 to 32 bytes"));
+            return Err(SubmitError::CdbLength { len: cmd.cdb.len() });
         }
         if cmd.dir != DataDir::None && cmd.segs.is_empty() {
-            return Err(SubmitError::BadCommand("a data phase needs buffers"));
+            return Err(SubmitError::NoBuffers);
         }
         if !self.is_live() {
             return Err(SubmitError::NotLive);
@@ -232,7 +232,9 @@ impl SrpInitiator {
             c.free_slots.push(slot);
             c.free_tx.push(ti);
             self.scratch = buf;
-            return Err(SubmitError::BadCommand("the IU does not fit"));
+            return Err(SubmitError::IuTooLong {
+                max_it_iu_len: c.max_it_iu_len,
+            });
         };
         if imm {
             let mut at = SRP_IMM_DATA_OFFSET;
@@ -246,7 +248,7 @@ impl SrpInitiator {
                     c.free_slots.push(slot);
                     c.free_tx.push(ti);
                     self.scratch = buf;
-                    return Err(SubmitError::Buffer(e.to_string()));
+                    return Err(SubmitError::ImmediateData(e));
                 }
                 at += n;
             }
@@ -259,7 +261,7 @@ impl SrpInitiator {
         if let Err(e) = post_send(stack, c.qpn, k, tx, addr, len as u32, ti) {
             c.free_slots.push(slot);
             c.free_tx.push(ti);
-            return Err(SubmitError::Buffer(format!("Send failed: {e}")));
+            return Err(SubmitError::Send(e));
         }
         c.sq_avail -= 1;
         c.req_lim -= 1;

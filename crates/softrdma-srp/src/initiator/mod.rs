@@ -62,7 +62,7 @@ use softrdma_wire::Gid;
 use crate::add_target::{AddTarget, Dest};
 use crate::iu::{SRP_CMD_LEN, SRP_IMM_DATA_OFFSET};
 
-pub use error::{IoError, LoginError, Reject, SubmitError};
+pub use error::{DownReason, IoError, LoginError, QpTransitionError, Reject, SubmitError};
 pub use io::{Command, Completion, DataDir, ScsiResult, Segment};
 use tmf::{Tmf, TmfKind};
 
@@ -150,7 +150,7 @@ pub enum SessionState {
     /// The first channel's login failed.
     LoginFailed(LoginError),
     /// The target went away (every channel down): why.
-    Failed(String),
+    Failed(DownReason),
 }
 
 /// A channel's state.
@@ -201,7 +201,7 @@ pub enum InitiatorEvent {
     /// channels, as ib_srp does).
     LoginFailed { channel: usize, error: LoginError },
     /// A channel went down.
-    ChannelDown { channel: usize, why: String },
+    ChannelDown { channel: usize, why: DownReason },
     /// A channel we disconnected is closed: our DREQ was answered (DREP), or went
     /// unanswered.
     LoggedOut { channel: usize, answered: bool },
@@ -328,7 +328,7 @@ pub struct SrpInitiator {
     scratch: Vec<u8>,
     descs: Vec<DirectBuf>,
     /// Why the last channel went down.
-    last_down: Option<String>,
+    last_down: Option<DownReason>,
 }
 
 impl fmt::Debug for SrpInitiator {
@@ -341,8 +341,8 @@ impl fmt::Debug for SrpInitiator {
     }
 }
 
-fn res<E: fmt::Display>(e: E) -> LoginError {
-    LoginError::Resources(e.to_string())
+fn res(e: VerbsError) -> LoginError {
+    LoginError::Resources(e)
 }
 
 impl SrpInitiator {

@@ -5,14 +5,14 @@ use softrdma_core::rdma_cm::RdmaCm;
 use softrdma_core::time::Instant;
 use softrdma_core::Stack;
 use softrdma_scsi::LunId;
-use softrdma_wire::srp::TaskMgmtFunction;
+use softrdma_wire::srp::{RspCode, TaskMgmtFunction};
 
 use crate::iu::{self};
 
 use super::completion::post_send;
 use super::{
-    wire_tag, ChannelState, Completion, InitiatorEvent, IoError, SessionState, SrpInitiator,
-    SRP_TAG_NO_REQ, SRP_TAG_TSK_MGMT,
+    wire_tag, ChannelState, Completion, DownReason, InitiatorEvent, IoError, SessionState,
+    SrpInitiator, SRP_TAG_NO_REQ, SRP_TAG_TSK_MGMT,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,12 +94,7 @@ impl SrpInitiator {
                         }
                         // srp_reset_device FAILED: host reset = reconnect; we give up.
                         TmfKind::LunReset => {
-                            self.give_up(
-                                now,
-                                rdma,
-                                stack,
-                                "the target does not answer (ABORT TASK and LOGICAL UNIT RESET timed out)",
-                            );
+                            self.give_up(now, rdma, stack, DownReason::TargetUnresponsive);
                             return;
                         }
                     }
@@ -115,15 +110,15 @@ impl SrpInitiator {
         now: Instant,
         rdma: &mut RdmaCm,
         stack: &mut Stack,
-        why: &str,
+        why: DownReason,
     ) {
         for k in 0..self.channels.len() {
             if self.channels[k].state == ChannelState::Live {
-                self.channel_down(k, why.to_string());
+                self.channel_down(k, why.clone());
                 self.disconnect_channel_after_error(now, rdma, stack, k);
             }
         }
-        self.state = SessionState::Failed(why.to_string());
+        self.state = SessionState::Failed(why);
         self.after_change(now, rdma, stack);
     }
 
@@ -217,7 +212,9 @@ impl SrpInitiator {
                         user: req.user,
                         lun: req.lun,
                         channel: k,
-                        result: Err(IoError::TimedOut { rsp_code: code }),
+                        result: Err(IoError::TimedOut {
+                            rsp_code: code.map(RspCode),
+                        }),
                     });
                 }
             }
