@@ -14,6 +14,7 @@
 //! - [`dm`]: the device-management MAD answers (`srpt_mgmt_method_get`).
 //! - [`guid`]: GUID text forms.
 //! - [`verify`]: the self-describing data pattern of verified workloads.
+//! - `wr_id`: the work request ids both engines pack (channel, kind, slot).
 //!
 //! `docs/srp-target.md` describes the protocol as implemented and where it differs from 6.1.
 

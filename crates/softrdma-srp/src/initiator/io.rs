@@ -46,7 +46,7 @@ pub struct Command<'a> {
     pub segs: &'a [Segment],
     /// The caller's cookie, handed back in the [`Completion`].
     pub user: u64,
-    /// The deadline (default [`InitiatorConfig::cmd_timeout`]).
+    /// The deadline (default [`InitiatorConfig::cmd_timeout`](super::InitiatorConfig::cmd_timeout)).
     pub timeout: Option<Duration>,
     /// The channel to use (default: the next live one with room).
     pub channel: Option<usize>,

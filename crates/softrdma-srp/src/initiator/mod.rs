@@ -4,7 +4,7 @@
 //! on timeout and logout.
 //!
 //! Like [`crate::SrpTarget`], [`SrpInitiator`] works on the caller's [`Stack`] and
-//! [`RdmaCm`] lent with the time in each call (`Cm::with(port, |rdma, stack, now| ..)` in a
+//! [`RdmaCm`](softrdma_core::rdma_cm::RdmaCm) lent with the time in each call (`Cm::with(port, |rdma, stack, now| ..)` in a
 //! program, `softrdma_core::sim` in tests). The caller hands it the CM events of its ids
 //! ([`SrpInitiator::rdma_event`], [`SrpInitiator::ib_event`]), its CQ's completions
 //! ([`SrpInitiator::poll`]) and its timers ([`SrpInitiator::poll_timeout`] /
