@@ -13,7 +13,7 @@ use crate::iu::{self};
 use crate::wr_id::{WrId, WrKind};
 
 use super::{
-    wire_tag, ChannelState, Completion, Conn, DownReason, InitiatorEvent, ScsiResult, SrpInitiator,
+    wire_tag, ChannelState, Completion, DownReason, InitiatorEvent, ScsiResult, SrpInitiator,
     SRP_TAG_TSK_MGMT,
 };
 
@@ -87,27 +87,6 @@ impl SrpInitiator {
         self.scratch = buf;
         let _ = post_recv(stack, qpn, k, rx, max_ti, idx);
         self.pump_tmf(now, stack, k);
-    }
-
-    pub(super) fn disconnect_channel_after_error(
-        &mut self,
-        now: Instant,
-        rdma: &mut RdmaCm,
-        stack: &mut Stack,
-        k: usize,
-    ) {
-        // channel_down set DISCONNECTING; send the DREQ anyway (the CM retries it, then
-        // gives up into timewait), so a target that is still there hears of it.
-        let c = &mut self.channels[k];
-        let ok = match &c.conn {
-            Some(Conn::Rdma(id)) => rdma.disconnect(now, stack, id).is_ok(),
-            Some(Conn::Ib(id)) => rdma.cm_mut().send_dreq(now, id, &[]).is_ok(),
-            None => false,
-        };
-        self.qp_to_err(stack, k);
-        if !ok {
-            self.release_channel(now, rdma, stack, k);
-        }
     }
 
     /// `srp_recv_done`: one IU from the target.

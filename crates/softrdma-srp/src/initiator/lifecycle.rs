@@ -35,31 +35,13 @@ impl SrpInitiator {
         };
         use RdmaCmEventType as T;
         let st = self.channels[k].state;
-        match ev.event {
-            T::AddrResolved => {
-                let r = match &self.channels[k].conn {
-                    Some(Conn::Rdma(id)) => rdma.resolve_route(id),
-                    _ => return,
-                };
-                if let Err(e) = r {
-                    let _ = self.fail_login_and_release(
-                        now,
-                        rdma,
-                        stack,
-                        k,
-                        LoginError::ResolveRoute(e),
-                    );
-                }
-            }
-            T::AddrError => {
-                let _ = self.fail_login_and_release(
-                    now,
-                    rdma,
-                    stack,
-                    k,
-                    LoginError::AddrError { status: ev.status },
-                );
-            }
+        // A login step that failed: the channel's login fails and the channel goes.
+        let failed = match ev.event {
+            T::AddrResolved => match &self.channels[k].conn {
+                Some(Conn::Rdma(id)) => rdma.resolve_route(id).err().map(LoginError::ResolveRoute),
+                _ => return,
+            },
+            T::AddrError => Some(LoginError::AddrError { status: ev.status }),
             T::RouteResolved => {
                 let c = &self.channels[k];
                 let param = ConnParam {
@@ -75,49 +57,31 @@ impl SrpInitiator {
                     Some(Conn::Rdma(id)) => rdma.connect(now, stack, id, Some(qpn), &param),
                     _ => return,
                 };
-                match r {
-                    Ok(()) => {
-                        self.channels[k].state = ChannelState::Connecting;
-                        let multi = self.channels[k].multi;
-                        self.events
-                            .push_back(InitiatorEvent::LoginSent { channel: k, multi });
-                    }
-                    Err(e) => {
-                        let _ = self.fail_login_and_release(
-                            now,
-                            rdma,
-                            stack,
-                            k,
-                            LoginError::Connect(e),
-                        );
-                    }
+                if r.is_ok() {
+                    self.channels[k].state = ChannelState::Connecting;
+                    let multi = self.channels[k].multi;
+                    self.events
+                        .push_back(InitiatorEvent::LoginSent { channel: k, multi });
                 }
+                r.err().map(LoginError::Connect)
             }
-            T::RouteError => {
-                let _ = self.fail_login_and_release(
-                    now,
-                    rdma,
-                    stack,
-                    k,
-                    LoginError::RouteError { status: ev.status },
-                );
-            }
-            T::Unreachable if st < ChannelState::Live => {
-                let _ = self.fail_login_and_release(now, rdma, stack, k, LoginError::Unreachable);
-            }
+            T::RouteError => Some(LoginError::RouteError { status: ev.status }),
+            T::Unreachable if st < ChannelState::Live => Some(LoginError::Unreachable),
             T::ConnectError if st < ChannelState::Live => {
-                let _ = self.fail_login_and_release(
-                    now,
-                    rdma,
-                    stack,
-                    k,
-                    LoginError::ConnectError { status: ev.status },
-                );
+                Some(LoginError::ConnectError { status: ev.status })
             }
-            T::Rejected if st < ChannelState::Live => {
-                let rej = Reject::new(ev.reject_reason, &ev.private_data);
-                let _ = self.fail_login_and_release(now, rdma, stack, k, LoginError::Rejected(rej));
-            }
+            T::Rejected if st < ChannelState::Live => Some(LoginError::Rejected(Reject::new(
+                ev.reject_reason,
+                &ev.private_data,
+            ))),
+            _ => None,
+        };
+        if let Some(e) = failed {
+            let _ = self.fail_login_and_release(now, rdma, stack, k, e);
+            self.after_change(now, rdma, stack);
+            return;
+        }
+        match ev.event {
             T::Established if st == ChannelState::Connecting => {
                 self.logged_in(now, rdma, stack, k, &ev.private_data);
             }
@@ -319,6 +283,22 @@ impl SrpInitiator {
             return;
         }
         c.state = ChannelState::Disconnecting;
+        self.disconnect_channel_after_error(now, rdma, stack, k);
+    }
+
+    /// DREQ (or the release, if the CM refuses) for channel `k` whatever its state; the QP
+    /// to ERR.
+    pub(super) fn disconnect_channel_after_error(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        k: usize,
+    ) {
+        // After an error channel_down has set DISCONNECTING; the DREQ goes anyway (the CM
+        // retries it, then gives up into timewait), so a target that is still there hears
+        // of it.
+        let c = &mut self.channels[k];
         let ok = match &c.conn {
             Some(Conn::Rdma(id)) => rdma.disconnect(now, stack, id).is_ok(),
             Some(Conn::Ib(id)) => rdma.cm_mut().send_dreq(now, id, &[]).is_ok(),

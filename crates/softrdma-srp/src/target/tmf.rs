@@ -10,21 +10,20 @@ use softrdma_wire::srp::{RspCode, TaskMgmtFunction, TskMgmtRepr};
 
 use crate::iu::Direction;
 
+use super::completion::Arrived;
 use super::io::{IoState, RspKind};
 use super::{post_recv_slot, SrpTarget};
 
 impl SrpTarget {
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn handle_tsk_mgmt(
         &mut self,
         now: Instant,
         rdma: &mut RdmaCm,
         stack: &mut Stack,
-        ch: u32,
-        slot: u32,
-        len: u32,
+        iu: Arrived,
         io: u32,
     ) {
+        let Arrived { ch, slot, len } = iu;
         let Some(c) = self.channels.get_mut(&ch) else {
             return;
         };
