@@ -1,11 +1,13 @@
 //! Commands (`srp_queuecommand`, `srp_map_data`): what a caller submits, how its data is
 //! described to the target, and what it gets back.
 
+use std::fmt;
+
 use softrdma_core::time::{Duration, Instant};
 use softrdma_core::verbs::MrKeys;
 use softrdma_core::Stack;
 use softrdma_scsi::LunId;
-use softrdma_wire::scsi::ScsiStatus;
+use softrdma_wire::scsi::{ScsiStatus, SenseRepr};
 use softrdma_wire::srp::DirectBuf;
 
 use crate::iu::{self, CmdData, SRP_IMM_DATA_OFFSET};
@@ -94,6 +96,30 @@ impl ScsiResult {
     /// Sense key, ASC, ASCQ of fixed-format sense data.
     pub fn sense_key(&self) -> Option<(u8, u8, u8)> {
         (self.sense.len() >= 14).then(|| (self.sense[2] & 0x0f, self.sense[12], self.sense[13]))
+    }
+
+    /// The sense data, parsed (fixed or descriptor format); `None` if there is none or it
+    /// does not parse.
+    pub fn sense_data(&self) -> Option<SenseRepr> {
+        if self.sense.is_empty() {
+            return None;
+        }
+        SenseRepr::parse(&self.sense).ok()
+    }
+}
+
+impl fmt::Display for ScsiResult {
+    /// The status, then what the sense data says went wrong and what the residual left.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.status)?;
+        if let Some(s) = self.sense_data() {
+            write!(f, ": {}, {}", s.sense_key(), s.asc_ascq())?;
+        }
+        match self.resid {
+            0 => Ok(()),
+            n if n > 0 => write!(f, " ({n} bytes not moved)"),
+            n => write!(f, " ({} bytes more than the buffers held)", -n),
+        }
     }
 }
 
@@ -277,3 +303,30 @@ impl SrpInitiator {
 
 /// `SRP_MAX_IMM_SGE`.
 pub(super) const SRP_IMM_DATA_SGE_LIMIT: usize = SRP_MAX_IMM_SGE;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use softrdma_wire::scsi::{AscAscq, SenseKey};
+
+    #[test]
+    fn a_result_says_what_went_wrong() {
+        let sense = SenseRepr::fixed(SenseKey::ILLEGAL_REQUEST, AscAscq::new(0x24, 0));
+        let r = ScsiResult {
+            status: ScsiStatus::CHECK_CONDITION,
+            sense: sense.to_bytes(),
+            resid: 512,
+        };
+        assert_eq!(r.sense_key(), Some((5, 0x24, 0)));
+        assert_eq!(r.sense_data(), Some(sense));
+        let text = r.to_string();
+        assert!(text.contains("ILLEGAL REQUEST"), "{text}");
+        assert!(text.ends_with("(512 bytes not moved)"), "{text}");
+        let good = ScsiResult {
+            status: ScsiStatus::GOOD,
+            sense: Vec::new(),
+            resid: 0,
+        };
+        assert_eq!(good.sense_data(), None);
+    }
+}
