@@ -14,8 +14,8 @@ use crate::iu::{self, CmdData, SRP_IMM_DATA_OFFSET};
 
 use super::completion::post_send;
 use super::{
-    wire_tag, Channel, ChannelState, IoError, Req, SrpInitiator, SubmitError, SRP_MAX_IMM_SGE,
-    SRP_TSK_MGMT_SQ_SIZE,
+    wire_tag, Channel, ChannelState, IoError, Req, Slot, SrpInitiator, SubmitError,
+    SRP_MAX_IMM_SGE, SRP_TSK_MGMT_SQ_SIZE,
 };
 
 /// A command's data direction (from the initiator's side).
@@ -291,11 +291,10 @@ impl SrpInitiator {
         }
         c.sq_avail -= 1;
         c.req_lim -= 1;
-        c.slots[slot as usize] = Some(Req {
+        c.slots[slot as usize] = Slot::InFlight(Req {
             user: cmd.user,
             lun: cmd.lun,
             deadline: now + cmd.timeout.unwrap_or(self.cfg.cmd_timeout),
-            aborting: false,
         });
         Ok(host_tag)
     }

@@ -21,7 +21,7 @@ use crate::iu::SRP_IMM_DATA_OFFSET;
 use super::completion::post_recv;
 use super::{
     max_it_iu_len, res, Channel, ChannelState, Conn, DownReason, InitiatorEvent, LoginError,
-    SessionState, SrpInitiator, SRP_RESPONDER_RESOURCES, SRP_TSK_MGMT_SQ_SIZE,
+    SessionState, Slot, SrpInitiator, SRP_RESPONDER_RESOURCES, SRP_TSK_MGMT_SQ_SIZE,
 };
 
 impl SrpInitiator {
@@ -333,7 +333,7 @@ impl SrpInitiator {
         c.rx = Some(rx);
         c.tx = Some(tx);
         c.free_tx = (0..qs).rev().collect();
-        c.slots = vec![None; can_queue as usize];
+        c.slots = vec![Slot::Free; can_queue as usize];
         c.free_slots = (0..can_queue).rev().collect();
         let qpn = c.qpn;
         for i in 0..qs {

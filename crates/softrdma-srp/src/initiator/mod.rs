@@ -244,13 +244,40 @@ enum Conn {
     Ib(CmId),
 }
 
+/// A command in flight.
 #[derive(Debug, Clone, Copy)]
 struct Req {
     user: u64,
     lun: u64,
     deadline: Instant,
-    /// An ABORT TASK for it is queued or in flight.
-    aborting: bool,
+}
+
+/// A tag, by where its command is.
+#[derive(Debug, Clone, Copy, Default)]
+enum Slot {
+    #[default]
+    Free,
+    /// Sent; its deadline runs.
+    InFlight(Req),
+    /// Past its deadline: an ABORT TASK for it is queued or in flight.
+    Aborting(Req),
+}
+
+impl Slot {
+    /// The command, freeing the tag.
+    fn take(&mut self) -> Option<Req> {
+        match std::mem::take(self) {
+            Slot::Free => None,
+            Slot::InFlight(r) | Slot::Aborting(r) => Some(r),
+        }
+    }
+
+    fn req(&self) -> Option<&Req> {
+        match self {
+            Slot::Free => None,
+            Slot::InFlight(r) | Slot::Aborting(r) => Some(r),
+        }
+    }
 }
 
 struct Channel {
@@ -269,7 +296,7 @@ struct Channel {
     tx: Option<MrKeys>,
     idb: Option<MrKeys>,
     free_tx: Vec<u32>,
-    slots: Vec<Option<Req>>,
+    slots: Vec<Slot>,
     free_slots: Vec<u32>,
     tsk_mgmt_tag: u64,
     tmf: Option<Tmf>,

@@ -11,7 +11,7 @@ use crate::iu::{self};
 
 use super::completion::post_send;
 use super::{
-    wire_tag, ChannelState, Completion, DownReason, InitiatorEvent, IoError, SessionState,
+    wire_tag, ChannelState, Completion, DownReason, InitiatorEvent, IoError, SessionState, Slot,
     SrpInitiator, SRP_TAG_NO_REQ, SRP_TAG_TSK_MGMT,
 };
 
@@ -45,8 +45,8 @@ impl SrpInitiator {
             if let Some(m) = &c.tmf {
                 min(m.deadline);
             }
-            for r in c.slots.iter().flatten() {
-                if !r.aborting {
+            for s in &c.slots {
+                if let Slot::InFlight(r) = s {
                     min(r.deadline);
                 }
             }
@@ -63,10 +63,10 @@ impl SrpInitiator {
             }
             // srp_abort for every command past its deadline.
             let c = &mut self.channels[k];
-            for (slot, r) in c.slots.iter_mut().enumerate() {
-                if let Some(r) = r {
-                    if !r.aborting && r.deadline <= now {
-                        r.aborting = true;
+            for (slot, s) in c.slots.iter_mut().enumerate() {
+                if let Slot::InFlight(r) = *s {
+                    if r.deadline <= now {
+                        *s = Slot::Aborting(r);
                         c.tmf_queue
                             .push_back((TmfKind::Abort { slot: slot as u32 }, r.lun));
                     }
@@ -138,7 +138,7 @@ impl SrpInitiator {
                 if !c
                     .slots
                     .get(slot as usize)
-                    .is_some_and(|s| s.is_some_and(|r| r.aborting))
+                    .is_some_and(|s| matches!(s, Slot::Aborting(_)))
                 {
                     c.tmf_queue.pop_front();
                     continue;
@@ -231,7 +231,8 @@ impl SrpInitiator {
                 for ch in 0..self.channels.len() {
                     let c = &mut self.channels[ch];
                     for (slot, s) in c.slots.iter_mut().enumerate() {
-                        if s.is_some_and(|r| r.lun == t.lun) {
+                        if s.req().is_some_and(|r| r.lun == t.lun) {
+                            let aborting = matches!(s, Slot::Aborting(_));
                             let Some(req) = s.take() else { continue };
                             c.free_slots.push(slot as u32);
                             self.completions.push_back(Completion {
@@ -239,7 +240,7 @@ impl SrpInitiator {
                                 user: req.user,
                                 lun: req.lun,
                                 channel: ch,
-                                result: Err(if req.aborting {
+                                result: Err(if aborting {
                                     IoError::TimedOut { rsp_code: None }
                                 } else {
                                     IoError::Reset
