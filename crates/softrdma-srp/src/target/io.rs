@@ -73,6 +73,15 @@ pub(super) enum RspKind {
     TLogout(TLogoutReason),
 }
 
+/// How an aborted task ends (`task_aborted_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Aborted {
+    /// With TASK ABORTED.
+    WithStatus,
+    /// Silently: no response; its credit comes back with the next one.
+    Silently,
+}
+
 #[derive(Default)]
 pub(super) struct Io {
     pub(super) state: IoState,
@@ -83,9 +92,8 @@ pub(super) struct Io {
     pub(super) descs: Vec<DirectBuf>,
     /// Recorded with `Target::task_started` and not finished.
     pub(super) task: bool,
-    /// Aborted by a task management function (`task_aborted_status`: end with TASK
-    /// ABORTED, else silently).
-    pub(super) aborted: Option<bool>,
+    /// Aborted by a task management function, and how it ends.
+    pub(super) aborted: Option<Aborted>,
 }
 
 impl Io {
@@ -308,7 +316,7 @@ impl SrpTarget {
         };
         let x = &mut c.ios[i as usize];
         if x.aborted.is_some() {
-            if x.aborted == Some(false) {
+            if x.aborted == Some(Aborted::Silently) {
                 c.req_lim_delta += 1;
                 if let Some(DataAt::Buf(b)) = x.state.data() {
                     c.bufs[b].busy = false;
@@ -474,7 +482,7 @@ impl SrpTarget {
                 }
                 IoState::NeedRsp(ref reply) => {
                     let x = &c.ios[i as usize];
-                    if x.aborted == Some(false) {
+                    if x.aborted == Some(Aborted::Silently) {
                         c.req_lim_delta += 1;
                         self.free_io(ch, i);
                         return;

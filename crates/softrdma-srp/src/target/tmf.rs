@@ -11,7 +11,7 @@ use softrdma_wire::srp::{RspCode, TaskMgmtFunction, TskMgmtRepr};
 use crate::iu::Direction;
 
 use super::completion::Arrived;
-use super::io::{IoState, RspKind};
+use super::io::{Aborted, IoState, RspKind};
 use super::{post_recv_slot, SrpTarget};
 
 impl SrpTarget {
@@ -96,7 +96,11 @@ impl SrpTarget {
         let c = self.channels.get_mut(&ch).expect("channel");
         let x = &mut c.ios[i as usize];
         x.task = false;
-        x.aborted = Some(status);
+        x.aborted = Some(if status {
+            Aborted::WithStatus
+        } else {
+            Aborted::Silently
+        });
         if matches!(x.state, IoState::Reading { .. }) {
             // The READs finish first; data_out_done sees the abort.
             return;
@@ -120,7 +124,7 @@ impl SrpTarget {
             return;
         };
         let x = &mut c.ios[i as usize];
-        if x.aborted == Some(true) {
+        if x.aborted == Some(Aborted::WithStatus) {
             x.respond(Response {
                 status: ScsiStatus::TASK_ABORTED,
                 sense: None,
