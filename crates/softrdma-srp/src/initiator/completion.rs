@@ -14,7 +14,7 @@ use crate::wr_id::{WrId, WrKind};
 
 use super::{
     wire_tag, ChannelState, Completion, DownReason, InitiatorEvent, ScsiResult, SrpInitiator,
-    SRP_TAG_TSK_MGMT,
+    Warning, SRP_TAG_TSK_MGMT,
 };
 
 impl SrpInitiator {
@@ -96,7 +96,7 @@ impl SrpInitiator {
                 Ok(r) => self.process_rsp(now, k, r),
                 Err(e) => self.events.push_back(InitiatorEvent::Warning {
                     channel: Some(k),
-                    what: format!("malformed SRP_RSP: {e}"),
+                    what: Warning::MalformedRsp(e),
                 }),
             },
             Opcode::CRED_REQ => {
@@ -126,7 +126,7 @@ impl SrpInitiator {
             }
             op => self.events.push_back(InitiatorEvent::Warning {
                 channel: Some(k),
-                what: format!("Unhandled SRP opcode {:#04x}", op.0),
+                what: Warning::UnhandledOpcode(op),
             }),
         }
     }
@@ -137,7 +137,7 @@ impl SrpInitiator {
         let (Some(tx), Some(i)) = (c.tx, c.free_tx.pop()) else {
             self.events.push_back(InitiatorEvent::Warning {
                 channel: Some(k),
-                what: "no IU available to send response".into(),
+                what: Warning::NoIuForResponse,
             });
             return;
         };
@@ -167,7 +167,7 @@ impl SrpInitiator {
                 }
                 _ => self.events.push_back(InitiatorEvent::Warning {
                     channel: Some(k),
-                    what: format!("Received tsk mgmt response too late for tag {host:#x}"),
+                    what: Warning::LateTmfResponse { tag: host },
                 }),
             }
             return;

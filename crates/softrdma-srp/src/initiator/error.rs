@@ -8,7 +8,7 @@ use softrdma_core::rdma_cm::{RdmaCmError, RdmaCmEventType};
 use softrdma_core::verbs::{VerbsError, WcStatus};
 
 use softrdma_wire::cm::RejectReason;
-use softrdma_wire::srp::{LoginRejReason, LoginRejRepr, RspCode};
+use softrdma_wire::srp::{LoginRejReason, LoginRejRepr, Opcode, RspCode};
 
 /// A rejected login: the CM's reject reason and, for a consumer-defined reject, the
 /// SRP_LOGIN_REJ in its private data.
@@ -297,6 +297,41 @@ impl fmt::Display for SubmitError {
 }
 
 impl std::error::Error for SubmitError {}
+
+/// Something unexpected on a channel that does not end it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Warning {
+    /// An SRP_RSP that does not parse.
+    MalformedRsp(softrdma_wire::Error),
+    /// An IU type an initiator does not take ("Unhandled SRP opcode").
+    UnhandledOpcode(Opcode),
+    /// No send IU free for the answer to a target's request.
+    NoIuForResponse,
+    /// A task management response for none in flight (after its timeout).
+    LateTmfResponse { tag: u64 },
+    /// A LOGICAL UNIT RESET answered with something else than "complete" (`None`: no
+    /// response data).
+    LunResetFailed { rsp_code: Option<RspCode> },
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::MalformedRsp(e) => write!(f, "malformed SRP_RSP: {e}"),
+            Warning::UnhandledOpcode(op) => write!(f, "Unhandled SRP opcode {:#04x}", op.0),
+            Warning::NoIuForResponse => f.write_str("no IU available to send response"),
+            Warning::LateTmfResponse { tag } => {
+                write!(f, "Received tsk mgmt response too late for tag {tag:#x}")
+            }
+            Warning::LunResetFailed { rsp_code: Some(c) } => {
+                write!(f, "LOGICAL UNIT RESET answered RSP_CODE {}: {c}", c.0)
+            }
+            Warning::LunResetFailed { rsp_code: None } => {
+                f.write_str("LOGICAL UNIT RESET answered without an RSP_CODE")
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

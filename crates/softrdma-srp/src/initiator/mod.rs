@@ -62,7 +62,7 @@ use softrdma_wire::Gid;
 use crate::add_target::{AddTarget, Dest};
 use crate::iu::{SRP_CMD_LEN, SRP_IMM_DATA_OFFSET};
 
-pub use error::{DownReason, IoError, LoginError, QpTransitionError, Reject, SubmitError};
+pub use error::{DownReason, IoError, LoginError, QpTransitionError, Reject, SubmitError, Warning};
 pub use io::{Command, Completion, DataDir, ScsiResult, Segment};
 use tmf::{Tmf, TmfKind};
 
@@ -229,7 +229,7 @@ pub enum InitiatorEvent {
     /// Something unexpected.
     Warning {
         channel: Option<usize>,
-        what: String,
+        what: Warning,
     },
 }
 

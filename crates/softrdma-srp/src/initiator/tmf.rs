@@ -12,7 +12,7 @@ use crate::iu::{self};
 use super::completion::post_send;
 use super::{
     wire_tag, ChannelState, Completion, DownReason, InitiatorEvent, IoError, SessionState, Slot,
-    SrpInitiator, SRP_TAG_NO_REQ, SRP_TAG_TSK_MGMT,
+    SrpInitiator, Warning, SRP_TAG_NO_REQ, SRP_TAG_TSK_MGMT,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,7 +224,9 @@ impl SrpInitiator {
                     // the LUN's commands.
                     self.events.push_back(InitiatorEvent::Warning {
                         channel: Some(k),
-                        what: format!("LOGICAL UNIT RESET answered RSP_CODE {code:?}"),
+                        what: Warning::LunResetFailed {
+                            rsp_code: code.map(RspCode),
+                        },
                     });
                 }
                 // Every command of the LUN ends (timed-out ones as such).
