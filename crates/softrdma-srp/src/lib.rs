@@ -14,6 +14,7 @@
 //! - [`dm`]: the device-management MAD answers (`srpt_mgmt_method_get`).
 //! - [`guid`]: GUID text forms.
 //! - [`verify`]: the self-describing data pattern of verified workloads.
+//! - `wr_id`: the work request ids both engines pack (channel, kind, slot).
 //!
 //! `docs/srp-target.md` describes the protocol as implemented and where it differs from 6.1.
 
@@ -33,8 +34,8 @@ mod wr_id;
 pub use add_target::{AddTarget, Dest};
 pub use channel::ChannelState;
 pub use initiator::{
-    Command, Completion, DataDir, InitiatorConfig, InitiatorEvent, IoError, LoginError, ScsiResult,
-    Segment, SessionState, SrpInitiator, SubmitError,
+    Command, Completion, DataDir, DownReason, InitiatorConfig, InitiatorEvent, IoError, LoginError,
+    ScsiResult, Segment, SessionState, SrpInitiator, SubmitError,
 };
 pub use login::{AclEntry, LoginPolicy, LoginRequest, Refusal};
 pub use target::{

@@ -13,7 +13,7 @@ use softrdma_core::time::{Duration, Instant};
 use softrdma_core::verbs::MrKeys;
 use softrdma_core::Stack;
 use softrdma_scsi::{BlockSize, LogicalUnit, LunConfig, LunId, MemStore, Target, TargetConfig};
-use softrdma_srp::initiator::{cdb, ChannelState as IChan};
+use softrdma_srp::initiator::{cdb, ChannelState as IChan, DownReason};
 use softrdma_srp::verify;
 use softrdma_srp::{
     AddTarget, Command, Completion, InitiatorConfig, InitiatorEvent, IoError, LoginError, Segment,
@@ -21,7 +21,7 @@ use softrdma_srp::{
 };
 use softrdma_wire::scsi::ScsiStatus;
 use softrdma_wire::srp::login::MultiChannelResult;
-use softrdma_wire::srp::TaskMgmtFunction;
+use softrdma_wire::srp::{RspCode, TaskMgmtFunction};
 use softrdma_wire::{Gid, Guid};
 
 const GUID: u64 = 0x5054_00ff_fe77_0001;
@@ -657,7 +657,12 @@ fn abort_task_on_timeout_then_lun_reset_then_giving_up() {
     let mut cmd = Command::new(0, &c[..n]).write_from(&s);
     cmd.timeout = Some(Duration::from_millis(7));
     let r = w.exec(&cmd);
-    assert_eq!(r.result, Err(IoError::TimedOut { rsp_code: Some(0) }));
+    assert_eq!(
+        r.result,
+        Err(IoError::TimedOut {
+            rsp_code: Some(RspCode::COMPLETE)
+        })
+    );
     assert!(w.i.events.iter().any(|e| matches!(e,
         InitiatorEvent::TaskMgmt { function: TaskMgmtFunction::ABORT_TASK, task_tag, .. } if *task_tag == r.tag)));
     // The next command works, and returns the aborted one's credit (1 + 1).
@@ -684,7 +689,10 @@ fn abort_task_on_timeout_then_lun_reset_then_giving_up() {
     assert!(took < Duration::from_secs(15), "{took}");
     for d in &w.i.done {
         assert!(
-            matches!(&d.result, Err(IoError::ChannelDown(w)) if w.contains("does not answer")),
+            matches!(
+                &d.result,
+                Err(IoError::ChannelDown(DownReason::TargetUnresponsive))
+            ),
             "{d:?}"
         );
     }

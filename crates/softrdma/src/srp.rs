@@ -649,7 +649,7 @@ pub fn event_text(e: &InitiatorEvent) -> String {
         }
         InitiatorEvent::Warning { channel, what } => match channel {
             Some(c) => format!("channel {c}: {what}"),
-            None => what.clone(),
+            None => what.to_string(),
         },
     }
 }

@@ -13,8 +13,8 @@ use crate::iu::{self};
 use crate::wr_id::{WrId, WrKind};
 
 use super::{
-    wire_tag, ChannelState, Completion, Conn, InitiatorEvent, ScsiResult, SrpInitiator,
-    SRP_TAG_TSK_MGMT,
+    wire_tag, ChannelState, Completion, DownReason, InitiatorEvent, ScsiResult, SrpInitiator,
+    Warning, SRP_TAG_TSK_MGMT,
 };
 
 impl SrpInitiator {
@@ -58,11 +58,10 @@ impl SrpInitiator {
         if wc.status != WcStatus::Success {
             if c.state == ChannelState::Live && wc.status != WcStatus::WrFlushErr {
                 // srp_handle_qp_err: "failed SEND/RECV status ..."
-                let why = format!(
-                    "failed {} status {:?}",
-                    if kind == WrKind::Send { "SEND" } else { "RECV" },
-                    wc.status
-                );
+                let why = DownReason::WorkCompletion {
+                    send: kind == WrKind::Send,
+                    status: wc.status,
+                };
                 self.channel_down(k, why);
                 self.disconnect_channel_after_error(now, rdma, stack, k);
                 self.after_change(now, rdma, stack);
@@ -90,27 +89,6 @@ impl SrpInitiator {
         self.pump_tmf(now, stack, k);
     }
 
-    pub(super) fn disconnect_channel_after_error(
-        &mut self,
-        now: Instant,
-        rdma: &mut RdmaCm,
-        stack: &mut Stack,
-        k: usize,
-    ) {
-        // channel_down set DISCONNECTING; send the DREQ anyway (the CM retries it, then
-        // gives up into timewait), so a target that is still there hears of it.
-        let c = &mut self.channels[k];
-        let ok = match &c.conn {
-            Some(Conn::Rdma(id)) => rdma.disconnect(now, stack, id).is_ok(),
-            Some(Conn::Ib(id)) => rdma.cm_mut().send_dreq(now, id, &[]).is_ok(),
-            None => false,
-        };
-        self.qp_to_err(stack, k);
-        if !ok {
-            self.release_channel(now, rdma, stack, k);
-        }
-    }
-
     /// `srp_recv_done`: one IU from the target.
     pub(super) fn handle_iu(&mut self, now: Instant, stack: &mut Stack, k: usize, b: &[u8]) {
         match Opcode(b[0]) {
@@ -118,7 +96,7 @@ impl SrpInitiator {
                 Ok(r) => self.process_rsp(now, k, r),
                 Err(e) => self.events.push_back(InitiatorEvent::Warning {
                     channel: Some(k),
-                    what: format!("malformed SRP_RSP: {e}"),
+                    what: Warning::MalformedRsp(e),
                 }),
             },
             Opcode::CRED_REQ => {
@@ -148,7 +126,7 @@ impl SrpInitiator {
             }
             op => self.events.push_back(InitiatorEvent::Warning {
                 channel: Some(k),
-                what: format!("Unhandled SRP opcode {:#04x}", op.0),
+                what: Warning::UnhandledOpcode(op),
             }),
         }
     }
@@ -159,7 +137,7 @@ impl SrpInitiator {
         let (Some(tx), Some(i)) = (c.tx, c.free_tx.pop()) else {
             self.events.push_back(InitiatorEvent::Warning {
                 channel: Some(k),
-                what: "no IU available to send response".into(),
+                what: Warning::NoIuForResponse,
             });
             return;
         };
@@ -189,7 +167,7 @@ impl SrpInitiator {
                 }
                 _ => self.events.push_back(InitiatorEvent::Warning {
                     channel: Some(k),
-                    what: format!("Received tsk mgmt response too late for tag {host:#x}"),
+                    what: Warning::LateTmfResponse { tag: host },
                 }),
             }
             return;

@@ -1,19 +1,21 @@
 //! Commands (`srp_queuecommand`, `srp_map_data`): what a caller submits, how its data is
 //! described to the target, and what it gets back.
 
+use std::fmt;
+
 use softrdma_core::time::{Duration, Instant};
 use softrdma_core::verbs::MrKeys;
 use softrdma_core::Stack;
 use softrdma_scsi::LunId;
-use softrdma_wire::scsi::ScsiStatus;
+use softrdma_wire::scsi::{ScsiStatus, SenseRepr};
 use softrdma_wire::srp::DirectBuf;
 
 use crate::iu::{self, CmdData, SRP_IMM_DATA_OFFSET};
 
 use super::completion::post_send;
 use super::{
-    wire_tag, Channel, ChannelState, IoError, Req, SrpInitiator, SubmitError, SRP_MAX_IMM_SGE,
-    SRP_TSK_MGMT_SQ_SIZE,
+    wire_tag, Channel, ChannelState, IoError, Req, Slot, SrpInitiator, SubmitError,
+    SRP_MAX_IMM_SGE, SRP_TSK_MGMT_SQ_SIZE,
 };
 
 /// A command's data direction (from the initiator's side).
@@ -46,7 +48,7 @@ pub struct Command<'a> {
     pub segs: &'a [Segment],
     /// The caller's cookie, handed back in the [`Completion`].
     pub user: u64,
-    /// The deadline (default [`InitiatorConfig::cmd_timeout`]).
+    /// The deadline (default [`InitiatorConfig::cmd_timeout`](super::InitiatorConfig::cmd_timeout)).
     pub timeout: Option<Duration>,
     /// The channel to use (default: the next live one with room).
     pub channel: Option<usize>,
@@ -94,6 +96,30 @@ impl ScsiResult {
     /// Sense key, ASC, ASCQ of fixed-format sense data.
     pub fn sense_key(&self) -> Option<(u8, u8, u8)> {
         (self.sense.len() >= 14).then(|| (self.sense[2] & 0x0f, self.sense[12], self.sense[13]))
+    }
+
+    /// The sense data, parsed (fixed or descriptor format); `None` if there is none or it
+    /// does not parse.
+    pub fn sense_data(&self) -> Option<SenseRepr> {
+        if self.sense.is_empty() {
+            return None;
+        }
+        SenseRepr::parse(&self.sense).ok()
+    }
+}
+
+impl fmt::Display for ScsiResult {
+    /// The status, then what the sense data says went wrong and what the residual left.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.status)?;
+        if let Some(s) = self.sense_data() {
+            write!(f, ": {}, {}", s.sense_key(), s.asc_ascq())?;
+        }
+        match self.resid {
+            0 => Ok(()),
+            n if n > 0 => write!(f, " ({n} bytes not moved)"),
+            n => write!(f, " ({} bytes more than the buffers held)", -n),
+        }
     }
 }
 
@@ -147,10 +173,10 @@ impl SrpInitiator {
         cmd: &Command<'_>,
     ) -> Result<u64, SubmitError> {
         if cmd.cdb.len() > 32 || cmd.cdb.is_empty() {
-            return Err(SubmitError::BadCommand("a CDB is 1 to 32 bytes"));
+            return Err(SubmitError::CdbLength { len: cmd.cdb.len() });
         }
         if cmd.dir != DataDir::None && cmd.segs.is_empty() {
-            return Err(SubmitError::BadCommand("a data phase needs buffers"));
+            return Err(SubmitError::NoBuffers);
         }
         if !self.is_live() {
             return Err(SubmitError::NotLive);
@@ -232,7 +258,9 @@ impl SrpInitiator {
             c.free_slots.push(slot);
             c.free_tx.push(ti);
             self.scratch = buf;
-            return Err(SubmitError::BadCommand("the IU does not fit"));
+            return Err(SubmitError::IuTooLong {
+                max_it_iu_len: c.max_it_iu_len,
+            });
         };
         if imm {
             let mut at = SRP_IMM_DATA_OFFSET;
@@ -246,7 +274,7 @@ impl SrpInitiator {
                     c.free_slots.push(slot);
                     c.free_tx.push(ti);
                     self.scratch = buf;
-                    return Err(SubmitError::Buffer(e.to_string()));
+                    return Err(SubmitError::ImmediateData(e));
                 }
                 at += n;
             }
@@ -259,15 +287,14 @@ impl SrpInitiator {
         if let Err(e) = post_send(stack, c.qpn, k, tx, addr, len as u32, ti) {
             c.free_slots.push(slot);
             c.free_tx.push(ti);
-            return Err(SubmitError::Buffer(format!("Send failed: {e}")));
+            return Err(SubmitError::Send(e));
         }
         c.sq_avail -= 1;
         c.req_lim -= 1;
-        c.slots[slot as usize] = Some(Req {
+        c.slots[slot as usize] = Slot::InFlight(Req {
             user: cmd.user,
             lun: cmd.lun,
             deadline: now + cmd.timeout.unwrap_or(self.cfg.cmd_timeout),
-            aborting: false,
         });
         Ok(host_tag)
     }
@@ -275,3 +302,30 @@ impl SrpInitiator {
 
 /// `SRP_MAX_IMM_SGE`.
 pub(super) const SRP_IMM_DATA_SGE_LIMIT: usize = SRP_MAX_IMM_SGE;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use softrdma_wire::scsi::{AscAscq, SenseKey};
+
+    #[test]
+    fn a_result_says_what_went_wrong() {
+        let sense = SenseRepr::fixed(SenseKey::ILLEGAL_REQUEST, AscAscq::new(0x24, 0));
+        let r = ScsiResult {
+            status: ScsiStatus::CHECK_CONDITION,
+            sense: sense.to_bytes(),
+            resid: 512,
+        };
+        assert_eq!(r.sense_key(), Some((5, 0x24, 0)));
+        assert_eq!(r.sense_data(), Some(sense));
+        let text = r.to_string();
+        assert!(text.contains("ILLEGAL REQUEST"), "{text}");
+        assert!(text.ends_with("(512 bytes not moved)"), "{text}");
+        let good = ScsiResult {
+            status: ScsiStatus::GOOD,
+            sense: Vec::new(),
+            resid: 0,
+        };
+        assert_eq!(good.sense_data(), None);
+    }
+}

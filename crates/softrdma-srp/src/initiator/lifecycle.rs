@@ -1,7 +1,7 @@
 //! A channel's CM events after the REQ (`srp_rdma_cm_handler`, `srp_ib_cm_handler`) and its
 //! way down: disconnected, released, logged out.
 
-use softrdma_core::cm::CmEvent;
+use softrdma_core::cm::{CmError, CmEvent};
 use softrdma_core::device::{GidType, PORT_NUM};
 use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEvent, RdmaCmEventType, RdmaId};
 use softrdma_core::time::Instant;
@@ -11,8 +11,8 @@ use softrdma_wire::srp::LoginReqRdmaRepr;
 use softrdma_wire::Gid;
 
 use super::{
-    ChannelState, Completion, Conn, InitiatorEvent, IoError, LoginError, Reject, SessionState,
-    SrpInitiator, SRP_RESPONDER_RESOURCES,
+    ChannelState, Completion, Conn, DownReason, InitiatorEvent, IoError, LoginError,
+    QpTransitionError, Reject, SessionState, SrpInitiator, SRP_RESPONDER_RESOURCES,
 };
 
 impl SrpInitiator {
@@ -35,31 +35,13 @@ impl SrpInitiator {
         };
         use RdmaCmEventType as T;
         let st = self.channels[k].state;
-        match ev.event {
-            T::AddrResolved => {
-                let r = match &self.channels[k].conn {
-                    Some(Conn::Rdma(id)) => rdma.resolve_route(id),
-                    _ => return,
-                };
-                if let Err(e) = r {
-                    let _ = self.fail_login_and_release(
-                        now,
-                        rdma,
-                        stack,
-                        k,
-                        LoginError::Route(e.to_string()),
-                    );
-                }
-            }
-            T::AddrError => {
-                let _ = self.fail_login_and_release(
-                    now,
-                    rdma,
-                    stack,
-                    k,
-                    LoginError::Address(format!("RDMA_CM_EVENT_ADDR_ERROR (status {})", ev.status)),
-                );
-            }
+        // A login step that failed: the channel's login fails and the channel goes.
+        let failed = match ev.event {
+            T::AddrResolved => match &self.channels[k].conn {
+                Some(Conn::Rdma(id)) => rdma.resolve_route(id).err().map(LoginError::ResolveRoute),
+                _ => return,
+            },
+            T::AddrError => Some(LoginError::AddrError { status: ev.status }),
             T::RouteResolved => {
                 let c = &self.channels[k];
                 let param = ConnParam {
@@ -75,52 +57,31 @@ impl SrpInitiator {
                     Some(Conn::Rdma(id)) => rdma.connect(now, stack, id, Some(qpn), &param),
                     _ => return,
                 };
-                match r {
-                    Ok(()) => {
-                        self.channels[k].state = ChannelState::Connecting;
-                        let multi = self.channels[k].multi;
-                        self.events
-                            .push_back(InitiatorEvent::LoginSent { channel: k, multi });
-                    }
-                    Err(e) => {
-                        let _ = self.fail_login_and_release(
-                            now,
-                            rdma,
-                            stack,
-                            k,
-                            LoginError::Connect(e.to_string()),
-                        );
-                    }
+                if r.is_ok() {
+                    self.channels[k].state = ChannelState::Connecting;
+                    let multi = self.channels[k].multi;
+                    self.events
+                        .push_back(InitiatorEvent::LoginSent { channel: k, multi });
                 }
+                r.err().map(LoginError::Connect)
             }
-            T::RouteError => {
-                let _ = self.fail_login_and_release(
-                    now,
-                    rdma,
-                    stack,
-                    k,
-                    LoginError::Route(format!("RDMA_CM_EVENT_ROUTE_ERROR (status {})", ev.status)),
-                );
-            }
-            T::Unreachable if st < ChannelState::Live => {
-                let _ = self.fail_login_and_release(now, rdma, stack, k, LoginError::Unreachable);
-            }
+            T::RouteError => Some(LoginError::RouteError { status: ev.status }),
+            T::Unreachable if st < ChannelState::Live => Some(LoginError::Unreachable),
             T::ConnectError if st < ChannelState::Live => {
-                let _ = self.fail_login_and_release(
-                    now,
-                    rdma,
-                    stack,
-                    k,
-                    LoginError::Connect(format!(
-                        "RDMA_CM_EVENT_CONNECT_ERROR (status {})",
-                        ev.status
-                    )),
-                );
+                Some(LoginError::ConnectError { status: ev.status })
             }
-            T::Rejected if st < ChannelState::Live => {
-                let rej = Reject::new(ev.reject_reason, &ev.private_data);
-                let _ = self.fail_login_and_release(now, rdma, stack, k, LoginError::Rejected(rej));
-            }
+            T::Rejected if st < ChannelState::Live => Some(LoginError::Rejected(Reject::new(
+                ev.reject_reason,
+                &ev.private_data,
+            ))),
+            _ => None,
+        };
+        if let Some(e) = failed {
+            let _ = self.fail_login_and_release(now, rdma, stack, k, e);
+            self.after_change(now, rdma, stack);
+            return;
+        }
+        match ev.event {
             T::Established if st == ChannelState::Connecting => {
                 self.logged_in(now, rdma, stack, k, &ev.private_data);
             }
@@ -136,13 +97,19 @@ impl SrpInitiator {
                     if let Some(Conn::Rdma(id)) = &self.channels[k].conn {
                         let _ = rdma.disconnect(now, stack, id);
                     }
-                    self.channel_down(k, "the target disconnected (DREQ received)".into());
+                    self.channel_down(k, DownReason::TargetDisconnected);
                 }
                 self.release_channel(now, rdma, stack, k);
             }
             T::TimewaitExit => {}
             T::Unreachable | T::ConnectError | T::Rejected => {
-                self.channel_down(k, format!("{} (status {})", ev.event, ev.status));
+                self.channel_down(
+                    k,
+                    DownReason::CmEvent {
+                        event: ev.event,
+                        status: ev.status,
+                    },
+                );
                 self.release_channel(now, rdma, stack, k);
             }
             _ => {}
@@ -176,29 +143,38 @@ impl SrpInitiator {
                 let pd = rep.private_data.to_vec();
                 let qpn = self.channels[k].qpn;
                 let src = self.src.map(Gid::from);
-                let r: Result<(), String> = (|| {
+                let r: Result<(), QpTransitionError> = (|| {
                     let Some(Conn::Ib(cid)) = &self.channels[k].conn else {
-                        return Err("no id".into());
+                        return Err(QpTransitionError::Cm(CmError::NoSuchId));
                     };
                     let cm = rdma.cm_mut();
                     let (mut a, m) = cm
                         .init_qp_attr(cid, QpState::Rtr)
-                        .map_err(|e| format!("{e:?}"))?;
+                        .map_err(QpTransitionError::Cm)?;
                     if let Some(g) = src {
                         if let Ok(i) = stack.device.find_gid(PORT_NUM, &g, GidType::RoceV2) {
                             a.ah_attr.sgid_index = i;
                         }
                     }
-                    stack.modify_qp(qpn, &a, m).map_err(|e| e.to_string())?;
+                    stack
+                        .modify_qp(qpn, &a, m)
+                        .map_err(QpTransitionError::Verbs)?;
                     let (a, m) = cm
                         .init_qp_attr(cid, QpState::Rts)
-                        .map_err(|e| format!("{e:?}"))?;
-                    stack.modify_qp(qpn, &a, m).map_err(|e| e.to_string())?;
+                        .map_err(QpTransitionError::Cm)?;
+                    stack
+                        .modify_qp(qpn, &a, m)
+                        .map_err(QpTransitionError::Verbs)?;
                     Ok(())
                 })();
                 if let Err(e) = r {
-                    let _ =
-                        self.fail_login_and_release(now, rdma, stack, k, LoginError::Connect(e));
+                    let _ = self.fail_login_and_release(
+                        now,
+                        rdma,
+                        stack,
+                        k,
+                        LoginError::QpTransition(e),
+                    );
                 } else if self.logged_in(now, rdma, stack, k, &pd) {
                     if let Some(Conn::Ib(cid)) = &self.channels[k].conn {
                         let _ = rdma.cm_mut().send_rtu(now, cid, &[]);
@@ -219,7 +195,7 @@ impl SrpInitiator {
                 }
                 self.qp_to_err(stack, k);
                 if st == ChannelState::Live {
-                    self.channel_down(k, "the target disconnected (DREQ received)".into());
+                    self.channel_down(k, DownReason::TargetDisconnected);
                 }
                 self.release_channel(now, rdma, stack, k);
             }
@@ -233,12 +209,12 @@ impl SrpInitiator {
                     });
                 }
                 if st == ChannelState::Live {
-                    self.channel_down(k, "connection closed".into());
+                    self.channel_down(k, DownReason::ConnectionClosed);
                 }
                 self.release_channel(now, rdma, stack, k);
             }
             CmEvent::RejReceived { .. } => {
-                self.channel_down(k, "REJ received".into());
+                self.channel_down(k, DownReason::Rejected);
                 self.release_channel(now, rdma, stack, k);
             }
             _ => {}
@@ -268,7 +244,7 @@ impl SrpInitiator {
     }
 
     /// The channel is down: its commands end with `why`.
-    pub(super) fn channel_down(&mut self, k: usize, why: String) {
+    pub(super) fn channel_down(&mut self, k: usize, why: DownReason) {
         let c = &mut self.channels[k];
         if c.state <= ChannelState::Live {
             c.state = ChannelState::Disconnecting;
@@ -307,6 +283,22 @@ impl SrpInitiator {
             return;
         }
         c.state = ChannelState::Disconnecting;
+        self.disconnect_channel_after_error(now, rdma, stack, k);
+    }
+
+    /// DREQ (or the release, if the CM refuses) for channel `k` whatever its state; the QP
+    /// to ERR.
+    pub(super) fn disconnect_channel_after_error(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        k: usize,
+    ) {
+        // After an error channel_down has set DISCONNECTING; the DREQ goes anyway (the CM
+        // retries it, then gives up into timewait), so a target that is still there hears
+        // of it.
+        let c = &mut self.channels[k];
         let ok = match &c.conn {
             Some(Conn::Rdma(id)) => rdma.disconnect(now, stack, id).is_ok(),
             Some(Conn::Ib(id)) => rdma.cm_mut().send_dreq(now, id, &[]).is_ok(),
@@ -363,7 +355,7 @@ impl SrpInitiator {
         for k in 0..self.channels.len() {
             let st = self.channels[k].state;
             if st == ChannelState::Live {
-                self.channel_down(k, "logged out".into());
+                self.channel_down(k, DownReason::LoggedOut);
                 self.channels[k].state = ChannelState::Live;
                 self.disconnect_channel(now, rdma, stack, k);
             } else if st < ChannelState::Live {
@@ -371,9 +363,15 @@ impl SrpInitiator {
             }
         }
         // The ChannelDown events of a logout are ours, not news.
-        self.events.retain(
-            |e| !matches!(e, InitiatorEvent::ChannelDown { why, .. } if why == "logged out"),
-        );
+        self.events.retain(|e| {
+            !matches!(
+                e,
+                InitiatorEvent::ChannelDown {
+                    why: DownReason::LoggedOut,
+                    ..
+                }
+            )
+        });
         self.after_change(now, rdma, stack);
     }
 }

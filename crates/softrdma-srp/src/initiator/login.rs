@@ -20,8 +20,8 @@ use crate::iu::SRP_IMM_DATA_OFFSET;
 
 use super::completion::post_recv;
 use super::{
-    max_it_iu_len, res, Channel, ChannelState, Conn, InitiatorEvent, LoginError, SessionState,
-    SrpInitiator, SRP_RESPONDER_RESOURCES, SRP_TSK_MGMT_SQ_SIZE,
+    max_it_iu_len, res, Channel, ChannelState, Conn, DownReason, InitiatorEvent, LoginError,
+    SessionState, Slot, SrpInitiator, SRP_RESPONDER_RESOURCES, SRP_TSK_MGMT_SQ_SIZE,
 };
 
 impl SrpInitiator {
@@ -39,7 +39,7 @@ impl SrpInitiator {
             .device
             .query_gid(PORT_NUM, 0)
             .map(|g| g.gid)
-            .map_err(|e| LoginError::Address(format!("{e:?}")))?;
+            .map_err(LoginError::NoGid)?;
         if self.pd.is_none() {
             self.pd = Some(stack.verbs.alloc_pd().map_err(res)?);
         }
@@ -47,10 +47,7 @@ impl SrpInitiator {
         let cqe = (per_ch * self.ch_count as u32).min(stack.device.query_device().max_cqe);
         self.cq = Some(stack.verbs.create_cq(cqe).map_err(res)?);
         if self.src.is_none() {
-            return self.fail_login(
-                0,
-                LoginError::Address("no source address (give src= or the local address)".into()),
-            );
+            return self.fail_login(0, LoginError::NoSourceAddress);
         }
         self.connect_channel(now, rdma, stack, 0)
     }
@@ -96,7 +93,7 @@ impl SrpInitiator {
         k: usize,
     ) -> Result<(), LoginError> {
         let (Some(pd), Some(cq), Some(src)) = (self.pd, self.cq, self.src) else {
-            return self.fail_login(k, LoginError::Resources("not started".into()));
+            return self.fail_login(k, LoginError::NotStarted);
         };
         let multi = k > 0;
         let ib = !self.cfg.target.using_rdma_cm();
@@ -153,13 +150,13 @@ impl SrpInitiator {
         match t.dest {
             Dest::Rdma { dest, .. } => {
                 if let Err(e) = RdmaCm::init_qp(stack, qpn) {
-                    return self.fail_login(k, LoginError::Resources(e.to_string()));
+                    return self.fail_login(k, LoginError::InitQp(e));
                 }
                 let id = rdma.create_id();
                 let r = rdma.resolve_addr(&id, Some(src), dest);
                 self.channels[k].conn = Some(Conn::Rdma(id));
                 if let Err(e) = r {
-                    return self.fail_login(k, LoginError::Address(e.to_string()));
+                    return self.fail_login(k, LoginError::ResolveAddr(e));
                 }
                 Ok(())
             }
@@ -198,7 +195,7 @@ impl SrpInitiator {
                     return self.fail_login(k, res(e));
                 }
                 let Some(port) = self.cm_port else {
-                    return self.fail_login(k, LoginError::Resources("no port".into()));
+                    return self.fail_login(k, LoginError::NotStarted);
                 };
                 // subnet_timeout 18 (rxe): CM response timeouts 20.
                 let subnet_timeout = 18u8;
@@ -221,7 +218,7 @@ impl SrpInitiator {
                 let id = cm.create_id();
                 if let Err(e) = cm.send_req(now, &id, &p) {
                     cm.destroy(now, id);
-                    return self.fail_login(k, LoginError::Connect(format!("{e:?}")));
+                    return self.fail_login(k, LoginError::SendReq(e));
                 }
                 let c = &mut self.channels[k];
                 c.conn = Some(Conn::Ib(id));
@@ -268,10 +265,7 @@ impl SrpInitiator {
             Ok(r) => r,
             Err(_) => {
                 let op = private_data.first().copied().unwrap_or(0);
-                let _ = self.fail_login(
-                    k,
-                    LoginError::BadResponse(format!("Unhandled RSP opcode {op:#x}")),
-                );
+                let _ = self.fail_login(k, LoginError::BadResponse { opcode: op });
                 self.disconnect_channel(now, rdma, stack, k);
                 return false;
             }
@@ -287,10 +281,9 @@ impl SrpInitiator {
         if lim < 1 {
             let _ = self.fail_login(
                 k,
-                LoginError::BadResponse(format!(
-                    "the target granted {} credits",
-                    rsp.req_lim_delta
-                )),
+                LoginError::TooFewCredits {
+                    granted: rsp.req_lim_delta,
+                },
             );
             self.disconnect_channel(now, rdma, stack, k);
             return false;
@@ -315,10 +308,17 @@ impl SrpInitiator {
         let (rx, tx) = match (rx, tx) {
             (Ok(a), Ok(b)) => (a, b),
             (a, b) => {
-                for k in [a, b].into_iter().flatten() {
-                    let _ = stack.verbs.dereg_mr(k.lkey);
+                let mut why = None;
+                for r in [a, b] {
+                    match r {
+                        Ok(m) => {
+                            let _ = stack.verbs.dereg_mr(m.lkey);
+                        }
+                        Err(e) => why = why.or(Some(e)),
+                    }
                 }
-                let _ = self.fail_login(k, LoginError::Resources("IU rings".into()));
+                let Some(e) = why else { return false };
+                let _ = self.fail_login(k, LoginError::Resources(e));
                 self.disconnect_channel(now, rdma, stack, k);
                 return false;
             }
@@ -333,7 +333,7 @@ impl SrpInitiator {
         c.rx = Some(rx);
         c.tx = Some(tx);
         c.free_tx = (0..qs).rev().collect();
-        c.slots = vec![None; can_queue as usize];
+        c.slots = vec![Slot::Free; can_queue as usize];
         c.free_slots = (0..can_queue).rev().collect();
         let qpn = c.qpn;
         for i in 0..qs {
@@ -378,10 +378,7 @@ impl SrpInitiator {
                     .iter()
                     .all(|c| c.state >= ChannelState::Disconnecting)
             {
-                let why = self
-                    .last_down
-                    .clone()
-                    .unwrap_or_else(|| "every channel is down".into());
+                let why = self.last_down.clone().unwrap_or(DownReason::EveryChannel);
                 self.state = SessionState::Failed(why);
             }
         }

@@ -4,7 +4,7 @@
 //! on timeout and logout.
 //!
 //! Like [`crate::SrpTarget`], [`SrpInitiator`] works on the caller's [`Stack`] and
-//! [`RdmaCm`] lent with the time in each call (`Cm::with(port, |rdma, stack, now| ..)` in a
+//! [`RdmaCm`](softrdma_core::rdma_cm::RdmaCm) lent with the time in each call (`Cm::with(port, |rdma, stack, now| ..)` in a
 //! program, `softrdma_core::sim` in tests). The caller hands it the CM events of its ids
 //! ([`SrpInitiator::rdma_event`], [`SrpInitiator::ib_event`]), its CQ's completions
 //! ([`SrpInitiator::poll`]) and its timers ([`SrpInitiator::poll_timeout`] /
@@ -62,7 +62,7 @@ use softrdma_wire::Gid;
 use crate::add_target::{AddTarget, Dest};
 use crate::iu::{SRP_CMD_LEN, SRP_IMM_DATA_OFFSET};
 
-pub use error::{IoError, LoginError, Reject, SubmitError};
+pub use error::{DownReason, IoError, LoginError, QpTransitionError, Reject, SubmitError, Warning};
 pub use io::{Command, Completion, DataDir, ScsiResult, Segment};
 use tmf::{Tmf, TmfKind};
 
@@ -150,7 +150,7 @@ pub enum SessionState {
     /// The first channel's login failed.
     LoginFailed(LoginError),
     /// The target went away (every channel down): why.
-    Failed(String),
+    Failed(DownReason),
 }
 
 /// A channel's state.
@@ -201,7 +201,7 @@ pub enum InitiatorEvent {
     /// channels, as ib_srp does).
     LoginFailed { channel: usize, error: LoginError },
     /// A channel went down.
-    ChannelDown { channel: usize, why: String },
+    ChannelDown { channel: usize, why: DownReason },
     /// A channel we disconnected is closed: our DREQ was answered (DREP), or went
     /// unanswered.
     LoggedOut { channel: usize, answered: bool },
@@ -229,7 +229,7 @@ pub enum InitiatorEvent {
     /// Something unexpected.
     Warning {
         channel: Option<usize>,
-        what: String,
+        what: Warning,
     },
 }
 
@@ -244,13 +244,40 @@ enum Conn {
     Ib(CmId),
 }
 
+/// A command in flight.
 #[derive(Debug, Clone, Copy)]
 struct Req {
     user: u64,
     lun: u64,
     deadline: Instant,
-    /// An ABORT TASK for it is queued or in flight.
-    aborting: bool,
+}
+
+/// A tag, by where its command is.
+#[derive(Debug, Clone, Copy, Default)]
+enum Slot {
+    #[default]
+    Free,
+    /// Sent; its deadline runs.
+    InFlight(Req),
+    /// Past its deadline: an ABORT TASK for it is queued or in flight.
+    Aborting(Req),
+}
+
+impl Slot {
+    /// The command, freeing the tag.
+    fn take(&mut self) -> Option<Req> {
+        match std::mem::take(self) {
+            Slot::Free => None,
+            Slot::InFlight(r) | Slot::Aborting(r) => Some(r),
+        }
+    }
+
+    fn req(&self) -> Option<&Req> {
+        match self {
+            Slot::Free => None,
+            Slot::InFlight(r) | Slot::Aborting(r) => Some(r),
+        }
+    }
 }
 
 struct Channel {
@@ -269,7 +296,7 @@ struct Channel {
     tx: Option<MrKeys>,
     idb: Option<MrKeys>,
     free_tx: Vec<u32>,
-    slots: Vec<Option<Req>>,
+    slots: Vec<Slot>,
     free_slots: Vec<u32>,
     tsk_mgmt_tag: u64,
     tmf: Option<Tmf>,
@@ -328,7 +355,7 @@ pub struct SrpInitiator {
     scratch: Vec<u8>,
     descs: Vec<DirectBuf>,
     /// Why the last channel went down.
-    last_down: Option<String>,
+    last_down: Option<DownReason>,
 }
 
 impl fmt::Debug for SrpInitiator {
@@ -341,8 +368,8 @@ impl fmt::Debug for SrpInitiator {
     }
 }
 
-fn res<E: fmt::Display>(e: E) -> LoginError {
-    LoginError::Resources(e.to_string())
+fn res(e: VerbsError) -> LoginError {
+    LoginError::Resources(e)
 }
 
 impl SrpInitiator {

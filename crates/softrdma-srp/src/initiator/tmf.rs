@@ -5,14 +5,14 @@ use softrdma_core::rdma_cm::RdmaCm;
 use softrdma_core::time::Instant;
 use softrdma_core::Stack;
 use softrdma_scsi::LunId;
-use softrdma_wire::srp::TaskMgmtFunction;
+use softrdma_wire::srp::{RspCode, TaskMgmtFunction};
 
 use crate::iu::{self};
 
 use super::completion::post_send;
 use super::{
-    wire_tag, ChannelState, Completion, InitiatorEvent, IoError, SessionState, SrpInitiator,
-    SRP_TAG_NO_REQ, SRP_TAG_TSK_MGMT,
+    wire_tag, ChannelState, Completion, DownReason, InitiatorEvent, IoError, SessionState, Slot,
+    SrpInitiator, Warning, SRP_TAG_NO_REQ, SRP_TAG_TSK_MGMT,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +45,8 @@ impl SrpInitiator {
             if let Some(m) = &c.tmf {
                 min(m.deadline);
             }
-            for r in c.slots.iter().flatten() {
-                if !r.aborting {
+            for s in &c.slots {
+                if let Slot::InFlight(r) = s {
                     min(r.deadline);
                 }
             }
@@ -63,10 +63,10 @@ impl SrpInitiator {
             }
             // srp_abort for every command past its deadline.
             let c = &mut self.channels[k];
-            for (slot, r) in c.slots.iter_mut().enumerate() {
-                if let Some(r) = r {
-                    if !r.aborting && r.deadline <= now {
-                        r.aborting = true;
+            for (slot, s) in c.slots.iter_mut().enumerate() {
+                if let Slot::InFlight(r) = *s {
+                    if r.deadline <= now {
+                        *s = Slot::Aborting(r);
                         c.tmf_queue
                             .push_back((TmfKind::Abort { slot: slot as u32 }, r.lun));
                     }
@@ -94,12 +94,7 @@ impl SrpInitiator {
                         }
                         // srp_reset_device FAILED: host reset = reconnect; we give up.
                         TmfKind::LunReset => {
-                            self.give_up(
-                                now,
-                                rdma,
-                                stack,
-                                "the target does not answer (ABORT TASK and LOGICAL UNIT RESET timed out)",
-                            );
+                            self.give_up(now, rdma, stack, DownReason::TargetUnresponsive);
                             return;
                         }
                     }
@@ -115,15 +110,15 @@ impl SrpInitiator {
         now: Instant,
         rdma: &mut RdmaCm,
         stack: &mut Stack,
-        why: &str,
+        why: DownReason,
     ) {
         for k in 0..self.channels.len() {
             if self.channels[k].state == ChannelState::Live {
-                self.channel_down(k, why.to_string());
+                self.channel_down(k, why.clone());
                 self.disconnect_channel_after_error(now, rdma, stack, k);
             }
         }
-        self.state = SessionState::Failed(why.to_string());
+        self.state = SessionState::Failed(why);
         self.after_change(now, rdma, stack);
     }
 
@@ -143,7 +138,7 @@ impl SrpInitiator {
                 if !c
                     .slots
                     .get(slot as usize)
-                    .is_some_and(|s| s.is_some_and(|r| r.aborting))
+                    .is_some_and(|s| matches!(s, Slot::Aborting(_)))
                 {
                     c.tmf_queue.pop_front();
                     continue;
@@ -217,7 +212,9 @@ impl SrpInitiator {
                         user: req.user,
                         lun: req.lun,
                         channel: k,
-                        result: Err(IoError::TimedOut { rsp_code: code }),
+                        result: Err(IoError::TimedOut {
+                            rsp_code: code.map(RspCode),
+                        }),
                     });
                 }
             }
@@ -227,14 +224,17 @@ impl SrpInitiator {
                     // the LUN's commands.
                     self.events.push_back(InitiatorEvent::Warning {
                         channel: Some(k),
-                        what: format!("LOGICAL UNIT RESET answered RSP_CODE {code:?}"),
+                        what: Warning::LunResetFailed {
+                            rsp_code: code.map(RspCode),
+                        },
                     });
                 }
                 // Every command of the LUN ends (timed-out ones as such).
                 for ch in 0..self.channels.len() {
                     let c = &mut self.channels[ch];
                     for (slot, s) in c.slots.iter_mut().enumerate() {
-                        if s.is_some_and(|r| r.lun == t.lun) {
+                        if s.req().is_some_and(|r| r.lun == t.lun) {
+                            let aborting = matches!(s, Slot::Aborting(_));
                             let Some(req) = s.take() else { continue };
                             c.free_slots.push(slot as u32);
                             self.completions.push_back(Completion {
@@ -242,7 +242,7 @@ impl SrpInitiator {
                                 user: req.user,
                                 lun: req.lun,
                                 channel: ch,
-                                result: Err(if req.aborting {
+                                result: Err(if aborting {
                                     IoError::TimedOut { rsp_code: None }
                                 } else {
                                     IoError::Reset

@@ -13,6 +13,14 @@ use super::io::{IoState, Reply, RspKind};
 use super::{post_recv_slot, ChannelId, LogoutBy, SrpEvent, SrpTarget, TargetPort};
 use crate::wr_id::{WrId, WrKind};
 
+/// An IU that arrived: its channel, its receive slot and its length.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Arrived {
+    pub(super) ch: u32,
+    pub(super) slot: u32,
+    pub(super) len: u32,
+}
+
 impl SrpTarget {
     /// Polls the port's completion queue and runs what the completions allow; also sends the
     /// DREQs left for this port. Returns the number of completions handled.
@@ -107,7 +115,16 @@ impl SrpTarget {
         match kind {
             WrKind::Recv => {
                 if c.waiting.is_empty() && c.state == ChannelState::Live {
-                    self.new_iu(now, rdma, stack, ch, idx, wc.byte_len);
+                    self.new_iu(
+                        now,
+                        rdma,
+                        stack,
+                        Arrived {
+                            ch,
+                            slot: idx,
+                            len: wc.byte_len,
+                        },
+                    );
                 } else {
                     c.waiting.push_back((idx, wc.byte_len));
                     if c.state == ChannelState::Live {
@@ -167,7 +184,7 @@ impl SrpTarget {
             let Some(&(slot, len)) = c.waiting.front() else {
                 return;
             };
-            if !self.new_iu(now, rdma, stack, ch, slot, len) {
+            if !self.new_iu(now, rdma, stack, Arrived { ch, slot, len }) {
                 return;
             }
         }
@@ -211,10 +228,9 @@ impl SrpTarget {
         now: Instant,
         rdma: &mut RdmaCm,
         stack: &mut Stack,
-        ch: u32,
-        slot: u32,
-        len: u32,
+        iu: Arrived,
     ) -> bool {
+        let Arrived { ch, slot, len } = iu;
         let Some(c) = self.channels.get_mut(&ch) else {
             return true;
         };
@@ -250,10 +266,8 @@ impl SrpTarget {
         }
         let (qpn, recv, max_req) = (c.qpn, c.recv, c.max_req);
         match (Opcode(opcode), io) {
-            (Opcode::CMD, Some(io)) => self.handle_cmd(now, rdma, stack, ch, slot, len, io),
-            (Opcode::TSK_MGMT, Some(io)) => {
-                self.handle_tsk_mgmt(now, rdma, stack, ch, slot, len, io)
-            }
+            (Opcode::CMD, Some(io)) => self.handle_cmd(now, rdma, stack, iu, io),
+            (Opcode::TSK_MGMT, Some(io)) => self.handle_tsk_mgmt(now, rdma, stack, iu, io),
             (Opcode::I_LOGOUT, _) => {
                 self.events.push_back(SrpEvent::Logout {
                     channel: ChannelId(ch),

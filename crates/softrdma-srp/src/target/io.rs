@@ -14,6 +14,7 @@ use softrdma_wire::srp::{DirectBuf, Opcode, RspCode, TLogoutReason};
 use crate::channel::ChannelState;
 use crate::iu::{self, CmdIu, DataPhase, DescError, Direction, RspResidual};
 
+use super::completion::Arrived;
 use super::media::medium_of;
 use super::{post_recv_slot, Channel, ChannelId, SrpEvent, SrpTarget};
 use crate::wr_id::{WrId, WrKind};
@@ -72,6 +73,15 @@ pub(super) enum RspKind {
     TLogout(TLogoutReason),
 }
 
+/// How an aborted task ends (`task_aborted_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Aborted {
+    /// With TASK ABORTED.
+    WithStatus,
+    /// Silently: no response; its credit comes back with the next one.
+    Silently,
+}
+
 #[derive(Default)]
 pub(super) struct Io {
     pub(super) state: IoState,
@@ -82,9 +92,8 @@ pub(super) struct Io {
     pub(super) descs: Vec<DirectBuf>,
     /// Recorded with `Target::task_started` and not finished.
     pub(super) task: bool,
-    /// Aborted by a task management function (`task_aborted_status`: end with TASK
-    /// ABORTED, else silently).
-    pub(super) aborted: Option<bool>,
+    /// Aborted by a task management function, and how it ends.
+    pub(super) aborted: Option<Aborted>,
 }
 
 impl Io {
@@ -136,17 +145,15 @@ pub(super) struct DataBuf {
 }
 
 impl SrpTarget {
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn handle_cmd(
         &mut self,
         now: Instant,
         rdma: &mut RdmaCm,
         stack: &mut Stack,
-        ch: u32,
-        slot: u32,
-        len: u32,
+        iu: Arrived,
         io: u32,
     ) {
+        let Arrived { ch, slot, len } = iu;
         let Some(c) = self.channels.get_mut(&ch) else {
             return;
         };
@@ -309,7 +316,7 @@ impl SrpTarget {
         };
         let x = &mut c.ios[i as usize];
         if x.aborted.is_some() {
-            if x.aborted == Some(false) {
+            if x.aborted == Some(Aborted::Silently) {
                 c.req_lim_delta += 1;
                 if let Some(DataAt::Buf(b)) = x.state.data() {
                     c.bufs[b].busy = false;
@@ -456,33 +463,8 @@ impl SrpTarget {
                     let Some((lkey, base)) = data.sge_base(&c.bufs) else {
                         return;
                     };
-                    let mut posted = 0;
-                    let mut off = 0u32;
-                    for d in &x.descs {
-                        if off >= n {
-                            break;
-                        }
-                        let chunk = d.len.min(n - off);
-                        if chunk == 0 {
-                            continue;
-                        }
-                        let wr = SendWr::new(
-                            WrId::new(ch, WrKind::RdmaRead, i).to_u64(),
-                            SendOp::RdmaRead {
-                                remote_addr: d.va,
-                                rkey: d.key,
-                            },
-                        )
-                        .with_sge(Sge {
-                            addr: base + u64::from(off),
-                            length: chunk,
-                            lkey,
-                        });
-                        if stack.post_send(c.qpn, wr).is_ok() {
-                            posted += 1;
-                        }
-                        off += chunk;
-                    }
+                    let id = WrId::new(ch, WrKind::RdmaRead, i);
+                    let posted = post_rdma(stack, c.qpn, id, &x.descs, n, (lkey, base));
                     c.sq_avail -= posted;
                     let x = &mut c.ios[i as usize];
                     if let IoState::NeedRead { cmd, data } = std::mem::take(&mut x.state) {
@@ -500,7 +482,7 @@ impl SrpTarget {
                 }
                 IoState::NeedRsp(ref reply) => {
                     let x = &c.ios[i as usize];
-                    if x.aborted == Some(false) {
+                    if x.aborted == Some(Aborted::Silently) {
                         c.req_lim_delta += 1;
                         self.free_io(ch, i);
                         return;
@@ -527,20 +509,54 @@ pub(super) fn desc_total(descs: &[DirectBuf]) -> u64 {
     descs.iter().map(|d| u64::from(d.len)).sum()
 }
 
-pub(super) fn count_wrs(descs: &[DirectBuf], n: u32) -> u32 {
+/// The pieces of the first `n` bytes as the descriptors split them: each descriptor, the
+/// offset of its piece in the data and the piece's length (empty ones skipped).
+fn pieces(descs: &[DirectBuf], n: u32) -> impl Iterator<Item = (&DirectBuf, u32, u32)> {
     let mut off = 0u32;
-    let mut k = 0;
-    for d in descs {
-        if off >= n {
-            break;
-        }
-        let c = d.len.min(n - off);
-        if c > 0 {
-            k += 1;
-            off += c;
+    descs
+        .iter()
+        .map_while(move |d| {
+            (off < n).then(|| {
+                let chunk = d.len.min(n - off);
+                let at = off;
+                off += chunk;
+                (d, at, chunk)
+            })
+        })
+        .filter(|&(_, _, chunk)| chunk > 0)
+}
+
+/// The RDMA READs or WRITEs (per `id`'s kind) moving the first `n` bytes between the
+/// initiator's descriptors and `(lkey, base)`. Returns how many were posted.
+fn post_rdma(
+    stack: &mut Stack,
+    qpn: u32,
+    id: WrId,
+    descs: &[DirectBuf],
+    n: u32,
+    (lkey, base): (u32, u64),
+) -> u32 {
+    let mut posted = 0;
+    for (d, off, chunk) in pieces(descs, n) {
+        let (remote_addr, rkey) = (d.va, d.key);
+        let op = match id.kind {
+            WrKind::RdmaRead => SendOp::RdmaRead { remote_addr, rkey },
+            _ => SendOp::RdmaWrite { remote_addr, rkey },
+        };
+        let wr = SendWr::new(id.to_u64(), op).with_sge(Sge {
+            addr: base + u64::from(off),
+            length: chunk,
+            lkey,
+        });
+        if stack.post_send(qpn, wr).is_ok() {
+            posted += 1;
         }
     }
-    k
+    posted
+}
+
+pub(super) fn count_wrs(descs: &[DirectBuf], n: u32) -> u32 {
+    pieces(descs, n).count() as u32
 }
 
 pub(super) fn alloc_buf(
@@ -598,33 +614,9 @@ pub(super) fn post_response(
         return;
     };
     if writes > 0 {
-        if let Some((lkey, base)) = reply.data.and_then(|d| d.sge_base(&c.bufs)) {
-            let mut off = 0u32;
-            for d in &x.descs {
-                if off >= reply.write_len {
-                    break;
-                }
-                let chunk = d.len.min(reply.write_len - off);
-                if chunk == 0 {
-                    continue;
-                }
-                let wr = SendWr::new(
-                    WrId::new(ch, WrKind::RdmaWrite, i).to_u64(),
-                    SendOp::RdmaWrite {
-                        remote_addr: d.va,
-                        rkey: d.key,
-                    },
-                )
-                .with_sge(Sge {
-                    addr: base + u64::from(off),
-                    length: chunk,
-                    lkey,
-                });
-                if stack.post_send(c.qpn, wr).is_ok() {
-                    c.sq_avail -= 1;
-                }
-                off += chunk;
-            }
+        if let Some(at) = reply.data.and_then(|d| d.sge_base(&c.bufs)) {
+            let id = WrId::new(ch, WrKind::RdmaWrite, i);
+            c.sq_avail -= post_rdma(stack, c.qpn, id, &x.descs, reply.write_len, at);
         }
     }
     let delta = 1 + std::mem::take(&mut c.req_lim_delta);

@@ -32,14 +32,7 @@ impl SrpTarget {
             T::Disconnected => {
                 let st = self.channels.get(&ch).map(|c| c.state);
                 if st.is_some_and(|s| s < ChannelState::Disconnecting) {
-                    self.events.push_back(SrpEvent::Logout {
-                        channel: ChannelId(ch),
-                        by: LogoutBy::Initiator,
-                        why: "DREQ received".into(),
-                    });
-                    if !self.disconnect_channel(now, rdma, Some((self.port_idx(ch), stack)), ch) {
-                        self.close(stack, ch);
-                    }
+                    self.dreq_received(now, rdma, stack, ch);
                 } else {
                     self.close(stack, ch);
                 }
@@ -83,16 +76,7 @@ impl SrpTarget {
             CmEvent::RtuReceived { .. } | CmEvent::UserEstablished { .. } => {
                 self.rtu(now, rdma, stack, ch)
             }
-            CmEvent::DreqReceived { .. } => {
-                self.events.push_back(SrpEvent::Logout {
-                    channel: ChannelId(ch),
-                    by: LogoutBy::Initiator,
-                    why: "DREQ received".into(),
-                });
-                if !self.disconnect_channel(now, rdma, Some((self.port_idx(ch), stack)), ch) {
-                    self.close(stack, ch);
-                }
-            }
+            CmEvent::DreqReceived { .. } => self.dreq_received(now, rdma, stack, ch),
             CmEvent::DrepReceived { .. } | CmEvent::TimewaitExit { .. } => self.close(stack, ch),
             CmEvent::RejReceived { .. } | CmEvent::RepError { .. } => {
                 self.events.push_back(SrpEvent::Warning {
@@ -104,6 +88,18 @@ impl SrpTarget {
             _ => {}
         }
         self.poll_port(now, rdma, stack, self.port_idx(ch));
+    }
+
+    /// The initiator's DREQ: its logout, our DREP (or the channel closes).
+    fn dreq_received(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ch: u32) {
+        self.events.push_back(SrpEvent::Logout {
+            channel: ChannelId(ch),
+            by: LogoutBy::Initiator,
+            why: "DREQ received".into(),
+        });
+        if !self.disconnect_channel(now, rdma, Some((self.port_idx(ch), stack)), ch) {
+            self.close(stack, ch);
+        }
     }
 
     pub(super) fn port_idx(&self, ch: u32) -> usize {

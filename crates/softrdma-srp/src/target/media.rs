@@ -46,7 +46,7 @@ impl std::error::Error for MediaError {}
 impl SrpTarget {
     /// Moves every memory LUN's medium into the port's device, registered as an MR, so
     /// that READ data leaves for the initiator straight from the medium and WRITE data
-    /// lands in it (see [`Target::lend_medium`]): the copy between a bounce buffer and the
+    /// lands in it (see [`Target::lend_medium`](softrdma_scsi::Target::lend_medium)): the copy between a bounce buffer and the
     /// LUN disappears. For a target with one port (the media live in one device), before
     /// any login; LUNs whose store is not memory keep copying. Returns how many were lent.
     pub fn lend_media(&mut self, stack: &mut Stack, port: TargetPort) -> Result<usize, MediaError> {

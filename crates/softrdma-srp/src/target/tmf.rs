@@ -10,21 +10,20 @@ use softrdma_wire::srp::{RspCode, TaskMgmtFunction, TskMgmtRepr};
 
 use crate::iu::Direction;
 
-use super::io::{IoState, RspKind};
+use super::completion::Arrived;
+use super::io::{Aborted, IoState, RspKind};
 use super::{post_recv_slot, SrpTarget};
 
 impl SrpTarget {
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn handle_tsk_mgmt(
         &mut self,
         now: Instant,
         rdma: &mut RdmaCm,
         stack: &mut Stack,
-        ch: u32,
-        slot: u32,
-        len: u32,
+        iu: Arrived,
         io: u32,
     ) {
+        let Arrived { ch, slot, len } = iu;
         let Some(c) = self.channels.get_mut(&ch) else {
             return;
         };
@@ -97,7 +96,11 @@ impl SrpTarget {
         let c = self.channels.get_mut(&ch).expect("channel");
         let x = &mut c.ios[i as usize];
         x.task = false;
-        x.aborted = Some(status);
+        x.aborted = Some(if status {
+            Aborted::WithStatus
+        } else {
+            Aborted::Silently
+        });
         if matches!(x.state, IoState::Reading { .. }) {
             // The READs finish first; data_out_done sees the abort.
             return;
@@ -121,7 +124,7 @@ impl SrpTarget {
             return;
         };
         let x = &mut c.ios[i as usize];
-        if x.aborted == Some(true) {
+        if x.aborted == Some(Aborted::WithStatus) {
             x.respond(Response {
                 status: ScsiStatus::TASK_ABORTED,
                 sense: None,
