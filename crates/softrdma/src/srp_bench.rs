@@ -525,16 +525,36 @@ impl Runner<'_> {
 
 /// Runs the workload on `s` (logged in). `progress`: the progress line on stderr.
 pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, String> {
+    run_keep(s, plan, progress).map_err(|f| f.why)
+}
+
+/// A run that ended early (the target went away, a command failed): why, and what was done
+/// until then (fio prints its summary then too).
+pub struct Cut {
+    pub why: String,
+    /// The commands that completed before; `None` when the workload had not started.
+    pub partial: Option<BenchResult>,
+}
+
+impl From<String> for Cut {
+    fn from(why: String) -> Cut {
+        Cut { why, partial: None }
+    }
+}
+
+/// [`run`], keeping what was done when the run ends early.
+pub fn run_keep(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, Cut> {
     let info = lun_info(s, plan.lun)?;
     let lbs = u64::from(info.block_size);
     if plan.bs % lbs != 0 {
         return Err(format!(
             "--bs {}: a multiple of LUN {}'s block size ({lbs})",
             plan.bs, plan.lun
-        ));
+        )
+        .into());
     }
     if plan.offset % plan.bs != 0 {
-        return Err(format!("--offset {}: a multiple of --bs", plan.offset));
+        return Err(format!("--offset {}: a multiple of --bs", plan.offset).into());
     }
     if plan.offset >= info.bytes() {
         return Err(format!(
@@ -542,7 +562,8 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
             plan.offset,
             plan.lun,
             info.bytes()
-        ));
+        )
+        .into());
     }
     let region = plan
         .size
@@ -550,7 +571,7 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
         .min(info.bytes() - plan.offset);
     let blocks = region / plan.bs;
     if blocks == 0 {
-        return Err(format!("the region holds no block of {} bytes", plan.bs));
+        return Err(format!("the region holds no block of {} bytes", plan.bs).into());
     }
     let depth = (plan.iodepth as usize).min(blocks as usize).max(1);
     let mut r = Runner {
@@ -588,9 +609,36 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
         r.pass(true)?;
         r.res.prefill_bytes = blocks * plan.bs;
     }
-    let limit_bytes = plan.size;
     let cpu0 = process_cpu();
     let start = Instant::now();
+    let outcome = workload(&mut r, plan, progress, start);
+    if let Err(why) = outcome {
+        // What completed until then, as fio reports it: the same runtime and counts.
+        r.res.runtime = start.elapsed();
+        r.res.cpu = process_cpu().saturating_sub(cpu0);
+        if progress && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!();
+        }
+        return Err(Cut {
+            why,
+            partial: Some(r.res),
+        });
+    }
+    r.res.runtime = start.elapsed();
+    r.res.cpu = process_cpu().saturating_sub(cpu0);
+    if progress && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!();
+    }
+    if plan.verify && plan.rw.writes() {
+        r.pass(false)?;
+    }
+    Ok(r.res)
+}
+
+/// The measured part of [`run_keep`]: submit, reap and report progress until the runtime
+/// or the size is reached, then wait for what is in flight.
+fn workload(r: &mut Runner<'_>, plan: &Plan, progress: bool, start: Instant) -> Result<(), String> {
+    let limit_bytes = plan.size;
     let mut last = start;
     let (mut last_r, mut last_w) = (0u64, 0u64);
     let (mut last_ri, mut last_wi) = (0u64, 0u64);
@@ -669,15 +717,7 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
         }
     }
     r.drain(true)?;
-    r.res.runtime = start.elapsed();
-    r.res.cpu = process_cpu().saturating_sub(cpu0);
-    if progress && tty {
-        eprintln!();
-    }
-    if plan.verify && plan.rw.writes() {
-        r.pass(false)?;
-    }
-    Ok(r.res)
+    Ok(())
 }
 
 impl BenchResult {
