@@ -699,8 +699,8 @@ pub fn sense_text(key: u8, asc: u8, ascq: u8) -> String {
     use softrdma_wire::scsi::{AscAscq, SenseKey};
     let k = SenseKey(key);
     let a = AscAscq::new(asc, ascq);
-    let key_name = k.name().unwrap_or("sense key");
-    let why = match a.name() {
+    let key_name = k.description().unwrap_or("sense key");
+    let why = match a.description() {
         Some(n) => n.to_ascii_lowercase(),
         None => format!("additional sense {asc:02x}/{ascq:02x}"),
     };
