@@ -533,7 +533,7 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
 pub struct Cut {
     pub why: String,
     /// The commands that completed before; `None` when the workload had not started.
-    pub partial: Option<BenchResult>,
+    pub partial: Option<Box<BenchResult>>,
 }
 
 impl From<String> for Cut {
@@ -621,7 +621,7 @@ pub fn run_keep(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchRes
         }
         return Err(Cut {
             why,
-            partial: Some(r.res),
+            partial: Some(Box::new(r.res)),
         });
     }
     r.res.runtime = start.elapsed();
