@@ -225,6 +225,8 @@ pub struct BenchResult {
     pub verify_checked: u64,
     /// Reads with `--verify` of blocks not written yet in the run: nothing to check.
     pub verify_unwritten: u64,
+    /// Of `verify_checked`, those of the read of every written block after the workload.
+    pub verify_after: u64,
     pub verify_errors: u64,
     pub first_mismatch: Option<String>,
     /// CPU time this process used over the measured window (every thread: the initiator,
@@ -630,7 +632,9 @@ pub fn run_keep(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchRes
         eprintln!();
     }
     if plan.verify && plan.rw.writes() {
+        let before = r.res.verify_checked;
         r.pass(false)?;
+        r.res.verify_after = r.res.verify_checked - before;
     }
     Ok(r.res)
 }
@@ -725,12 +729,20 @@ impl BenchResult {
     /// the reads that had nothing to check (their block not written yet in the run).
     pub fn verify_text(&self) -> String {
         let mut s = format!(
-            "{} reads checked against what was written, {} errors",
-            self.verify_checked, self.verify_errors
+            "{} blocks checked against what was written",
+            self.verify_checked
         );
+        if self.verify_after > 0 {
+            s += &format!(
+                " ({} by the workload's reads, {} by a read of every written block after it)",
+                self.verify_checked - self.verify_after,
+                self.verify_after
+            );
+        }
+        s += &format!(", {} errors", self.verify_errors);
         if self.verify_unwritten > 0 {
             s += &format!(
-                " ({} reads were of blocks not written yet in the run: nothing to check)",
+                "; {} of the workload's reads were of blocks not written yet (nothing to check)",
                 self.verify_unwritten
             );
         }

@@ -21,7 +21,10 @@ fn text(b: &[u8]) -> String {
 }
 
 fn kill(sig: &str, pid: u32) {
-    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+    let _ = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// An `softrdma srpt` serving until dropped (SIGTERM, then waited for).
@@ -149,6 +152,19 @@ fn item01_waiting_on_a_dead_address_is_not_silent() {
             vec!["cmtime", "-s", "127.0.101.80", "-b", "127.0.101.4"],
             8.0,
         ),
+        (
+            "discover",
+            vec![
+                "srp",
+                "discover",
+                "127.0.101.81",
+                "--src",
+                "127.0.101.5",
+                "--timeout-ms",
+                "500",
+            ],
+            20.0,
+        ),
     ];
     let handles: Vec<_> = jobs
         .into_iter()
@@ -205,6 +221,18 @@ fn item01_waiting_on_a_dead_address_is_not_silent() {
                     "{err}"
                 );
                 assert!(!out.contains("retry"), "{out}");
+            }
+            "discover" => {
+                assert!(
+                    first.contains("asking 127.0.101.81 for its I/O controllers"),
+                    "{err}"
+                );
+                assert!(
+                    err.contains("no answer from 127.0.101.81 yet: Get IOUnitInfo retry 1/3"),
+                    "{err}"
+                );
+                assert_eq!(o.status.code(), Some(1), "{err}");
+                assert!(took < Duration::from_secs(10), "{took:?}");
             }
             _ => {
                 assert!(
@@ -647,7 +675,8 @@ fn item12_output_has_no_glitches() {
         "the channel line and the response disagree: {chan} / {rsp_max}"
     );
     assert!(
-        out.contains("reads checked against what was written"),
+        out.contains("blocks checked against what was written (")
+            && out.contains("by the workload's reads"),
         "{out}"
     );
 
