@@ -699,8 +699,8 @@ pub fn sense_text(key: u8, asc: u8, ascq: u8) -> String {
     use softrdma_wire::scsi::{AscAscq, SenseKey};
     let k = SenseKey(key);
     let a = AscAscq::new(asc, ascq);
-    let key_name = k.name().unwrap_or("sense key");
-    let why = match a.name() {
+    let key_name = k.description().unwrap_or("sense key");
+    let why = match a.description() {
         Some(n) => n.to_ascii_lowercase(),
         None => format!("additional sense {asc:02x}/{ascq:02x}"),
     };
@@ -1012,14 +1012,31 @@ fn write(c: &Conn, lun: u64, offset: u64, input: Option<PathBuf>) -> Result<(), 
 fn bench(c: &Conn, spec: &srp_bench::BenchArgs) -> Result<(), String> {
     let t = parse_target(&c.target)?;
     let plan = spec.plan()?;
+    let print = |r: &srp_bench::BenchResult| {
+        if spec.json {
+            println!("{}", r.to_json(&plan));
+        } else {
+            print!("{}", r.fio_text(&plan));
+        }
+    };
     let r = with_session(t, &opts(c, plan.buffer_len()), |s| {
-        srp_bench::run(s, &plan, true)
+        Ok(srp_bench::run_keep(s, &plan, true))
     })?;
-    if spec.json {
-        println!("{}", r.to_json(&plan));
-    } else {
-        print!("{}", r.fio_text(&plan));
-    }
+    let r = match r {
+        Ok(r) => r,
+        Err(cut) => {
+            // As fio does when a job fails part way: the summary of what was done.
+            if let Some(p) = &cut.partial {
+                eprintln!(
+                    "softrdma srp bench: the run ended early after {:.2} s; what completed until then:",
+                    p.runtime.as_secs_f64()
+                );
+                print(p);
+            }
+            return Err(cut.why);
+        }
+    };
+    print(&r);
     if r.verify_errors > 0 {
         return Err(format!("{} blocks failed verification", r.verify_errors));
     }

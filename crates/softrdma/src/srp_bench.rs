@@ -225,6 +225,8 @@ pub struct BenchResult {
     pub verify_checked: u64,
     /// Reads with `--verify` of blocks not written yet in the run: nothing to check.
     pub verify_unwritten: u64,
+    /// Of `verify_checked`, those of the read of every written block after the workload.
+    pub verify_after: u64,
     pub verify_errors: u64,
     pub first_mismatch: Option<String>,
     /// CPU time this process used over the measured window (every thread: the initiator,
@@ -525,16 +527,36 @@ impl Runner<'_> {
 
 /// Runs the workload on `s` (logged in). `progress`: the progress line on stderr.
 pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, String> {
+    run_keep(s, plan, progress).map_err(|f| f.why)
+}
+
+/// A run that ended early (the target went away, a command failed): why, and what was done
+/// until then (fio prints its summary then too).
+pub struct Cut {
+    pub why: String,
+    /// The commands that completed before; `None` when the workload had not started.
+    pub partial: Option<Box<BenchResult>>,
+}
+
+impl From<String> for Cut {
+    fn from(why: String) -> Cut {
+        Cut { why, partial: None }
+    }
+}
+
+/// [`run`], keeping what was done when the run ends early.
+pub fn run_keep(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, Cut> {
     let info = lun_info(s, plan.lun)?;
     let lbs = u64::from(info.block_size);
     if plan.bs % lbs != 0 {
         return Err(format!(
             "--bs {}: a multiple of LUN {}'s block size ({lbs})",
             plan.bs, plan.lun
-        ));
+        )
+        .into());
     }
     if plan.offset % plan.bs != 0 {
-        return Err(format!("--offset {}: a multiple of --bs", plan.offset));
+        return Err(format!("--offset {}: a multiple of --bs", plan.offset).into());
     }
     if plan.offset >= info.bytes() {
         return Err(format!(
@@ -542,7 +564,8 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
             plan.offset,
             plan.lun,
             info.bytes()
-        ));
+        )
+        .into());
     }
     let region = plan
         .size
@@ -550,7 +573,7 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
         .min(info.bytes() - plan.offset);
     let blocks = region / plan.bs;
     if blocks == 0 {
-        return Err(format!("the region holds no block of {} bytes", plan.bs));
+        return Err(format!("the region holds no block of {} bytes", plan.bs).into());
     }
     let depth = (plan.iodepth as usize).min(blocks as usize).max(1);
     let mut r = Runner {
@@ -588,9 +611,38 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
         r.pass(true)?;
         r.res.prefill_bytes = blocks * plan.bs;
     }
-    let limit_bytes = plan.size;
     let cpu0 = process_cpu();
     let start = Instant::now();
+    let outcome = workload(&mut r, plan, progress, start);
+    if let Err(why) = outcome {
+        // What completed until then, as fio reports it: the same runtime and counts.
+        r.res.runtime = start.elapsed();
+        r.res.cpu = process_cpu().saturating_sub(cpu0);
+        if progress && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!();
+        }
+        return Err(Cut {
+            why,
+            partial: Some(Box::new(r.res)),
+        });
+    }
+    r.res.runtime = start.elapsed();
+    r.res.cpu = process_cpu().saturating_sub(cpu0);
+    if progress && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!();
+    }
+    if plan.verify && plan.rw.writes() {
+        let before = r.res.verify_checked;
+        r.pass(false)?;
+        r.res.verify_after = r.res.verify_checked - before;
+    }
+    Ok(r.res)
+}
+
+/// The measured part of [`run_keep`]: submit, reap and report progress until the runtime
+/// or the size is reached, then wait for what is in flight.
+fn workload(r: &mut Runner<'_>, plan: &Plan, progress: bool, start: Instant) -> Result<(), String> {
+    let limit_bytes = plan.size;
     let mut last = start;
     let (mut last_r, mut last_w) = (0u64, 0u64);
     let (mut last_ri, mut last_wi) = (0u64, 0u64);
@@ -669,15 +721,7 @@ pub fn run(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchResult, 
         }
     }
     r.drain(true)?;
-    r.res.runtime = start.elapsed();
-    r.res.cpu = process_cpu().saturating_sub(cpu0);
-    if progress && tty {
-        eprintln!();
-    }
-    if plan.verify && plan.rw.writes() {
-        r.pass(false)?;
-    }
-    Ok(r.res)
+    Ok(())
 }
 
 impl BenchResult {
@@ -685,12 +729,20 @@ impl BenchResult {
     /// the reads that had nothing to check (their block not written yet in the run).
     pub fn verify_text(&self) -> String {
         let mut s = format!(
-            "{} reads checked against what was written, {} errors",
-            self.verify_checked, self.verify_errors
+            "{} blocks checked against what was written",
+            self.verify_checked
         );
+        if self.verify_after > 0 {
+            s += &format!(
+                " ({} by the workload's reads, {} by a read of every written block after it)",
+                self.verify_checked - self.verify_after,
+                self.verify_after
+            );
+        }
+        s += &format!(", {} errors", self.verify_errors);
         if self.verify_unwritten > 0 {
             s += &format!(
-                " ({} reads were of blocks not written yet in the run: nothing to check)",
+                "; {} of the workload's reads were of blocks not written yet (nothing to check)",
                 self.verify_unwritten
             );
         }

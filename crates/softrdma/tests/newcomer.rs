@@ -29,13 +29,58 @@ fn msrv_check_passes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    // `--locked`: the versions of Cargo.lock, which the Rust-version promise is checked
-    // against (a plain `cargo install` resolves anew and may need a newer Rust).
+    assert!(readme.contains("Rust ≥"));
+}
+
+/// Issue 24, item 14: the README installs with `--locked`, the versions of Cargo.lock that
+/// the Rust-version promise is checked against (a plain `cargo install` resolves anew and
+/// may need a newer Rust).
+#[test]
+fn item14_readme_installs_with_locked() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     assert!(
         readme.contains("cargo install --locked --path crates/softrdma"),
         "the README's install line lacks --locked"
     );
     assert!(!readme.contains("cargo install --path crates/softrdma"));
+}
+
+/// Issue 24, item 10: the README's first Rust snippet ("Connections from Rust") is the code
+/// of `examples/conn_first.rs`, which `crates/softrdma-driver/tests/conn.rs` runs: a server
+/// thread and a client, so it does not stall when pasted as written.
+#[test]
+fn item10_readme_conn_snippet_is_the_example_that_runs() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = readme
+        .split("## Connections from Rust")
+        .nth(1)
+        .expect("the README's Connections from Rust section");
+    let snippet = section
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("a rust snippet in that section");
+    let example =
+        std::fs::read_to_string(repo().join("crates/softrdma-driver/examples/conn_first.rs"))
+            .expect("crates/softrdma-driver/examples/conn_first.rs");
+    let tests =
+        std::fs::read_to_string(repo().join("crates/softrdma-driver/tests/conn.rs")).unwrap();
+    assert!(
+        tests.contains("\"../examples/conn_first.rs\"") && tests.contains("conn_first::run("),
+        "tests/conn.rs does not run examples/conn_first.rs"
+    );
+    let code: Vec<&str> = example.lines().map(str::trim).collect();
+    for line in snippet.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with("//") {
+            continue;
+        }
+        assert!(
+            code.contains(&line),
+            "README line not in examples/conn_first.rs: {line}"
+        );
+    }
+    // Both sides: a thread for the server, so connect finds someone accepting.
+    assert!(snippet.contains("thread::spawn") && snippet.contains("listener.accept()"));
 }
 
 /// Every text file of the repository (not `target/`, `.git/`, nor binary files).
