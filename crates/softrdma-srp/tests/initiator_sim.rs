@@ -3,48 +3,31 @@
 //! credits, direct / indirect / immediate data, task management on timeout, logout, a
 //! verified random workload under loss, duplication and reordering, and a target that dies.
 
-use std::net::SocketAddr;
+mod harness;
 
-use softrdma_core::cm::{CmConfig, CmEvent, CmPort, RXE_CA_ACK_DELAY};
-use softrdma_core::mad::MadPort;
-use softrdma_core::rdma_cm::{RdmaCm, RdmaCmEventType as T, RdmaCmId};
+use softrdma_core::cm::CmPort;
 use softrdma_core::sim::{NetConfig, Sim};
-use softrdma_core::time::{Duration, Instant};
+use softrdma_core::time::Duration;
 use softrdma_core::verbs::MrKeys;
-use softrdma_core::Stack;
-use softrdma_scsi::{BlockSize, LogicalUnit, LunConfig, LunId, MemStore, Target, TargetConfig};
+use softrdma_core::Node;
 use softrdma_srp::initiator::{cdb, ChannelState as IChan, DownReason};
 use softrdma_srp::verify;
 use softrdma_srp::{
     AddTarget, Command, Completion, InitiatorConfig, InitiatorEvent, IoError, LoginError, Segment,
-    SessionState, SrpConfig, SrpEvent, SrpInitiator, SrpTarget, SubmitError, TargetPort,
+    SessionState, SrpConfig, SrpEvent, SrpInitiator, SubmitError,
 };
 use softrdma_wire::scsi::ScsiStatus;
 use softrdma_wire::srp::login::MultiChannelResult;
 use softrdma_wire::srp::{RspCode, TaskMgmtFunction};
-use softrdma_wire::{Gid, Guid};
+use softrdma_wire::Gid;
 
-const GUID: u64 = 0x5054_00ff_fe77_0001;
-const PORT: u16 = 5555;
-const LUN_BYTES: u64 = 4 << 20;
+use harness::{stack, timers, TargetApp, GUID, LUN_BYTES, PORT};
+
 const BUF: usize = 4 << 20;
 const IOVA: u64 = 0x4000_0000;
 
-struct Tgt {
-    cm: RdmaCm,
-    mad: MadPort,
-    port: CmPort,
-    tport: TargetPort,
-    engine: SrpTarget,
-    events: Vec<SrpEvent>,
-    _listener: RdmaCmId,
-    /// Test aid: the engine is not run (a hung target whose NIC still ACKs).
-    frozen: bool,
-}
-
+/// The initiator's application on its node.
 struct Ini {
-    cm: RdmaCm,
-    mad: MadPort,
     port: CmPort,
     engine: SrpInitiator,
     events: Vec<InitiatorEvent>,
@@ -52,22 +35,14 @@ struct Ini {
     buf: MrKeys,
 }
 
+/// Node 0 runs the initiator, node 1 the target.
 struct World {
-    sim: Sim,
-    t: Tgt,
+    sim: Sim<Node>,
+    t: TargetApp,
     i: Ini,
 }
 
-fn cm(seed: u64) -> RdmaCm {
-    RdmaCm::new(CmConfig::new(
-        Guid(0x5054_00ff_fe77_0000 + seed),
-        RXE_CA_ACK_DELAY,
-        seed,
-    ))
-    .expect("cm")
-}
-
-fn target_line(sim: &Sim, extra: &str) -> String {
+fn target_line(sim: &Sim<Node>, extra: &str) -> String {
     format!(
         "id_ext={GUID:016x},ioc_guid={GUID:016x},dest={}:{PORT}{extra}",
         sim.addrs[1]
@@ -77,63 +52,30 @@ fn target_line(sim: &Sim, extra: &str) -> String {
 fn world_with(
     net: NetConfig,
     lend: bool,
-    line: impl FnOnce(&Sim) -> String,
+    line: impl FnOnce(&Sim<Node>) -> String,
     tcfg: impl FnOnce(&mut SrpConfig),
     icfg: impl FnOnce(&mut InitiatorConfig),
 ) -> World {
-    let mut sim = Sim::new(2, net, 11);
-    let mut tcm = cm(2);
-    let s1 = &mut sim.stacks[1];
-    let mut tmad = MadPort::open(s1, 2, 32).expect("qp1");
-    let tport_cm = tcm.add_port(tmad.agent_mut(), s1).expect("port");
-    let mut scsi = Target::new(TargetConfig::default());
-    let store = MemStore::new(LUN_BYTES, BlockSize::B512).expect("store");
-    scsi.add_lun(
-        LunId(0),
-        LogicalUnit::new(Box::new(store), LunConfig::default()),
-    )
-    .expect("lun");
+    let (ni, iport) = harness::node(0, 1);
+    let (nt, tport) = harness::node(1, 2);
+    let mut sim = Sim::with_hosts(vec![ni, nt], net, 11);
     let mut c = SrpConfig::new(GUID);
     tcfg(&mut c);
-    let mut engine = SrpTarget::new(c, scsi);
-    let tport = engine.add_port(s1, tport_cm).expect("target port");
-    if lend {
-        // The memory LUN's medium becomes an MR of the target's device: READ and WRITE
-        // run in place, as in `softrdma srpt`.
-        assert_eq!(engine.lend_media(s1, tport).expect("lend"), 1);
-    }
-    let l = tcm
-        .listen_on(SocketAddr::new(sim.addrs[1], PORT), 128)
-        .expect("listen");
-    engine.listen_ib(&mut tcm).expect("ib listen");
-
+    let t = TargetApp::new(&mut sim.stacks[1], tport, c, lend);
     let target: AddTarget = line(&sim).parse().expect("add_target line");
     let mut ic = InitiatorConfig::new(target);
     ic.src = Some(sim.addrs[0]);
     icfg(&mut ic);
-    let mut icm = cm(1);
-    let s0 = &mut sim.stacks[0];
-    let mut imad = MadPort::open(s0, 2, 32).expect("qp1");
-    let iport = icm.add_port(imad.agent_mut(), s0).expect("port");
-    let mut ini = SrpInitiator::new(ic);
-    let buf = ini.alloc_buffer(s0, BUF, IOVA).expect("buffer");
+    let mut engine = SrpInitiator::new(ic);
+    let buf = engine
+        .alloc_buffer(stack(&mut sim.stacks[0], iport), BUF, IOVA)
+        .expect("buffer");
     World {
         sim,
-        t: Tgt {
-            cm: tcm,
-            mad: tmad,
-            port: tport_cm,
-            tport,
-            engine,
-            events: Vec::new(),
-            _listener: l,
-            frozen: false,
-        },
+        t,
         i: Ini {
-            cm: icm,
-            mad: imad,
             port: iport,
-            engine: ini,
+            engine,
             events: Vec::new(),
             done: Vec::new(),
             buf,
@@ -152,86 +94,38 @@ fn world(extra: &str) -> World {
     )
 }
 
-fn mads(cm: &mut RdmaCm, mad: &mut MadPort, port: CmPort, now: Instant, s: &mut Stack) {
-    mad.poll(now, s);
-    mad.handle_timeout(now);
-    while let Some(ev) = mad.poll_event() {
-        cm.handle_mad(now, port, s, ev);
-    }
-    if cm.poll_timeout().is_some_and(|t| t <= now) {
-        cm.handle_timeout(now);
-    }
-    while let Some((_, agent, op)) = cm.poll_mad() {
-        let _ = mad.agent_mut().apply(agent, op);
-    }
-    mad.flush(s);
-}
-
 impl World {
+    /// Each node's timers, then each application: the initiator's engine with its node's
+    /// events, the target's.
     fn turn(&mut self) {
         let now = self.sim.now;
-        let (s0, s1) = self.sim.stacks.split_at_mut(1);
-        let (s0, s1) = (&mut s0[0], &mut s1[0]);
-        // Initiator.
-        let i = &mut self.i;
-        mads(&mut i.cm, &mut i.mad, i.port, now, s0);
-        while let Some(e) = i.cm.poll_event() {
-            i.engine.rdma_event(now, &mut i.cm, s0, &e);
+        let n0 = &mut self.sim.stacks[0];
+        timers(now, n0);
+        let (engine, port) = (&mut self.i.engine, self.i.port);
+        while let Some(e) = n0.poll_rdma_event() {
+            n0.with_port(now, port, |cm, s| engine.rdma_event(now, cm, s, &e))
+                .expect("port");
         }
-        while let Some(e) = i.cm.poll_ib_event() {
-            i.engine.ib_event(now, &mut i.cm, s0, &e);
+        while let Some(e) = n0.poll_ib_event() {
+            n0.with_port(now, port, |cm, s| engine.ib_event(now, cm, s, &e))
+                .expect("port");
         }
-        i.engine.poll(now, &mut i.cm, s0);
-        if i.engine.poll_timeout().is_some_and(|t| t <= now) {
-            i.engine.handle_timeout(now, &mut i.cm, s0);
-        }
-        while let Some((_, agent, op)) = i.cm.poll_mad() {
-            let _ = i.mad.agent_mut().apply(agent, op);
-        }
-        i.mad.flush(s0);
-        while let Some(e) = i.engine.poll_event() {
-            i.events.push(e);
-        }
-        while let Some(c) = i.engine.poll_completion() {
-            i.done.push(c);
-        }
-        // Target.
-        let t = &mut self.t;
-        if t.frozen {
-            return;
-        }
-        mads(&mut t.cm, &mut t.mad, t.port, now, s1);
-        while let Some(mut e) = t.cm.poll_event() {
-            if e.event == T::ConnectRequest {
-                let id = e.new_id.take().expect("new id");
-                if let Err(f) =
-                    t.engine
-                        .rdma_connect_request(now, &mut t.cm, s1, id, &e.private_data)
-                {
-                    f.reject(now, &mut t.cm);
-                }
-            } else {
-                t.engine.rdma_event(now, &mut t.cm, s1, &e);
+        n0.with_port(now, port, |cm, s| {
+            engine.poll(now, cm, s);
+            if engine.poll_timeout().is_some_and(|t| t <= now) {
+                engine.handle_timeout(now, cm, s);
             }
+        })
+        .expect("port");
+        while let Some(e) = self.i.engine.poll_event() {
+            self.i.events.push(e);
         }
-        while let Some(e) = t.cm.poll_ib_event() {
-            match e {
-                CmEvent::ReqReceived { id, req, .. } => {
-                    if let Err(f) = t.engine.ib_req(now, &mut t.cm, s1, id, &req) {
-                        f.reject(now, &mut t.cm);
-                    }
-                }
-                e => t.engine.ib_event(now, &mut t.cm, s1, &e),
-            }
+        while let Some(c) = self.i.engine.poll_completion() {
+            self.i.done.push(c);
         }
-        t.engine.poll(now, &mut t.cm, s1, t.tport);
-        while let Some((_, agent, op)) = t.cm.poll_mad() {
-            let _ = t.mad.agent_mut().apply(agent, op);
-        }
-        t.mad.flush(s1);
-        while let Some(e) = t.engine.poll_event() {
-            t.events.push(e);
-        }
+        let n1 = &mut self.sim.stacks[1];
+        timers(now, n1);
+        self.t.turn(now, n1);
     }
 
     /// Runs until `done` or `limit` of virtual time.
@@ -246,16 +140,8 @@ impl World {
                 return false;
             }
             if !self.sim.step() {
-                let mut ts = vec![
-                    self.i.mad.poll_timeout(),
-                    self.i.cm.poll_timeout(),
-                    self.i.engine.poll_timeout(),
-                ];
-                if !self.t.frozen {
-                    ts.push(self.t.mad.poll_timeout());
-                    ts.push(self.t.cm.poll_timeout());
-                }
-                match ts.into_iter().flatten().min() {
+                // Nothing on the wire and no node timer: the initiator's own.
+                match self.i.engine.poll_timeout() {
                     Some(t) if t > self.sim.now => self.sim.now = t,
                     Some(_) => {}
                     None => {
@@ -273,9 +159,10 @@ impl World {
 
     fn start(&mut self) -> Result<(), LoginError> {
         let now = self.sim.now;
-        let i = &mut self.i;
-        i.engine
-            .start(now, &mut i.cm, &mut self.sim.stacks[0], i.port)
+        let (engine, port) = (&mut self.i.engine, self.i.port);
+        self.sim.stacks[0]
+            .with_port(now, port, |cm, s| engine.start(now, cm, s, port))
+            .expect("port")
     }
 
     fn login(&mut self) {
@@ -298,7 +185,7 @@ impl World {
     }
 
     fn put(&mut self, off: u64, b: &[u8]) {
-        self.sim.stacks[0]
+        stack(&mut self.sim.stacks[0], self.i.port)
             .verbs
             .local_write(self.i.buf.lkey, IOVA + off, b)
             .expect("put");
@@ -306,7 +193,7 @@ impl World {
 
     fn get(&mut self, off: u64, n: usize) -> Vec<u8> {
         let mut b = vec![0u8; n];
-        self.sim.stacks[0]
+        stack(&mut self.sim.stacks[0], self.i.port)
             .verbs
             .local_read(self.i.buf.lkey, IOVA + off, &mut b)
             .expect("get");
@@ -315,7 +202,8 @@ impl World {
 
     fn submit(&mut self, c: &Command<'_>) -> Result<u64, SubmitError> {
         let now = self.sim.now;
-        self.i.engine.submit(now, &mut self.sim.stacks[0], c)
+        let s = stack(&mut self.sim.stacks[0], self.i.port);
+        self.i.engine.submit(now, s, c)
     }
 
     /// Submits and waits for the completion.
@@ -339,8 +227,10 @@ impl World {
 
     fn logout(&mut self) {
         let now = self.sim.now;
-        let i = &mut self.i;
-        i.engine.logout(now, &mut i.cm, &mut self.sim.stacks[0]);
+        let (engine, port) = (&mut self.i.engine, self.i.port);
+        self.sim.stacks[0]
+            .with_port(now, port, |cm, s| engine.logout(now, cm, s))
+            .expect("port");
         assert!(self.run(|w| w.i.engine.state() == &SessionState::Closed));
         assert!(self.run(|w| w.t.engine.channels().is_empty()));
     }
@@ -864,7 +754,8 @@ fn verified_on(net: NetConfig, lend: bool, ios: usize, max_blocks: u32) {
     assert!(verified > 100, "{verified}");
     // The network did its worst: the responders saw duplicates and packets out of order.
     let (dup, ooo) = (0..2).fold((0, 0), |(d, o), k| {
-        let c = w.sim.stacks[k].device.counters();
+        let port = if k == 0 { w.i.port } else { w.t.port };
+        let c = stack(&mut w.sim.stacks[k], port).device.counters();
         (d + c.duplicate_request, o + c.out_of_seq_request)
     });
     assert!(dup > 0 && ooo > 0, "{dup} {ooo}");
