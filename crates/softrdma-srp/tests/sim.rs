@@ -3,19 +3,20 @@
 //! memory LUN and drives SRP_CMDs and SRP_TSK_MGMTs through it; every byte crosses the
 //! simulated wire as RoCEv2 packets (path MTU 1024).
 
+mod harness;
+
 use std::net::{IpAddr, SocketAddr};
 
-use softrdma_core::cm::{CmConfig, CmEvent, CmId, CmPort, ReqParams, RXE_CA_ACK_DELAY};
-use softrdma_core::mad::MadPort;
+use softrdma_core::cm::{CmEvent, CmId, CmPort, ReqParams};
 use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmEvent, RdmaCmEventType as T, RdmaCmId};
 use softrdma_core::sim::{NetConfig, Sim};
+use softrdma_core::time::Instant;
 use softrdma_core::verbs::{
     AccessFlags, CqId, MrKeys, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendOp, SendWr, Sge,
     WcOpcode, WcStatus, WorkCompletion,
 };
-use softrdma_core::Stack;
-use softrdma_scsi::{BlockSize, LogicalUnit, LunConfig, LunId, MemStore, Target, TargetConfig};
-use softrdma_srp::{AclEntry, ChannelState, SrpConfig, SrpEvent, SrpTarget, TargetPort};
+use softrdma_core::{Node, Stack};
+use softrdma_srp::{AclEntry, ChannelState, SrpConfig, SrpEvent};
 use softrdma_wire::cm::PathMtu;
 use softrdma_wire::scsi::ScsiStatus;
 use softrdma_wire::srp::login::MultiChannelResult;
@@ -24,29 +25,17 @@ use softrdma_wire::srp::{
     LoginRspRepr, RspCode, RspRepr, TaskMgmtFunction, TskMgmtRepr, BUF_FORMAT_DIRECT,
     BUF_FORMAT_INDIRECT, IMMED_REQUESTED,
 };
-use softrdma_wire::{Gid, Guid};
+use softrdma_wire::Gid;
 
-const GUID: u64 = 0x5054_00ff_fe77_0001;
-const PORT: u16 = 5555;
-const LUN_BYTES: u64 = 4 << 20;
+use harness::{stack, timers, TargetApp, GUID, PORT};
+
 const IU: u64 = 8192;
 const DATA: u64 = 0x10_0000;
 const DATA_LEN: usize = 2 << 20;
 
-struct Tgt {
-    cm: RdmaCm,
-    mad: MadPort,
-    port: CmPort,
-    tport: TargetPort,
-    engine: SrpTarget,
-    events: Vec<SrpEvent>,
-    /// The RDMA CM listener (kept for the world's life).
-    _listener: RdmaCmId,
-}
-
+/// The test initiator's application on node 0: its own QPs, IU and data memory, and
+/// what its node told it.
 struct Ini {
-    cm: RdmaCm,
-    mad: MadPort,
     port: CmPort,
     cq: CqId,
     pd: softrdma_core::verbs::PdId,
@@ -57,19 +46,11 @@ struct Ini {
     wcs: Vec<WorkCompletion>,
 }
 
+/// Node 0 runs the test initiator, node 1 the target.
 struct World {
-    sim: Sim,
-    t: Tgt,
+    sim: Sim<Node>,
+    t: TargetApp,
     i: Ini,
-}
-
-fn cm(seed: u64) -> RdmaCm {
-    RdmaCm::new(CmConfig::new(
-        Guid(0x5054_00ff_fe77_0000 + seed),
-        RXE_CA_ACK_DELAY,
-        seed,
-    ))
-    .expect("cm")
 }
 
 fn ip(w: &World, n: usize) -> IpAddr {
@@ -77,12 +58,10 @@ fn ip(w: &World, n: usize) -> IpAddr {
 }
 
 fn world_with(cfg: impl FnOnce(&mut SrpConfig)) -> World {
-    let mut sim = Sim::new(2, NetConfig::PERFECT, 7);
-    // Initiator on stack 0, target on stack 1.
-    let mut icm = cm(1);
-    let s0 = &mut sim.stacks[0];
-    let mut imad = MadPort::open(s0, 2, 32).expect("qp1");
-    let iport = icm.add_port(imad.agent_mut(), s0).expect("port");
+    let (ni, iport) = harness::node(0, 1);
+    let (nt, tport) = harness::node(1, 2);
+    let mut sim = Sim::with_hosts(vec![ni, nt], NetConfig::PERFECT, 7);
+    let s0 = stack(&mut sim.stacks[0], iport);
     let pd = s0.verbs.alloc_pd().expect("pd");
     let cq = s0.verbs.create_cq(4096).expect("cq");
     let iu = s0
@@ -93,39 +72,13 @@ fn world_with(cfg: impl FnOnce(&mut SrpConfig)) -> World {
         AccessFlags::LOCAL_WRITE.0 | AccessFlags::REMOTE_READ.0 | AccessFlags::REMOTE_WRITE.0,
     );
     let data = s0.verbs.reg_mr(pd, DATA_LEN, DATA, rw).expect("data mr");
-
-    let mut tcm = cm(2);
-    let s1 = &mut sim.stacks[1];
-    let mut tmad = MadPort::open(s1, 2, 32).expect("qp1");
-    let tport_cm = tcm.add_port(tmad.agent_mut(), s1).expect("port");
-    let mut scsi = Target::new(TargetConfig::default());
-    let store = MemStore::new(LUN_BYTES, BlockSize::B512).expect("store");
-    scsi.add_lun(
-        LunId(0),
-        LogicalUnit::new(Box::new(store), LunConfig::default()),
-    )
-    .expect("lun");
     let mut c = SrpConfig::new(GUID);
     cfg(&mut c);
-    let mut engine = SrpTarget::new(c, scsi);
-    let tport = engine.add_port(s1, tport_cm).expect("target port");
-    let a = SocketAddr::new(sim.addrs[1], PORT);
-    let l = tcm.listen_on(a, 128).expect("listen");
-    engine.listen_ib(&mut tcm).expect("ib listen");
+    let t = TargetApp::new(&mut sim.stacks[1], tport, c, false);
     World {
         sim,
-        t: Tgt {
-            cm: tcm,
-            mad: tmad,
-            port: tport_cm,
-            tport,
-            engine,
-            events: Vec::new(),
-            _listener: l,
-        },
+        t,
         i: Ini {
-            cm: icm,
-            mad: imad,
             port: iport,
             cq,
             pd,
@@ -142,78 +95,46 @@ fn world() -> World {
     world_with(|_| {})
 }
 
-fn mads(
-    cm: &mut RdmaCm,
-    mad: &mut MadPort,
-    port: CmPort,
-    now: softrdma_core::time::Instant,
-    s: &mut Stack,
-) {
-    mad.poll(now, s);
-    mad.handle_timeout(now);
-    while let Some(ev) = mad.poll_event() {
-        cm.handle_mad(now, port, s, ev);
-    }
-    if cm.poll_timeout().is_some_and(|t| t <= now) {
-        cm.handle_timeout(now);
-    }
-    while let Some((_, agent, op)) = cm.poll_mad() {
-        let _ = mad.agent_mut().apply(agent, op);
-    }
-    mad.flush(s);
-}
-
 impl World {
+    /// The initiator's stack.
+    fn ini(&mut self) -> &mut Stack {
+        stack(&mut self.sim.stacks[0], self.i.port)
+    }
+
+    /// The initiator's RDMA CM (commands that need no stack).
+    fn icm(&mut self) -> &mut RdmaCm {
+        self.sim.stacks[0].rdma_mut()
+    }
+
+    /// A command on the initiator's RDMA CM with its stack.
+    fn icm_with<R>(&mut self, f: impl FnOnce(&mut RdmaCm, &mut Stack, Instant) -> R) -> R {
+        let now = self.sim.now;
+        self.sim.stacks[0]
+            .with_port(now, self.i.port, |cm, s| f(cm, s, now))
+            .expect("port")
+    }
+
+    /// Each node's timers, then each application: the test initiator takes its events and
+    /// completions, the target its node's events.
     fn turn(&mut self) {
         let now = self.sim.now;
-        let (s0, s1) = self.sim.stacks.split_at_mut(1);
-        let (s0, s1) = (&mut s0[0], &mut s1[0]);
-        mads(&mut self.i.cm, &mut self.i.mad, self.i.port, now, s0);
-        while let Some(e) = self.i.cm.poll_event() {
+        let n0 = &mut self.sim.stacks[0];
+        timers(now, n0);
+        while let Some(e) = n0.poll_rdma_event() {
             self.i.events.push(e);
         }
-        while let Some(e) = self.i.cm.poll_ib_event() {
+        while let Some(e) = n0.poll_ib_event() {
             if !matches!(e, CmEvent::Retry { .. }) {
                 self.i.ib_events.push(e);
             }
         }
-        while let Ok(Some(wc)) = s0.verbs.poll_cq(self.i.cq) {
+        let cq = self.i.cq;
+        while let Ok(Some(wc)) = self.ini().poll_cq(cq) {
             self.i.wcs.push(wc);
         }
-        mads(&mut self.t.cm, &mut self.t.mad, self.t.port, now, s1);
-        let t = &mut self.t;
-        while let Some(mut e) = t.cm.poll_event() {
-            if e.event == T::ConnectRequest {
-                let id = e.new_id.take().expect("new id");
-                if let Err(f) =
-                    t.engine
-                        .rdma_connect_request(now, &mut t.cm, s1, id, &e.private_data)
-                {
-                    f.reject(now, &mut t.cm);
-                }
-            } else {
-                t.engine.rdma_event(now, &mut t.cm, s1, &e);
-            }
-        }
-        while let Some(e) = t.cm.poll_ib_event() {
-            match e {
-                CmEvent::ReqReceived { id, listen, req } => {
-                    assert!(t.engine.is_ib_listener(listen));
-                    if let Err(f) = t.engine.ib_req(now, &mut t.cm, s1, id, &req) {
-                        f.reject(now, &mut t.cm);
-                    }
-                }
-                e => t.engine.ib_event(now, &mut t.cm, s1, &e),
-            }
-        }
-        t.engine.poll(now, &mut t.cm, s1, t.tport);
-        while let Some((_, agent, op)) = t.cm.poll_mad() {
-            let _ = t.mad.agent_mut().apply(agent, op);
-        }
-        t.mad.flush(s1);
-        while let Some(e) = t.engine.poll_event() {
-            t.events.push(e);
-        }
+        let n1 = &mut self.sim.stacks[1];
+        timers(now, n1);
+        self.t.turn(now, n1);
     }
 
     /// Runs until `done` (or 60 s of virtual time).
@@ -224,24 +145,9 @@ impl World {
                 return true;
             }
             if !self.sim.step() {
-                // Nothing on the wire: move to the next MAD/CM timer.
-                let t = [
-                    self.i.mad.poll_timeout(),
-                    self.i.cm.poll_timeout(),
-                    self.t.mad.poll_timeout(),
-                    self.t.cm.poll_timeout(),
-                ]
-                .into_iter()
-                .flatten()
-                .min();
-                match t {
-                    Some(t) if t > self.sim.now => self.sim.now = t,
-                    Some(_) => {}
-                    None => {
-                        self.turn();
-                        return done(self);
-                    }
-                }
+                // Nothing on the wire and no timer: nothing more will happen.
+                self.turn();
+                return done(self);
             }
         }
         false
@@ -281,14 +187,15 @@ struct Chan {
 }
 
 fn rc_qp(w: &mut World) -> u32 {
-    let s = &mut w.sim.stacks[0];
+    let (pd, cq) = (w.i.pd, w.i.cq);
+    let s = stack(&mut w.sim.stacks[0], w.i.port);
     let (qpn, _) = s
         .verbs
         .create_qp(QpInitAttr {
             qp_type: QpType::Rc,
-            pd: w.i.pd,
-            send_cq: w.i.cq,
-            recv_cq: w.i.cq,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
             srq: None,
             cap: QpCap {
                 max_send_wr: 64,
@@ -311,7 +218,7 @@ fn dial(w: &mut World, login: &LoginReqRdmaRepr, base: u64) -> (Chan, RdmaCmEven
     // Receive buffers for responses, before the connection can deliver any.
     for k in 0..16 {
         let addr = (base + k) * IU;
-        w.sim.stacks[0]
+        stack(&mut w.sim.stacks[0], w.i.port)
             .post_recv(
                 qpn,
                 RecvWr::new(
@@ -325,12 +232,14 @@ fn dial(w: &mut World, login: &LoginReqRdmaRepr, base: u64) -> (Chan, RdmaCmEven
             )
             .expect("recv");
     }
-    let id = w.i.cm.create_id();
+    let id = w.icm().create_id();
     let (src, dst) = (ip(w, 0), SocketAddr::new(ip(w, 1), PORT));
-    w.i.cm.resolve_addr(&id, Some(src), dst).expect("addr");
-    assert_eq!(w.i.cm.poll_event().map(|e| e.event), Some(T::AddrResolved));
-    w.i.cm.resolve_route(&id).expect("route");
-    assert_eq!(w.i.cm.poll_event().map(|e| e.event), Some(T::RouteResolved));
+    w.icm().resolve_addr(&id, Some(src), dst).expect("addr");
+    let e = w.sim.stacks[0].poll_event_of(id.name());
+    assert_eq!(e.map(|e| e.event), Some(T::AddrResolved));
+    w.icm().resolve_route(&id).expect("route");
+    let e = w.sim.stacks[0].poll_event_of(id.name());
+    assert_eq!(e.map(|e| e.event), Some(T::RouteResolved));
     let param = ConnParam {
         private_data: login.to_bytes(),
         responder_resources: 4,
@@ -339,9 +248,7 @@ fn dial(w: &mut World, login: &LoginReqRdmaRepr, base: u64) -> (Chan, RdmaCmEven
         retry_count: 7,
         rnr_retry_count: 7,
     };
-    let now = w.sim.now;
-    w.i.cm
-        .connect(now, &mut w.sim.stacks[0], &id, Some(qpn), &param)
+    w.icm_with(|cm, s, now| cm.connect(now, s, &id, Some(qpn), &param))
         .expect("connect");
     assert!(w.run(|w| w
         .i
@@ -372,7 +279,7 @@ fn logged_in(w: &mut World, multi: bool, base: u64) -> (Chan, LoginRspRepr) {
 /// Sends an IU from slot `slot` of the initiator's IU memory on channel `c`.
 fn send_iu(w: &mut World, c: &Chan, slot: u64, bytes: &[u8]) {
     let addr = (c.base + 100 + slot) * IU;
-    w.sim.stacks[0]
+    stack(&mut w.sim.stacks[0], w.i.port)
         .verbs
         .local_write(w.i.iu.lkey, addr, bytes)
         .expect("write iu");
@@ -381,7 +288,9 @@ fn send_iu(w: &mut World, c: &Chan, slot: u64, bytes: &[u8]) {
         length: bytes.len() as u32,
         lkey: w.i.iu.lkey,
     });
-    w.sim.stacks[0].post_send(c.qpn, wr).expect("send");
+    stack(&mut w.sim.stacks[0], w.i.port)
+        .post_send(c.qpn, wr)
+        .expect("send");
 }
 
 /// Waits for the next SRP_RSP on channel `c` and reposts its buffer.
@@ -400,11 +309,11 @@ fn next_rsp(w: &mut World, c: &Chan) -> RspRepr {
     let wc = w.i.wcs.remove(i);
     assert_eq!(wc.status, WcStatus::Success);
     let mut b = vec![0u8; wc.byte_len as usize];
-    w.sim.stacks[0]
+    stack(&mut w.sim.stacks[0], w.i.port)
         .verbs
         .local_read(w.i.iu.lkey, wc.wr_id, &mut b)
         .expect("read");
-    w.sim.stacks[0]
+    stack(&mut w.sim.stacks[0], w.i.port)
         .post_recv(
             qpn,
             RecvWr::new(
@@ -451,7 +360,7 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 }
 
 fn put_data(w: &mut World, off: u64, b: &[u8]) {
-    w.sim.stacks[0]
+    stack(&mut w.sim.stacks[0], w.i.port)
         .verbs
         .local_write(w.i.data.lkey, DATA + off, b)
         .expect("data");
@@ -459,7 +368,7 @@ fn put_data(w: &mut World, off: u64, b: &[u8]) {
 
 fn get_data(w: &mut World, off: u64, n: usize) -> Vec<u8> {
     let mut b = vec![0u8; n];
-    w.sim.stacks[0]
+    stack(&mut w.sim.stacks[0], w.i.port)
         .verbs
         .local_read(w.i.data.lkey, DATA + off, &mut b)
         .expect("data");
@@ -497,9 +406,7 @@ fn login_response_and_channel_lifecycle() {
     tur(&mut w, &c);
     // The initiator disconnects: DREQ → DISCONNECTING (DREP sent), then timewait exit →
     // DRAINING → DISCONNECTED, and the channel is gone.
-    let now = w.sim.now;
-    w.i.cm
-        .disconnect(now, &mut w.sim.stacks[0], &c.id)
+    w.icm_with(|cm, s, now| cm.disconnect(now, s, &c.id))
         .expect("dreq");
     assert!(w.run(|w| w.t.engine.channels().is_empty()));
     let states: Vec<_> =
@@ -523,11 +430,13 @@ fn login_response_and_channel_lifecycle() {
     let (c2, _) = logged_in(&mut w, false, 20);
     let now = w.sim.now;
     let t = &mut w.t;
-    t.engine
-        .logout_all(now, &mut t.cm, &mut w.sim.stacks[1], t.tport);
+    w.sim.stacks[1]
+        .with_port(now, t.port, |cm, s| {
+            t.engine.logout_all(now, cm, s, t.tport)
+        })
+        .expect("port");
     assert!(w.run(|w| w.i.events.iter().any(|e| e.event == T::Disconnected)));
-    let now = w.sim.now;
-    let _ = w.i.cm.disconnect(now, &mut w.sim.stacks[0], &c2.id);
+    let _ = w.icm_with(|cm, s, now| cm.disconnect(now, s, &c2.id));
     assert!(w.run(|w| w.t.engine.channels().is_empty()));
     assert!(w.t.events.iter().any(|e| matches!(
         e,
@@ -816,7 +725,7 @@ fn ib_cm_login_and_io() {
     let qpn = rc_qp(&mut w);
     for k in 0..16 {
         let addr = k * IU;
-        w.sim.stacks[0]
+        stack(&mut w.sim.stacks[0], w.i.port)
             .post_recv(
                 qpn,
                 RecvWr::new(
@@ -843,9 +752,9 @@ fn ib_cm_login_and_io() {
     };
     p.primary_path.flow_label = 0x1234;
     p.primary_path.local_ack_timeout = 19;
-    let id: CmId = w.i.cm.cm_mut().create_id();
-    let now = w.sim.now;
-    w.i.cm.cm_mut().send_req(now, &id, &p).expect("req");
+    let id: CmId = w.icm().cm_mut().create_id();
+    w.icm_with(|cm, _, now| cm.cm_mut().send_req(now, &id, &p))
+        .expect("req");
     assert!(w.run(|w| w
         .i
         .ib_events
@@ -860,13 +769,14 @@ fn ib_cm_login_and_io() {
     assert!(rep.srq);
     assert_eq!((rep.responder_resources, rep.initiator_depth), (4, 4));
     // The initiator's QP to RTR/RTS, then the RTU.
-    let s = &mut w.sim.stacks[0];
     for st in [QpState::Rtr, QpState::Rts] {
-        let (a, m) = w.i.cm.cm().init_qp_attr(&id, st).expect("attr");
-        s.modify_qp(qpn, &a, m).expect("modify");
+        let (a, m) = w.icm().cm().init_qp_attr(&id, st).expect("attr");
+        stack(&mut w.sim.stacks[0], w.i.port)
+            .modify_qp(qpn, &a, m)
+            .expect("modify");
     }
-    let now = w.sim.now;
-    w.i.cm.cm_mut().send_rtu(now, &id, &[]).expect("rtu");
+    w.icm_with(|cm, _, now| cm.cm_mut().send_rtu(now, &id, &[]))
+        .expect("rtu");
     assert!(w.run(|w| w
         .t
         .engine
@@ -875,7 +785,7 @@ fn ib_cm_login_and_io() {
         .any(|(_, s)| *s == ChannelState::Live)));
     let c = Chan {
         qpn,
-        id: w.i.cm.create_id(),
+        id: w.icm().create_id(),
         base: 0,
     };
     tur(&mut w, &c);
@@ -890,9 +800,9 @@ fn ib_cm_login_and_io() {
     let mut p2 = p.clone();
     p2.private_data = bad.to_bytes();
     p2.qp_num = rc_qp(&mut w);
-    let id2 = w.i.cm.cm_mut().create_id();
-    let now = w.sim.now;
-    w.i.cm.cm_mut().send_req(now, &id2, &p2).expect("req");
+    let id2 = w.icm().cm_mut().create_id();
+    w.icm_with(|cm, _, now| cm.cm_mut().send_req(now, &id2, &p2))
+        .expect("req");
     assert!(w.run(|w| w
         .i
         .ib_events
