@@ -51,9 +51,7 @@ impl SrpInitiator {
         };
         if kind == WrKind::Send {
             c.sq_avail += 1;
-            if c.tx.is_some() {
-                c.free_tx.push(idx);
-            }
+            c.free_tx(idx);
         }
         if wc.status != WcStatus::Success {
             if c.state == ChannelState::Live && wc.status != WcStatus::WrFlushErr {
@@ -74,7 +72,9 @@ impl SrpInitiator {
             }
             return;
         }
-        let Some(rx) = c.rx else { return };
+        let Some(rx) = c.rings.as_ref().map(|r| r.rx) else {
+            return;
+        };
         let addr = u64::from(idx) * u64::from(c.max_ti_iu_len);
         let len = wc.byte_len as usize;
         let mut buf = std::mem::take(&mut self.scratch);
@@ -134,7 +134,7 @@ impl SrpInitiator {
     /// SRP_CRED_RSP / SRP_AER_RSP (`srp_response_common`: no credit).
     pub(super) fn send_short(&mut self, stack: &mut Stack, k: usize, op: Opcode, tag: u64) {
         let c = &mut self.channels[k];
-        let (Some(tx), Some(i)) = (c.tx, c.free_tx.pop()) else {
+        let Some((tx, i)) = c.take_tx() else {
             self.events.push_back(InitiatorEvent::Warning {
                 channel: Some(k),
                 what: Warning::NoIuForResponse,
@@ -149,7 +149,7 @@ impl SrpInitiator {
         if post_send(stack, qpn, k, tx, addr, 16, i).is_ok() {
             c.sq_avail = c.sq_avail.saturating_sub(1);
         } else {
-            c.free_tx.push(i);
+            c.free_tx(i);
         }
     }
 

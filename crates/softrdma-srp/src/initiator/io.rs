@@ -139,7 +139,7 @@ impl SrpInitiator {
         let ok = |c: &Channel| {
             c.state == ChannelState::Live
                 && !c.free_slots.is_empty()
-                && !c.free_tx.is_empty()
+                && c.rings.as_ref().is_some_and(|r| !r.free_tx.is_empty())
                 && c.req_lim > i64::from(SRP_TSK_MGMT_SQ_SIZE)
                 && c.sq_avail > 0
         };
@@ -195,12 +195,12 @@ impl SrpInitiator {
                 max: max_sg,
             });
         }
-        let (Some(tx), Some(idb)) = (c.tx, c.idb) else {
+        let (Some(tx), Some(idb)) = (c.rings.as_ref().map(|r| r.tx), c.idb) else {
             return Err(SubmitError::NotLive);
         };
         let c = &mut self.channels[k];
         let slot = c.free_slots.pop().ok_or(SubmitError::Busy)?;
-        let Some(ti) = c.free_tx.pop() else {
+        let Some((_, ti)) = c.take_tx() else {
             c.free_slots.push(slot);
             return Err(SubmitError::Busy);
         };
@@ -256,7 +256,7 @@ impl SrpInitiator {
         else {
             let c = &mut self.channels[k];
             c.free_slots.push(slot);
-            c.free_tx.push(ti);
+            c.free_tx(ti);
             self.scratch = buf;
             return Err(SubmitError::IuTooLong {
                 max_it_iu_len: c.max_it_iu_len,
@@ -272,7 +272,7 @@ impl SrpInitiator {
                 {
                     let c = &mut self.channels[k];
                     c.free_slots.push(slot);
-                    c.free_tx.push(ti);
+                    c.free_tx(ti);
                     self.scratch = buf;
                     return Err(SubmitError::ImmediateData(e));
                 }
@@ -286,7 +286,7 @@ impl SrpInitiator {
         self.scratch = buf;
         if let Err(e) = post_send(stack, c.qpn, k, tx, addr, len as u32, ti) {
             c.free_slots.push(slot);
-            c.free_tx.push(ti);
+            c.free_tx(ti);
             return Err(SubmitError::Send(e));
         }
         c.sq_avail -= 1;

@@ -326,13 +326,17 @@ impl SrpInitiator {
             None => {}
         }
         let _ = stack.destroy_qp(c.qpn);
-        for m in [c.rx.take(), c.tx.take(), c.idb.take()]
-            .into_iter()
-            .flatten()
+        let rings = c.rings.take();
+        for m in [
+            rings.as_ref().map(|r| r.rx),
+            rings.map(|r| r.tx),
+            c.idb.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             let _ = stack.verbs.dereg_mr(m.lkey);
         }
-        c.free_tx.clear();
     }
 
     pub(super) fn release_all(&mut self, stack: &mut Stack) {

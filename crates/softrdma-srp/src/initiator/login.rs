@@ -20,7 +20,7 @@ use crate::iu::SRP_IMM_DATA_OFFSET;
 
 use super::completion::post_recv;
 use super::{
-    max_it_iu_len, res, Channel, ChannelState, Conn, DownReason, InitiatorEvent, LoginError,
+    max_it_iu_len, res, Channel, ChannelState, Conn, DownReason, InitiatorEvent, LoginError, Rings,
     SessionState, Slot, SrpInitiator, SRP_RESPONDER_RESOURCES, SRP_TSK_MGMT_SQ_SIZE,
 };
 
@@ -129,10 +129,8 @@ impl SrpInitiator {
             use_imm: false,
             max_it_iu_len: login_req.req_it_iu_len,
             max_ti_iu_len: 0,
-            rx: None,
-            tx: None,
+            rings: None,
             idb: Some(idb),
-            free_tx: Vec::new(),
             slots: Vec::new(),
             free_slots: Vec::new(),
             tsk_mgmt_tag: 0,
@@ -330,9 +328,11 @@ impl SrpInitiator {
         c.use_imm = use_imm;
         c.max_it_iu_len = max_it;
         c.max_ti_iu_len = max_ti;
-        c.rx = Some(rx);
-        c.tx = Some(tx);
-        c.free_tx = (0..qs).rev().collect();
+        c.rings = Some(Rings {
+            rx,
+            tx,
+            free_tx: (0..qs).rev().collect(),
+        });
         c.slots = vec![Slot::Free; can_queue as usize];
         c.free_slots = (0..can_queue).rev().collect();
         let qpn = c.qpn;

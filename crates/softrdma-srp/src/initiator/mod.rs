@@ -280,6 +280,20 @@ impl Slot {
     }
 }
 
+/// A channel's IU rings and which send IUs are free.
+struct Rings {
+    rx: MrKeys,
+    tx: MrKeys,
+    free_tx: Vec<u32>,
+}
+
+impl Rings {
+    /// A free send IU: the ring's keys and its index.
+    fn take_tx(&mut self) -> Option<(MrKeys, u32)> {
+        self.free_tx.pop().map(|i| (self.tx, i))
+    }
+}
+
 struct Channel {
     index: usize,
     state: ChannelState,
@@ -292,10 +306,9 @@ struct Channel {
     use_imm: bool,
     max_it_iu_len: u32,
     max_ti_iu_len: u32,
-    rx: Option<MrKeys>,
-    tx: Option<MrKeys>,
+    /// The IU rings, sized by the login response: there from login to release.
+    rings: Option<Rings>,
     idb: Option<MrKeys>,
-    free_tx: Vec<u32>,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
     tsk_mgmt_tag: u64,
@@ -307,6 +320,17 @@ struct Channel {
 }
 
 impl Channel {
+    /// A send IU is free again (its SEND completed, or it was never posted).
+    fn free_tx(&mut self, i: u32) {
+        if let Some(r) = &mut self.rings {
+            r.free_tx.push(i);
+        }
+    }
+
+    fn take_tx(&mut self) -> Option<(MrKeys, u32)> {
+        self.rings.as_mut().and_then(Rings::take_tx)
+    }
+
     fn info(&self, can_queue: u32) -> ChannelInfo {
         ChannelInfo {
             index: self.index,

@@ -148,7 +148,7 @@ impl SrpInitiator {
             if c.req_lim <= 0 || c.sq_avail == 0 {
                 return;
             }
-            let (Some(tx), Some(ti)) = (c.tx, c.free_tx.pop()) else {
+            let Some((tx, ti)) = c.take_tx() else {
                 return;
             };
             c.tmf_queue.pop_front();
@@ -172,7 +172,7 @@ impl SrpInitiator {
             let addr = u64::from(ti) * u64::from(c.max_it_iu_len);
             let _ = stack.verbs.local_write(tx.lkey, addr, &b);
             if post_send(stack, c.qpn, k, tx, addr, 48, ti).is_err() {
-                c.free_tx.push(ti);
+                c.free_tx(ti);
                 return;
             }
             c.sq_avail -= 1;
