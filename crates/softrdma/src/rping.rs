@@ -100,7 +100,7 @@ pub struct Args {
     /// connection's traffic class and the IP TOS byte of its packets.
     #[arg(short = 't', value_parser = clap::value_parser!(u8))]
     pub tos: Option<u8>,
-    /// Display ping data to stdout (and each CM retransmission as it happens).
+    /// Display ping data to stdout (CM retransmissions go to stderr with or without it).
     #[arg(short = 'v')]
     pub verbose: bool,
     /// Validate ping data.
@@ -475,7 +475,7 @@ impl<'a> Conn<'a> {
     }
 
     /// The next event of this connection's id (waiting up to `wait`; `None`: no waiting).
-    /// CM retransmissions are printed with `-v`/`-d`; a CONNECT_REQUEST for the listener is
+    /// CM retransmissions are printed on stderr; a CONNECT_REQUEST for the listener is
     /// kept for later; a caught signal ends the wait.
     fn next_event(&mut self, wait: Option<Duration>) -> Result<Option<RdmaCmEvent>, Fail> {
         let end = Instant::now() + wait.unwrap_or(Duration::ZERO);
@@ -504,7 +504,14 @@ impl<'a> Conn<'a> {
                     self.stash.push(e);
                 }
                 Event::Rdma(_) => {}
-                Event::Ib(ev) => print_retry(self.o, &self.dev, &ev),
+                Event::Ib(ev) => {
+                    let peer = if self.o.server {
+                        "the client".to_string()
+                    } else {
+                        self.o.addr.to_string()
+                    };
+                    print_retry(&peer, &self.dev, &ev)
+                }
             }
         }
     }
@@ -699,8 +706,8 @@ impl<'a> Conn<'a> {
 /// Prints an IB CM retransmission notice on stderr (with or without `-v`: a peer that does
 /// not answer shows at once, and stdout stays rping's own lines):
 /// `rping: no answer from 127.0.0.9:7174 yet: REQ retry 3/15, next in 6.1 s`.
-fn print_retry(o: &Opts, dev: &Device, ev: &CmEvent) {
-    if let Some(line) = cmtool::retry_note("rping", &o.addr.to_string(), dev.now(), ev) {
+fn print_retry(peer: &str, dev: &Device, ev: &CmEvent) {
+    if let Some(line) = cmtool::retry_note("rping", peer, dev.now(), ev) {
         eprintln!("{line}");
     }
 }
@@ -800,7 +807,7 @@ fn next_request(
                 }
                 Ok(Some(Event::Ib(ev))) => {
                     if let Some((_, d)) = cm.devices().first() {
-                        print_retry(o, d, &ev);
+                        print_retry("the client", d, &ev);
                     }
                     continue;
                 }
