@@ -174,6 +174,44 @@ fn run_timers(sim: &mut Sim<Node>, apps: &mut [App]) -> bool {
     true
 }
 
+/// Node `h` resolves `id`'s address (from its first device's, to `dst`) and route, with
+/// `opts` set in between (as an application sets them before the route), and takes
+/// ADDR_RESOLVED and ROUTE_RESOLVED.
+fn resolve(sim: &mut Sim<Node>, h: usize, id: &RdmaCmId, dst: SocketAddr, opts: &[RdmaOption]) {
+    let n = &mut sim.stacks[h];
+    let port = n.ports().next().expect("a port");
+    let src = n.stack(port).expect("port").device.addrs()[0];
+    n.rdma_mut()
+        .resolve_addr(id, Some(src), dst)
+        .expect("resolve_addr");
+    assert_eq!(
+        n.poll_rdma_event().map(|e| e.event),
+        Some(RdmaCmEventType::AddrResolved)
+    );
+    for o in opts {
+        n.rdma_mut().set_option(id, o.clone()).expect("option");
+    }
+    n.rdma_mut().resolve_route(id).expect("resolve_route");
+    assert_eq!(
+        n.poll_rdma_event().map(|e| e.event),
+        Some(RdmaCmEventType::RouteResolved)
+    );
+}
+
+/// Runs the network until node `h`'s application has a `t` event, and takes it.
+fn wait(sim: &mut Sim<Node>, apps: &mut [App], h: usize, t: RdmaCmEventType) -> RdmaCmEvent {
+    assert!(pump(sim, apps, |n| has(&n[h], t)), "no {t:?} for node {h}");
+    take(&mut apps[h], t)
+}
+
+/// Node `h` listens on `addr` with `backlog`.
+fn listen(sim: &mut Sim<Node>, h: usize, addr: SocketAddr, backlog: u32) -> RdmaCmId {
+    sim.stacks[h]
+        .rdma_mut()
+        .listen_on(addr, backlog)
+        .expect("listen")
+}
+
 fn has(n: &App, t: RdmaCmEventType) -> bool {
     n.events.iter().any(|e| e.event == t)
 }
@@ -221,36 +259,18 @@ fn sa(ip: IpAddr, port: u16) -> SocketAddr {
     SocketAddr::new(ip, port)
 }
 
-/// rdma_resolve_addr + rdma_resolve_route + rdma_connect from node `h`'s device `dev`.
-fn dial(
-    sim: &mut Sim<Node>,
-    h: usize,
-    app: &App,
-    dev: usize,
-    dst: SocketAddr,
-    pd: &[u8],
-) -> RdmaCmId {
-    let d = &app.devs[dev];
-    let (src, port, qpn, now) = (sim.addrs[d.stack], d.port, d.qpn, sim.now);
-    let n = &mut sim.stacks[h];
-    let id = n.rdma_mut().create_id();
-    n.rdma_mut()
-        .resolve_addr(&id, Some(src), dst)
-        .expect("resolve_addr");
-    assert_eq!(
-        n.poll_rdma_event().map(|e| e.event),
-        Some(RdmaCmEventType::AddrResolved)
-    );
-    n.rdma_mut().resolve_route(&id).expect("resolve_route");
-    assert_eq!(
-        n.poll_rdma_event().map(|e| e.event),
-        Some(RdmaCmEventType::RouteResolved)
-    );
-    n.with_port(now, port, |cm, s| {
-        cm.connect(now, s, &id, Some(qpn), &param(pd))
-    })
-    .expect("port")
-    .expect("connect");
+/// rdma_resolve_addr + rdma_resolve_route + rdma_connect from node `h`'s first device.
+fn dial(sim: &mut Sim<Node>, h: usize, app: &App, dst: SocketAddr, pd: &[u8]) -> RdmaCmId {
+    let id = sim.stacks[h].rdma_mut().create_id();
+    resolve(sim, h, &id, dst, &[]);
+    let d = &app.devs[0];
+    let (port, qpn, now) = (d.port, d.qpn, sim.now);
+    sim.stacks[h]
+        .with_port(now, port, |cm, s| {
+            cm.connect(now, s, &id, Some(qpn), &param(pd))
+        })
+        .expect("port")
+        .expect("connect");
     id
 }
 
@@ -269,16 +289,9 @@ fn accept(sim: &mut Sim<Node>, h: usize, app: &App, id: &RdmaCmId) {
 /// passive).
 fn connected(sim: &mut Sim<Node>, n: &mut [App]) -> (RdmaCmId, RdmaCmId, RdmaCmId) {
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 0)
-        .expect("listen");
-    let ca = dial(sim, 0, &n[0], 0, sa(b, 7174), b"hello");
-    assert!(pump(sim, n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let l = listen(sim, 1, sa(b, 7174), 0);
+    let ca = dial(sim, 0, &n[0], sa(b, 7174), b"hello");
+    let mut req = wait(sim, n, 1, RdmaCmEventType::ConnectRequest);
     assert_eq!(req.listen_id, Some(l.name()));
     assert_eq!(&req.private_data[..5], b"hello");
     assert_eq!(req.private_data.len(), 92 - 36);
@@ -455,16 +468,9 @@ fn data_flows_both_ways_with_crossed_psns() {
 fn reject_carries_consumer_data_and_a_failed_reject_returns_the_id() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 0)
-        .expect("listen");
-    let _a = dial(&mut sim, 0, &n[0], 0, sa(b, 7174), b"x");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _a = dial(&mut sim, 0, &n[0], sa(b, 7174), b"x");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("new id");
     // Too much private data: refused, and the id comes back still usable.
     let (id, e) = sim.stacks[1]
@@ -481,11 +487,7 @@ fn reject_carries_consumer_data_and_a_failed_reject_returns_the_id() {
         .reject(sim.now, id, b"go away")
         .map_err(|(_, e)| e)
         .expect("rej");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Rejected
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::Rejected);
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Rejected);
     assert_eq!(e.reject_reason, Some(RejectReason::CONSUMER_DEFINED));
     assert_eq!(e.status, 28);
     assert!(e.is_consumer_reject());
@@ -509,16 +511,9 @@ fn reject_carries_consumer_data_and_a_failed_reject_returns_the_id() {
 fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 0)
-        .expect("listen");
-    let _a = dial(&mut sim, 0, &n[0], 0, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _a = dial(&mut sim, 0, &n[0], sa(b, 7174), b"");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
     assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ]);
     // The active side's REQ timer runs out: it retransmits.
@@ -652,12 +647,9 @@ fn ephemeral_ports_shared_by_ids_to_distinct_destinations() {
 fn backlog_overflow_drops_silently_and_the_retried_req_is_served() {
     let (mut sim, mut n) = world(9, &[(21, 1), (22, 1), (23, 1)]);
     let b = sim.addrs[1];
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 1)
-        .expect("listen");
-    let _x = dial(&mut sim, 0, &n[0], 0, sa(b, 7174), b"first");
-    let _y = dial(&mut sim, 2, &n[2], 0, sa(b, 7174), b"second");
+    let _l = listen(&mut sim, 1, sa(b, 7174), 1);
+    let _x = dial(&mut sim, 0, &n[0], sa(b, 7174), b"first");
+    let _y = dial(&mut sim, 2, &n[2], sa(b, 7174), b"second");
     // Run the network without letting node 1's application poll its events.
     for _ in 0..100 {
         take_events(&mut sim, &mut n, &[1]);
@@ -737,17 +729,14 @@ fn passive_side_binds_each_request_to_the_device_it_arrived_on() {
     let (mut sim, mut n) = world(13, &[(31, 1), (32, 2)]);
     let (b1, b2) = (sim.addrs[1], sim.addrs[2]);
     let any: IpAddr = "0.0.0.0".parse().expect("ip");
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(any, 7174), 0)
-        .expect("listen");
+    let _l = listen(&mut sim, 1, sa(any, 7174), 0);
     let mut got = Vec::new();
     let mut kept = Vec::new();
     for dst in [b2, b1] {
         // A fresh QP for each connection (one QP twice would be a stale connection).
         let (_, q, _) = rc_qp(st(&mut sim, 0));
         n[0].devs[0].qpn = q;
-        let _c = dial(&mut sim, 0, &n[0], 0, sa(dst, 7174), b"");
+        let _c = dial(&mut sim, 0, &n[0], sa(dst, 7174), b"");
         let ok = pump(&mut sim, &mut n, |n| {
             has(&n[1], RdmaCmEventType::ConnectRequest)
         });
@@ -762,11 +751,7 @@ fn passive_side_binds_each_request_to_the_device_it_arrived_on() {
         let port = sim.stacks[1].rdma_mut().port_of(id.name()).expect("bound");
         got.push((dst, port, sim.stacks[1].rdma_mut().local_addr(id.name())));
         accept(&mut sim, 1, &n[1], &id);
-        assert!(pump(&mut sim, &mut n, |n| has(
-            &n[1],
-            RdmaCmEventType::Established
-        )));
-        let _ = take(&mut n[1], RdmaCmEventType::Established);
+        let _ = wait(&mut sim, &mut n, 1, RdmaCmEventType::Established);
         kept.push(id);
     }
     assert_eq!(
@@ -790,15 +775,9 @@ fn device_acquisition_refusals_are_rej_28_without_data() {
     let (mut sim, mut n) = world(17, &[(41, 1), (42, 2)]);
     let (a, b1, b2) = (sim.addrs[0], sim.addrs[1], sim.addrs[2]);
     // Node 1 listens on b1:7000 (device 0 only) and on the wildcard at 7001.
-    let _l1 = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b1, 7000), 0)
-        .expect("l1");
+    let _l1 = listen(&mut sim, 1, sa(b1, 7000), 0);
     let any: IpAddr = "0.0.0.0".parse().expect("ip");
-    let _l2 = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(any, 7001), 0)
-        .expect("l2");
+    let _l2 = listen(&mut sim, 1, sa(any, 7001), 0);
     // A raw REQ from node 0 with a chosen IP CM header, sent to `to`.
     let raw = |sim: &mut Sim<Node>, n: &App, to: IpAddr, hdr: Vec<u8>, port: u16| {
         let p = ReqParams::new(
@@ -853,7 +832,7 @@ fn device_acquisition_refusals_are_rej_28_without_data() {
     }
     cmd(&mut sim, 2, |_, cm, s| cm.update_port(d1, s));
     sim.tap.clear();
-    let _c = dial(&mut sim, 0, &n[0], 0, sa(b2, 7001), b"");
+    let _c = dial(&mut sim, 0, &n[0], sa(b2, 7001), b"");
     pump(&mut sim, &mut n, |_| false);
     assert_eq!(
         attrs(&cm_log(&sim)),
@@ -905,10 +884,7 @@ fn sidr_req_to_an_rc_listener_gets_sidr_rep_reject_and_leaves_no_state() {
     use softrdma_wire::rdma_cm::{service_id, PortSpace};
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 0)
-        .expect("listen");
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     let before = sim.stacks[1].rdma_mut().cm().id_count();
     let p = SidrReqParams {
         port: n[0].devs[0].port,
@@ -958,10 +934,7 @@ fn uc_req_to_an_rc_listener_gets_rej_28_without_private_data() {
     use softrdma_wire::rdma_cm::{service_id, PortSpace};
     let (mut sim, mut n) = pair();
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 0)
-        .expect("listen");
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     let before = sim.stacks[1].rdma_mut().cm().id_count();
     let mut pd = IpCmHeader::new(a, 40000, b).to_bytes();
     pd.extend_from_slice(b"uc");

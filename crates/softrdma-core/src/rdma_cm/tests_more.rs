@@ -65,22 +65,9 @@ fn ud_dial(
     pd: &[u8],
 ) -> (RdmaCmId, CqId, u32, MrKeys) {
     let k = app.devs[0].stack;
-    let src = sim.addrs[k];
-    let n = &mut sim.stacks[h];
-    let id = n.rdma_mut().create_id_ps(ps);
-    assert_eq!(n.rdma().qp_type(id.name()), Some(QpType::Ud));
-    n.rdma_mut()
-        .resolve_addr(&id, Some(src), dst)
-        .expect("addr");
-    assert_eq!(
-        n.poll_rdma_event().map(|e| e.event),
-        Some(RdmaCmEventType::AddrResolved)
-    );
-    n.rdma_mut().resolve_route(&id).expect("route");
-    assert_eq!(
-        n.poll_rdma_event().map(|e| e.event),
-        Some(RdmaCmEventType::RouteResolved)
-    );
+    let id = sim.stacks[h].rdma_mut().create_id_ps(ps);
+    assert_eq!(sim.stacks[h].rdma().qp_type(id.name()), Some(QpType::Ud));
+    resolve(sim, h, &id, dst, &[]);
     let (cq, qpn, mr) = ud_qp(st(sim, k));
     cmd(sim, k, |_, cm, s| cm.init_qp_for(s, &id, qpn)).expect("create qp");
     cmd(sim, k, |now, cm, s| {
@@ -135,15 +122,7 @@ fn ud_over_sidr_then_datagrams_both_ways() {
     let (ca, cqa, qa, mra) = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), &user);
     // 181 bytes do not fit.
     let x = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::UDP);
-    sim.stacks[0]
-        .rdma_mut()
-        .resolve_addr(&x, Some(a), sa(b, 7174))
-        .expect("addr");
-    sim.stacks[0].rdma_mut().resolve_route(&x).expect("route");
-    let _ = (
-        sim.stacks[0].poll_rdma_event(),
-        sim.stacks[0].poll_rdma_event(),
-    );
+    resolve(&mut sim, 0, &x, sa(b, 7174), &[]);
     let st0 = n[0].devs[0].stack;
     assert_eq!(
         cmd(&mut sim, st0, |now, cm, s| cm.connect(
@@ -156,11 +135,7 @@ fn ud_over_sidr_then_datagrams_both_ways() {
         Err(RdmaCmError::TooLong)
     );
     sim.stacks[0].rdma_mut().destroy(sim.now, x);
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     assert_eq!(req.listen_id, Some(l.name()));
     assert_eq!(req.private_data, user.to_vec());
     let sb = req.new_id.take().expect("new id");
@@ -291,22 +266,14 @@ fn ud_unreachable_carries_the_sidr_status() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
     let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Unreachable
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::Unreachable);
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Unreachable);
     assert_eq!(e.status, 1);
     let _l = sim.stacks[1]
         .rdma_mut()
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("listen");
     let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
     assert_eq!(
         sim.stacks[1]
@@ -320,11 +287,7 @@ fn ud_unreachable_carries_the_sidr_status() {
     );
     // (that id is gone; a new request)
     let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
     sim.stacks[1]
         .rdma_mut()
@@ -430,22 +393,14 @@ fn ud_sidr_rep_with_another_qkey_is_addr_error() {
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("listen");
     let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
     sim.stacks[1]
         .rdma_mut()
         .accept_ud(sim.now, &id, 0x99, 0x1111, b"")
         .expect("accept");
     assert_eq!(sim.stacks[1].rdma_mut().qkey(id.name()), Some(0x1111));
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::AddrError
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::AddrError);
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::AddrError);
     assert_eq!(e.status, EINVAL);
 }
 
@@ -533,11 +488,7 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
         cm.connect(now, s, &c, Some(qa), &param(b"\0\0ib"))
     })
     .expect("connect");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     assert_eq!(&req.private_data[..4], b"\0\0ib");
     assert_eq!(req.private_data.len(), 92);
     let sb = req.new_id.take().expect("id");
@@ -596,24 +547,12 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
     let (_, q2, _) = rc_qp(st(&mut sim, 0));
     n[0].devs[0].qpn = q2;
     let id = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::IB);
-    sim.stacks[0]
-        .rdma_mut()
-        .resolve_addr(&id, Some(a), sa(b, 7472))
-        .expect("addr");
-    sim.stacks[0].rdma_mut().resolve_route(&id).expect("route");
-    let _ = (
-        sim.stacks[0].poll_rdma_event(),
-        sim.stacks[0].poll_rdma_event(),
-    );
+    resolve(&mut sim, 0, &id, sa(b, 7472), &[]);
     cmd(&mut sim, 0, |now, cm, s| {
         cm.connect(now, s, &id, Some(q2), &param(b""))
     })
     .expect("connect");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let e = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let sb2 = e.new_id.expect("id");
     assert!(!sim.stacks[1].rdma_mut().is_af_ib(sb2.name()));
     let log = cm_log(&sim);
@@ -635,24 +574,13 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
 fn ece_is_offered_and_accepted() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 0)
-        .expect("listen");
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     for (offer, answer, want) in [(0b0111, Some(0b0101), 0b0101), (0b0011, None, 0)] {
         sim.tap.clear();
         let (_, q, _) = rc_qp(st(&mut sim, 0));
         n[0].devs[0].qpn = q;
         let id = sim.stacks[0].rdma_mut().create_id();
-        sim.stacks[0]
-            .rdma_mut()
-            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
-            .expect("addr");
-        sim.stacks[0].rdma_mut().resolve_route(&id).expect("route");
-        let _ = (
-            sim.stacks[0].poll_rdma_event(),
-            sim.stacks[0].poll_rdma_event(),
-        );
+        resolve(&mut sim, 0, &id, sa(b, 7174), &[]);
         let ece = Ece {
             vendor_id: 0x00ab_cdef,
             attr_mod: offer,
@@ -661,11 +589,7 @@ fn ece_is_offered_and_accepted() {
             cm.connect_ece(now, s, &id, Some(q), &param(b""), ece)
         })
         .expect("connect");
-        assert!(pump(&mut sim, &mut n, |n| has(
-            &n[1],
-            RdmaCmEventType::ConnectRequest
-        )));
-        let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+        let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
         assert_eq!(req.ece, ece);
         let sb = req.new_id.take().expect("id");
         assert_eq!(sim.stacks[1].rdma_mut().remote_ece(sb.name()), Some(ece));
@@ -727,16 +651,9 @@ fn ece_is_offered_and_accepted() {
 fn ece_reject_is_reason_35() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 0)
-        .expect("listen");
-    let _c = dial(&mut sim, 0, &n[0], 0, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _c = dial(&mut sim, 0, &n[0], sa(b, 7174), b"");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
     let (id, e) = sim.stacks[1]
         .rdma_mut()
@@ -748,11 +665,7 @@ fn ece_reject_is_reason_35() {
         .reject_ece(sim.now, id, b"no such option")
         .map_err(|(_, e)| e)
         .expect("reject");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Rejected
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::Rejected);
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Rejected);
     assert_eq!(e.status, 35);
     assert!(!e.is_consumer_reject());
     assert_eq!(e.consumer_reject_data(), None);
@@ -792,12 +705,8 @@ fn afonly_decides_port_sharing_and_which_requests_a_listener_takes() {
     let l = cm.create_id();
     cm.bind_addr(&l, sa(any6, 7001)).expect("bind");
     cm.listen(&l, 0).expect("listen");
-    let _c = dial(&mut sim, 0, &n[0], 0, sa(b, 7001), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _c = dial(&mut sim, 0, &n[0], sa(b, 7001), b"");
+    let e = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let sb = e.new_id.expect("id");
     assert_eq!(
         sim.stacks[1].rdma_mut().local_addr(sb.name()),
@@ -833,7 +742,7 @@ fn afonly_decides_port_sharing_and_which_requests_a_listener_takes() {
     sim.tap.clear();
     let (_, q, _) = rc_qp(st(&mut sim, 0));
     n[0].devs[0].qpn = q;
-    let _c = dial(&mut sim, 0, &n[0], 0, sa(b, 7002), b"");
+    let _c = dial(&mut sim, 0, &n[0], sa(b, 7002), b"");
     pump(&mut sim, &mut n, |_| false);
     assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ, AttrId::REJ]);
     assert!(!has(&n[1], RdmaCmEventType::ConnectRequest));
@@ -883,34 +792,15 @@ fn ack_timeout_sets_the_packet_lifetime_and_the_qp_timeout() {
     for (t, req_ack, passive_t) in [(14u8, 16u8, 12u8), (0, 19, 19)] {
         let (mut sim, mut n) = pair();
         let b = sim.addrs[1];
-        let _l = sim.stacks[1]
-            .rdma_mut()
-            .listen_on(sa(b, 7174), 0)
-            .expect("listen");
+        let _l = listen(&mut sim, 1, sa(b, 7174), 0);
         let id = sim.stacks[0].rdma_mut().create_id();
-        sim.stacks[0]
-            .rdma_mut()
-            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
-            .expect("addr");
-        sim.stacks[0]
-            .rdma_mut()
-            .set_option(&id, RdmaOption::AckTimeout(t))
-            .expect("option");
-        sim.stacks[0].rdma_mut().resolve_route(&id).expect("route");
-        let _ = (
-            sim.stacks[0].poll_rdma_event(),
-            sim.stacks[0].poll_rdma_event(),
-        );
+        resolve(&mut sim, 0, &id, sa(b, 7174), &[RdmaOption::AckTimeout(t)]);
         let qa = n[0].devs[0].qpn;
         cmd(&mut sim, 0, |now, cm, s| {
             cm.connect(now, s, &id, Some(qa), &param(b""))
         })
         .expect("connect");
-        assert!(pump(&mut sim, &mut n, |n| has(
-            &n[1],
-            RdmaCmEventType::ConnectRequest
-        )));
-        let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+        let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
         let sb = req.new_id.take().expect("id");
         if t != 0 {
             sim.stacks[1]
@@ -949,16 +839,9 @@ fn ack_timeout_sets_the_packet_lifetime_and_the_qp_timeout() {
 fn min_rnr_timer_is_on_the_wire() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 0)
-        .expect("listen");
-    let _c = dial(&mut sim, 0, &n[0], 0, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _c = dial(&mut sim, 0, &n[0], sa(b, 7174), b"");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let sb = req.new_id.take().expect("id");
     assert_eq!(
         sim.stacks[1].rdma_mut().set_min_rnr_timer(&sb, 32),
@@ -1019,24 +902,9 @@ fn min_rnr_timer_is_on_the_wire() {
 fn tos_is_the_paths_traffic_class() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = sim.stacks[1]
-        .rdma_mut()
-        .listen_on(sa(b, 7174), 0)
-        .expect("listen");
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     let id = sim.stacks[0].rdma_mut().create_id();
-    sim.stacks[0]
-        .rdma_mut()
-        .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
-        .expect("addr");
-    sim.stacks[0]
-        .rdma_mut()
-        .set_option(&id, RdmaOption::Tos(0x60))
-        .expect("tos");
-    sim.stacks[0].rdma_mut().resolve_route(&id).expect("route");
-    let _ = (
-        sim.stacks[0].poll_rdma_event(),
-        sim.stacks[0].poll_rdma_event(),
-    );
+    resolve(&mut sim, 0, &id, sa(b, 7174), &[RdmaOption::Tos(0x60)]);
     assert_eq!(
         sim.stacks[0].rdma_mut().traffic_class(id.name()),
         Some(0x60)
@@ -1046,18 +914,10 @@ fn tos_is_the_paths_traffic_class() {
         cm.connect(now, s, &id, Some(qa), &param(b""))
     })
     .expect("connect");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let sb = req.new_id.take().expect("id");
     accept(&mut sim, 1, &n[1], &sb);
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Established
-    )));
-    let _ = take(&mut n[0], RdmaCmEventType::Established);
+    let _ = wait(&mut sim, &mut n, 0, RdmaCmEventType::Established);
     let log = cm_log(&sim);
     let CmMessage::Req(q) = &log[0].1 else {
         panic!()
@@ -1098,38 +958,18 @@ fn tos_is_the_paths_traffic_class() {
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("udp listen");
     let c = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::UDP);
-    sim.stacks[0]
-        .rdma_mut()
-        .resolve_addr(&c, Some(sim.addrs[0]), sa(b, 7174))
-        .expect("addr");
-    sim.stacks[0]
-        .rdma_mut()
-        .set_option(&c, RdmaOption::Tos(0x20))
-        .expect("tos");
-    sim.stacks[0].rdma_mut().resolve_route(&c).expect("route");
-    let _ = (
-        sim.stacks[0].poll_rdma_event(),
-        sim.stacks[0].poll_rdma_event(),
-    );
+    resolve(&mut sim, 0, &c, sa(b, 7174), &[RdmaOption::Tos(0x20)]);
     cmd(&mut sim, 0, |now, cm, s| {
         cm.connect(now, s, &c, None, &param(b""))
     })
     .expect("sidr");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let u = req.new_id.take().expect("id");
     sim.stacks[1]
         .rdma_mut()
         .accept_ud(sim.now, &u, 0x42, 0, b"")
         .expect("accept");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Established
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::Established);
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Established);
     assert_eq!(
         e.ud.map(|u| (u.ah.traffic_class, u.qp_num)),
         Some((0x20, 0x42))
@@ -1151,15 +991,7 @@ fn ece_rep_of_another_vendor_is_connect_error() {
         cm.listen(&l, service_id(PortSpace::TCP, 7174))
             .expect("listen");
         let id = sim.stacks[0].rdma_mut().create_id();
-        sim.stacks[0]
-            .rdma_mut()
-            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
-            .expect("addr");
-        sim.stacks[0].rdma_mut().resolve_route(&id).expect("route");
-        let _ = (
-            sim.stacks[0].poll_rdma_event(),
-            sim.stacks[0].poll_rdma_event(),
-        );
+        resolve(&mut sim, 0, &id, sa(b, 7174), &[]);
         let qa = n[0].devs[0].qpn;
         let ece = Ece {
             vendor_id: 0x00ab_cdef,
