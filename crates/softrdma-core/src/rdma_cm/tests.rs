@@ -189,7 +189,7 @@ fn resolve(sim: &mut Sim<Node>, h: usize, id: &RdmaCmId, dst: SocketAddr, opts: 
         Some(RdmaCmEventType::AddrResolved)
     );
     for o in opts {
-        n.rdma_mut().set_option(id, o.clone()).expect("option");
+        n.rdma_mut().set_option(id, *o).expect("option");
     }
     n.rdma_mut().resolve_route(id).expect("resolve_route");
     assert_eq!(
