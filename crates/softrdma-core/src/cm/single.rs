@@ -51,8 +51,10 @@ impl SinglePortCm {
         &self.node
     }
 
-    /// The MAD layer (every queued operation of the CM is applied at the next call).
-    pub fn mad(&self) -> &MadAgent {
+    /// The MAD layer, with every queued operation of the CM applied.
+    pub fn mad(&mut self) -> &MadAgent {
+        let now = self.node.rdma().cm().now;
+        self.process(now);
         match self.node.mad(self.port) {
             Some(m) => m.agent(),
             None => unreachable!("the node's one port"),
