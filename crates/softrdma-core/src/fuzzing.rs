@@ -8,8 +8,9 @@
 //! [`stack`] builds a [`Stack`] as a peer would find it mid-conversation — an RC QP in RTS with
 //! requests of every kind outstanding (SEND, RDMA WRITE, RDMA READ, atomic) and receives posted,
 //! a UD QP in RTS with receives posted, a user MR and a fast-registration MR the peer may
-//! access and invalidate — then feeds it the datagrams the input describes through
-//! [`Stack::handle_datagram`], with timers run between them. Most datagrams get a correct ICRC
+//! access and invalidate — makes it the one port of a [`Node`] (so QP1, the MAD layer and
+//! the CMs are behind it too), then feeds the node the datagrams the input describes through
+//! [`Node::handle_datagram`], with timers run between them ([`Node::handle_timeout`]). Most datagrams get a correct ICRC
 //! before they are fed ([`icrc::seal_udp`]; a record flag leaves the ICRC as the fuzzer
 //! wrote it), so the fuzzer reaches the transport instead of stopping at the ICRC check.
 //!
@@ -39,13 +40,15 @@ use softrdma_wire::icrc::{self, Flow, Verdict, ROCE_V2_PORT};
 use softrdma_wire::roce::RocePacket;
 use softrdma_wire::Gid;
 
+use crate::cm::CmPort;
 use crate::device::{Counters, DeviceConfig, Mtu};
+use crate::node::cm_config;
 use crate::time::{Duration, Instant};
 use crate::verbs::{
     steps_to_rts, AccessFlags, AddressVector, CqId, QpAttr, QpCap, QpInitAttr, QpType, RecvWr,
     SendOp, SendWr, Sge,
 };
-use crate::Stack;
+use crate::{Node, Stack, Transmit};
 
 /// Most datagrams one input feeds.
 pub const MAX_RECORDS: usize = 64;
@@ -60,12 +63,23 @@ pub const MR_VA: u64 = 0x1000;
 pub const FAST_VA: u64 = 0x10_0000;
 const MR_LEN: usize = 8192;
 
-/// What [`setup`] made: the stack and the numbers a valid packet needs.
-#[derive(Clone)]
+/// QP1 receive buffers of the rig's node (the input feeds one datagram at a time).
+const QP1_RECV_DEPTH: u32 = 16;
+
+/// What [`setup`] made: the node and the numbers a valid packet needs.
 pub struct Rig {
-    /// The stack under test.
-    pub stack: Stack,
-    /// Our address and the connected peer's.
+    /// The node under test: its one port is the stack [`setup`] built.
+    pub node: Node,
+    /// That port.
+    pub port: CmPort,
+    /// What a valid packet needs.
+    pub at: Numbers,
+}
+
+/// The addresses and numbers of the rig (see [`Rig`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Numbers {
+    /// Our address.
     pub me: IpAddr,
     /// The RC peer's address.
     pub peer: IpAddr,
@@ -80,8 +94,21 @@ pub struct Rig {
     cq: CqId,
 }
 
-/// Builds the stack the fuzz body feeds (see the module docs); `flags` is input byte 0.
+/// The stack [`setup`] builds, before it becomes a node's port (what the rigs are copied
+/// from).
+#[derive(Clone)]
+struct Prepared {
+    stack: Stack,
+    at: Numbers,
+}
+
+/// Builds the node the fuzz body feeds (see the module docs); `flags` is input byte 0.
 pub fn setup(flags: u8) -> Result<Rig, String> {
+    prepare(flags).map(Rig::new)
+}
+
+/// The stack of [`setup`], its first requests sent.
+fn prepare(flags: u8) -> Result<Prepared, String> {
     let (me, peer) = if flags & 1 != 0 {
         (
             IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1)),
@@ -216,8 +243,16 @@ pub fn setup(flags: u8) -> Result<Rig, String> {
         s.post_send(rc_qpn, wr)
             .map_err(|e| format!("fuzz setup: {e:?}"))?;
     }
-    let mut rig = Rig {
-        stack: s,
+    // The first requests leave before the stack becomes a node's port (the rigs start from
+    // here).
+    let now = Instant::from_millis(1);
+    for _ in 0..4096 {
+        let Some(tx) = s.poll_transmit(now) else {
+            break;
+        };
+        check_sent(&tx);
+    }
+    let at = Numbers {
         me,
         peer,
         rc_qpn,
@@ -226,38 +261,68 @@ pub fn setup(flags: u8) -> Result<Rig, String> {
         fast_rkey: fast.rkey,
         cq,
     };
-    rig.drain(Instant::from_millis(1));
-    Ok(rig)
+    let mut p = Prepared { stack: s, at };
+    for _ in 0..4096 {
+        if !matches!(p.stack.poll_cq(cq), Ok(Some(_))) {
+            break;
+        }
+    }
+    Ok(p)
+}
+
+/// A datagram the rig sent: a well-formed RoCE packet whose ICRC verifies for its flow.
+fn check_sent(tx: &Transmit) {
+    let flow = Flow {
+        src: tx.src_ip,
+        dst: tx.dst.ip(),
+        src_port: tx.src_port,
+        dst_port: tx.dst.port(),
+    };
+    assert!(
+        RocePacket::new_checked(&tx.payload[..]).is_ok(),
+        "the stack sent a malformed packet: {:02x?}",
+        tx.payload
+    );
+    assert!(
+        matches!(
+            icrc::verify_udp(&flow, &tx.payload),
+            Ok(Verdict::Verified { .. })
+        ),
+        "the stack sent a packet with a wrong ICRC"
+    );
 }
 
 impl Rig {
-    /// Sends what the stack has queued and reaps its completions; checks every datagram.
+    /// A node whose one port is the prepared stack.
+    fn new(p: Prepared) -> Rig {
+        let made = Node::new(cm_config(softrdma_wire::Guid(0x0f0f), 1)).and_then(|mut node| {
+            let port = node.add_port(p.stack, QP1_RECV_DEPTH)?;
+            Ok((node, port))
+        });
+        match made {
+            Ok((node, port)) => Rig {
+                node,
+                port,
+                at: p.at,
+            },
+            Err(e) => panic!("fuzz setup: {e}"),
+        }
+    }
+
+    /// Sends what the node has queued and reaps the stack's completions; checks every
+    /// datagram.
     fn drain(&mut self, now: Instant) {
         for _ in 0..4096 {
-            let Some(tx) = self.stack.poll_transmit(now) else {
+            let Some(tx) = self.node.poll_transmit(now, self.port) else {
                 break;
             };
-            let flow = Flow {
-                src: tx.src_ip,
-                dst: tx.dst.ip(),
-                src_port: tx.src_port,
-                dst_port: tx.dst.port(),
-            };
-            assert!(
-                RocePacket::new_checked(&tx.payload[..]).is_ok(),
-                "the stack sent a malformed packet: {:02x?}",
-                tx.payload
-            );
-            assert!(
-                matches!(
-                    icrc::verify_udp(&flow, &tx.payload),
-                    Ok(Verdict::Verified { .. })
-                ),
-                "the stack sent a packet with a wrong ICRC"
-            );
+            check_sent(&tx);
         }
+        let Some(s) = self.node.stack_mut(self.port) else {
+            return;
+        };
         for _ in 0..4096 {
-            if !matches!(self.stack.poll_cq(self.cq), Ok(Some(_))) {
+            if !matches!(s.poll_cq(self.at.cq), Ok(Some(_))) {
                 break;
             }
         }
@@ -266,13 +331,17 @@ impl Rig {
     /// Feeds one datagram as a record's flags describe it.
     pub fn feed(&mut self, now: Instant, flags: u8, bytes: &[u8]) {
         let mut buf = bytes.to_vec();
-        let stranger = match self.peer {
+        let stranger = match self.at.peer {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9)),
             IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 9)),
         };
-        let src_ip = if flags & 2 != 0 { stranger } else { self.peer };
+        let src_ip = if flags & 2 != 0 {
+            stranger
+        } else {
+            self.at.peer
+        };
         let src_port = if flags & 4 != 0 { 0xc123 } else { ROCE_V2_PORT };
-        let dst = if flags & 8 != 0 { stranger } else { self.me };
+        let dst = if flags & 8 != 0 { stranger } else { self.at.me };
         if flags & 1 == 0 {
             let flow = Flow {
                 src: src_ip,
@@ -283,8 +352,8 @@ impl Rig {
             // Fails (and leaves the bytes alone) on input too short to carry an ICRC.
             let _ = icrc::seal_udp(&flow, &mut buf);
         }
-        self.stack
-            .handle_datagram(now, SocketAddr::new(src_ip, src_port), dst, &buf);
+        let src = SocketAddr::new(src_ip, src_port);
+        self.node.handle_datagram(now, self.port, src, dst, &buf);
         self.drain(now);
     }
 }
@@ -297,24 +366,24 @@ pub fn stack(data: &[u8]) {
 thread_local! {
     /// The rigs [`setup`] made, one per setup variant: each input starts from a copy
     /// (building one costs more than the input does).
-    static PREPARED: std::cell::RefCell<[Option<Rig>; 4]> = const {
+    static PREPARED: std::cell::RefCell<[Option<Prepared>; 4]> = const {
         std::cell::RefCell::new([None, None, None, None])
     };
 }
 
-/// A fresh copy of the prepared rig for `flags` (prepared on first use).
+/// A rig on a fresh copy of the prepared stack for `flags` (prepared on first use).
 pub fn prepared(flags: u8) -> Rig {
     PREPARED.with(|p| {
         let mut p = p.borrow_mut();
         let slot = &mut p[usize::from(flags & 3)];
         if slot.is_none() {
-            *slot = Some(match setup(flags & 3) {
+            *slot = Some(match prepare(flags & 3) {
                 Ok(rig) => rig,
                 Err(e) => panic!("{e}"),
             });
         }
         match slot {
-            Some(rig) => rig.clone(),
+            Some(p) => Rig::new(p.clone()),
             None => unreachable!("prepared above"),
         }
     })
@@ -338,23 +407,23 @@ pub fn run(data: &[u8]) -> Option<Counters> {
         let wait = u64::from(flags >> 4);
         if wait > 0 {
             now += Duration::from_millis(4 * wait);
-            rig.stack.handle_timeout(now);
+            rig.node.handle_timeout(now);
             rig.drain(now);
         }
         rig.feed(now, flags, bytes);
     }
     // Let every timer that is due within a second run out (retransmissions, RNR waits).
     for _ in 0..64 {
-        match rig.stack.poll_timeout() {
+        match rig.node.poll_timeout() {
             Some(t) if t <= now + Duration::from_secs(1) => {
                 now = now.max(t);
-                rig.stack.handle_timeout(now);
+                rig.node.handle_timeout(now);
                 rig.drain(now);
             }
             _ => break,
         }
     }
-    Some(rig.stack.counters().clone())
+    rig.node.stack(rig.port).map(|s| s.counters().clone())
 }
 
 /// Seed inputs for the corpus (`tests/fuzz_corpus.rs` writes them with `FUZZ_SEED_CORPUS=1`):
@@ -364,8 +433,8 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         AethRepr, AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr,
         RoceRepr, Syndrome,
     };
-    let rig = match setup(0) {
-        Ok(rig) => rig,
+    let rig = match prepare(0) {
+        Ok(p) => p.at,
         Err(e) => panic!("{e}"),
     };
     let req = |opcode, psn: u32| {

@@ -33,6 +33,12 @@
 //! poll_event*()                           events, drained per owner (id, listener) or all
 //! ```
 //!
+//! A tool that speaks MADs rather than datagrams (the IB CM's own tests, through
+//! [`crate::cm::SinglePortCm`]) skips QP1's transport with the MAD-level forms of the
+//! same calls: [`Node::handle_mad`] (a MAD into the port's MAD layer, then dispatch and
+//! route) and [`Node::poll_mad_transmit`] (route and dispatch until quiet, then the
+//! layer's next send as a MAD).
+//!
 //! A MAD is handled in the `handle_datagram` call that carried it: a REQ becomes a
 //! CONNECT_REQUEST (or is refused) before the call returns, and the answer the CM decided
 //! on is on QP1's send queue at the next `poll_transmit_batch`.
@@ -51,7 +57,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::cm::{CmConfig, CmEvent, CmPort};
 use crate::mad::port::RXE_FIRST_CLIENT_HI_TID;
-use crate::mad::{AgentId, MadAgent, MadEvent, MadPort};
+use crate::mad::{AgentId, MadAddr, MadAgent, MadEvent, MadPort, OutMad};
 use crate::rdma_cm::{AnyEvent, RdmaCm, RdmaCmError, RdmaCmEvent, RdmaId};
 use crate::time::Instant;
 use crate::transport::{Stack, Transmit, TransmitBatch};
@@ -361,6 +367,47 @@ impl Node {
                 }
                 None => self.counters.orphaned_mads += 1,
             }
+        }
+    }
+
+    // ----- MAD-level input and output (QP1's transport skipped) -----
+
+    /// A MAD from `from` handed to `port`'s MAD layer as QP1 would hand it over, then the
+    /// call order goes on as for a datagram that carried it (dispatch, route). For tests
+    /// and tools that speak MADs ([`crate::cm::SinglePortCm`]); a runtime feeds datagrams.
+    pub fn handle_mad(&mut self, now: Instant, port: CmPort, from: MadAddr, bytes: &[u8]) {
+        self.advance(now);
+        let Some(p) = self.ports.get_mut(port.index()) else {
+            self.counters.no_such_port += 1;
+            return;
+        };
+        p.mad.agent_mut().handle_receive(now, from, bytes);
+        self.dispatch(now, port.index());
+        self.route();
+    }
+
+    /// The next MAD `port`'s MAD layer sends, taken as a MAD instead of being posted on QP1
+    /// (the MAD-level form of [`Node::poll_transmit`]): the CM's operations are routed
+    /// first, and a send that expects no answer completes as it is taken, as in
+    /// [`Node::poll_transmit_batch`].
+    pub fn poll_mad_transmit(&mut self, now: Instant, port: CmPort) -> Option<OutMad> {
+        self.advance(now);
+        let i = port.index();
+        self.settle_mads(now, i);
+        let o = self.ports.get_mut(i)?.mad.agent_mut().poll_transmit()?;
+        self.settle_mads(now, i);
+        Some(o)
+    }
+
+    /// The CM's operations to the MAD layers and port `i`'s MAD events to their classes,
+    /// until neither has more (as `flush_mads` does around each flush onto QP1).
+    fn settle_mads(&mut self, now: Instant, i: usize) {
+        loop {
+            self.route();
+            if !self.ports.get(i).is_some_and(|p| p.mad.has_event()) {
+                return;
+            }
+            self.dispatch(now, i);
         }
     }
 

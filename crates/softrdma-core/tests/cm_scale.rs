@@ -1,7 +1,7 @@
 //! Setup cost at scale: does the 100,000th connection cost what the first did?
 //!
-//! Two IB CMs with their MAD layers ([`SinglePortCm`]: the CM and the MAD layer of one port,
-//! MAD bytes in and out, the runtime's call order), connected 10,000 connections at a
+//! Two IB CMs with their MAD layers ([`SinglePortCm`]: the IB CM of a one-port node, MAD
+//! bytes in and out, the node's call order), connected 10,000 connections at a
 //! time — 10,000 REQs outstanding together, then their REPs, then the RTUs — until 100,000
 //! connections are ESTABLISHED and kept. Every turn asks both sides' `poll_timeout` and
 //! runs `handle_timeout` as the runtime does. The time of each block of 10,000 is printed;
@@ -32,16 +32,15 @@ fn gid(n: u8) -> Gid {
 }
 
 fn ep(guid: u64, seed: u64) -> SinglePortCm {
-    SinglePortCm::new(
-        CmConfig {
-            node_guid: Guid(guid),
-            seed,
-            // Every REQ of a block waits for its answer together.
-            half_open_limit: 1 << 20,
-            ..CmConfig::default()
-        },
-        2,
-    )
+    SinglePortCm::new(CmConfig {
+        node_guid: Guid(guid),
+        seed,
+        // Every REQ of a block waits for its answer together, and its REQ_RECEIVEDs
+        // wait together in the node's event queue.
+        half_open_limit: 1 << 20,
+        event_queue_limit: 1 << 20,
+        ..CmConfig::default()
+    })
     .expect("endpoint")
 }
 

@@ -31,7 +31,7 @@ fn server(limit: Option<usize>) -> (SinglePortCm, CmId) {
     if let Some(l) = limit {
         cfg.half_open_limit = l;
     }
-    let mut b = SinglePortCm::new(cfg, 2).expect("server");
+    let mut b = SinglePortCm::new(cfg).expect("server");
     let l = b.create_id();
     b.listen(&l, SVC).expect("listen");
     (b, l)
@@ -133,7 +133,7 @@ fn req_flood_half_open_limit_bounds_memory_and_a_client_connects() {
     const ANSWER_PER_MS: usize = 50;
     const REP_LIFE_MS: usize = 64 * 3;
     let (mut b, _listen) = server(Some(LIMIT));
-    let mut a = SinglePortCm::new(CmConfig::new(Guid(0xa), RXE_CA_ACK_DELAY, 1), 2).expect("a");
+    let mut a = SinglePortCm::new(CmConfig::new(Guid(0xa), RXE_CA_ACK_DELAY, 1)).expect("a");
     let mut to_attacker = BTreeMap::new();
     let mut waiting: VecDeque<CmId> = VecDeque::new();
     let mut answered: BTreeMap<CmIdRef, CmId> = BTreeMap::new();
@@ -396,7 +396,7 @@ fn sidr_req_flood_unanswered_stops_at_the_half_open_limit() {
 /// A connection A (gid 1, active) – B (gid 2, passive), ESTABLISHED.
 fn established() -> (SinglePortCm, SinglePortCm, CmId, CmId, CmId) {
     let (mut b, listen) = server(None);
-    let mut a = SinglePortCm::new(CmConfig::new(Guid(0xa), RXE_CA_ACK_DELAY, 1), 2).expect("a");
+    let mut a = SinglePortCm::new(CmConfig::new(Guid(0xa), RXE_CA_ACK_DELAY, 1)).expect("a");
     let ia = a.create_id();
     let now = Instant::from_millis(1);
     a.send_req(now, &ia, &client_req()).expect("req");

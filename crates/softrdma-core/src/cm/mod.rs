@@ -10,8 +10,9 @@
 //! wants done (send under its own send id, cancel, modify the timeout for an MRA) comes out
 //! of [`CmEndpoint::poll_mad`] as [`MadOp`]s addressed to a port, which the runtime applies
 //! to that port's layer in order. Retransmissions are the MAD layer's timers; the CM's own
-//! are the timewaits ([`CmEndpoint::poll_timeout`]). [`SinglePortCm`] bundles an endpoint
-//! with one MAD layer for tests and simulations. The call order is in [`crate::mad::port`].
+//! are the timewaits ([`CmEndpoint::poll_timeout`]). [`SinglePortCm`] is the endpoint of a
+//! one-port [`crate::node::Node`] spoken to in MADs, for the CM's own tests. The call order is
+//! the node's ([`crate::node`]).
 //!
 //! **Ownership of ids (the `ib_cm_handler` contract, by types).** There are no callbacks.
 //! [`CmEndpoint::create_id`] returns a [`CmId`], which is not `Clone`; commands take `&CmId`;

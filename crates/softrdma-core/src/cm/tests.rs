@@ -29,15 +29,12 @@ fn at(ms: u64) -> Instant {
 }
 
 fn ep(guid: u64, seed: u64) -> SinglePortCm {
-    let mut e = SinglePortCm::new(
-        CmConfig {
-            node_guid: Guid(guid),
-            ca_ack_delay: RXE_CA_ACK_DELAY,
-            seed,
-            ..CmConfig::default()
-        },
-        2,
-    )
+    let mut e = SinglePortCm::new(CmConfig {
+        node_guid: Guid(guid),
+        ca_ack_delay: RXE_CA_ACK_DELAY,
+        seed,
+        ..CmConfig::default()
+    })
     .expect("endpoint");
     e.trace = true;
     e

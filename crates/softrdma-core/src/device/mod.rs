@@ -57,6 +57,9 @@ pub struct DeviceConfig {
     /// The device's QP limit, `max_qp` (rxe's `RXE_MAX_QP`, 65,536, by default; raise it
     /// for scale runs, up to [`MAX_QP_LIMIT`]).
     pub max_qp: u32,
+    /// The node GUID, if given (else it comes from the MAC or the first address:
+    /// [`node_guid`]).
+    pub node_guid: Option<Guid>,
 }
 
 /// The largest [`DeviceConfig::max_qp`]: QPNs are 24 bits, and the QP index pool (twice the
@@ -74,7 +77,14 @@ impl DeviceConfig {
             gid_types: vec![GidType::RoceV2],
             pkey_table_len: pkey::RXE_PKEY_TABLE_LEN,
             max_qp: attr::RXE_MAX_QP,
+            node_guid: None,
         }
+    }
+
+    /// Sets the node GUID (instead of the one the MAC or the address gives).
+    pub fn with_node_guid(mut self, guid: Guid) -> DeviceConfig {
+        self.node_guid = Some(guid);
+        self
     }
 
     /// Sets the QP limit (clamped to 1..=[`MAX_QP_LIMIT`]).
@@ -177,7 +187,9 @@ impl Device {
     /// Builds a device. The port starts ACTIVE (a softrdma device's "netdev" is a bound UDP
     /// socket, which is up as soon as it exists); [`Device::set_link`] models carrier loss.
     pub fn new(config: DeviceConfig) -> Device {
-        let guid = node_guid(config.mac, &config.addrs);
+        let guid = config
+            .node_guid
+            .unwrap_or_else(|| node_guid(config.mac, &config.addrs));
         let mut attr = DeviceAttr::rxe(guid);
         attr.max_pkeys = config.pkey_table_len.max(1);
         attr.max_qp = config.max_qp.clamp(1, MAX_QP_LIMIT);

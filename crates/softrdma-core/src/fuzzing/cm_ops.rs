@@ -1,10 +1,12 @@
 //! Fuzz body of the cargo-fuzz target `cm_ops` (`fuzz/fuzz_targets/cm_ops.rs`): the IB CM's
-//! operation sequences. Two CMs with their MAD layers ([`SinglePortCm`], A at 10.0.0.1 and
-//! B at 10.0.0.2) and a hostile third party (10.0.0.9); the input is a program of user
-//! operations on either side — create, listen, connect (REQ), accept (REP), RTU, MRA, REJ,
-//! reject, DREQ, DREP, COMM_EST, destroy, destroy silently, at any moment — interleaved with
-//! the wire: MADs delivered, lost, duplicated, recorded and replayed later, hostile bytes
-//! (mutations of recorded MADs or raw), and time passing.
+//! operation sequences. Two nodes ([`Node`]: a stack with QP1, the MAD layer, the IB CM
+//! under the RDMA CM; A at 10.0.0.1 and B at 10.0.0.2) and a hostile third party
+//! (10.0.0.9); the input is a program of user operations on either side's IB CM — create,
+//! listen, connect (REQ), accept (REP), RTU, MRA, REJ, reject, DREQ, DREP, COMM_EST,
+//! destroy, destroy silently, at any moment — interleaved with the wire: QP1 datagrams
+//! delivered, lost, duplicated, recorded and replayed later, hostile bytes (mutations of
+//! recorded MADs or raw, sealed for their flow so they reach the MAD layer), and time
+//! passing. Every datagram goes in and out through the node's calls, in its call order.
 //!
 //! Checked after every operation: every id the CM has is one the user holds (ids travel by
 //! value; a dropped one is destroyed), the half-open limit holds. At the end every id is
@@ -18,15 +20,20 @@
 //! A sequence of operations, each one opcode byte (`op % 16`, side = bit 4, small argument
 //! = bits 5–7) and, for some, one or more argument bytes; see [`CmRig::step`].
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
 use softrdma_wire::cm::RejectReason;
+use softrdma_wire::icrc::{self, Flow, ICRC_LEN, ROCE_V2_PORT};
 use softrdma_wire::mad::MAD_LEN;
 use softrdma_wire::{Gid, Guid};
 
 use crate::cm::{
-    CmConfig, CmEvent, CmId, CmPort, RepParams, ReqParams, SinglePortCm, RXE_CA_ACK_DELAY,
+    CmConfig, CmEndpoint, CmEvent, CmId, CmPort, RepParams, ReqParams, RXE_CA_ACK_DELAY,
 };
-use crate::mad::MadAddr;
+use crate::device::DeviceConfig;
+use crate::mad::port::DEFAULT_RECV_DEPTH;
 use crate::time::{Duration, Instant};
+use crate::{Node, Stack};
 
 /// Most operations one input runs.
 pub const MAX_OPS: usize = 256;
@@ -37,31 +44,67 @@ pub const SERVICES: [u64; 2] = [0x0106_4e20, 0x0106_4e21];
 pub const HALF_OPEN_LIMIT: usize = 8;
 const MAX_IDS: usize = 64;
 const MAX_RECORDED: usize = 64;
+/// Where the MAD starts in a QP1 datagram: after the BTH and the DETH.
+const MAD_AT: usize = 12 + 8;
+/// BTH (UD SEND Only to QP1, P_Key 0xffff) and DETH (the GSI Q_Key, from QP1) of a raw MAD.
+const QP1_HEADERS: [u8; MAD_AT] = [
+    0x64, 0, 0xff, 0xff, 0, 0, 0, 1, 0, 0, 0, 0, 0x80, 0x01, 0, 0, 0, 0, 0, 1,
+];
+
+fn ip(n: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, 0, n))
+}
 
 fn gid(n: u8) -> Gid {
-    Gid::from(std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, n)))
+    Gid::from(ip(n))
 }
 
 fn pick(v: &[CmId], arg: u8) -> Option<&CmId> {
     (!v.is_empty()).then(|| &v[usize::from(arg) % v.len()])
 }
 
-fn endpoint(side: usize) -> SinglePortCm {
+/// A command on side `side`'s IB CM, through its node (which then takes the events and MAD
+/// operations the command caused).
+fn on<R>(
+    nodes: &mut [(Node, CmPort); 2],
+    now: Instant,
+    side: usize,
+    f: impl FnOnce(&mut CmEndpoint) -> R,
+) -> R {
+    let (node, port) = &mut nodes[side];
+    match node.with_port(now, *port, |rdma, _| f(rdma.cm_mut())) {
+        Ok(r) => r,
+        Err(e) => panic!("cm_ops rig: {e}"),
+    }
+}
+
+fn endpoint(side: usize) -> (Node, CmPort) {
     let mut cfg = CmConfig::new(Guid(0x0a + side as u64), RXE_CA_ACK_DELAY, 1 + side as u64);
     cfg.half_open_limit = HALF_OPEN_LIMIT;
-    match SinglePortCm::new(cfg, 2) {
+    let stack = Stack::new(
+        DeviceConfig::new(format!("cm{side}"), vec![ip(1 + side as u8)]),
+        1 + side as u64,
+    );
+    let made = Node::new(cfg).and_then(|mut n| {
+        let port = n.add_port(stack, DEFAULT_RECV_DEPTH)?;
+        Ok((n, port))
+    });
+    match made {
         Ok(e) => e,
         Err(e) => panic!("cm_ops rig: {e}"),
     }
 }
 
-/// The two CMs, the ids the user holds on each, the MADs in flight and recorded.
+/// A QP1 datagram on the wire: its UDP source port and its bytes (BTH to ICRC).
+type Datagram = (u16, Vec<u8>);
+
+/// The two nodes, the ids the user holds on each, the datagrams in flight and recorded.
 pub struct CmRig {
-    cms: [SinglePortCm; 2],
+    nodes: [(Node, CmPort); 2],
     ids: [Vec<CmId>; 2],
-    /// MADs sent and not yet delivered, per destination side.
-    wire: [Vec<Vec<u8>>; 2],
-    recorded: Vec<Vec<u8>>,
+    /// Datagrams sent and not yet delivered, per destination side.
+    wire: [Vec<Datagram>; 2],
+    recorded: Vec<Datagram>,
     now: Instant,
 }
 
@@ -75,7 +118,7 @@ impl CmRig {
     /// A rig in its initial state.
     pub fn new() -> CmRig {
         CmRig {
-            cms: [endpoint(0), endpoint(1)],
+            nodes: [endpoint(0), endpoint(1)],
             ids: [Vec::new(), Vec::new()],
             wire: [Vec::new(), Vec::new()],
             recorded: Vec::new(),
@@ -91,15 +134,20 @@ impl CmRig {
                 drop(id);
             }
             self.wire[side].clear();
-            self.cms[side] = endpoint(side);
+            self.nodes[side] = endpoint(side);
         }
         self.recorded.clear();
         self.now = Instant::from_millis(1);
     }
 
+    /// Side `side`'s IB CM (inside its RDMA CM), read-only.
+    pub fn cm(&self, side: usize) -> &CmEndpoint {
+        self.nodes[side].0.rdma().cm()
+    }
+
     fn req(&self, side: usize, service: u64, qpn: u32, retries: u8) -> ReqParams {
         let (me, peer) = (gid(1 + side as u8), gid(2 - side as u8));
-        ReqParams::new(CmPort::default(), me, peer, service, qpn)
+        ReqParams::new(self.nodes[side].1, me, peer, service, qpn)
             .with_packet_life_time(8)
             .with_starting_psn(qpn)
             .with_private_data(vec![side as u8; 4])
@@ -107,28 +155,29 @@ impl CmRig {
             .with_max_cm_retries(retries)
     }
 
-    /// Takes what each CM sent onto the wire and the new ids out of their events.
+    /// Takes what each node sent onto the wire and the new ids out of their events.
     fn settle(&mut self) {
         for side in 0..2 {
-            while let Some(o) = self.cms[side].poll_transmit() {
-                let to = if o.dest.gid == gid(1) {
+            let (node, port) = &mut self.nodes[side];
+            while let Some(tx) = node.poll_transmit(self.now, *port) {
+                let to = if tx.dst.ip() == ip(1) {
                     0
-                } else if o.dest.gid == gid(2) {
+                } else if tx.dst.ip() == ip(2) {
                     1
                 } else {
                     continue;
                 };
                 if self.wire[to].len() < 256 {
-                    self.wire[to].push(o.mad.to_bytes().to_vec());
+                    self.wire[to].push((tx.src_port, tx.payload.to_vec()));
                 }
             }
-            while let Some(ev) = self.cms[side].poll_event() {
+            while let Some(ev) = node.poll_ib_event() {
                 match ev {
                     CmEvent::ReqReceived { id, .. } | CmEvent::SidrReqReceived { id, .. } => {
                         if self.ids[side].len() < MAX_IDS {
                             self.ids[side].push(id);
                         } else {
-                            self.cms[side].destroy(self.now, id);
+                            node.rdma_mut().cm_mut().destroy(self.now, id);
                         }
                     }
                     _ => {}
@@ -140,11 +189,9 @@ impl CmRig {
     /// The invariants that hold between operations.
     fn check(&mut self) {
         for side in 0..2 {
-            let cm = &mut self.cms[side];
             // A call that reaps dropped ids; then every id is one the user holds.
-            let _ = cm.poll_timeout();
-            cm.process(self.now);
-            let s = cm.table_sizes();
+            on(&mut self.nodes, self.now, side, |_| ());
+            let s = self.cm(side).table_sizes();
             assert_eq!(s.ids, self.ids[side].len(), "side {side}: {s:?}");
             assert!(s.half_open <= HALF_OPEN_LIMIT, "side {side}: {s:?}");
             assert!(s.remote_ids <= s.ids && s.remote_qpns <= s.ids, "{s:?}");
@@ -157,23 +204,41 @@ impl CmRig {
         (!v.is_empty()).then(|| v.swap_remove(usize::from(arg) % v.len()))
     }
 
-    /// Delivers (or drops, duplicates, records) the next MAD for `side`.
+    /// Hands `side`'s node a datagram from `from` (sealed for that flow first unless it
+    /// came from the peer as it is).
+    fn receive(&mut self, side: usize, from: u8, (src_port, mut bytes): Datagram, seal: bool) {
+        let (src, dst) = (ip(from), ip(1 + side as u8));
+        if seal {
+            let flow = Flow {
+                src,
+                dst,
+                src_port,
+                dst_port: ROCE_V2_PORT,
+            };
+            // Fails (and leaves the bytes alone) on a datagram too short for an ICRC.
+            let _ = icrc::seal_udp(&flow, &mut bytes);
+        }
+        let (node, port) = &mut self.nodes[side];
+        node.handle_datagram(self.now, *port, SocketAddr::new(src, src_port), dst, &bytes);
+    }
+
+    /// Delivers (or drops, duplicates, records) the next datagram for `side`.
     fn deliver(&mut self, side: usize, how: u8) {
         if self.wire[side].is_empty() {
             return;
         }
         let m = self.wire[side].remove(usize::from(how >> 2) % self.wire[side].len());
-        let from = MadAddr::gsi(gid(2 - side as u8));
+        let peer = 2 - side as u8;
         if self.recorded.len() < MAX_RECORDED {
             self.recorded.push(m.clone());
         }
         match how & 3 {
             0 => {}
             1 => {
-                self.cms[side].handle_receive(self.now, from, &m);
-                self.cms[side].handle_receive(self.now, from, &m);
+                self.receive(side, peer, m.clone(), false);
+                self.receive(side, peer, m, false);
             }
-            _ => self.cms[side].handle_receive(self.now, from, &m),
+            _ => self.receive(side, peer, m, false),
         }
     }
 
@@ -193,7 +258,7 @@ impl CmRig {
         match op & 15 {
             0 => {
                 if self.ids[side].len() < MAX_IDS {
-                    let id = self.cms[side].create_id();
+                    let id = on(&mut self.nodes, now, side, |cm| cm.create_id());
                     self.ids[side].push(id);
                 }
             }
@@ -201,14 +266,14 @@ impl CmRig {
                 let a = arg();
                 if let Some(id) = pick(&self.ids[side], a) {
                     let svc = SERVICES[usize::from(small & 1)];
-                    let _ = self.cms[side].listen(id, svc);
+                    let _ = on(&mut self.nodes, now, side, |cm| cm.listen(id, svc));
                 }
             }
             2 => {
                 let (a, q) = (arg(), arg());
                 let p = self.req(side, SERVICES[usize::from(small & 1)], u32::from(q), small);
                 if let Some(id) = pick(&self.ids[side], a) {
-                    let _ = self.cms[side].send_req(now, id, &p);
+                    let _ = on(&mut self.nodes, now, side, |cm| cm.send_req(now, id, &p));
                 }
             }
             3 => {
@@ -223,20 +288,24 @@ impl CmRig {
                     ..RepParams::default()
                 };
                 if let Some(id) = pick(&self.ids[side], a) {
-                    let _ = self.cms[side].send_rep(now, id, &p);
+                    let _ = on(&mut self.nodes, now, side, |cm| cm.send_rep(now, id, &p));
                 }
             }
             4 => {
                 let a = arg();
                 if let Some(id) = pick(&self.ids[side], a) {
-                    let _ = self.cms[side].send_rtu(now, id, &[small]);
+                    let _ = on(&mut self.nodes, now, side, |cm| {
+                        cm.send_rtu(now, id, &[small])
+                    });
                 }
             }
             5 => {
                 let a = arg();
                 if let Some(id) = self.take(side, a) {
                     let reason = RejectReason(u16::from(small) + 26);
-                    if let Err(e) = self.cms[side].reject(now, id, reason, &[], b"no") {
+                    if let Err(e) = on(&mut self.nodes, now, side, |cm| {
+                        cm.reject(now, id, reason, &[], b"no")
+                    }) {
                         self.ids[side].push(e.id);
                     }
                 }
@@ -245,32 +314,40 @@ impl CmRig {
                 let a = arg();
                 if let Some(id) = pick(&self.ids[side], a) {
                     let r = RejectReason(u16::from(small) + 1);
-                    let _ = self.cms[side].send_rej(now, id, r, &[small; 3], &[]);
+                    let _ = on(&mut self.nodes, now, side, |cm| {
+                        cm.send_rej(now, id, r, &[small; 3], &[])
+                    });
                 }
             }
             7 => {
                 let a = arg();
                 if let Some(id) = pick(&self.ids[side], a) {
-                    let _ = self.cms[side].send_mra(now, id, small * 3, small & 1 == 0, &[]);
+                    let _ = on(&mut self.nodes, now, side, |cm| {
+                        cm.send_mra(now, id, small * 3, small & 1 == 0, &[])
+                    });
                 }
             }
             8 => {
                 let a = arg();
                 if let Some(id) = pick(&self.ids[side], a) {
-                    let _ = self.cms[side].send_dreq(now, id, &[small]);
+                    let _ = on(&mut self.nodes, now, side, |cm| {
+                        cm.send_dreq(now, id, &[small])
+                    });
                 }
             }
             9 => {
                 let a = arg();
                 if let Some(id) = pick(&self.ids[side], a) {
-                    let _ = self.cms[side].send_drep(now, id, &[small]);
+                    let _ = on(&mut self.nodes, now, side, |cm| {
+                        cm.send_drep(now, id, &[small])
+                    });
                 }
             }
             10 => {
                 let a = arg();
                 if let Some(id) = self.take(side, a) {
                     if small & 1 == 0 {
-                        self.cms[side].destroy(now, id);
+                        on(&mut self.nodes, now, side, |cm| cm.destroy(now, id));
                     } else {
                         // Dropping it is destroying it, at the CM's next call.
                         drop(id);
@@ -280,7 +357,9 @@ impl CmRig {
             11 => {
                 let a = arg();
                 if let Some(id) = self.take(side, a) {
-                    self.cms[side].destroy_silently(now, id);
+                    on(&mut self.nodes, now, side, |cm| {
+                        cm.destroy_silently(now, id)
+                    });
                 }
             }
             12 => {
@@ -297,45 +376,50 @@ impl CmRig {
                 if !self.recorded.is_empty() {
                     let m = self.recorded[usize::from(a) % self.recorded.len()].clone();
                     let from = if small & 1 == 0 { 2 - side as u8 } else { 9 };
-                    self.cms[side].handle_receive(now, MadAddr::gsi(gid(from)), &m);
+                    self.receive(side, from, m, true);
                 }
             }
             14 => {
                 // Hostile bytes: a recorded MAD with bytes overwritten, or raw.
                 let (a, n) = (arg(), usize::from(arg() % 16));
-                let mut m = if self.recorded.is_empty() || small == 7 {
-                    vec![0u8; MAD_LEN]
+                let (src_port, mut m) = if self.recorded.is_empty() || small == 7 {
+                    let mut d = QP1_HEADERS.to_vec();
+                    d.resize(MAD_AT + MAD_LEN + ICRC_LEN, 0);
+                    (ROCE_V2_PORT, d)
                 } else {
                     self.recorded[usize::from(a) % self.recorded.len()].clone()
                 };
+                // The MAD is what lies between the headers and the ICRC.
+                let mad_len = m.len().saturating_sub(MAD_AT + ICRC_LEN);
                 for _ in 0..n {
-                    let (i, b) = (usize::from(arg()) % MAD_LEN.max(m.len()), arg());
-                    if let Some(x) = m.get_mut(i) {
-                        *x = b;
+                    let (i, b) = (usize::from(arg()) % MAD_LEN.max(mad_len), arg());
+                    if i < mad_len {
+                        m[MAD_AT + i] = b;
                     }
                 }
-                if small == 6 {
-                    m.truncate(usize::from(a) % MAD_LEN);
+                if small == 6 && m.len() >= MAD_AT {
+                    m.truncate(MAD_AT + (usize::from(a) % MAD_LEN).min(mad_len));
+                    m.extend_from_slice(&[0; ICRC_LEN]);
                 }
-                self.cms[side].handle_receive(now, MadAddr::gsi(gid(9)), &m);
+                self.receive(side, 9, (src_port, m), true);
             }
             _ => {
                 // Time passes: 1 + small × arg ms, or a jump to the next timer; timers run.
                 let a = arg();
-                let next = self.cms[side].poll_timeout();
+                let next = self.nodes[side].0.poll_timeout();
                 self.now = match (small, next) {
                     (0, Some(t)) => self.now.max(t),
                     _ => self.now + Duration::from_millis(1 + u64::from(small) * u64::from(a)),
                 };
-                for cm in &mut self.cms {
-                    cm.handle_timeout(self.now);
+                for (node, _) in &mut self.nodes {
+                    node.handle_timeout(self.now);
                 }
             }
         }
         if op & 15 == 4 && small == 7 {
             // COMM_EST (a data packet before the RTU) on the picked id.
             if let Some(id) = pick(&self.ids[side], 0) {
-                let _ = self.cms[side].notify_comm_est(id);
+                let _ = on(&mut self.nodes, now, side, |cm| cm.notify_comm_est(id));
             }
         }
         self.settle();
@@ -348,7 +432,9 @@ impl CmRig {
     pub fn finish(&mut self) {
         for side in 0..2 {
             for id in std::mem::take(&mut self.ids[side]) {
-                self.cms[side].destroy(self.now, id);
+                on(&mut self.nodes, self.now, side, |cm| {
+                    cm.destroy(self.now, id)
+                });
             }
         }
         for _ in 0..10_000 {
@@ -356,27 +442,29 @@ impl CmRig {
             for side in 0..2 {
                 // New ids now (a REQ in flight): destroyed at once.
                 for id in std::mem::take(&mut self.ids[side]) {
-                    self.cms[side].destroy(self.now, id);
+                    on(&mut self.nodes, self.now, side, |cm| {
+                        cm.destroy(self.now, id)
+                    });
                 }
                 while let Some(m) = self.wire[side].pop() {
-                    let from = MadAddr::gsi(gid(2 - side as u8));
-                    self.cms[side].handle_receive(self.now, from, &m);
+                    self.receive(side, 2 - side as u8, m, false);
                 }
             }
-            self.settle();
-            // The MAD layers' events (the completions of cancelled sends) into the CMs.
-            for cm in &mut self.cms {
-                cm.process(self.now);
-            }
+            // (The MAD layers' events — the completions of cancelled sends — reach the CMs
+            // as the nodes flush their MAD layers.)
             self.settle();
             let quiet =
                 self.wire.iter().all(|w| w.is_empty()) && self.ids.iter().all(|v| v.is_empty());
-            let next = self.cms.iter_mut().filter_map(|c| c.poll_timeout()).min();
+            let next = self
+                .nodes
+                .iter()
+                .filter_map(|(n, _)| n.poll_timeout())
+                .min();
             match next {
                 Some(t) => {
                     self.now = self.now.max(t);
-                    for cm in &mut self.cms {
-                        cm.handle_timeout(self.now);
+                    for (node, _) in &mut self.nodes {
+                        node.handle_timeout(self.now);
                     }
                 }
                 None if quiet => break,
@@ -384,8 +472,8 @@ impl CmRig {
             }
         }
         for side in 0..2 {
-            let cm = &mut self.cms[side];
-            let s = cm.table_sizes();
+            let (node, port) = &self.nodes[side];
+            let s = node.rdma().cm().table_sizes();
             assert_eq!(
                 (
                     s.ids,
@@ -402,8 +490,10 @@ impl CmRig {
                 (0, 0, 0, 0, 0),
                 "side {side}: {s:?}"
             );
-            assert_eq!(cm.mad().outstanding(), 0, "side {side}");
-            assert_eq!(cm.poll_timeout(), None, "side {side}");
+            assert_eq!(node.rdma().queued_events(), 0, "side {side}");
+            let mad = node.mad(*port).map(|m| m.agent().outstanding());
+            assert_eq!(mad, Some(0), "side {side}");
+            assert_eq!(node.poll_timeout(), None, "side {side}");
         }
     }
 }
@@ -522,7 +612,7 @@ mod tests {
         let seeds = seeds();
         let get = |n: &str| &seeds.iter().find(|(m, _)| *m == n).expect("seed").1;
         let mut r = run_ops(get("connect-disconnect"));
-        let (a, b) = (r.cms[0].counters(), r.cms[1].counters());
+        let (a, b) = (r.cm(0).counters(), r.cm(1).counters());
         assert_eq!((b.rx(AttrId::REQ), a.rx(AttrId::REP)), (1, 1));
         assert_eq!(
             (b.rx(AttrId::RTU), b.rx(AttrId::DREQ), a.rx(AttrId::DREP)),
@@ -530,10 +620,10 @@ mod tests {
         );
         r.finish();
         let r = run_ops(get("reject"));
-        assert_eq!(r.cms[0].counters().rx(AttrId::REJ), 1);
+        assert_eq!(r.cm(0).counters().rx(AttrId::REJ), 1);
         let r = run_ops(get("replay-storm"));
-        assert!(r.cms[1].counters().dup(AttrId::REQ) + r.cms[0].counters().dup(AttrId::REP) > 0);
+        assert!(r.cm(1).counters().dup(AttrId::REQ) + r.cm(0).counters().dup(AttrId::REP) > 0);
         let r = run_ops(get("req-timeouts"));
-        assert!(r.cms[0].counters().retries(AttrId::REQ) >= 3);
+        assert!(r.cm(0).counters().retries(AttrId::REQ) >= 3);
     }
 }

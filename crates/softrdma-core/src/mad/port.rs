@@ -5,19 +5,10 @@
 //!
 //! The clients never touch QP1: they take [`MadEvent`]s (received MADs, send completions,
 //! retransmissions) that name their agent, and give back [`MadOp`](super::MadOp)s or call the agent's
-//! `send`. The call order on one port, once per turn of the runtime:
-//!
-//! ```text
-//! Stack::handle_datagram / handle_timeout     datagrams and transport timers
-//! MadPort::poll(now, stack)                   QP1 receive completions → MadAgent::handle_receive
-//! MadPort::handle_timeout(now)                if due: retransmissions, TimedOut completions
-//! MadPort::poll_event → the client whose agent the event names
-//! client timers (e.g. RdmaCm::handle_timeout)
-//! client ops → MadAgent::apply                (e.g. RdmaCm::poll_mad)
-//! MadPort::flush(stack)                       MadAgent::poll_transmit → QP1 post_send
-//! Stack::poll_transmit                        datagrams out
-//! next deadline = min(Stack, MadPort, clients' poll_timeout)
-//! ```
+//! `send`. The order these calls run in — QP1's receive completions into the layer, its
+//! timers, each event to the client whose agent it names, the clients' operations back,
+//! the layer's sends onto QP1 — is [`crate::node::Node`]'s, written down once in
+//! [`crate::node`].
 
 use super::gsi::GsiPort;
 use super::{MadAgent, MadEvent};

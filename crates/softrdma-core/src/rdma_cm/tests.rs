@@ -1,6 +1,7 @@
-//! RDMA CM tests: stacks in the simulated network, each node an `RdmaCm` over one or more
-//! of them (its devices), MADs through each stack's QP1 in the runtime's call order
-//! (`crate::mad::port`), QPs moved by the RDMA CM; then RC SENDs over the connection.
+//! RDMA CM tests: nodes ([`crate::node::Node`]) in the simulated network, each an
+//! `RdmaCm` over one or more ports (its devices), MADs through each port's QP1 in the
+//! node's call order, QPs moved by the RDMA CM; then RC SENDs over the connection. The
+//! application side of each node (its QPs, the events it took) is an [`App`].
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -12,26 +13,27 @@ use softrdma_wire::Guid;
 
 use super::*;
 use crate::cm::{CmConfig, CmPort, RXE_CA_ACK_DELAY};
+use crate::device::DeviceConfig;
 use crate::mad::MadAddr;
-use crate::mad::MadPort;
+use crate::node::Node;
 use crate::sim::{NetConfig, Sim};
 use crate::verbs::{CqId, MrKeys, QpInitAttr};
 
 #[path = "tests_more.rs"]
 mod more;
 
-/// One device of a node: its stack in the simulation, QP1, an RC QP.
+/// One device of a node: its port (the `stack`-th on the network: `sim.addrs[stack]`), an
+/// RC QP.
 struct Dev {
     stack: usize,
-    mad: MadPort,
     port: CmPort,
     cq: CqId,
     qpn: u32,
     mr: MrKeys,
 }
 
-struct Node {
-    cm: RdmaCm,
+/// A node's application: its devices' QPs and the RDMA CM events it took.
+struct App {
     devs: Vec<Dev>,
     events: Vec<RdmaCmEvent>,
 }
@@ -51,119 +53,174 @@ fn rc_qp(s: &mut Stack) -> (CqId, u32, MrKeys) {
     (cq, qpn, mr)
 }
 
-/// A node whose devices are the simulation's stacks `stacks`.
-fn node(sim: &mut Sim, seed: u64, stacks: &[usize]) -> Node {
-    let mut cm = RdmaCm::new(CmConfig {
-        node_guid: Guid(0x5054_00ff_fe77_0000 + seed),
-        ca_ack_delay: RXE_CA_ACK_DELAY,
-        seed,
-        ..CmConfig::default()
-    })
-    .expect("cm");
-    let devs = stacks
-        .iter()
-        .map(|&i| {
-            let s = &mut sim.stacks[i];
-            let mut mad = MadPort::open(s, 2, 16).expect("qp1");
-            let port = cm.add_port(mad.agent_mut(), s).expect("port");
-            let (cq, qpn, mr) = rc_qp(s);
-            Dev {
-                stack: i,
-                mad,
+/// A network of nodes, each `(CM seed, devices)`; the devices are numbered across the
+/// network in order (device `k` has address `sim.addrs[k]`, 10.0.0.(k+1)).
+fn world(seed: u64, nodes: &[(u64, usize)]) -> (Sim<Node>, Vec<App>) {
+    let mut rng = crate::rand::Rng::new(seed);
+    let mut k = 0;
+    let mut hosts = Vec::new();
+    let mut apps = Vec::new();
+    for &(cm_seed, devices) in nodes {
+        let mut node = Node::new(CmConfig {
+            node_guid: Guid(0x5054_00ff_fe77_0000 + cm_seed),
+            ca_ack_delay: RXE_CA_ACK_DELAY,
+            seed: cm_seed,
+            ..CmConfig::default()
+        })
+        .expect("cm");
+        let mut devs = Vec::new();
+        for _ in 0..devices {
+            let stack = Stack::new(
+                DeviceConfig::new(format!("sim{k}"), vec![Sim::<Node>::addr(k)]),
+                rng.next_u64(),
+            );
+            let port = node.add_port(stack, 16).expect("port");
+            let (cq, qpn, mr) = rc_qp(node.stack_mut(port).expect("port"));
+            devs.push(Dev {
+                stack: k,
                 port,
                 cq,
                 qpn,
                 mr,
-            }
-        })
-        .collect();
-    Node {
-        cm,
-        devs,
-        events: Vec::new(),
+            });
+            k += 1;
+        }
+        hosts.push(node);
+        apps.push(App {
+            devs,
+            events: Vec::new(),
+        });
     }
-}
-
-fn pair() -> (Sim, Vec<Node>) {
-    let mut sim = Sim::new(2, NetConfig::PERFECT, 5);
+    let mut sim = Sim::with_hosts(hosts, NetConfig::PERFECT, seed);
     sim.record = true;
-    let nodes = vec![node(&mut sim, 11, &[0]), node(&mut sim, 12, &[1])];
-    (sim, nodes)
+    (sim, apps)
 }
 
-/// The call order of `crate::mad::port` on every device of one node.
-fn turn(now: Instant, n: &mut Node, sim: &mut Sim) {
-    for d in 0..n.devs.len() {
-        let dev = &mut n.devs[d];
-        let s = &mut sim.stacks[dev.stack];
-        dev.mad.poll(now, s);
-        dev.mad.handle_timeout(now);
-        while let Some(ev) = dev.mad.poll_event() {
-            n.cm.handle_mad(now, dev.port, s, ev);
+fn pair() -> (Sim<Node>, Vec<App>) {
+    world(5, &[(11, 1), (12, 1)])
+}
+
+/// The stack of the `k`-th device on the network (the one with address `sim.addrs[k]`).
+fn st(sim: &mut Sim<Node>, k: usize) -> &mut Stack {
+    let mut k = k;
+    for n in &mut sim.stacks {
+        if k < n.port_count() {
+            let p = n.ports().nth(k).expect("port");
+            return n.stack_mut(p).expect("port");
+        }
+        k -= n.port_count();
+    }
+    panic!("no such device")
+}
+
+/// Runs `f` on the RDMA CM of the node that has the `k`-th device on the network, with
+/// that device's stack (`Node::with_port`).
+fn cmd<R>(
+    sim: &mut Sim<Node>,
+    k: usize,
+    f: impl FnOnce(Instant, &mut RdmaCm, &mut Stack) -> R,
+) -> R {
+    let (now, ip) = (sim.now, sim.addrs[k]);
+    let n = sim
+        .stacks
+        .iter_mut()
+        .find(|n| n.port_for_ip(ip).is_some())
+        .expect("a node");
+    let port = n.port_for_ip(ip).expect("port");
+    n.with_port(now, port, |cm, s| f(now, cm, s)).expect("port")
+}
+
+/// Each application takes its RDMA CM events (the ones in `deaf` do not look).
+fn take_events(sim: &mut Sim<Node>, apps: &mut [App], deaf: &[usize]) {
+    for (i, (n, app)) in sim.stacks.iter_mut().zip(apps.iter_mut()).enumerate() {
+        if deaf.contains(&i) {
+            continue;
+        }
+        while let Some(e) = n.poll_rdma_event() {
+            app.events.push(e);
         }
     }
-    if n.cm.poll_timeout().is_some_and(|t| t <= now) {
-        n.cm.handle_timeout(now);
-    }
-    flush(n, sim);
-    while let Some(e) = n.cm.poll_event() {
-        n.events.push(e);
-    }
 }
 
-/// The CM's MAD operations to their ports' layers, and QP1 onto the wire.
-fn flush(n: &mut Node, sim: &mut Sim) {
-    while let Some((port, agent, op)) = n.cm.poll_mad() {
-        let _ = n.devs[port.index()].mad.agent_mut().apply(agent, op);
-    }
-    for dev in &mut n.devs {
-        dev.mad.flush(&mut sim.stacks[dev.stack]);
-    }
+/// One step of the network while a datagram is in flight or a timer is due; false when
+/// neither (the nodes' later timers wait for [`run_timers`]).
+fn step(sim: &mut Sim<Node>) -> bool {
+    sim.flush();
+    let due = sim.next_event().is_some_and(|t| t <= sim.now);
+    (sim.in_flight() > 0 || due) && sim.step()
 }
 
-/// Runs the network, QP1 and the RDMA CMs until `done` or nothing is left to do.
-fn pump(sim: &mut Sim, nodes: &mut [Node], mut done: impl FnMut(&[Node]) -> bool) -> bool {
+/// Runs the network and the nodes until `done` or nothing is left to do but later timers.
+fn pump(sim: &mut Sim<Node>, apps: &mut [App], mut done: impl FnMut(&[App]) -> bool) -> bool {
     for _ in 0..10_000 {
-        let now = sim.now;
-        for n in nodes.iter_mut() {
-            turn(now, n, sim);
-        }
-        if done(nodes) {
+        take_events(sim, apps, &[]);
+        if done(apps) {
             return true;
         }
-        if !sim.step() {
-            return done(nodes);
+        if !step(sim) {
+            return done(apps);
         }
     }
     false
 }
 
-/// Advances the clock to the earliest timer of any node (MAD or CM) and runs everyone.
-fn run_timers(sim: &mut Sim, nodes: &mut [Node]) -> bool {
-    let t = nodes
-        .iter()
-        .flat_map(|n| {
-            n.devs
-                .iter()
-                .filter_map(|d| d.mad.poll_timeout())
-                .chain(n.cm.poll_timeout())
-        })
-        .min();
-    let Some(t) = t else { return false };
+/// Advances the clock to the earliest timer of any node and runs everyone.
+fn run_timers(sim: &mut Sim<Node>, apps: &mut [App]) -> bool {
+    let Some(t) = sim.stacks.iter().filter_map(|n| n.poll_timeout()).min() else {
+        return false;
+    };
     sim.now = sim.now.max(t);
-    pump(sim, nodes, |_| false);
+    pump(sim, apps, |_| false);
     true
 }
 
-fn has(n: &Node, t: RdmaCmEventType) -> bool {
+/// Node `h` resolves `id`'s address (from its first device's, to `dst`) and route, with
+/// `opts` set in between (as an application sets them before the route), and takes
+/// ADDR_RESOLVED and ROUTE_RESOLVED.
+fn resolve(sim: &mut Sim<Node>, h: usize, id: &RdmaCmId, dst: SocketAddr, opts: &[RdmaOption]) {
+    let n = &mut sim.stacks[h];
+    let port = n.ports().next().expect("a port");
+    let src = n.stack(port).expect("port").device.addrs()[0];
+    n.rdma_mut()
+        .resolve_addr(id, Some(src), dst)
+        .expect("resolve_addr");
+    assert_eq!(
+        n.poll_rdma_event().map(|e| e.event),
+        Some(RdmaCmEventType::AddrResolved)
+    );
+    for o in opts {
+        n.rdma_mut().set_option(id, *o).expect("option");
+    }
+    n.rdma_mut().resolve_route(id).expect("resolve_route");
+    assert_eq!(
+        n.poll_rdma_event().map(|e| e.event),
+        Some(RdmaCmEventType::RouteResolved)
+    );
+}
+
+/// Runs the network until node `h`'s application has a `t` event, and takes it.
+fn wait(sim: &mut Sim<Node>, apps: &mut [App], h: usize, t: RdmaCmEventType) -> RdmaCmEvent {
+    assert!(pump(sim, apps, |n| has(&n[h], t)), "no {t:?} for node {h}");
+    take(&mut apps[h], t)
+}
+
+/// Node `h` listens on `addr` with `backlog`.
+fn listen(sim: &mut Sim<Node>, h: usize, addr: SocketAddr, backlog: u32) -> RdmaCmId {
+    sim.stacks[h]
+        .rdma_mut()
+        .listen_on(addr, backlog)
+        .expect("listen")
+}
+
+fn has(n: &App, t: RdmaCmEventType) -> bool {
     n.events.iter().any(|e| e.event == t)
 }
 
-fn count(n: &Node, t: RdmaCmEventType) -> usize {
+fn count(n: &App, t: RdmaCmEventType) -> usize {
     n.events.iter().filter(|e| e.event == t).count()
 }
 
-fn take(n: &mut Node, t: RdmaCmEventType) -> RdmaCmEvent {
+fn take(n: &mut App, t: RdmaCmEventType) -> RdmaCmEvent {
     let i = n
         .events
         .iter()
@@ -180,7 +237,7 @@ fn param(pd: &[u8]) -> ConnParam {
 }
 
 /// CM messages on the wire, in order: (from stack, message).
-fn cm_log(sim: &Sim) -> Vec<(usize, CmMessage)> {
+fn cm_log(sim: &Sim<Node>) -> Vec<(usize, CmMessage)> {
     sim.tap
         .iter()
         .filter_map(|(from, _, p)| {
@@ -202,56 +259,60 @@ fn sa(ip: IpAddr, port: u16) -> SocketAddr {
     SocketAddr::new(ip, port)
 }
 
-/// rdma_resolve_addr + rdma_resolve_route + rdma_connect from node `n`'s device `dev`.
-fn dial(sim: &mut Sim, n: &mut Node, dev: usize, dst: SocketAddr, pd: &[u8]) -> RdmaCmId {
-    let src = sim.addrs[n.devs[dev].stack];
-    let id = n.cm.create_id();
-    n.cm.resolve_addr(&id, Some(src), dst)
-        .expect("resolve_addr");
-    assert_eq!(
-        n.cm.poll_event().map(|e| e.event),
-        Some(RdmaCmEventType::AddrResolved)
-    );
-    n.cm.resolve_route(&id).expect("resolve_route");
-    assert_eq!(
-        n.cm.poll_event().map(|e| e.event),
-        Some(RdmaCmEventType::RouteResolved)
-    );
-    let d = &n.devs[dev];
-    let (stack, qpn) = (d.stack, d.qpn);
-    n.cm.connect(sim.now, &mut sim.stacks[stack], &id, Some(qpn), &param(pd))
+/// rdma_resolve_addr + rdma_resolve_route + rdma_connect from node `h`'s first device.
+fn dial(sim: &mut Sim<Node>, h: usize, app: &App, dst: SocketAddr, pd: &[u8]) -> RdmaCmId {
+    let id = sim.stacks[h].rdma_mut().create_id();
+    resolve(sim, h, &id, dst, &[]);
+    let d = &app.devs[0];
+    let (port, qpn, now) = (d.port, d.qpn, sim.now);
+    sim.stacks[h]
+        .with_port(now, port, |cm, s| {
+            cm.connect(now, s, &id, Some(qpn), &param(pd))
+        })
+        .expect("port")
         .expect("connect");
     id
 }
 
-fn accept(sim: &mut Sim, n: &mut Node, id: &RdmaCmId) {
-    let port = n.cm.port_of(id.name()).expect("bound");
-    let d = &n.devs[port.index()];
-    let (stack, qpn) = (d.stack, d.qpn);
-    n.cm.accept(sim.now, &mut sim.stacks[stack], id, qpn, &param(b""))
+/// Node `h` accepts `id` on the device it is bound to, with that device's QP.
+fn accept(sim: &mut Sim<Node>, h: usize, app: &App, id: &RdmaCmId) {
+    let now = sim.now;
+    let n = &mut sim.stacks[h];
+    let port = n.rdma().port_of(id.name()).expect("bound");
+    let qpn = app.devs[port.index()].qpn;
+    n.with_port(now, port, |cm, s| cm.accept(now, s, id, qpn, &param(b"")))
+        .expect("port")
         .expect("accept");
 }
 
 /// Node 1 listens on its address, port 7174; node 0 connects; returns (active, listener,
 /// passive).
-fn connected(sim: &mut Sim, n: &mut [Node]) -> (RdmaCmId, RdmaCmId, RdmaCmId) {
+fn connected(sim: &mut Sim<Node>, n: &mut [App]) -> (RdmaCmId, RdmaCmId, RdmaCmId) {
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
-    let ca = dial(sim, &mut n[0], 0, sa(b, 7174), b"hello");
-    assert!(pump(sim, n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let l = listen(sim, 1, sa(b, 7174), 0);
+    let ca = dial(sim, 0, &n[0], sa(b, 7174), b"hello");
+    let mut req = wait(sim, n, 1, RdmaCmEventType::ConnectRequest);
     assert_eq!(req.listen_id, Some(l.name()));
     assert_eq!(&req.private_data[..5], b"hello");
     assert_eq!(req.private_data.len(), 92 - 36);
     let sb = req.new_id.take().expect("new id");
-    assert_eq!(n[1].cm.remote_addr(sb.name()).map(|r| r.ip()), Some(a));
-    assert_eq!(n[1].cm.local_addr(sb.name()), Some(sa(b, 7174)));
+    assert_eq!(
+        sim.stacks[1]
+            .rdma_mut()
+            .remote_addr(sb.name())
+            .map(|r| r.ip()),
+        Some(a)
+    );
+    assert_eq!(
+        sim.stacks[1].rdma_mut().local_addr(sb.name()),
+        Some(sa(b, 7174))
+    );
     // The delayed MRA is prepared, not sent.
-    assert_eq!(n[1].cm.cm_state(sb.name()), Some(CmState::MraReqSent));
-    accept(sim, &mut n[1], &sb);
+    assert_eq!(
+        sim.stacks[1].rdma_mut().cm_state(sb.name()),
+        Some(CmState::MraReqSent)
+    );
+    accept(sim, 1, &n[1], &sb);
     assert!(pump(sim, n, |n| has(&n[0], RdmaCmEventType::Established)
         && has(&n[1], RdmaCmEventType::Established)));
     let _ = take(&mut n[0], RdmaCmEventType::Established);
@@ -264,9 +325,9 @@ fn connect_accept_send_disconnect() {
     let (mut sim, mut n) = pair();
     let (ca, _l, sb) = connected(&mut sim, &mut n);
     for (i, id) in [(0, &ca), (1, &sb)] {
-        let qpn = n[i].cm.qpn(id.name()).expect("qpn");
+        let qpn = sim.stacks[i].rdma_mut().qpn(id.name()).expect("qpn");
         assert_eq!(
-            sim.stacks[i].verbs.qp(qpn).expect("qp").state(),
+            st(&mut sim, i).verbs.qp(qpn).expect("qp").state(),
             QpState::Rts
         );
     }
@@ -284,7 +345,10 @@ fn connect_accept_send_disconnect() {
     );
     assert!(EPHEMERAL_PORTS.contains(&h.src_port));
     assert_eq!(
-        n[0].cm.local_addr(ca.name()).map(|a| a.port()),
+        sim.stacks[0]
+            .rdma_mut()
+            .local_addr(ca.name())
+            .map(|a| a.port()),
         Some(h.src_port)
     );
     assert_eq!(
@@ -314,17 +378,12 @@ fn connect_accept_send_disconnect() {
     assert_eq!(rep.private_data, [0u8; 196]);
 
     // Disconnect from the active side: DREQ/DREP, both DISCONNECTED.
-    n[0].cm
-        .disconnect(sim.now, &mut sim.stacks[0], &ca)
-        .expect("dreq");
-    flush(&mut n[0], &mut sim);
+    cmd(&mut sim, 0, |now, cm, s| cm.disconnect(now, s, &ca)).expect("dreq");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[1],
         RdmaCmEventType::Disconnected
     )));
-    n[1].cm
-        .disconnect(sim.now, &mut sim.stacks[1], &sb)
-        .expect("drep");
+    cmd(&mut sim, 1, |now, cm, s| cm.disconnect(now, s, &sb)).expect("drep");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
         RdmaCmEventType::Disconnected
@@ -333,7 +392,7 @@ fn connect_accept_send_disconnect() {
     assert_eq!(attrs(&log)[3..], [AttrId::DREQ, AttrId::DREP]);
     for (i, x) in n.iter().enumerate() {
         assert_eq!(
-            sim.stacks[i].verbs.qp(x.devs[0].qpn).expect("qp").state(),
+            st(&mut sim, i).verbs.qp(x.devs[0].qpn).expect("qp").state(),
             QpState::Err
         );
     }
@@ -345,8 +404,8 @@ fn connect_accept_send_disconnect() {
     }
     assert!(has(&n[0], RdmaCmEventType::TimewaitExit));
     assert!(has(&n[1], RdmaCmEventType::TimewaitExit));
-    n[0].cm.destroy(sim.now, ca);
-    n[1].cm.destroy(sim.now, sb);
+    sim.stacks[0].rdma_mut().destroy(sim.now, ca);
+    sim.stacks[1].rdma_mut().destroy(sim.now, sb);
 }
 
 /// A SEND each way over the connection the RDMA CM set up: the QPs' PSNs agree the way
@@ -365,15 +424,15 @@ fn data_flows_both_ways_with_crossed_psns() {
     sim.tap.clear();
     for (from, to) in [(0usize, 1usize), (1, 0)] {
         let (qf, qt) = (n[from].devs[0].qpn, n[to].devs[0].qpn);
-        let sge = |m: &Node| Sge {
+        let sge = |m: &App| Sge {
             addr: 0x1000,
             length: 16,
             lkey: m.devs[0].mr.lkey,
         };
-        sim.stacks[to]
+        st(&mut sim, to)
             .post_recv(qt, RecvWr::new(7, vec![sge(&n[to])]))
             .expect("recv");
-        sim.stacks[from]
+        st(&mut sim, from)
             .post_send(qf, SendWr::new(9, SendOp::Send).with_sge(sge(&n[from])))
             .expect("send");
         let cq = n[to].devs[0].cq;
@@ -382,7 +441,7 @@ fn data_flows_both_ways_with_crossed_psns() {
             if !sim.step() {
                 break;
             }
-            while let Some(wc) = sim.stacks[to].poll_cq(cq).expect("cq") {
+            while let Some(wc) = st(&mut sim, to).poll_cq(cq).expect("cq") {
                 if wc.opcode == WcOpcode::Recv {
                     got = Some(wc);
                 }
@@ -409,30 +468,26 @@ fn data_flows_both_ways_with_crossed_psns() {
 fn reject_carries_consumer_data_and_a_failed_reject_returns_the_id() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
-    let _a = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"x");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _a = dial(&mut sim, 0, &n[0], sa(b, 7174), b"x");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("new id");
     // Too much private data: refused, and the id comes back still usable.
-    let (id, e) = n[1]
-        .cm
+    let (id, e) = sim.stacks[1]
+        .rdma_mut()
         .reject(sim.now, id, &[0u8; 200])
         .expect_err("too long");
     assert_eq!(e, RdmaCmError::TooLong);
-    assert_eq!(n[1].cm.cm_state(id.name()), Some(CmState::MraReqSent));
-    n[1].cm
+    assert_eq!(
+        sim.stacks[1].rdma_mut().cm_state(id.name()),
+        Some(CmState::MraReqSent)
+    );
+    sim.stacks[1]
+        .rdma_mut()
         .reject(sim.now, id, b"go away")
         .map_err(|(_, e)| e)
         .expect("rej");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Rejected
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::Rejected);
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Rejected);
     assert_eq!(e.reject_reason, Some(RejectReason::CONSUMER_DEFINED));
     assert_eq!(e.status, 28);
     assert!(e.is_consumer_reject());
@@ -440,7 +495,7 @@ fn reject_carries_consumer_data_and_a_failed_reject_returns_the_id() {
     assert_eq!(&e.consumer_reject_data().expect("data")[..7], b"go away");
     // REJECTED moved the active side's QP to ERR (cma_modify_qp_err).
     assert_eq!(
-        sim.stacks[0]
+        st(&mut sim, 0)
             .verbs
             .qp(n[0].devs[0].qpn)
             .expect("qp")
@@ -456,13 +511,9 @@ fn reject_carries_consumer_data_and_a_failed_reject_returns_the_id() {
 fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
-    let _a = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _a = dial(&mut sim, 0, &n[0], sa(b, 7174), b"");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
     assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ]);
     // The active side's REQ timer runs out: it retransmits.
@@ -473,7 +524,7 @@ fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
         panic!()
     };
     assert_eq!(mra.service_timeout, 24);
-    accept(&mut sim, &mut n[1], &id);
+    accept(&mut sim, 1, &n[1], &id);
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
         RdmaCmEventType::Established
@@ -485,9 +536,9 @@ fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
 
 #[test]
 fn address_and_route_errors() {
-    let (mut sim, mut n) = pair();
+    let (mut sim, n) = pair();
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let cm = &mut n[0].cm;
+    let cm = sim.stacks[0].rdma_mut();
     // No device holds the source address: ADDR_ERROR -ENODEV.
     let id = cm.create_id();
     let nowhere: IpAddr = "10.9.9.9".parse().expect("ip");
@@ -525,20 +576,20 @@ fn address_and_route_errors() {
         Some(RdmaCmEventType::AddrResolved)
     );
     let dev0 = n[0].devs[0].port;
-    if let Ok(p) = sim.stacks[0].device.port_mut(PORT_NUM) {
+    if let Ok(p) = st(&mut sim, 0).device.port_mut(PORT_NUM) {
         p.attr.state = PortState::Down;
     }
-    n[0].cm.update_port(dev0, &sim.stacks[0]);
-    n[0].cm.resolve_route(&z).expect("queued");
-    let e = n[0].cm.poll_event().expect("event");
+    cmd(&mut sim, 0, |_, cm, s| cm.update_port(dev0, s));
+    sim.stacks[0].rdma_mut().resolve_route(&z).expect("queued");
+    let e = sim.stacks[0].poll_rdma_event().expect("event");
     assert_eq!(
         (e.event, e.status),
         (RdmaCmEventType::RouteError, ENETUNREACH)
     );
     for i in [id, x, y, z] {
-        n[0].cm.destroy(sim.now, i);
+        sim.stacks[0].rdma_mut().destroy(sim.now, i);
     }
-    assert_eq!(n[0].cm.id_count(), 0);
+    assert_eq!(sim.stacks[0].rdma_mut().id_count(), 0);
 }
 
 /// `cma_port_is_unique` (the kernel's port reuse): an ephemeral port is shared by active ids
@@ -548,9 +599,9 @@ fn address_and_route_errors() {
 /// 0 of the source address (destination unknown) shares none of them.
 #[test]
 fn ephemeral_ports_shared_by_ids_to_distinct_destinations() {
-    let (sim, mut n) = pair();
+    let (mut sim, _) = pair();
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let cm = &mut n[0].cm;
+    let cm = sim.stacks[0].rdma_mut();
     let range = EPHEMERAL_PORTS.len();
     let mut ids = Vec::new();
     let mut ports = std::collections::BTreeSet::new();
@@ -594,47 +645,26 @@ fn ephemeral_ports_shared_by_ids_to_distinct_destinations() {
 /// dropped without a REJ; its retransmission is served once the application took the first.
 #[test]
 fn backlog_overflow_drops_silently_and_the_retried_req_is_served() {
-    let mut sim = Sim::new(3, NetConfig::PERFECT, 9);
-    sim.record = true;
-    let mut n = vec![
-        node(&mut sim, 21, &[0]),
-        node(&mut sim, 22, &[1]),
-        node(&mut sim, 23, &[2]),
-    ];
+    let (mut sim, mut n) = world(9, &[(21, 1), (22, 1), (23, 1)]);
     let b = sim.addrs[1];
-    let _l = n[1].cm.listen_on(sa(b, 7174), 1).expect("listen");
-    let _x = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"first");
-    let _y = dial(&mut sim, &mut n[2], 0, sa(b, 7174), b"second");
+    let _l = listen(&mut sim, 1, sa(b, 7174), 1);
+    let _x = dial(&mut sim, 0, &n[0], sa(b, 7174), b"first");
+    let _y = dial(&mut sim, 2, &n[2], sa(b, 7174), b"second");
     // Run the network without letting node 1's application poll its events.
     for _ in 0..100 {
-        let now = sim.now;
-        for (i, x) in n.iter_mut().enumerate() {
-            if i == 1 {
-                for d in 0..x.devs.len() {
-                    let dev = &mut x.devs[d];
-                    let s = &mut sim.stacks[dev.stack];
-                    dev.mad.poll(now, s);
-                    while let Some(ev) = dev.mad.poll_event() {
-                        x.cm.handle_mad(now, dev.port, s, ev);
-                    }
-                }
-                flush(x, &mut sim);
-            } else {
-                turn(now, x, &mut sim);
-            }
-        }
-        if !sim.step() {
+        take_events(&mut sim, &mut n, &[1]);
+        if !step(&mut sim) {
             break;
         }
     }
-    assert_eq!(n[1].cm.counters().backlog_drops, 1);
+    assert_eq!(sim.stacks[1].rdma_mut().counters().backlog_drops, 1);
     assert_eq!(
         attrs(&cm_log(&sim)),
         vec![AttrId::REQ, AttrId::REQ],
         "no REJ for the dropped REQ"
     );
     // The application takes the first request; the second REQ's retransmission is served.
-    let mut first = n[1].cm.poll_event().expect("first request");
+    let mut first = sim.stacks[1].poll_rdma_event().expect("first request");
     assert_eq!(first.event, RdmaCmEventType::ConnectRequest);
     assert_eq!(&first.private_data[..5], b"first");
     let fid = first.new_id.take().expect("id");
@@ -646,9 +676,9 @@ fn backlog_overflow_drops_silently_and_the_retried_req_is_served() {
     }
     let second = take(&mut n[1], RdmaCmEventType::ConnectRequest);
     assert_eq!(&second.private_data[..6], b"second");
-    n[1].cm.destroy(sim.now, fid);
+    sim.stacks[1].rdma_mut().destroy(sim.now, fid);
     if let Some(id) = second.new_id {
-        n[1].cm.destroy(sim.now, id);
+        sim.stacks[1].rdma_mut().destroy(sim.now, id);
     }
 }
 
@@ -658,14 +688,8 @@ fn backlog_overflow_drops_silently_and_the_retried_req_is_served() {
 fn both_sides_send_dreq_at_once() {
     let (mut sim, mut n) = pair();
     let (ca, l, sb) = connected(&mut sim, &mut n);
-    n[0].cm
-        .disconnect(sim.now, &mut sim.stacks[0], &ca)
-        .expect("a");
-    n[1].cm
-        .disconnect(sim.now, &mut sim.stacks[1], &sb)
-        .expect("b");
-    flush(&mut n[0], &mut sim);
-    flush(&mut n[1], &mut sim);
+    cmd(&mut sim, 0, |now, cm, s| cm.disconnect(now, s, &ca)).expect("a");
+    cmd(&mut sim, 1, |now, cm, s| cm.disconnect(now, s, &sb)).expect("b");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
         RdmaCmEventType::Disconnected
@@ -673,9 +697,9 @@ fn both_sides_send_dreq_at_once() {
         &n[1],
         RdmaCmEventType::Disconnected
     )));
-    n[0].cm.destroy(sim.now, ca);
-    n[1].cm.destroy(sim.now, sb);
-    n[1].cm.destroy(sim.now, l);
+    sim.stacks[0].rdma_mut().destroy(sim.now, ca);
+    sim.stacks[1].rdma_mut().destroy(sim.now, sb);
+    sim.stacks[1].rdma_mut().destroy(sim.now, l);
     pump(&mut sim, &mut n, |_| false);
     for _ in 0..10 {
         if !run_timers(&mut sim, &mut n) {
@@ -692,9 +716,9 @@ fn both_sides_send_dreq_at_once() {
         ),
         (1, 1)
     );
-    for x in &n {
-        assert_eq!(x.cm.id_count(), 0);
-        assert_eq!(x.cm.cm().poll_timeout(), None, "timewaits over");
+    for x in &sim.stacks {
+        assert_eq!(x.rdma().id_count(), 0);
+        assert_eq!(x.rdma().cm().poll_timeout(), None, "timewaits over");
     }
 }
 
@@ -702,33 +726,32 @@ fn both_sides_send_dreq_at_once() {
 /// device it arrived on (cma_ib_acquire_dev), with that device's address as its source.
 #[test]
 fn passive_side_binds_each_request_to_the_device_it_arrived_on() {
-    let mut sim = Sim::new(3, NetConfig::PERFECT, 13);
-    sim.record = true;
-    let mut n = vec![node(&mut sim, 31, &[0]), node(&mut sim, 32, &[1, 2])];
+    let (mut sim, mut n) = world(13, &[(31, 1), (32, 2)]);
     let (b1, b2) = (sim.addrs[1], sim.addrs[2]);
     let any: IpAddr = "0.0.0.0".parse().expect("ip");
-    let _l = n[1].cm.listen_on(sa(any, 7174), 0).expect("listen");
+    let _l = listen(&mut sim, 1, sa(any, 7174), 0);
     let mut got = Vec::new();
     let mut kept = Vec::new();
     for dst in [b2, b1] {
         // A fresh QP for each connection (one QP twice would be a stale connection).
-        let (_, q, _) = rc_qp(&mut sim.stacks[0]);
+        let (_, q, _) = rc_qp(st(&mut sim, 0));
         n[0].devs[0].qpn = q;
-        let _c = dial(&mut sim, &mut n[0], 0, sa(dst, 7174), b"");
+        let _c = dial(&mut sim, 0, &n[0], sa(dst, 7174), b"");
         let ok = pump(&mut sim, &mut n, |n| {
             has(&n[1], RdmaCmEventType::ConnectRequest)
         });
-        assert!(ok, "{:?} {:?}", attrs(&cm_log(&sim)), n[1].cm.counters());
+        assert!(
+            ok,
+            "{:?} {:?}",
+            attrs(&cm_log(&sim)),
+            sim.stacks[1].rdma_mut().counters()
+        );
         let mut e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
         let id = e.new_id.take().expect("id");
-        let port = n[1].cm.port_of(id.name()).expect("bound");
-        got.push((dst, port, n[1].cm.local_addr(id.name())));
-        accept(&mut sim, &mut n[1], &id);
-        assert!(pump(&mut sim, &mut n, |n| has(
-            &n[1],
-            RdmaCmEventType::Established
-        )));
-        let _ = take(&mut n[1], RdmaCmEventType::Established);
+        let port = sim.stacks[1].rdma_mut().port_of(id.name()).expect("bound");
+        got.push((dst, port, sim.stacks[1].rdma_mut().local_addr(id.name())));
+        accept(&mut sim, 1, &n[1], &id);
+        let _ = wait(&mut sim, &mut n, 1, RdmaCmEventType::Established);
         kept.push(id);
     }
     assert_eq!(
@@ -739,7 +762,7 @@ fn passive_side_binds_each_request_to_the_device_it_arrived_on() {
         ]
     );
     for id in kept {
-        n[1].cm.destroy(sim.now, id);
+        sim.stacks[1].rdma_mut().destroy(sim.now, id);
     }
 }
 
@@ -749,16 +772,14 @@ fn passive_side_binds_each_request_to_the_device_it_arrived_on() {
 #[test]
 fn device_acquisition_refusals_are_rej_28_without_data() {
     use crate::cm::ReqParams;
-    let mut sim = Sim::new(3, NetConfig::PERFECT, 17);
-    sim.record = true;
-    let mut n = vec![node(&mut sim, 41, &[0]), node(&mut sim, 42, &[1, 2])];
+    let (mut sim, mut n) = world(17, &[(41, 1), (42, 2)]);
     let (a, b1, b2) = (sim.addrs[0], sim.addrs[1], sim.addrs[2]);
     // Node 1 listens on b1:7000 (device 0 only) and on the wildcard at 7001.
-    let _l1 = n[1].cm.listen_on(sa(b1, 7000), 0).expect("l1");
+    let _l1 = listen(&mut sim, 1, sa(b1, 7000), 0);
     let any: IpAddr = "0.0.0.0".parse().expect("ip");
-    let _l2 = n[1].cm.listen_on(sa(any, 7001), 0).expect("l2");
+    let _l2 = listen(&mut sim, 1, sa(any, 7001), 0);
     // A raw REQ from node 0 with a chosen IP CM header, sent to `to`.
-    let raw = |sim: &mut Sim, n: &mut Node, to: IpAddr, hdr: Vec<u8>, port: u16| {
+    let raw = |sim: &mut Sim<Node>, n: &App, to: IpAddr, hdr: Vec<u8>, port: u16| {
         let p = ReqParams::new(
             n.devs[0].port,
             Gid::from(a),
@@ -769,10 +790,10 @@ fn device_acquisition_refusals_are_rej_28_without_data() {
         .with_starting_psn(1)
         .with_private_data(hdr)
         .with_flow_control(false);
-        let cm = n.cm.cm_mut();
+        let now = sim.now;
+        let cm = sim.stacks[0].rdma_mut().cm_mut();
         let id = cm.create_id();
-        cm.send_req(sim.now, &id, &p).expect("req");
-        flush(n, sim);
+        cm.send_req(now, &id, &p).expect("req");
         id
     };
     let hdr = |dst: IpAddr| IpCmHeader::new(a, 40000, dst).to_bytes();
@@ -793,7 +814,7 @@ fn device_acquisition_refusals_are_rej_28_without_data() {
     let mut ids = Vec::new();
     for (what, to, h, port) in cases {
         sim.tap.clear();
-        ids.push(raw(&mut sim, &mut n[0], to, h, port));
+        ids.push(raw(&mut sim, &n[0], to, h, port));
         pump(&mut sim, &mut n, |_| false);
         let log = cm_log(&sim);
         assert_eq!(attrs(&log), vec![AttrId::REQ, AttrId::REJ], "{what}");
@@ -806,12 +827,12 @@ fn device_acquisition_refusals_are_rej_28_without_data() {
     }
     // Device 1 goes down: a proper request to it is refused too.
     let d1 = n[1].devs[1].port;
-    if let Ok(p) = sim.stacks[2].device.port_mut(PORT_NUM) {
+    if let Ok(p) = st(&mut sim, 2).device.port_mut(PORT_NUM) {
         p.attr.state = PortState::Down;
     }
-    n[1].cm.update_port(d1, &sim.stacks[2]);
+    cmd(&mut sim, 2, |_, cm, s| cm.update_port(d1, s));
     sim.tap.clear();
-    let _c = dial(&mut sim, &mut n[0], 0, sa(b2, 7001), b"");
+    let _c = dial(&mut sim, 0, &n[0], sa(b2, 7001), b"");
     pump(&mut sim, &mut n, |_| false);
     assert_eq!(
         attrs(&cm_log(&sim)),
@@ -819,9 +840,9 @@ fn device_acquisition_refusals_are_rej_28_without_data() {
         "port down"
     );
     assert!(!has(&n[1], RdmaCmEventType::ConnectRequest));
-    assert_eq!(n[1].cm.counters().req_refused, 4);
+    assert_eq!(sim.stacks[1].rdma_mut().counters().req_refused, 4);
     for id in ids {
-        n[0].cm.cm_mut().destroy(sim.now, id);
+        sim.stacks[0].rdma_mut().cm_mut().destroy(sim.now, id);
     }
 }
 
@@ -841,14 +862,15 @@ fn event_names_are_rdma_event_str() {
 /// An id destroyed with events still queued gets none of them (the kernel's guarantee).
 #[test]
 fn no_event_for_a_destroyed_id() {
-    let (sim, mut n) = pair();
+    let (mut sim, _) = pair();
     let b = sim.addrs[1];
-    let id = n[0].cm.create_id();
-    n[0].cm
+    let id = sim.stacks[0].rdma_mut().create_id();
+    sim.stacks[0]
+        .rdma_mut()
         .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 1))
         .expect("addr");
-    n[0].cm.destroy(sim.now, id);
-    assert!(n[0].cm.poll_event().is_none());
+    sim.stacks[0].rdma_mut().destroy(sim.now, id);
+    assert!(sim.stacks[0].poll_rdma_event().is_none());
 }
 
 /// Rule 4 (`cma_ib_check_req_qp_type`): a SIDR_REQ for the RDMA CM's RC listener fails
@@ -862,8 +884,8 @@ fn sidr_req_to_an_rc_listener_gets_sidr_rep_reject_and_leaves_no_state() {
     use softrdma_wire::rdma_cm::{service_id, PortSpace};
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
-    let before = n[1].cm.cm().id_count();
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let before = sim.stacks[1].rdma_mut().cm().id_count();
     let p = SidrReqParams {
         port: n[0].devs[0].port,
         peer: MadAddr::gsi(Gid::from(b)),
@@ -874,11 +896,15 @@ fn sidr_req_to_an_rc_listener_gets_sidr_rep_reject_and_leaves_no_state() {
         max_cm_retries: 2,
     };
     let now = sim.now;
-    let ib = n[0].cm.cm_mut().create_id();
-    n[0].cm.cm_mut().sidr_req(now, &ib, &p).expect("sidr req");
+    let ib = sim.stacks[0].rdma_mut().cm_mut().create_id();
+    sim.stacks[0]
+        .rdma_mut()
+        .cm_mut()
+        .sidr_req(now, &ib, &p)
+        .expect("sidr req");
     let mut reps = Vec::new();
     pump(&mut sim, &mut n, |_| false);
-    while let Some(ev) = n[0].cm.poll_ib_event() {
+    while let Some(ev) = sim.stacks[0].poll_ib_event() {
         if let CmEvent::SidrRepReceived { rep, .. } = ev {
             reps.push(rep.status);
         }
@@ -890,9 +916,13 @@ fn sidr_req_to_an_rc_listener_gets_sidr_rep_reject_and_leaves_no_state() {
         if r.status == SidrStatus::REJECT && r.qpn == 0),
         "{log:?}"
     );
-    assert_eq!(n[1].cm.cm().id_count(), before, "no id left behind");
+    assert_eq!(
+        sim.stacks[1].rdma_mut().cm().id_count(),
+        before,
+        "no id left behind"
+    );
     assert!(n[1].events.is_empty());
-    n[0].cm.cm_mut().destroy(now, ib);
+    sim.stacks[0].rdma_mut().cm_mut().destroy(now, ib);
 }
 
 /// Rule 4 (`cma_ib_check_req_qp_type`): a UC REQ to an RC listener is destroyed in
@@ -904,8 +934,8 @@ fn uc_req_to_an_rc_listener_gets_rej_28_without_private_data() {
     use softrdma_wire::rdma_cm::{service_id, PortSpace};
     let (mut sim, mut n) = pair();
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
-    let before = n[1].cm.cm().id_count();
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let before = sim.stacks[1].rdma_mut().cm().id_count();
     let mut pd = IpCmHeader::new(a, 40000, b).to_bytes();
     pd.extend_from_slice(b"uc");
     let p = ReqParams {
@@ -925,8 +955,12 @@ fn uc_req_to_an_rc_listener_gets_rej_28_without_private_data() {
         .with_max_cm_retries(2)
     };
     let now = sim.now;
-    let ib = n[0].cm.cm_mut().create_id();
-    n[0].cm.cm_mut().send_req(now, &ib, &p).expect("req");
+    let ib = sim.stacks[0].rdma_mut().cm_mut().create_id();
+    sim.stacks[0]
+        .rdma_mut()
+        .cm_mut()
+        .send_req(now, &ib, &p)
+        .expect("req");
     pump(&mut sim, &mut n, |_| false);
     assert!(!has(&n[1], RdmaCmEventType::ConnectRequest));
     let log = cm_log(&sim);
@@ -935,11 +969,11 @@ fn uc_req_to_an_rc_listener_gets_rej_28_without_private_data() {
         if r.reason == RejectReason::CONSUMER_DEFINED && r.private_data == [0; 148]),
         "{log:?}"
     );
-    assert_eq!(n[1].cm.cm().id_count(), before);
+    assert_eq!(sim.stacks[1].rdma_mut().cm().id_count(), before);
     let mut rejected = false;
-    while let Some(ev) = n[0].cm.poll_ib_event() {
+    while let Some(ev) = sim.stacks[0].poll_ib_event() {
         rejected |= matches!(ev, CmEvent::RejReceived { .. });
     }
     assert!(rejected);
-    n[0].cm.cm_mut().destroy(now, ib);
+    sim.stacks[0].rdma_mut().cm_mut().destroy(now, ib);
 }

@@ -40,7 +40,7 @@ fn ud_qp(s: &mut Stack) -> (CqId, u32, MrKeys) {
 }
 
 /// The MADs on the wire with their attribute modifiers: (from, message, attr_mod).
-fn cm_log_attr(sim: &Sim) -> Vec<(usize, CmMessage, u32)> {
+fn cm_log_attr(sim: &Sim<Node>) -> Vec<(usize, CmMessage, u32)> {
     sim.tap
         .iter()
         .filter_map(|(from, _, p)| {
@@ -55,34 +55,25 @@ fn cm_log_attr(sim: &Sim) -> Vec<(usize, CmMessage, u32)> {
         .collect()
 }
 
-/// A UD id of node `n` (space `ps`) resolved towards `dst`, its QP made by the CM.
+/// A UD id of node `h` (space `ps`) resolved towards `dst`, its QP made by the CM.
 fn ud_dial(
-    sim: &mut Sim,
-    n: &mut Node,
+    sim: &mut Sim<Node>,
+    h: usize,
+    app: &App,
     ps: PortSpace,
     dst: SocketAddr,
     pd: &[u8],
 ) -> (RdmaCmId, CqId, u32, MrKeys) {
-    let src = sim.addrs[n.devs[0].stack];
-    let id = n.cm.create_id_ps(ps);
-    assert_eq!(n.cm.qp_type(id.name()), Some(QpType::Ud));
-    n.cm.resolve_addr(&id, Some(src), dst).expect("addr");
-    assert_eq!(
-        n.cm.poll_event().map(|e| e.event),
-        Some(RdmaCmEventType::AddrResolved)
-    );
-    n.cm.resolve_route(&id).expect("route");
-    assert_eq!(
-        n.cm.poll_event().map(|e| e.event),
-        Some(RdmaCmEventType::RouteResolved)
-    );
-    let st = n.devs[0].stack;
-    let (cq, qpn, mr) = ud_qp(&mut sim.stacks[st]);
-    n.cm.init_qp_for(&mut sim.stacks[st], &id, qpn)
-        .expect("create qp");
-    n.cm.connect(sim.now, &mut sim.stacks[st], &id, Some(qpn), &param(pd))
-        .expect("connect");
-    flush(n, sim);
+    let k = app.devs[0].stack;
+    let id = sim.stacks[h].rdma_mut().create_id_ps(ps);
+    assert_eq!(sim.stacks[h].rdma().qp_type(id.name()), Some(QpType::Ud));
+    resolve(sim, h, &id, dst, &[]);
+    let (cq, qpn, mr) = ud_qp(st(sim, k));
+    cmd(sim, k, |_, cm, s| cm.init_qp_for(s, &id, qpn)).expect("create qp");
+    cmd(sim, k, |now, cm, s| {
+        cm.connect(now, s, &id, Some(qpn), &param(pd))
+    })
+    .expect("connect");
     (id, cq, qpn, mr)
 }
 
@@ -102,9 +93,9 @@ fn post_recv(s: &mut Stack, qpn: u32, mr: &MrKeys, wr_id: u64) {
 }
 
 /// The first receive completion on `cq` after running the network.
-fn recv_on(sim: &mut Sim, st: usize, cq: CqId) -> crate::verbs::WorkCompletion {
+fn recv_on(sim: &mut Sim<Node>, k: usize, cq: CqId) -> crate::verbs::WorkCompletion {
     for _ in 0..200 {
-        while let Some(wc) = sim.stacks[st].poll_cq(cq).expect("cq") {
+        while let Some(wc) = st(sim, k).poll_cq(cq).expect("cq") {
             if wc.opcode == WcOpcode::Recv {
                 return wc;
             }
@@ -123,45 +114,50 @@ fn recv_on(sim: &mut Sim, st: usize, cq: CqId) -> crate::verbs::WorkCompletion {
 fn ud_over_sidr_then_datagrams_both_ways() {
     let (mut sim, mut n) = pair();
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let l = n[1]
-        .cm
+    let l = sim.stacks[1]
+        .rdma_mut()
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("listen");
     let user = [0x5au8; 180];
-    let (ca, cqa, qa, mra) = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), &user);
+    let (ca, cqa, qa, mra) = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), &user);
     // 181 bytes do not fit.
-    let x = n[0].cm.create_id_ps(PortSpace::UDP);
-    n[0].cm
-        .resolve_addr(&x, Some(a), sa(b, 7174))
-        .expect("addr");
-    n[0].cm.resolve_route(&x).expect("route");
-    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+    let x = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::UDP);
+    resolve(&mut sim, 0, &x, sa(b, 7174), &[]);
     let st0 = n[0].devs[0].stack;
     assert_eq!(
-        n[0].cm
-            .connect(sim.now, &mut sim.stacks[st0], &x, None, &param(&[0u8; 181])),
+        cmd(&mut sim, st0, |now, cm, s| cm.connect(
+            now,
+            s,
+            &x,
+            None,
+            &param(&[0u8; 181])
+        )),
         Err(RdmaCmError::TooLong)
     );
-    n[0].cm.destroy(sim.now, x);
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    sim.stacks[0].rdma_mut().destroy(sim.now, x);
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     assert_eq!(req.listen_id, Some(l.name()));
     assert_eq!(req.private_data, user.to_vec());
     let sb = req.new_id.take().expect("new id");
-    assert_eq!(n[1].cm.qp_type(sb.name()), Some(QpType::Ud));
-    assert_eq!(n[1].cm.remote_addr(sb.name()).map(|r| r.ip()), Some(a));
-    let (cqb, qb, mrb) = ud_qp(&mut sim.stacks[1]);
-    n[1].cm
-        .init_qp_for(&mut sim.stacks[1], &sb, qb)
-        .expect("qp");
-    post_recv(&mut sim.stacks[1], qb, &mrb, 1);
-    post_recv(&mut sim.stacks[0], qa, &mra, 2);
-    n[1].cm
-        .accept(sim.now, &mut sim.stacks[1], &sb, qb, &param(b"rep"))
-        .expect("accept");
+    assert_eq!(
+        sim.stacks[1].rdma_mut().qp_type(sb.name()),
+        Some(QpType::Ud)
+    );
+    assert_eq!(
+        sim.stacks[1]
+            .rdma_mut()
+            .remote_addr(sb.name())
+            .map(|r| r.ip()),
+        Some(a)
+    );
+    let (cqb, qb, mrb) = ud_qp(st(&mut sim, 1));
+    cmd(&mut sim, 1, |_, cm, s| cm.init_qp_for(s, &sb, qb)).expect("qp");
+    post_recv(st(&mut sim, 1), qb, &mrb, 1);
+    post_recv(st(&mut sim, 0), qa, &mra, 2);
+    cmd(&mut sim, 1, |now, cm, s| {
+        cm.accept(now, s, &sb, qb, &param(b"rep"))
+    })
+    .expect("accept");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
         RdmaCmEventType::Established
@@ -193,7 +189,7 @@ fn ud_over_sidr_then_datagrams_both_ways() {
         (SidrStatus::SUCCESS, qb, 0x0123_4567, q.service_id)
     );
     // Client → server: SEND with immediate (the client's QPN), on the ESTABLISHED AH.
-    sim.stacks[0]
+    st(&mut sim, 0)
         .post_send(
             qa,
             SendWr::new(7, SendOp::SendWithImm { imm: qa })
@@ -215,23 +211,23 @@ fn ud_over_sidr_then_datagrams_both_ways() {
         (WcStatus::Success, Some(qa), qa)
     );
     let mut grh = [0u8; 40];
-    sim.stacks[1]
+    st(&mut sim, 1)
         .verbs
         .local_read(mrb.lkey, 0x1000, &mut grh)
         .expect("grh");
-    let back = init_ah_from_wc(&sim.stacks[1], &wc, &grh).expect("reply AH");
+    let back = init_ah_from_wc(st(&mut sim, 1), &wc, &grh).expect("reply AH");
     assert_eq!(back.dgid, Gid::from(a));
     assert_eq!(
-        sim.stacks[1]
+        st(&mut sim, 1)
             .device
             .query_gid(PORT_NUM, back.sgid_index)
             .map(|g| g.gid),
         Ok(Gid::from(b))
     );
     // Server → client on the reply AH, with the server QP's own Q_Key.
-    let qkey = sim.stacks[1].verbs.qp(qb).expect("qp").attr().qkey;
+    let qkey = st(&mut sim, 1).verbs.qp(qb).expect("qp").attr().qkey;
     assert_eq!(qkey, RDMA_UDP_QKEY);
-    sim.stacks[1]
+    st(&mut sim, 1)
         .post_send(
             qb,
             SendWr::new(8, SendOp::Send)
@@ -251,11 +247,13 @@ fn ud_over_sidr_then_datagrams_both_ways() {
     assert_eq!((wc.status, wc.src_qp), (WcStatus::Success, qb));
     // A UD id has no disconnect and no ACK timeout.
     assert_eq!(
-        n[0].cm.set_option(&ca, RdmaOption::AckTimeout(14)),
+        sim.stacks[0]
+            .rdma_mut()
+            .set_option(&ca, RdmaOption::AckTimeout(14)),
         Err(RdmaCmError::Invalid)
     );
-    n[0].cm.destroy(sim.now, ca);
-    n[1].cm.destroy(sim.now, sb);
+    sim.stacks[0].rdma_mut().destroy(sim.now, ca);
+    sim.stacks[1].rdma_mut().destroy(sim.now, sb);
     pump(&mut sim, &mut n, |_| false);
     assert_eq!(attrs(&cm_log(&sim)).len(), 2, "nothing to tear down");
 }
@@ -267,42 +265,32 @@ fn ud_over_sidr_then_datagrams_both_ways() {
 fn ud_unreachable_carries_the_sidr_status() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _ = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Unreachable
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::Unreachable);
+    let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Unreachable);
     assert_eq!(e.status, 1);
-    let _l = n[1]
-        .cm
+    let _l = sim.stacks[1]
+        .rdma_mut()
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("listen");
-    let _ = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
     assert_eq!(
-        n[1].cm
+        sim.stacks[1]
+            .rdma_mut()
             .reject_with(sim.now, id, RejectReason(8), b"")
             .map_err(|(id, e)| {
-                n[1].cm.destroy(sim.now, id);
+                sim.stacks[1].rdma_mut().destroy(sim.now, id);
                 e
             }),
         Err(RdmaCmError::Invalid)
     );
     // (that id is gone; a new request)
-    let _ = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
-    n[1].cm
+    sim.stacks[1]
+        .rdma_mut()
         .reject(sim.now, id, b"busy")
         .map_err(|(_, e)| e)
         .expect("reject");
@@ -330,17 +318,17 @@ fn ud_sidr_survives_loss_and_duplicates() {
     let (mut sim, mut n) = pair();
     sim.net.dup_permille = 1000;
     let b = sim.addrs[1];
-    let _l = n[1]
-        .cm
+    let _l = sim.stacks[1]
+        .rdma_mut()
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("listen");
     let t0 = sim.now;
     // The first SIDR REQ is lost: the server is down.
     sim.down[1] = true;
-    let (_ca, _, _, _) = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"x");
+    let (_ca, _, _, _) = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"x");
     pump(&mut sim, &mut n, |_| false);
     sim.down[1] = false;
-    let (_, qb, _) = ud_qp(&mut sim.stacks[1]);
+    let (_, qb, _) = ud_qp(st(&mut sim, 1));
     let mut answered = 0;
     let mut lose_rep = true;
     for _ in 0..20 {
@@ -354,17 +342,19 @@ fn ud_sidr_survives_loss_and_duplicates() {
         {
             let mut req = n[1].events.remove(i);
             let id = req.new_id.take().expect("id");
-            n[1].cm.accept_ud(sim.now, &id, qb, 0, b"").expect("accept");
+            sim.stacks[1]
+                .rdma_mut()
+                .accept_ud(sim.now, &id, qb, 0, b"")
+                .expect("accept");
             answered += 1;
             if lose_rep {
                 // ... and the first answer is lost: the client is down.
                 sim.down[0] = true;
-                flush(&mut n[1], &mut sim);
                 pump(&mut sim, &mut n, |_| false);
                 sim.down[0] = false;
                 lose_rep = false;
             }
-            n[1].cm.destroy(sim.now, id);
+            sim.stacks[1].rdma_mut().destroy(sim.now, id);
             pump(&mut sim, &mut n, |_| false);
             continue;
         }
@@ -380,7 +370,14 @@ fn ud_sidr_survives_loss_and_duplicates() {
     // second REP (the first REP was lost).
     assert_eq!(log.iter().filter(|a| **a == AttrId::SIDR_REQ).count(), 4);
     assert_eq!(log.iter().filter(|a| **a == AttrId::SIDR_REP).count(), 2);
-    assert!(n[1].cm.cm().counters().dup(AttrId::SIDR_REQ) >= 2);
+    assert!(
+        sim.stacks[1]
+            .rdma_mut()
+            .cm()
+            .counters()
+            .dup(AttrId::SIDR_REQ)
+            >= 2
+    );
     // Two retransmissions, 4.096 s apart.
     let took = sim.now.saturating_duration_since(t0).total_micros();
     assert!((2 * SIDR_TIMEOUT_MS * 1000..3 * SIDR_TIMEOUT_MS * 1000).contains(&took));
@@ -391,26 +388,19 @@ fn ud_sidr_survives_loss_and_duplicates() {
 fn ud_sidr_rep_with_another_qkey_is_addr_error() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = n[1]
-        .cm
+    let _l = sim.stacks[1]
+        .rdma_mut()
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("listen");
-    let _ = ud_dial(&mut sim, &mut n[0], PortSpace::UDP, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
-    n[1].cm
+    sim.stacks[1]
+        .rdma_mut()
         .accept_ud(sim.now, &id, 0x99, 0x1111, b"")
         .expect("accept");
-    assert_eq!(n[1].cm.qkey(id.name()), Some(0x1111));
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::AddrError
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::AddrError);
+    assert_eq!(sim.stacks[1].rdma_mut().qkey(id.name()), Some(0x1111));
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::AddrError);
     assert_eq!(e.status, EINVAL);
 }
 
@@ -420,19 +410,23 @@ fn ud_sidr_rep_with_another_qkey_is_addr_error() {
 fn ipoib_space_is_refused_on_roce() {
     let (mut sim, mut n) = pair();
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let id = n[1].cm.create_id_ps(PortSpace::IPOIB);
+    let id = sim.stacks[1].rdma_mut().create_id_ps(PortSpace::IPOIB);
     assert_eq!(
-        n[1].cm.bind_addr(&id, sa(b, 7174)),
+        sim.stacks[1].rdma_mut().bind_addr(&id, sa(b, 7174)),
         Err(RdmaCmError::Invalid)
     );
     let any: IpAddr = "0.0.0.0".parse().expect("ip");
-    n[1].cm.bind_addr(&id, sa(any, 7174)).expect("wildcard");
-    n[1].cm.listen(&id, 0).expect("listen");
-    let c = n[0].cm.create_id_ps(PortSpace::IPOIB);
-    n[0].cm
+    sim.stacks[1]
+        .rdma_mut()
+        .bind_addr(&id, sa(any, 7174))
+        .expect("wildcard");
+    sim.stacks[1].rdma_mut().listen(&id, 0).expect("listen");
+    let c = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::IPOIB);
+    sim.stacks[0]
+        .rdma_mut()
         .resolve_addr(&c, Some(a), sa(b, 7174))
         .expect("queued");
-    let e = n[0].cm.poll_event().expect("event");
+    let e = sim.stacks[0].poll_rdma_event().expect("event");
     assert_eq!((e.event, e.status), (RdmaCmEventType::AddrError, EINVAL));
     // A raw SIDR REQ for service ID 0x21c06 with a proper IP header.
     let p = crate::cm::SidrReqParams {
@@ -444,10 +438,9 @@ fn ipoib_space_is_refused_on_roce() {
         timeout: crate::time::Duration::from_millis(4096),
         max_cm_retries: 15,
     };
-    let cm = n[0].cm.cm_mut();
+    let cm = sim.stacks[0].rdma_mut().cm_mut();
     let raw = cm.create_id();
     cm.sidr_req(sim.now, &raw, &p).expect("sidr");
-    flush(&mut n[0], &mut sim);
     pump(&mut sim, &mut n, |_| false);
     let log = cm_log(&sim);
     let CmMessage::SidrRep(r) = &log[1].1 else {
@@ -455,7 +448,7 @@ fn ipoib_space_is_refused_on_roce() {
     };
     assert_eq!(r.status, SidrStatus::REJECT);
     assert!(!has(&n[1], RdmaCmEventType::ConnectRequest));
-    n[0].cm.cm_mut().destroy(sim.now, raw);
+    sim.stacks[0].rdma_mut().cm_mut().destroy(sim.now, raw);
 }
 
 /// PS_IB with native addressing (cmatose `-P ib -f gid`): service ID 0x13f1d2f, no IP
@@ -467,49 +460,48 @@ fn ipoib_space_is_refused_on_roce() {
 fn ps_ib_connects_with_gids_and_with_ip_addresses() {
     let (mut sim, mut n) = pair();
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
-    let l = n[1].cm.create_id_ps(PortSpace::IB);
-    n[1].cm
+    let l = sim.stacks[1].rdma_mut().create_id_ps(PortSpace::IB);
+    sim.stacks[1]
+        .rdma_mut()
         .bind_ib(&l, IbAddr::new(Gid::from(b), 7471))
         .expect("bind");
-    n[1].cm.listen(&l, 0).expect("listen");
-    let c = n[0].cm.create_id_ps(PortSpace::IB);
-    assert_eq!(n[0].cm.qp_type(c.name()), Some(QpType::Rc));
-    n[0].cm
+    sim.stacks[1].rdma_mut().listen(&l, 0).expect("listen");
+    let c = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::IB);
+    assert_eq!(sim.stacks[0].rdma_mut().qp_type(c.name()), Some(QpType::Rc));
+    sim.stacks[0]
+        .rdma_mut()
         .resolve_addr_ib(&c, None, IbAddr::new(Gid::from(b), 7471))
         .expect("addr");
     assert_eq!(
-        n[0].cm.poll_event().map(|e| e.event),
+        sim.stacks[0].poll_rdma_event().map(|e| e.event),
         Some(RdmaCmEventType::AddrResolved)
     );
     assert_eq!(
-        n[0].cm.local_ib(c.name()).map(|x| x.gid),
+        sim.stacks[0].rdma_mut().local_ib(c.name()).map(|x| x.gid),
         Some(Gid::from(a)),
         "the port with the destination's subnet prefix"
     );
-    n[0].cm.resolve_route(&c).expect("route");
-    let _ = n[0].cm.poll_event();
+    sim.stacks[0].rdma_mut().resolve_route(&c).expect("route");
+    let _ = sim.stacks[0].poll_rdma_event();
     let qa = n[0].devs[0].qpn;
-    n[0].cm
-        .connect(sim.now, &mut sim.stacks[0], &c, Some(qa), &param(b"\0\0ib"))
-        .expect("connect");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    cmd(&mut sim, 0, |now, cm, s| {
+        cm.connect(now, s, &c, Some(qa), &param(b"\0\0ib"))
+    })
+    .expect("connect");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     assert_eq!(&req.private_data[..4], b"\0\0ib");
     assert_eq!(req.private_data.len(), 92);
     let sb = req.new_id.take().expect("id");
-    assert!(n[1].cm.is_af_ib(sb.name()));
+    assert!(sim.stacks[1].rdma_mut().is_af_ib(sb.name()));
     assert_eq!(
-        n[1].cm.local_ib(sb.name()),
+        sim.stacks[1].rdma_mut().local_ib(sb.name()),
         Some(IbAddr::new(Gid::from(b), 7471))
     );
     assert_eq!(
-        n[1].cm.remote_ib(sb.name()).map(|x| x.gid),
+        sim.stacks[1].rdma_mut().remote_ib(sb.name()).map(|x| x.gid),
         Some(Gid::from(a))
     );
-    accept(&mut sim, &mut n[1], &sb);
+    accept(&mut sim, 1, &n[1], &sb);
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
         RdmaCmEventType::Established
@@ -526,16 +518,21 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
     assert_eq!(q.primary_path.hop_limit, 1);
     // Consumer data starting with a non-zero byte: refused.
     sim.tap.clear();
-    let (_, q1, _) = rc_qp(&mut sim.stacks[0]);
-    let c1 = n[0].cm.create_id_ps(PortSpace::IB);
-    n[0].cm
+    let (_, q1, _) = rc_qp(st(&mut sim, 0));
+    let c1 = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::IB);
+    sim.stacks[0]
+        .rdma_mut()
         .resolve_addr_ib(&c1, Some(Gid::from(a)), IbAddr::new(Gid::from(b), 7471))
         .expect("addr");
-    n[0].cm.resolve_route(&c1).expect("route");
-    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
-    n[0].cm
-        .connect(sim.now, &mut sim.stacks[0], &c1, Some(q1), &param(b"gid!"))
-        .expect("connect");
+    sim.stacks[0].rdma_mut().resolve_route(&c1).expect("route");
+    let _ = (
+        sim.stacks[0].poll_rdma_event(),
+        sim.stacks[0].poll_rdma_event(),
+    );
+    cmd(&mut sim, 0, |now, cm, s| {
+        cm.connect(now, s, &c1, Some(q1), &param(b"gid!"))
+    })
+    .expect("connect");
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
         RdmaCmEventType::Rejected
@@ -543,28 +540,21 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
     assert_eq!(take(&mut n[0], RdmaCmEventType::Rejected).status, 28);
     // IP-addressed PS_IB: same service ID space, the IP header, hop limit 64.
     sim.tap.clear();
-    let _l2 = n[1]
-        .cm
+    let _l2 = sim.stacks[1]
+        .rdma_mut()
         .listen_on_ps(PortSpace::IB, sa(b, 7472), 0)
         .expect("listen");
-    let (_, q2, _) = rc_qp(&mut sim.stacks[0]);
+    let (_, q2, _) = rc_qp(st(&mut sim, 0));
     n[0].devs[0].qpn = q2;
-    let id = n[0].cm.create_id_ps(PortSpace::IB);
-    n[0].cm
-        .resolve_addr(&id, Some(a), sa(b, 7472))
-        .expect("addr");
-    n[0].cm.resolve_route(&id).expect("route");
-    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
-    n[0].cm
-        .connect(sim.now, &mut sim.stacks[0], &id, Some(q2), &param(b""))
-        .expect("connect");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let id = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::IB);
+    resolve(&mut sim, 0, &id, sa(b, 7472), &[]);
+    cmd(&mut sim, 0, |now, cm, s| {
+        cm.connect(now, s, &id, Some(q2), &param(b""))
+    })
+    .expect("connect");
+    let e = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let sb2 = e.new_id.expect("id");
-    assert!(!n[1].cm.is_af_ib(sb2.name()));
+    assert!(!sim.stacks[1].rdma_mut().is_af_ib(sb2.name()));
     let log = cm_log(&sim);
     let CmMessage::Req(q) = &log[0].1 else {
         panic!()
@@ -574,7 +564,7 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
         IpCmHeader::parse(&q.private_data).map(|h| h.ip_version),
         Ok(4)
     );
-    n[1].cm.destroy(sim.now, sb2);
+    sim.stacks[1].rdma_mut().destroy(sim.now, sb2);
 }
 
 /// ECE: the REQ carries the vendor ID and options (attribute modifier); the server sees
@@ -584,48 +574,43 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
 fn ece_is_offered_and_accepted() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     for (offer, answer, want) in [(0b0111, Some(0b0101), 0b0101), (0b0011, None, 0)] {
         sim.tap.clear();
-        let (_, q, _) = rc_qp(&mut sim.stacks[0]);
+        let (_, q, _) = rc_qp(st(&mut sim, 0));
         n[0].devs[0].qpn = q;
-        let id = n[0].cm.create_id();
-        n[0].cm
-            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
-            .expect("addr");
-        n[0].cm.resolve_route(&id).expect("route");
-        let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+        let id = sim.stacks[0].rdma_mut().create_id();
+        resolve(&mut sim, 0, &id, sa(b, 7174), &[]);
         let ece = Ece {
             vendor_id: 0x00ab_cdef,
             attr_mod: offer,
         };
-        n[0].cm
-            .connect_ece(sim.now, &mut sim.stacks[0], &id, Some(q), &param(b""), ece)
-            .expect("connect");
-        assert!(pump(&mut sim, &mut n, |n| has(
-            &n[1],
-            RdmaCmEventType::ConnectRequest
-        )));
-        let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+        cmd(&mut sim, 0, |now, cm, s| {
+            cm.connect_ece(now, s, &id, Some(q), &param(b""), ece)
+        })
+        .expect("connect");
+        let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
         assert_eq!(req.ece, ece);
         let sb = req.new_id.take().expect("id");
-        assert_eq!(n[1].cm.remote_ece(sb.name()), Some(ece));
-        let (_, qb, _) = rc_qp(&mut sim.stacks[1]);
+        assert_eq!(sim.stacks[1].rdma_mut().remote_ece(sb.name()), Some(ece));
+        let (_, qb, _) = rc_qp(st(&mut sim, 1));
         match answer {
-            Some(opts) => n[1].cm.accept_ece(
-                sim.now,
-                &mut sim.stacks[1],
-                &sb,
-                qb,
-                &param(b""),
-                Ece {
-                    vendor_id: 0x00ab_cdef,
-                    attr_mod: opts,
-                },
-            ),
-            None => n[1]
-                .cm
-                .accept(sim.now, &mut sim.stacks[1], &sb, qb, &param(b"")),
+            Some(opts) => cmd(&mut sim, 1, |now, cm, s| {
+                cm.accept_ece(
+                    now,
+                    s,
+                    &sb,
+                    qb,
+                    &param(b""),
+                    Ece {
+                        vendor_id: 0x00ab_cdef,
+                        attr_mod: opts,
+                    },
+                )
+            }),
+            None => cmd(&mut sim, 1, |now, cm, s| {
+                cm.accept(now, s, &sb, qb, &param(b""))
+            }),
         }
         .expect("accept");
         let ok = pump(&mut sim, &mut n, |n| {
@@ -645,10 +630,10 @@ fn ece_is_offered_and_accepted() {
         let _ = take(&mut n[1], RdmaCmEventType::Established);
     }
     // A vendor ID of 0 or wider than 24 bits is no ECE.
-    let id = n[0].cm.create_id();
+    let id = sim.stacks[0].rdma_mut().create_id();
     for v in [0, 0x0100_0000] {
         assert_eq!(
-            n[0].cm.set_local_ece(
+            sim.stacks[0].rdma_mut().set_local_ece(
                 &id,
                 Ece {
                     vendor_id: v,
@@ -666,28 +651,21 @@ fn ece_is_offered_and_accepted() {
 fn ece_reject_is_reason_35() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
-    let _c = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _c = dial(&mut sim, 0, &n[0], sa(b, 7174), b"");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let id = req.new_id.take().expect("id");
-    let (id, e) = n[1]
-        .cm
+    let (id, e) = sim.stacks[1]
+        .rdma_mut()
         .reject_with(sim.now, id, RejectReason::INVALID_SERVICE_ID, b"")
         .expect_err("only 28 and 35");
     assert_eq!(e, RdmaCmError::Invalid);
-    n[1].cm
+    sim.stacks[1]
+        .rdma_mut()
         .reject_ece(sim.now, id, b"no such option")
         .map_err(|(_, e)| e)
         .expect("reject");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Rejected
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::Rejected);
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Rejected);
     assert_eq!(e.status, 35);
     assert!(!e.is_consumer_reject());
     assert_eq!(e.consumer_reject_data(), None);
@@ -710,7 +688,7 @@ fn afonly_decides_port_sharing_and_which_requests_a_listener_takes() {
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
     let any4: IpAddr = "0.0.0.0".parse().expect("ip");
     let any6: IpAddr = "::".parse().expect("ip");
-    let cm = &mut n[1].cm;
+    let cm = sim.stacks[1].rdma_mut();
     let v4 = cm.create_id();
     cm.bind_addr(&v4, sa(any4, 7000)).expect("v4");
     let v6 = cm.create_id();
@@ -727,37 +705,48 @@ fn afonly_decides_port_sharing_and_which_requests_a_listener_takes() {
     let l = cm.create_id();
     cm.bind_addr(&l, sa(any6, 7001)).expect("bind");
     cm.listen(&l, 0).expect("listen");
-    let _c = dial(&mut sim, &mut n[0], 0, sa(b, 7001), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _c = dial(&mut sim, 0, &n[0], sa(b, 7001), b"");
+    let e = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let sb = e.new_id.expect("id");
-    assert_eq!(n[1].cm.local_addr(sb.name()), Some(sa(b, 7001)));
-    assert_eq!(n[1].cm.remote_addr(sb.name()).map(|r| r.ip()), Some(a));
-    n[1].cm.destroy(sim.now, sb);
+    assert_eq!(
+        sim.stacks[1].rdma_mut().local_addr(sb.name()),
+        Some(sa(b, 7001))
+    );
+    assert_eq!(
+        sim.stacks[1]
+            .rdma_mut()
+            .remote_addr(sb.name())
+            .map(|r| r.ip()),
+        Some(a)
+    );
+    sim.stacks[1].rdma_mut().destroy(sim.now, sb);
     pump(&mut sim, &mut n, |_| false);
     // An AF-only IPv6 listener does not.
-    let l6 = n[1].cm.create_id();
-    n[1].cm
+    let l6 = sim.stacks[1].rdma_mut().create_id();
+    sim.stacks[1]
+        .rdma_mut()
         .set_option(&l6, RdmaOption::AfOnly(true))
         .expect("afonly");
-    n[1].cm.bind_addr(&l6, sa(any6, 7002)).expect("bind");
-    n[1].cm.listen(&l6, 0).expect("listen");
+    sim.stacks[1]
+        .rdma_mut()
+        .bind_addr(&l6, sa(any6, 7002))
+        .expect("bind");
+    sim.stacks[1].rdma_mut().listen(&l6, 0).expect("listen");
     assert_eq!(
-        n[1].cm.set_option(&l6, RdmaOption::AfOnly(false)),
+        sim.stacks[1]
+            .rdma_mut()
+            .set_option(&l6, RdmaOption::AfOnly(false)),
         Err(RdmaCmError::InvalidState),
         "AFONLY only before listening"
     );
     sim.tap.clear();
-    let (_, q, _) = rc_qp(&mut sim.stacks[0]);
+    let (_, q, _) = rc_qp(st(&mut sim, 0));
     n[0].devs[0].qpn = q;
-    let _c = dial(&mut sim, &mut n[0], 0, sa(b, 7002), b"");
+    let _c = dial(&mut sim, 0, &n[0], sa(b, 7002), b"");
     pump(&mut sim, &mut n, |_| false);
     assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ, AttrId::REJ]);
     assert!(!has(&n[1], RdmaCmEventType::ConnectRequest));
-    n[1].cm.destroy(sim.now, l);
+    sim.stacks[1].rdma_mut().destroy(sim.now, l);
 }
 
 /// REUSEADDR: ids that all set it share a port; listening makes the port the listener's
@@ -765,9 +754,9 @@ fn afonly_decides_port_sharing_and_which_requests_a_listener_takes() {
 /// listener.
 #[test]
 fn reuseaddr_shares_a_port_until_listen() {
-    let (sim, mut n) = pair();
+    let (mut sim, _) = pair();
     let b = sim.addrs[1];
-    let cm = &mut n[1].cm;
+    let cm = sim.stacks[1].rdma_mut();
     let x = cm.create_id();
     let y = cm.create_id();
     cm.bind_addr(&x, sa(b, 7100)).expect("x");
@@ -803,32 +792,23 @@ fn ack_timeout_sets_the_packet_lifetime_and_the_qp_timeout() {
     for (t, req_ack, passive_t) in [(14u8, 16u8, 12u8), (0, 19, 19)] {
         let (mut sim, mut n) = pair();
         let b = sim.addrs[1];
-        let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
-        let id = n[0].cm.create_id();
-        n[0].cm
-            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
-            .expect("addr");
-        n[0].cm
-            .set_option(&id, RdmaOption::AckTimeout(t))
-            .expect("option");
-        n[0].cm.resolve_route(&id).expect("route");
-        let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+        let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+        let id = sim.stacks[0].rdma_mut().create_id();
+        resolve(&mut sim, 0, &id, sa(b, 7174), &[RdmaOption::AckTimeout(t)]);
         let qa = n[0].devs[0].qpn;
-        n[0].cm
-            .connect(sim.now, &mut sim.stacks[0], &id, Some(qa), &param(b""))
-            .expect("connect");
-        assert!(pump(&mut sim, &mut n, |n| has(
-            &n[1],
-            RdmaCmEventType::ConnectRequest
-        )));
-        let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+        cmd(&mut sim, 0, |now, cm, s| {
+            cm.connect(now, s, &id, Some(qa), &param(b""))
+        })
+        .expect("connect");
+        let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
         let sb = req.new_id.take().expect("id");
         if t != 0 {
-            n[1].cm
+            sim.stacks[1]
+                .rdma_mut()
                 .set_option(&sb, RdmaOption::AckTimeout(passive_t))
                 .expect("passive option");
         }
-        accept(&mut sim, &mut n[1], &sb);
+        accept(&mut sim, 1, &n[1], &sb);
         assert!(pump(&mut sim, &mut n, |n| has(
             &n[0],
             RdmaCmEventType::Established
@@ -841,12 +821,12 @@ fn ack_timeout_sets_the_packet_lifetime_and_the_qp_timeout() {
         assert_eq!(crate::cm::cm_ack_timeout(RXE_CA_ACK_DELAY, 13), 16);
         let timeout = |s: &Stack, q: u32| s.verbs.qp(q).expect("qp").attr().timeout;
         assert_eq!(
-            timeout(&sim.stacks[0], qa),
+            timeout(st(&mut sim, 0), qa),
             if t == 0 { 0 } else { t },
             "active QP"
         );
         assert_eq!(
-            timeout(&sim.stacks[1], n[1].devs[0].qpn),
+            timeout(st(&mut sim, 1), n[1].devs[0].qpn),
             passive_t,
             "passive QP"
         );
@@ -859,33 +839,37 @@ fn ack_timeout_sets_the_packet_lifetime_and_the_qp_timeout() {
 fn min_rnr_timer_is_on_the_wire() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
-    let _c = dial(&mut sim, &mut n[0], 0, sa(b, 7174), b"");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _c = dial(&mut sim, 0, &n[0], sa(b, 7174), b"");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let sb = req.new_id.take().expect("id");
     assert_eq!(
-        n[1].cm.set_min_rnr_timer(&sb, 32),
+        sim.stacks[1].rdma_mut().set_min_rnr_timer(&sb, 32),
         Err(RdmaCmError::Invalid),
         "five bits"
     );
-    n[1].cm.set_min_rnr_timer(&sb, 12).expect("timer");
-    accept(&mut sim, &mut n[1], &sb);
+    sim.stacks[1]
+        .rdma_mut()
+        .set_min_rnr_timer(&sb, 12)
+        .expect("timer");
+    accept(&mut sim, 1, &n[1], &sb);
     assert!(pump(&mut sim, &mut n, |n| has(
         &n[0],
         RdmaCmEventType::Established
     )));
     let qb = n[1].devs[0].qpn;
     assert_eq!(
-        sim.stacks[1].verbs.qp(qb).expect("qp").attr().min_rnr_timer,
+        st(&mut sim, 1)
+            .verbs
+            .qp(qb)
+            .expect("qp")
+            .attr()
+            .min_rnr_timer,
         12
     );
     sim.tap.clear();
     let qa = n[0].devs[0].qpn;
-    sim.stacks[0]
+    st(&mut sim, 0)
         .post_send(
             qa,
             SendWr::new(1, SendOp::Send).with_sge(Sge {
@@ -918,41 +902,32 @@ fn min_rnr_timer_is_on_the_wire() {
 fn tos_is_the_paths_traffic_class() {
     let (mut sim, mut n) = pair();
     let b = sim.addrs[1];
-    let _l = n[1].cm.listen_on(sa(b, 7174), 0).expect("listen");
-    let id = n[0].cm.create_id();
-    n[0].cm
-        .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
-        .expect("addr");
-    n[0].cm.set_option(&id, RdmaOption::Tos(0x60)).expect("tos");
-    n[0].cm.resolve_route(&id).expect("route");
-    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
-    assert_eq!(n[0].cm.traffic_class(id.name()), Some(0x60));
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let id = sim.stacks[0].rdma_mut().create_id();
+    resolve(&mut sim, 0, &id, sa(b, 7174), &[RdmaOption::Tos(0x60)]);
+    assert_eq!(
+        sim.stacks[0].rdma_mut().traffic_class(id.name()),
+        Some(0x60)
+    );
     let qa = n[0].devs[0].qpn;
-    n[0].cm
-        .connect(sim.now, &mut sim.stacks[0], &id, Some(qa), &param(b""))
-        .expect("connect");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    cmd(&mut sim, 0, |now, cm, s| {
+        cm.connect(now, s, &id, Some(qa), &param(b""))
+    })
+    .expect("connect");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let sb = req.new_id.take().expect("id");
-    accept(&mut sim, &mut n[1], &sb);
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Established
-    )));
-    let _ = take(&mut n[0], RdmaCmEventType::Established);
+    accept(&mut sim, 1, &n[1], &sb);
+    let _ = wait(&mut sim, &mut n, 0, RdmaCmEventType::Established);
     let log = cm_log(&sim);
     let CmMessage::Req(q) = &log[0].1 else {
         panic!()
     };
     assert_eq!(q.primary_path.traffic_class, 0x60);
     let tc = |s: &Stack, q: u32| -> AddressVector { s.verbs.qp(q).expect("qp").attr().ah_attr };
-    assert_eq!(tc(&sim.stacks[0], qa).traffic_class, 0x60);
-    assert_eq!(tc(&sim.stacks[1], n[1].devs[0].qpn).traffic_class, 0x60);
+    assert_eq!(tc(st(&mut sim, 0), qa).traffic_class, 0x60);
+    assert_eq!(tc(st(&mut sim, 1), n[1].devs[0].qpn).traffic_class, 0x60);
     // The transport sends the QP's packets with that TOS (rxe's IP header).
-    sim.stacks[0]
+    st(&mut sim, 0)
         .post_send(
             qa,
             SendWr::new(1, SendOp::Send).with_sge(Sge {
@@ -964,7 +939,7 @@ fn tos_is_the_paths_traffic_class() {
         .expect("send");
     let mut batch = crate::transport::TransmitBatch::default();
     let now = sim.now;
-    assert!(sim.stacks[0].poll_transmit_batch(now, &mut batch) > 0);
+    assert!(st(&mut sim, 0).poll_transmit_batch(now, &mut batch) > 0);
     let tos: Vec<(u8, u32)> = batch
         .trains()
         .map(|(t, b)| {
@@ -978,34 +953,23 @@ fn tos_is_the_paths_traffic_class() {
     assert!(tos.iter().all(|(t, _)| *t == 0x60), "{tos:?}");
     assert!(tos.iter().any(|(t, q)| *t == 0x60 && *q != 1), "{tos:?}");
     // UD: the AH of ESTABLISHED.
-    let _u = n[1]
-        .cm
+    let _u = sim.stacks[1]
+        .rdma_mut()
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("udp listen");
-    let c = n[0].cm.create_id_ps(PortSpace::UDP);
-    n[0].cm
-        .resolve_addr(&c, Some(sim.addrs[0]), sa(b, 7174))
-        .expect("addr");
-    n[0].cm.set_option(&c, RdmaOption::Tos(0x20)).expect("tos");
-    n[0].cm.resolve_route(&c).expect("route");
-    let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
-    n[0].cm
-        .connect(sim.now, &mut sim.stacks[0], &c, None, &param(b""))
-        .expect("sidr");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[1],
-        RdmaCmEventType::ConnectRequest
-    )));
-    let mut req = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+    let c = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::UDP);
+    resolve(&mut sim, 0, &c, sa(b, 7174), &[RdmaOption::Tos(0x20)]);
+    cmd(&mut sim, 0, |now, cm, s| {
+        cm.connect(now, s, &c, None, &param(b""))
+    })
+    .expect("sidr");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
     let u = req.new_id.take().expect("id");
-    n[1].cm
+    sim.stacks[1]
+        .rdma_mut()
         .accept_ud(sim.now, &u, 0x42, 0, b"")
         .expect("accept");
-    assert!(pump(&mut sim, &mut n, |n| has(
-        &n[0],
-        RdmaCmEventType::Established
-    )));
-    let e = take(&mut n[0], RdmaCmEventType::Established);
+    let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Established);
     assert_eq!(
         e.ud.map(|u| (u.ah.traffic_class, u.qp_num)),
         Some((0x20, 0x42))
@@ -1022,28 +986,25 @@ fn ece_rep_of_another_vendor_is_connect_error() {
         let (mut sim, mut n) = pair();
         let b = sim.addrs[1];
         // The passive side is a bare IB CM listener that answers with its own vendor.
-        let cm = n[1].cm.cm_mut();
+        let cm = sim.stacks[1].rdma_mut().cm_mut();
         let l = cm.create_id();
         cm.listen(&l, service_id(PortSpace::TCP, 7174))
             .expect("listen");
-        let id = n[0].cm.create_id();
-        n[0].cm
-            .resolve_addr(&id, Some(sim.addrs[0]), sa(b, 7174))
-            .expect("addr");
-        n[0].cm.resolve_route(&id).expect("route");
-        let _ = (n[0].cm.poll_event(), n[0].cm.poll_event());
+        let id = sim.stacks[0].rdma_mut().create_id();
+        resolve(&mut sim, 0, &id, sa(b, 7174), &[]);
         let qa = n[0].devs[0].qpn;
         let ece = Ece {
             vendor_id: 0x00ab_cdef,
             attr_mod: 1,
         };
-        n[0].cm
-            .connect_ece(sim.now, &mut sim.stacks[0], &id, Some(qa), &param(b""), ece)
-            .expect("connect");
+        cmd(&mut sim, 0, |now, cm, s| {
+            cm.connect_ece(now, s, &id, Some(qa), &param(b""), ece)
+        })
+        .expect("connect");
         let mut req = None;
         for _ in 0..100 {
             pump(&mut sim, &mut n, |_| false);
-            if let Some(CmEvent::ReqReceived { id, .. }) = n[1].cm.poll_ib_event() {
+            if let Some(CmEvent::ReqReceived { id, .. }) = sim.stacks[1].poll_ib_event() {
                 req = Some(id);
                 break;
             }
@@ -1059,8 +1020,11 @@ fn ece_rep_of_another_vendor_is_connect_error() {
             ece_vendor_id: rep_vendor,
             ..RepParams::default()
         };
-        n[1].cm.cm_mut().send_rep(sim.now, &rid, &rep).expect("rep");
-        flush(&mut n[1], &mut sim);
+        sim.stacks[1]
+            .rdma_mut()
+            .cm_mut()
+            .send_rep(sim.now, &rid, &rep)
+            .expect("rep");
         let want = if ok {
             RdmaCmEventType::Established
         } else {
@@ -1082,7 +1046,7 @@ fn ece_rep_of_another_vendor_is_connect_error() {
         } else {
             assert_eq!(e.status, EINVAL);
             assert_eq!(
-                sim.stacks[0].verbs.qp(qa).expect("qp").state(),
+                st(&mut sim, 0).verbs.qp(qa).expect("qp").state(),
                 QpState::Err
             );
             assert_eq!(
@@ -1090,7 +1054,7 @@ fn ece_rep_of_another_vendor_is_connect_error() {
                 vec![AttrId::REQ, AttrId::REP, AttrId::REJ]
             );
         }
-        n[1].cm.cm_mut().destroy(sim.now, rid);
-        n[1].cm.cm_mut().destroy(sim.now, l);
+        sim.stacks[1].rdma_mut().cm_mut().destroy(sim.now, rid);
+        sim.stacks[1].rdma_mut().cm_mut().destroy(sim.now, l);
     }
 }
