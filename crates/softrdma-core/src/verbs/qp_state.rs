@@ -18,7 +18,7 @@
 //!
 //! Then the values are checked as `rxe_qp_chk_attr` does (port, P_Key index, path MTU ≤ max
 //! MTU, RDMA READ depths ≤ device limits, timeout ≤ 31, source GID index) — see
-//! [`crate::verbs::Verbs::modify_qp`].
+//! [`crate::Stack::modify_qp`].
 
 use core::fmt;
 use core::ops::{BitOr, BitOrAssign};
