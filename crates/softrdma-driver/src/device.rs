@@ -1078,6 +1078,12 @@ impl Device {
         Ok(self.shared.state().stack.verbs.create_cq(cqe)?)
     }
 
+    /// How many completions were ever added to `cq` (a completion channel's "new since
+    /// armed" check). Takes the lock briefly and wakes nobody.
+    pub fn cq_completions_added(&self, cq: CqId) -> Result<u64> {
+        Ok(self.shared.state().stack.verbs.cq(cq)?.completions_added())
+    }
+
     /// `ibv_destroy_cq`.
     pub fn destroy_cq(&self, cq: CqId) -> Result<()> {
         Ok(self.shared.state().stack.verbs.destroy_cq(cq)?)

@@ -1,0 +1,419 @@
+//! Conversions between the C structures and the core's types, and from the core's errors to
+//! rdma-core's errno values. No pointers here.
+
+use core::ffi::c_char;
+
+use softrdma_core::device::Mtu;
+use softrdma_core::device::{AtomicCap, DeviceAttr, PortAttr};
+use softrdma_core::verbs::{
+    AccessFlags, AddressVector, QpAttr, QpAttrMask, QpCap, QpState, QpType, SendOp, VerbsError,
+    WcOpcode, WorkCompletion,
+};
+use softrdma_driver::Error as DevError;
+use softrdma_wire::Gid;
+
+use crate::abi::*;
+use crate::entry::Errno;
+
+/// The errno rdma-core's providers (rxe) return for a refused verb.
+pub fn verbs_errno(e: &VerbsError) -> Errno {
+    match e {
+        VerbsError::Busy { .. } => Errno::EBUSY,
+        VerbsError::Limit { .. } | VerbsError::QueueFull { .. } => Errno::ENOMEM,
+        VerbsError::Mr(softrdma_core::verbs::MrError::TooManyMrs) => Errno::ENOMEM,
+        VerbsError::WrongQpType { .. } => Errno::EINVAL,
+        _ => Errno::EINVAL,
+    }
+}
+
+/// [`verbs_errno`] for a driver error (a socket error is its OS errno).
+pub fn dev_errno(e: &DevError) -> Errno {
+    match e {
+        DevError::Verbs(v) => verbs_errno(v),
+        DevError::Query(_) => Errno::EINVAL,
+        DevError::Io(io) => Errno(io.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+/// Copies `s` into a fixed C string field, NUL-terminated (truncated if need be).
+pub fn put_str(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
+        *d = *b as c_char;
+    }
+    for d in dst.iter_mut().skip(n) {
+        *d = 0;
+    }
+}
+
+fn int(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+/// `ibv_query_device`'s answer (the firmware version formatted as rdma-core formats the
+/// kernel's 64-bit value: `major.minor.sub_minor`).
+pub fn device_attr(a: &DeviceAttr) -> ibv_device_attr {
+    let mut fw = [0 as c_char; 64];
+    put_str(
+        &mut fw,
+        &format!(
+            "{}.{}.{}",
+            (a.fw_ver >> 32) & 0xffff,
+            (a.fw_ver >> 16) & 0xffff,
+            a.fw_ver & 0xffff
+        ),
+    );
+    ibv_device_attr {
+        fw_ver: fw,
+        node_guid: a.node_guid.0.to_be(),
+        sys_image_guid: a.sys_image_guid.0.to_be(),
+        max_mr_size: a.max_mr_size,
+        page_size_cap: a.page_size_cap,
+        vendor_id: a.vendor_id,
+        vendor_part_id: a.vendor_part_id,
+        hw_ver: a.hw_ver,
+        max_qp: int(a.max_qp),
+        max_qp_wr: int(a.max_qp_wr),
+        device_cap_flags: a.device_cap_flags as u32,
+        max_sge: int(a.max_sge),
+        max_sge_rd: int(a.max_sge_rd),
+        max_cq: int(a.max_cq),
+        max_cqe: int(a.max_cqe),
+        max_mr: int(a.max_mr),
+        max_pd: int(a.max_pd),
+        max_qp_rd_atom: int(a.max_qp_rd_atom),
+        max_ee_rd_atom: 0,
+        max_res_rd_atom: int(a.max_res_rd_atom),
+        max_qp_init_rd_atom: int(a.max_qp_init_rd_atom),
+        max_ee_init_rd_atom: 0,
+        atomic_cap: match a.atomic_cap {
+            AtomicCap::None => 0,
+            AtomicCap::Hca => 1,
+            AtomicCap::Glob => 2,
+        },
+        max_ee: 0,
+        max_rdd: 0,
+        max_mw: 0,
+        max_raw_ipv6_qp: 0,
+        max_raw_ethy_qp: 0,
+        max_mcast_grp: 0,
+        max_mcast_qp_attach: 0,
+        max_total_mcast_qp_attach: 0,
+        max_ah: int(a.max_ah),
+        max_fmr: 0,
+        max_map_per_fmr: 0,
+        max_srq: int(a.max_srq),
+        max_srq_wr: int(a.max_srq_wr),
+        max_srq_sge: int(a.max_srq_sge),
+        max_pkeys: a.max_pkeys,
+        local_ca_ack_delay: a.local_ca_ack_delay,
+        phys_port_cnt: a.phys_port_cnt,
+    }
+}
+
+/// `IBV_LINK_LAYER_ETHERNET`.
+pub const LINK_LAYER_ETHERNET: u8 = 2;
+
+/// `ibv_query_port`'s answer.
+pub fn port_attr(p: &PortAttr) -> ibv_port_attr {
+    ibv_port_attr {
+        state: i32::from(p.state.to_kernel()),
+        max_mtu: i32::from(p.max_mtu.to_enum()),
+        active_mtu: i32::from(p.active_mtu.to_enum()),
+        gid_tbl_len: int(p.gid_tbl_len),
+        port_cap_flags: p.port_cap_flags,
+        max_msg_sz: p.max_msg_sz,
+        bad_pkey_cntr: p.bad_pkey_cntr,
+        qkey_viol_cntr: p.qkey_viol_cntr,
+        pkey_tbl_len: p.pkey_tbl_len,
+        lid: p.lid,
+        sm_lid: p.sm_lid,
+        lmc: p.lmc,
+        max_vl_num: p.max_vl_num,
+        sm_sl: p.sm_sl,
+        subnet_timeout: p.subnet_timeout,
+        init_type_reply: 0,
+        active_width: p.active_width,
+        active_speed: p.active_speed,
+        phys_state: p.phys_state.to_kernel(),
+        link_layer: if p.link_layer_ethernet {
+            LINK_LAYER_ETHERNET
+        } else {
+            1
+        },
+        flags: 0,
+        port_cap_flags2: 0,
+    }
+}
+
+/// `IBV_WC_GRH`, `IBV_WC_WITH_IMM`, `IBV_WC_WITH_INV`.
+const WC_GRH: u32 = 1;
+const WC_WITH_IMM: u32 = 2;
+const WC_WITH_INV: u32 = 8;
+
+/// A work completion as `ibv_poll_cq` returns it (immediate data in network byte order).
+pub fn wc(w: &WorkCompletion) -> ibv_wc {
+    let mut flags = 0;
+    let mut imm = 0;
+    if w.grh {
+        flags |= WC_GRH;
+    }
+    if let Some(i) = w.imm_data {
+        flags |= WC_WITH_IMM;
+        imm = i.to_be();
+    }
+    if let Some(r) = w.invalidated_rkey {
+        flags |= WC_WITH_INV;
+        imm = r;
+    }
+    ibv_wc {
+        wr_id: w.wr_id,
+        status: w.status.to_verbs() as i32,
+        opcode: w.opcode.to_verbs() as i32,
+        vendor_err: w.vendor_err,
+        byte_len: w.byte_len,
+        imm_data: imm,
+        qp_num: w.qp_num,
+        src_qp: w.src_qp,
+        wc_flags: flags,
+        pkey_index: w.pkey_index,
+        slid: 0,
+        sl: 0,
+        dlid_path_bits: 0,
+    }
+}
+
+/// Keeps the WC opcode import meaningful for readers: the values are the ABI's.
+pub const WC_RECV: u32 = WcOpcode::Recv.to_verbs();
+
+/// `enum ibv_qp_type` → the core's (RC and UC; UD needs address handles, not yet here).
+pub fn qp_type(t: i32) -> Result<QpType, Errno> {
+    match t {
+        2 => Ok(QpType::Rc),
+        3 => Ok(QpType::Uc),
+        4 => Err(Errno::EOPNOTSUPP),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// The core's QP type as `enum ibv_qp_type`.
+pub fn qp_type_c(t: QpType) -> i32 {
+    match t {
+        QpType::Rc => 2,
+        QpType::Uc => 3,
+        QpType::Ud | QpType::Gsi => 4,
+    }
+}
+
+/// `struct ibv_qp_cap` → the core's.
+pub fn cap(c: &ibv_qp_cap) -> QpCap {
+    QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+/// The core's caps → `struct ibv_qp_cap`.
+pub fn cap_c(c: &QpCap) -> ibv_qp_cap {
+    ibv_qp_cap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+fn state(v: i32) -> Result<QpState, Errno> {
+    u8::try_from(v)
+        .ok()
+        .and_then(QpState::from_verbs)
+        .ok_or(Errno::EINVAL)
+}
+
+/// `IBV_QP_ALT_PATH`, `IBV_QP_PATH_MIG_STATE`, `IBV_QP_RATE_LIMIT` (bit 25): APM and rate
+/// limits are not supported (rxe refuses them too).
+const UNSUPPORTED_MASK: u32 = (1 << 14) | (1 << 18) | (1 << 25);
+
+/// `ibv_modify_qp`'s attributes → the core's, only the masked ones read.
+pub fn qp_attr(a: &ibv_qp_attr, mask: u32) -> Result<(QpAttr, QpAttrMask), Errno> {
+    if mask & UNSUPPORTED_MASK != 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let m = QpAttrMask(mask);
+    let mut q = QpAttr::default();
+    if m.contains(QpAttrMask::STATE) {
+        q.qp_state = state(a.qp_state)?;
+    }
+    if m.contains(QpAttrMask::CUR_STATE) {
+        q.cur_qp_state = state(a.cur_qp_state)?;
+    }
+    if m.contains(QpAttrMask::PATH_MTU) {
+        q.path_mtu = u8::try_from(a.path_mtu)
+            .ok()
+            .and_then(Mtu::from_enum)
+            .ok_or(Errno::EINVAL)?;
+    }
+    if m.contains(QpAttrMask::AV) {
+        // RoCE addresses are GIDs: a path without a GRH names no one (rxe: EINVAL).
+        if a.ah_attr.is_global == 0 {
+            return Err(Errno::EINVAL);
+        }
+        q.ah_attr = AddressVector {
+            dgid: Gid(a.ah_attr.grh.dgid.raw),
+            sgid_index: u16::from(a.ah_attr.grh.sgid_index),
+            hop_limit: a.ah_attr.grh.hop_limit,
+            traffic_class: a.ah_attr.grh.traffic_class,
+            flow_label: a.ah_attr.grh.flow_label,
+            sl: a.ah_attr.sl,
+            port_num: a.ah_attr.port_num,
+        };
+    }
+    q.qkey = a.qkey;
+    q.rq_psn = a.rq_psn;
+    q.sq_psn = a.sq_psn;
+    q.dest_qp_num = a.dest_qp_num;
+    q.qp_access_flags = AccessFlags(a.qp_access_flags);
+    q.cap = cap(&a.cap);
+    q.pkey_index = a.pkey_index;
+    q.en_sqd_async_notify = a.en_sqd_async_notify != 0;
+    q.max_rd_atomic = a.max_rd_atomic;
+    q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    q.min_rnr_timer = a.min_rnr_timer;
+    q.port_num = a.port_num;
+    q.timeout = a.timeout;
+    q.retry_cnt = a.retry_cnt;
+    q.rnr_retry = a.rnr_retry;
+    Ok((q, m))
+}
+
+/// The core's QP attributes → `struct ibv_qp_attr`.
+pub fn qp_attr_c(q: &QpAttr) -> ibv_qp_attr {
+    ibv_qp_attr {
+        qp_state: i32::from(q.qp_state.to_verbs()),
+        cur_qp_state: i32::from(q.cur_qp_state.to_verbs()),
+        path_mtu: i32::from(q.path_mtu.to_enum()),
+        path_mig_state: 0,
+        qkey: q.qkey,
+        rq_psn: q.rq_psn,
+        sq_psn: q.sq_psn,
+        dest_qp_num: q.dest_qp_num,
+        qp_access_flags: q.qp_access_flags.0,
+        cap: cap_c(&q.cap),
+        ah_attr: ibv_ah_attr {
+            grh: ibv_global_route {
+                dgid: ibv_gid {
+                    raw: q.ah_attr.dgid.0,
+                },
+                flow_label: q.ah_attr.flow_label,
+                sgid_index: q.ah_attr.sgid_index as u8,
+                hop_limit: q.ah_attr.hop_limit,
+                traffic_class: q.ah_attr.traffic_class,
+            },
+            dlid: 0,
+            sl: q.ah_attr.sl,
+            src_path_bits: 0,
+            static_rate: 0,
+            is_global: 1,
+            port_num: q.ah_attr.port_num,
+        },
+        alt_ah_attr: ibv_ah_attr::default(),
+        pkey_index: q.pkey_index,
+        alt_pkey_index: 0,
+        en_sqd_async_notify: u8::from(q.en_sqd_async_notify),
+        sq_draining: u8::from(q.sq_draining),
+        max_rd_atomic: q.max_rd_atomic,
+        max_dest_rd_atomic: q.max_dest_rd_atomic,
+        min_rnr_timer: q.min_rnr_timer,
+        port_num: q.port_num,
+        timeout: q.timeout,
+        retry_cnt: q.retry_cnt,
+        rnr_retry: q.rnr_retry,
+        alt_port_num: 0,
+        alt_timeout: 0,
+        rate_limit: 0,
+    }
+}
+
+/// `IBV_SEND_FENCE`, `IBV_SEND_SIGNALED`, `IBV_SEND_SOLICITED`, `IBV_SEND_INLINE`.
+pub const SEND_FENCE: u32 = 1;
+pub const SEND_SIGNALED: u32 = 2;
+pub const SEND_SOLICITED: u32 = 4;
+pub const SEND_INLINE: u32 = 8;
+
+/// A send WR's opcode and its operands (`EINVAL` for opcodes softrdma has not: LOCAL_INV,
+/// BIND_MW, TSO, DRIVER1, ATOMIC_WRITE — rxe refuses an opcode it does not know likewise).
+pub fn send_op(w: &ibv_send_wr) -> Result<SendOp, Errno> {
+    let imm = u32::from_be(w.imm_data);
+    Ok(match w.opcode {
+        0 => SendOp::RdmaWrite {
+            remote_addr: w.remote_addr(),
+            rkey: w.rdma_rkey(),
+        },
+        1 => SendOp::RdmaWriteWithImm {
+            remote_addr: w.remote_addr(),
+            rkey: w.rdma_rkey(),
+            imm,
+        },
+        2 => SendOp::Send,
+        3 => SendOp::SendWithImm { imm },
+        4 => SendOp::RdmaRead {
+            remote_addr: w.remote_addr(),
+            rkey: w.rdma_rkey(),
+        },
+        5 => SendOp::AtomicCmpSwp {
+            remote_addr: w.remote_addr(),
+            rkey: w.atomic_rkey(),
+            compare: w.compare_add(),
+            swap: w.swap(),
+        },
+        6 => SendOp::AtomicFetchAdd {
+            remote_addr: w.remote_addr(),
+            rkey: w.atomic_rkey(),
+            add: w.compare_add(),
+        },
+        9 => SendOp::SendWithInv {
+            invalidate_rkey: w.imm_data,
+        },
+        _ => return Err(Errno::EINVAL),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modify_attributes_need_a_grh_and_known_states() {
+        let mut a = ibv_qp_attr {
+            qp_state: 9,
+            ..Default::default()
+        };
+        assert_eq!(qp_attr(&a, 1).err(), Some(Errno::EINVAL));
+        a.qp_state = 1;
+        assert_eq!(
+            qp_attr(&a, 1).map(|q| q.0.qp_state).ok(),
+            Some(QpState::Init)
+        );
+        assert_eq!(qp_attr(&a, 1 | (1 << 7)).err(), Some(Errno::EINVAL));
+        assert_eq!(qp_attr(&a, 1 << 14).err(), Some(Errno::EOPNOTSUPP));
+    }
+
+    #[test]
+    fn immediate_data_stays_in_network_order() {
+        let mut w = WorkCompletion::new(
+            7,
+            3,
+            WcOpcode::Recv,
+            softrdma_core::verbs::WcStatus::Success,
+        );
+        w.imm_data = Some(0x0102_0304);
+        let c = wc(&w);
+        assert_eq!(c.imm_data.to_ne_bytes(), [1, 2, 3, 4]);
+        assert_eq!(c.wc_flags, WC_WITH_IMM);
+        assert_eq!(c.opcode as u32, WC_RECV);
+    }
+}

@@ -1,0 +1,1035 @@
+//! Every exported verb and every ops-table function. Each is an [`entry!`]: a panic boundary
+//! and rdma-core's return convention; pointers are checked through [`crate::ptr`] before use.
+
+#![allow(unsafe_code)]
+#![allow(clippy::missing_safety_doc)]
+
+use core::ffi::{c_char, c_int, c_void, CStr};
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use softrdma_core::device::GidType;
+use softrdma_core::verbs::{AccessFlags, CqId, Memory, PdId, QpInitAttr, RecvWr, SendWr, Sge};
+use softrdma_driver::{Device, DeviceConfig, PollMode};
+
+use crate::abi::*;
+use crate::conv;
+use crate::devices::{self, DevInfo};
+use crate::entry::{entry, Errno};
+use crate::ptr::{self, AppWindow};
+
+// The `.symver` directives binding `sv__NAME` to `NAME@@VERSION` (build.rs).
+#[cfg(not(test))]
+include!(concat!(env!("OUT_DIR"), "/symver.rs"));
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+// ----- devices -----
+
+/// A device in a `verbs_device`-shaped frame (rdma-core's private `driver.h`): the
+/// `ibv_device`, then an `ops` pointer that no provider library recognises as its own (it
+/// points at [`FRAME_OPS`]), then the rest of the frame zeroed.
+#[repr(C)]
+struct DeviceFrame {
+    dev: ibv_device,
+    ops: usize,
+    refcount: i32,
+    entry: [usize; 2],
+    sysfs: usize,
+    core_support: u64,
+}
+
+/// What a frame's `ops` points at: ours, and no provider's `verbs_device_ops`.
+static FRAME_OPS: [u64; 8] = [0; 8];
+
+struct Devices {
+    /// (frame address, what it is).
+    list: Vec<(usize, DevInfo)>,
+}
+
+fn devices() -> &'static Devices {
+    static DEVS: OnceLock<Devices> = OnceLock::new();
+    DEVS.get_or_init(|| {
+        let list = devices::scan()
+            .into_iter()
+            .enumerate()
+            .map(|(i, info)| {
+                let mut dev = ibv_device {
+                    ops: ibv_device_ops_compat::default(),
+                    node_type: 1,      // IBV_NODE_CA
+                    transport_type: 0, // IBV_TRANSPORT_IB
+                    name: [0; SYSFS_NAME_MAX],
+                    dev_name: [0; SYSFS_NAME_MAX],
+                    dev_path: [0; SYSFS_PATH_MAX],
+                    ibdev_path: [0; SYSFS_PATH_MAX],
+                };
+                conv::put_str(&mut dev.name, &info.name);
+                conv::put_str(&mut dev.dev_name, &format!("softrdma{i}"));
+                // No sysfs: the paths name the interface's, which exist, so
+                // ibv_read_sysfs_file reads real files there (or fails as for a missing one).
+                conv::put_str(
+                    &mut dev.dev_path,
+                    &format!("/sys/class/net/{}", info.ifname),
+                );
+                conv::put_str(
+                    &mut dev.ibdev_path,
+                    &format!("/sys/class/net/{}", info.ifname),
+                );
+                let frame = Box::leak(Box::new(DeviceFrame {
+                    dev,
+                    ops: FRAME_OPS.as_ptr() as usize,
+                    refcount: 1,
+                    entry: [0; 2],
+                    sysfs: 0,
+                    core_support: 0,
+                }));
+                (frame as *mut DeviceFrame as usize, info)
+            })
+            .collect();
+        Devices { list }
+    })
+}
+
+fn device_info(dev: *const ibv_device) -> Result<(usize, &'static DevInfo), Errno> {
+    devices()
+        .list
+        .iter()
+        .enumerate()
+        .find(|(_, (a, _))| *a == dev as usize)
+        .map(|(i, (_, info))| (i, info))
+        .ok_or(Errno::EINVAL)
+}
+
+/// The arrays `ibv_get_device_list` handed out (as addresses: a `usize` has the layout of a
+/// pointer), until `ibv_free_device_list`.
+type DeviceLists = Vec<Box<[usize]>>;
+
+fn lists() -> MutexGuard<'static, DeviceLists> {
+    static L: OnceLock<Mutex<DeviceLists>> = OnceLock::new();
+    lock(L.get_or_init(|| Mutex::new(Vec::new())))
+}
+
+entry! {
+    export null fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+        let devs = devices();
+        let mut arr: Vec<usize> = devs.list.iter().map(|(a, _)| *a).collect();
+        let n = arr.len() as c_int;
+        arr.push(0);
+        let mut b = arr.into_boxed_slice();
+        let p = b.as_mut_ptr().cast::<*mut ibv_device>();
+        lists().push(b);
+        if !num_devices.is_null() {
+            // SAFETY: non-NULL: the caller's optional output integer.
+            unsafe { ptr::write_out(num_devices, n)? };
+        }
+        Ok(p)
+    }
+}
+
+entry! {
+    export value fn ibv_free_device_list(list: *mut *mut ibv_device) -> () {
+        let mut l = lists();
+        if let Some(i) = l.iter().position(|a| std::ptr::eq(a.as_ptr(), list.cast::<usize>())) {
+            l.swap_remove(i);
+        }
+    }
+}
+
+entry! {
+    export value fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+        match device_info(device) {
+            Ok(_) => {
+                // SAFETY: a live frame (device_info found it): its name is NUL-terminated.
+                unsafe { (*device).name.as_ptr() }
+            }
+            Err(e) => {
+                crate::entry::set_errno(e);
+                core::ptr::null()
+            }
+        }
+    }
+}
+
+entry! {
+    export value fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
+        match device_info(device) {
+            Ok((_, info)) => info.guid.to_be(),
+            Err(e) => {
+                crate::entry::set_errno(e);
+                0
+            }
+        }
+    }
+}
+
+entry! {
+    export neg fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
+        Ok(device_info(device)?.0 as c_int)
+    }
+}
+
+// ----- contexts -----
+
+/// A completion channel's Rust side.
+struct ChanShared {
+    fd: OwnedFd,
+    events: Mutex<VecDeque<usize>>,
+    users: AtomicI32,
+}
+
+struct Armed {
+    cq: CqId,
+    at: u64,
+    chan: Arc<ChanShared>,
+    cq_addr: usize,
+}
+
+/// What the context's watcher thread shares with the verbs.
+struct CtxShared {
+    dev: Device,
+    armed: Mutex<Vec<Armed>>,
+    stop: AtomicBool,
+}
+
+/// A context's Rust side.
+pub struct CtxRs {
+    shared: Arc<CtxShared>,
+    watcher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl CtxRs {
+    fn dev(&self) -> &Device {
+        &self.shared.dev
+    }
+
+    /// Starts the thread that turns armed CQs' new completions into channel events (once).
+    fn watch(&self) {
+        let mut w = lock(&self.watcher);
+        if w.is_some() {
+            return;
+        }
+        let s = self.shared.clone();
+        *w = std::thread::Builder::new()
+            .name("softrdma-cq-events".into())
+            .spawn(move || {
+                while !s.stop.load(Ordering::Acquire) {
+                    let _ = s
+                        .dev
+                        .progress_wait(PollMode::Blocking, Some(Duration::from_millis(10)));
+                    fire(&s);
+                }
+            })
+            .ok();
+    }
+}
+
+/// Delivers an event for every armed CQ that got a completion since it was armed.
+fn fire(s: &CtxShared) {
+    let mut armed = lock(&s.armed);
+    armed.retain(|a| {
+        let now = s.dev.cq_completions_added(a.cq).unwrap_or(0);
+        if now <= a.at {
+            return true;
+        }
+        lock(&a.chan.events).push_back(a.cq_addr);
+        // An eventfd write only fails when the counter would overflow.
+        let _ = rustix::io::write(&a.chan.fd, &1u64.to_ne_bytes());
+        false
+    });
+}
+
+impl Drop for CtxRs {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = lock(&self.watcher).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn ctx_rs<'a>(ctx: *const ibv_context) -> Result<&'a CtxRs, Errno> {
+    ptr::get_ctx::<CtxRs>(ctx)
+}
+
+/// Opens the driver device for `info`: binds its address, or on the IPv4 loopback the first
+/// free 127.0.0.x when another process holds it (see [`crate::devices`]).
+fn open_dev(info: &DevInfo) -> Result<Device, Errno> {
+    let ip = info.addr().ok_or(Errno::ENODEV)?;
+    let config = |ip: IpAddr| {
+        let mut c = DeviceConfig::new(ip).with_interface_mtu();
+        c.name = info.name.clone();
+        c.mac = Some(info.mac);
+        c
+    };
+    match Device::open_with(config(ip)) {
+        Ok(d) => Ok(d),
+        Err(softrdma_driver::Error::Io(e))
+            if e.kind() == std::io::ErrorKind::AddrInUse && ip.is_loopback() && ip.is_ipv4() =>
+        {
+            for last in 2..=254u8 {
+                let alt = IpAddr::V4(Ipv4Addr::new(127, 0, 0, last));
+                match Device::open_with(config(alt)) {
+                    Ok(d) => return Ok(d),
+                    Err(softrdma_driver::Error::Io(e))
+                        if e.kind() == std::io::ErrorKind::AddrInUse => {}
+                    Err(e) => return Err(conv::dev_errno(&e)),
+                }
+            }
+            Err(Errno(libc::EADDRINUSE))
+        }
+        Err(e) => Err(conv::dev_errno(&e)),
+    }
+}
+
+fn context_ops() -> ibv_context_ops {
+    ibv_context_ops {
+        poll_cq: Some(op_poll_cq),
+        req_notify_cq: Some(op_req_notify_cq),
+        post_srq_recv: Some(op_post_srq_recv),
+        post_send: Some(op_post_send),
+        post_recv: Some(op_post_recv),
+        ..Default::default()
+    }
+}
+
+entry! {
+    export null fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+        let (_, info) = device_info(device)?;
+        let dev = open_dev(info)?;
+        let v = verbs_context {
+            query_port: Some(op_query_port),
+            ops: [None; 37],
+            abi_placeholder3: 0,
+            sz: core::mem::size_of::<verbs_context>(),
+            context: ibv_context {
+                device,
+                ops: context_ops(),
+                cmd_fd: -1,
+                async_fd: -1,
+                num_comp_vectors: 1,
+                mutex: [0; 5],
+                abi_compat: VERBS_ABI_IS_EXTENDED as *mut c_void,
+            },
+        };
+        let rs = CtxRs {
+            shared: Arc::new(CtxShared { dev, armed: Mutex::new(Vec::new()), stop: AtomicBool::new(false) }),
+            watcher: Mutex::new(None),
+        };
+        Ok(ptr::publish_ctx(v, rs))
+    }
+}
+
+entry! {
+    export errno fn ibv_close_device(context: *mut ibv_context) -> c_int {
+        drop(ptr::retire_ctx::<CtxRs>(context)?);
+        Ok(())
+    }
+}
+
+entry! {
+    export errno fn ibv_query_device(context: *mut ibv_context, device_attr: *mut ibv_device_attr) -> c_int {
+        let c = ctx_rs(context)?;
+        let a = conv::device_attr(&c.dev().query_device());
+        // SAFETY: the caller's output struct (NULL is EINVAL).
+        unsafe { ptr::write_out(device_attr, a) }
+    }
+}
+
+fn query_port(context: *const ibv_context, port: u8) -> Result<ibv_port_attr, Errno> {
+    let c = ctx_rs(context)?;
+    let p = c.dev().query_port(port).map_err(|e| conv::dev_errno(&e))?;
+    Ok(conv::port_attr(&p))
+}
+
+entry! {
+    /// The legacy export (`struct _compat_ibv_port_attr`, the old size without the last
+    /// fields): what `___ibv_query_port` calls when the context has no `query_port` op.
+    export errno fn ibv_query_port(context: *mut ibv_context, port_num: u8, port_attr: *mut ibv_port_attr) -> c_int {
+        let a = query_port(context, port_num)?;
+        // SAFETY: the caller's output struct, at least as large as the compat layout, which
+        // ends before `flags` (offset 50).
+        unsafe { ptr::write_prefix(port_attr, &a, core::mem::offset_of!(ibv_port_attr, flags)) }
+    }
+}
+
+entry! {
+    /// `verbs_context.query_port`: what `ibv_query_port` (the `verbs.h` macro) calls.
+    op errno fn op_query_port(context: *mut ibv_context, port_num: u8, port_attr: *mut ibv_port_attr, len: usize) -> c_int {
+        let a = query_port(context, port_num)?;
+        // SAFETY: the caller passes `sizeof(*port_attr)` of its struct as `len`.
+        unsafe { ptr::write_prefix(port_attr, &a, len) }
+    }
+}
+
+entry! {
+    export neg fn ibv_query_gid(context: *mut ibv_context, port_num: u8, index: c_int, gid: *mut ibv_gid) -> c_int {
+        let c = ctx_rs(context)?;
+        let p = c.dev().query_port(port_num).map_err(|e| conv::dev_errno(&e))?;
+        let idx = u32::try_from(index).map_err(|_| Errno::EINVAL)?;
+        if idx >= p.gid_tbl_len {
+            return Err(Errno::EINVAL);
+        }
+        // An empty entry reads as the zero GID, as rdma-core answers for one.
+        let raw = c.dev().query_gid(port_num, idx as u16).map(|e| e.gid.0).unwrap_or([0; 16]);
+        // SAFETY: the caller's output GID.
+        unsafe { ptr::write_out(gid, ibv_gid { raw })? };
+        Ok(0)
+    }
+}
+
+entry! {
+    /// `IBVERBS_PRIVATE_34`, used by `ibv_devinfo`: `IBV_GID_TYPE_SYSFS_IB_ROCE_V1` (0) or
+    /// `IBV_GID_TYPE_SYSFS_ROCE_V2` (1).
+    export neg fn ibv_query_gid_type(context: *mut ibv_context, port_num: u8, index: u32, gid_type: *mut c_int) -> c_int {
+        let c = ctx_rs(context)?;
+        let e = c.dev().query_gid(port_num, u16::try_from(index).map_err(|_| Errno::EINVAL)?)
+            .map_err(|_| Errno::ENODATA)?;
+        let t = match e.gid_type {
+            GidType::RoceV2 => 1,
+            GidType::Ib | GidType::RoceV1 => 0,
+        };
+        // SAFETY: the caller's output.
+        unsafe { ptr::write_out(gid_type, t)? };
+        Ok(0)
+    }
+}
+
+entry! {
+    export neg fn ibv_query_pkey(context: *mut ibv_context, port_num: u8, index: c_int, pkey: *mut u16) -> c_int {
+        let c = ctx_rs(context)?;
+        let idx = u16::try_from(index).map_err(|_| Errno::EINVAL)?;
+        let k = c.dev().with_stack(|s| s.device.query_pkey(port_num, idx)).map_err(|_| Errno::EINVAL)?;
+        // SAFETY: the caller's output (the P_Key in network byte order, as rdma-core's).
+        unsafe { ptr::write_out(pkey, k.0.to_be())? };
+        Ok(0)
+    }
+}
+
+// ----- PDs and MRs -----
+
+/// A PD's Rust side.
+pub struct PdRs {
+    ctx: usize,
+    id: PdId,
+}
+
+entry! {
+    export null fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+        let c = ctx_rs(context)?;
+        let id = c.dev().alloc_pd().map_err(|e| conv::dev_errno(&e))?;
+        Ok(ptr::publish(ibv_pd { context, handle: id.0 }, PdRs { ctx: context as usize, id }))
+    }
+}
+
+entry! {
+    export errno fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+        let p = ptr::get::<ibv_pd, PdRs>(pd)?;
+        let c = ctx_rs(p.ctx as *const ibv_context)?;
+        c.dev().dealloc_pd(p.id).map_err(|e| conv::dev_errno(&e))?;
+        drop(ptr::retire::<ibv_pd, PdRs>(pd)?);
+        Ok(())
+    }
+}
+
+/// An MR's Rust side.
+pub struct MrRs {
+    ctx: usize,
+    lkey: u32,
+}
+
+/// `IBV_ACCESS_OPTIONAL_RANGE`: hints a provider may ignore.
+const ACCESS_OPTIONAL: u32 = 0x3ff0_0000;
+
+fn reg_mr(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> Result<*mut ibv_mr, Errno> {
+    let p = ptr::get::<ibv_pd, PdRs>(pd)?;
+    let c = ctx_rs(p.ctx as *const ibv_context)?;
+    let win = AppWindow::new(addr, length)?;
+    let access = AccessFlags(access as u32 & !ACCESS_OPTIONAL);
+    let keys = c
+        .dev()
+        .reg_mr(p.id, Memory::external(Box::new(win)), iova, access)
+        .map_err(|e| conv::dev_errno(&e))?;
+    Ok(ptr::publish(
+        ibv_mr {
+            context: p.ctx as *mut ibv_context,
+            pd,
+            addr,
+            length,
+            handle: keys.lkey,
+            lkey: keys.lkey,
+            rkey: keys.rkey,
+        },
+        MrRs {
+            ctx: p.ctx,
+            lkey: keys.lkey,
+        },
+    ))
+}
+
+entry! {
+    export null fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr {
+        reg_mr(pd, addr, length, addr as u64, access)
+    }
+}
+
+entry! {
+    export null fn ibv_reg_mr_iova(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_int) -> *mut ibv_mr {
+        reg_mr(pd, addr, length, iova, access)
+    }
+}
+
+entry! {
+    export null fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: u32) -> *mut ibv_mr {
+        reg_mr(pd, addr, length, iova, access as c_int)
+    }
+}
+
+entry! {
+    export errno fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
+        let m = ptr::get::<ibv_mr, MrRs>(mr)?;
+        let c = ctx_rs(m.ctx as *const ibv_context)?;
+        // The window comes back and is dropped: the application's memory is its own again.
+        drop(c.dev().dereg_mr(m.lkey).map_err(|e| conv::dev_errno(&e))?);
+        drop(ptr::retire::<ibv_mr, MrRs>(mr)?);
+        Ok(())
+    }
+}
+
+// ----- completion channels and CQs -----
+
+/// A completion channel's Rust side.
+pub struct ChanRs {
+    ctx: usize,
+    shared: Arc<ChanShared>,
+}
+
+entry! {
+    export null fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
+        let c = ctx_rs(context)?;
+        let fd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::SEMAPHORE,
+        )
+        .map_err(|e| Errno(e.raw_os_error()))?;
+        let raw = fd.as_raw_fd();
+        c.watch();
+        let shared = Arc::new(ChanShared { fd, events: Mutex::new(VecDeque::new()), users: AtomicI32::new(0) });
+        Ok(ptr::publish(
+            ibv_comp_channel { context, fd: raw, refcnt: 0 },
+            ChanRs { ctx: context as usize, shared },
+        ))
+    }
+}
+
+entry! {
+    export errno fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
+        let ch = ptr::get::<ibv_comp_channel, ChanRs>(channel)?;
+        if ch.shared.users.load(Ordering::Acquire) > 0 {
+            return Err(Errno::EBUSY);
+        }
+        let _ = ch.ctx;
+        drop(ptr::retire::<ibv_comp_channel, ChanRs>(channel)?);
+        Ok(())
+    }
+}
+
+/// A CQ's Rust side.
+pub struct CqRs {
+    ctx: usize,
+    id: CqId,
+    chan: Option<(usize, Arc<ChanShared>)>,
+    acked: AtomicU32,
+}
+
+entry! {
+    export null fn ibv_create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut ibv_comp_channel, comp_vector: c_int) -> *mut ibv_cq {
+        let c = ctx_rs(context)?;
+        if cqe < 1 || !(0..1).contains(&comp_vector) {
+            return Err(Errno::EINVAL);
+        }
+        let chan = if channel.is_null() {
+            None
+        } else {
+            let ch = ptr::get::<ibv_comp_channel, ChanRs>(channel)?;
+            Some((channel as usize, ch.shared.clone()))
+        };
+        let id = c.dev().create_cq(cqe as u32).map_err(|e| conv::dev_errno(&e))?;
+        let depth = c.dev().with_stack(|s| s.verbs.cq(id).map(|q| q.cqe())).unwrap_or(cqe as u32);
+        if let Some((_, ch)) = &chan {
+            ch.users.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(ptr::publish(
+            ibv_cq {
+                context,
+                channel,
+                cq_context,
+                handle: id.0,
+                cqe: i32::try_from(depth).unwrap_or(i32::MAX),
+                mutex: [0; 5],
+                cond: [0; 6],
+                comp_events_completed: 0,
+                async_events_completed: 0,
+            },
+            CqRs { ctx: context as usize, id, chan, acked: AtomicU32::new(0) },
+        ))
+    }
+}
+
+entry! {
+    export errno fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
+        let q = ptr::get::<ibv_cq, CqRs>(cq)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        c.dev().destroy_cq(q.id).map_err(|e| conv::dev_errno(&e))?;
+        lock(&c.shared.armed).retain(|a| a.cq != q.id);
+        if let Some((_, ch)) = &q.chan {
+            ch.users.fetch_sub(1, Ordering::AcqRel);
+            lock(&ch.events).retain(|a| *a != cq as usize);
+        }
+        drop(ptr::retire::<ibv_cq, CqRs>(cq)?);
+        Ok(())
+    }
+}
+
+entry! {
+    export neg fn ibv_get_cq_event(channel: *mut ibv_comp_channel, cq: *mut *mut ibv_cq, cq_context: *mut *mut c_void) -> c_int {
+        let ch = ptr::get::<ibv_comp_channel, ChanRs>(channel)?;
+        if cq.is_null() || cq_context.is_null() {
+            return Err(Errno::EINVAL);
+        }
+        let mut buf = [0u8; 8];
+        // Blocks unless the application made the descriptor non-blocking (then EAGAIN).
+        rustix::io::read(&ch.shared.fd, &mut buf).map_err(|e| Errno(e.raw_os_error()))?;
+        let addr = lock(&ch.shared.events).pop_front().ok_or(Errno(libc::EAGAIN))?;
+        let ctx = ptr::read_c::<ibv_cq, CqRs, _>(addr as *const ibv_cq, |c| c.cq_context)?;
+        // SAFETY: both outputs checked non-NULL above.
+        unsafe {
+            ptr::write_out(cq, addr as *mut ibv_cq)?;
+            ptr::write_out(cq_context, ctx)?;
+        }
+        Ok(0)
+    }
+}
+
+entry! {
+    export value fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) -> () {
+        if let Ok(q) = ptr::get::<ibv_cq, CqRs>(cq) {
+            let total = q.acked.fetch_add(nevents, Ordering::AcqRel).wrapping_add(nevents);
+            // SAFETY: `cq` is live (checked); we write our own field through a raw place.
+            unsafe { (*cq).comp_events_completed = total };
+        }
+    }
+}
+
+entry! {
+    op neg fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
+        let q = ptr::get::<ibv_cq, CqRs>(cq)?;
+        if num_entries < 0 || (num_entries > 0 && wc.is_null()) {
+            return Err(Errno::EINVAL);
+        }
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<softrdma_core::verbs::WorkCompletion>> =
+                const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            b.clear();
+            let n = c.dev().poll_cq_into(q.id, &mut b, num_entries as usize).map_err(|e| conv::dev_errno(&e))?;
+            for (i, w) in b.iter().take(n).enumerate() {
+                // SAFETY: the caller's array holds `num_entries` ≥ n entries.
+                unsafe { ptr::write_elem(wc, i, conv::wc(w)) };
+            }
+            Ok(n as c_int)
+        })
+    }
+}
+
+entry! {
+    op errno fn op_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+        let _ = solicited_only; // Every completion is an event (solicited-only is a subset).
+        let q = ptr::get::<ibv_cq, CqRs>(cq)?;
+        let Some((_, ch)) = &q.chan else {
+            return Ok(());
+        };
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        let at = c.dev().cq_completions_added(q.id).map_err(|e| conv::dev_errno(&e))?;
+        let mut armed = lock(&c.shared.armed);
+        if !armed.iter().any(|a| a.cq == q.id) {
+            armed.push(Armed { cq: q.id, at, chan: ch.clone(), cq_addr: cq as usize });
+        }
+        Ok(())
+    }
+}
+
+// ----- QPs -----
+
+/// A QP's Rust side.
+pub struct QpRs {
+    ctx: usize,
+    qpn: u32,
+    max_sge: u32,
+    max_inline: u32,
+}
+
+entry! {
+    export null fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+        let p = ptr::get::<ibv_pd, PdRs>(pd)?;
+        let c = ctx_rs(p.ctx as *const ibv_context)?;
+        // SAFETY: the caller's attributes (NULL is EINVAL).
+        let a = unsafe { ptr::read_in(qp_init_attr as *const ibv_qp_init_attr)? };
+        if !a.srq.is_null() {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let send = ptr::get::<ibv_cq, CqRs>(a.send_cq)?;
+        let recv = ptr::get::<ibv_cq, CqRs>(a.recv_cq)?;
+        let init = QpInitAttr {
+            qp_type: conv::qp_type(a.qp_type)?,
+            pd: p.id,
+            send_cq: send.id,
+            recv_cq: recv.id,
+            srq: None,
+            cap: conv::cap(&a.cap),
+            sq_sig_all: a.sq_sig_all != 0,
+        };
+        let (qpn, granted) = c.dev().create_qp(init).map_err(|e| conv::dev_errno(&e))?;
+        // rdma-core writes the granted capabilities back.
+        // SAFETY: the same caller struct, writable (it is `struct ibv_qp_init_attr *`).
+        unsafe { (*qp_init_attr).cap = conv::cap_c(&granted) };
+        Ok(ptr::publish(
+            ibv_qp {
+                context: p.ctx as *mut ibv_context,
+                qp_context: a.qp_context,
+                pd,
+                send_cq: a.send_cq,
+                recv_cq: a.recv_cq,
+                srq: core::ptr::null_mut(),
+                handle: qpn,
+                qp_num: qpn,
+                state: 0,
+                qp_type: a.qp_type,
+                mutex: [0; 5],
+                cond: [0; 6],
+                events_completed: 0,
+            },
+            QpRs { ctx: p.ctx, qpn, max_sge: granted.max_send_sge.max(granted.max_recv_sge), max_inline: granted.max_inline_data },
+        ))
+    }
+}
+
+entry! {
+    export errno fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int {
+        let q = ptr::get::<ibv_qp, QpRs>(qp)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        // SAFETY: the caller's attributes (NULL is EINVAL).
+        let a = unsafe { ptr::read_in(attr as *const ibv_qp_attr)? };
+        let (qa, mask) = conv::qp_attr(&a, attr_mask as u32)?;
+        c.dev().modify_qp(q.qpn, &qa, mask).map_err(|e| conv::dev_errno(&e))?;
+        if mask.contains(softrdma_core::verbs::QpAttrMask::STATE) {
+            // SAFETY: `qp` is live; our own field, written through a raw place.
+            unsafe { (*qp).state = a.qp_state };
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    export errno fn ibv_query_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int, init_attr: *mut ibv_qp_init_attr) -> c_int {
+        let _ = attr_mask; // Everything is returned, as rxe does.
+        let q = ptr::get::<ibv_qp, QpRs>(qp)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        let qa = c.dev().query_qp(q.qpn).map_err(|e| conv::dev_errno(&e))?;
+        let ca = conv::qp_attr_c(&qa);
+        let init = ptr::read_c::<ibv_qp, QpRs, _>(qp, |x| ibv_qp_init_attr {
+            qp_context: x.qp_context,
+            send_cq: x.send_cq,
+            recv_cq: x.recv_cq,
+            srq: x.srq,
+            cap: ca.cap,
+            qp_type: x.qp_type,
+            sq_sig_all: 0,
+        })?;
+        let sig_all = c.dev().with_stack(|s| s.verbs.qp(q.qpn).map(|p| p.sq_sig_all()).unwrap_or(false));
+        // SAFETY: the caller's two output structs (NULL is EINVAL).
+        unsafe {
+            ptr::write_out(attr, ca)?;
+            ptr::write_out(init_attr, ibv_qp_init_attr { sq_sig_all: c_int::from(sig_all), ..init })?;
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    export errno fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
+        let q = ptr::get::<ibv_qp, QpRs>(qp)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        c.dev().destroy_qp(q.qpn).map_err(|e| conv::dev_errno(&e))?;
+        drop(ptr::retire::<ibv_qp, QpRs>(qp)?);
+        Ok(())
+    }
+}
+
+entry! {
+    /// Our QPs are never extended (`ibv_create_qp_ex` with send ops): NULL, as rdma-core
+    /// answers for such a QP.
+    export value fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut c_void {
+        let _ = qp;
+        core::ptr::null_mut()
+    }
+}
+
+/// Upper bound on SGEs read from one WR before the core checks the QP's own limit.
+const SGE_READ_MAX: usize = 1024;
+
+fn sges(list: *mut ibv_sge, n: c_int) -> Result<Vec<Sge>, Errno> {
+    let n = usize::try_from(n).map_err(|_| Errno::EINVAL)?;
+    if n > SGE_READ_MAX {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: the WR's `sg_list` holds `num_sge` entries (bounded above).
+    let v = unsafe { ptr::read_array(list as *const ibv_sge, n)? };
+    Ok(v.iter()
+        .map(|s| Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        })
+        .collect())
+}
+
+entry! {
+    op errno fn op_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *mut *mut ibv_send_wr) -> c_int {
+        let q = ptr::get::<ibv_qp, QpRs>(qp)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        let mut cur = wr;
+        while !cur.is_null() {
+            let r = (|| {
+                // SAFETY: `cur` is the caller's WR (the list's head or a `next` it set).
+                let w = unsafe { &*cur };
+                let mut s = SendWr::new(w.wr_id, conv::send_op(w)?);
+                s.sg_list = sges(w.sg_list, w.num_sge)?;
+                s.signaled = w.send_flags & conv::SEND_SIGNALED != 0;
+                s.solicited = w.send_flags & conv::SEND_SOLICITED != 0;
+                s.fence = w.send_flags & conv::SEND_FENCE != 0;
+                if w.send_flags & conv::SEND_INLINE != 0 {
+                    let total: u64 = s.sg_list.iter().map(|g| u64::from(g.length)).sum();
+                    if total > u64::from(q.max_inline) {
+                        return Err(Errno::EINVAL);
+                    }
+                    let mut data = Vec::with_capacity(total as usize);
+                    for g in &s.sg_list {
+                        // SAFETY: inline data: the application's bytes, readable during
+                        // the call (the verbs contract), bounded by max_inline_data above.
+                        data.extend(unsafe { ptr::read_bytes(g.addr, g.length as usize)? });
+                    }
+                    s.inline_data = Some(data);
+                }
+                c.dev().post_send(q.qpn, s).map_err(|e| conv::dev_errno(&e))
+            })();
+            if let Err(e) = r {
+                if !bad_wr.is_null() {
+                    // SAFETY: the caller's non-NULL output.
+                    unsafe { bad_wr.write(cur) };
+                }
+                return Err(e);
+            }
+            // SAFETY: as above.
+            cur = unsafe { (*cur).next };
+        }
+        let _ = q.max_sge;
+        Ok(())
+    }
+}
+
+entry! {
+    op errno fn op_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
+        let q = ptr::get::<ibv_qp, QpRs>(qp)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        let mut cur = wr;
+        while !cur.is_null() {
+            // SAFETY: `cur` is the caller's WR.
+            let (id, list, n, next) = unsafe { ((*cur).wr_id, (*cur).sg_list, (*cur).num_sge, (*cur).next) };
+            let r = sges(list, n).and_then(|sg| {
+                c.dev().post_recv(q.qpn, RecvWr::new(id, sg)).map_err(|e| conv::dev_errno(&e))
+            });
+            if let Err(e) = r {
+                if !bad_wr.is_null() {
+                    // SAFETY: the caller's non-NULL output.
+                    unsafe { bad_wr.write(cur) };
+                }
+                return Err(e);
+            }
+            cur = next;
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    /// No SRQs yet (an SRQ cannot be created, so there is none to post to).
+    op errno fn op_post_srq_recv(srq: *mut c_void, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
+        let _ = srq;
+        if !bad_wr.is_null() {
+            // SAFETY: the caller's non-NULL output.
+            unsafe { bad_wr.write(wr) };
+        }
+        Err(Errno::EOPNOTSUPP)
+    }
+}
+
+// ----- helpers -----
+
+entry! {
+    /// Our library pins no pages, so `fork()` needs no preparation: 0, as rdma-core answers
+    /// on a kernel with copy-on-fork for pinned pages.
+    export value fn ibv_fork_init() -> c_int {
+        0
+    }
+}
+
+entry! {
+    /// `IBV_FORK_UNNEEDED` (2): see `ibv_fork_init`.
+    export value fn ibv_is_fork_initialized() -> c_int {
+        2
+    }
+}
+
+entry! {
+    /// Reads `dir/file` (up to `size - 1` bytes, a trailing newline dropped, NUL-terminated)
+    /// and returns its length, or -1.
+    export value fn ibv_read_sysfs_file(dir: *const c_char, file: *const c_char, buf: *mut c_char, size: usize) -> c_int {
+        if dir.is_null() || file.is_null() || buf.is_null() || size == 0 {
+            return -1;
+        }
+        // SAFETY: both are the caller's NUL-terminated strings (checked non-NULL).
+        let (d, f) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
+        let path = format!("{}/{}", d.to_string_lossy(), f.to_string_lossy());
+        let Ok(mut bytes) = std::fs::read(&path) else {
+            return -1;
+        };
+        bytes.truncate(size - 1);
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+        }
+        let n = bytes.len();
+        bytes.push(0);
+        // SAFETY: `buf` is writable for `size` > n bytes by the caller's contract.
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), n + 1) };
+        n as c_int
+    }
+}
+
+fn cstr_of(table: &'static [&'static CStr], i: c_int, unknown: &'static CStr) -> *const c_char {
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| table.get(i))
+        .unwrap_or(&unknown)
+        .as_ptr()
+}
+
+entry! {
+    export value fn ibv_wc_status_str(status: c_int) -> *const c_char {
+        const T: &[&CStr] = &[
+            c"success", c"local length error", c"local QP operation error",
+            c"local EE context operation error", c"local protection error",
+            c"Work Request Flushed Error", c"memory management operation error",
+            c"bad response error", c"local access error", c"remote invalid request error",
+            c"remote access error", c"remote operation error",
+            c"transport retry counter exceeded", c"RNR retry counter exceeded",
+            c"local RDD violation error", c"remote invalid RD request", c"operation aborted",
+            c"invalid EE context number", c"invalid EE context state", c"fatal error",
+            c"response timeout error", c"general error", c"TM error", c"TM RNDV incomplete",
+        ];
+        cstr_of(T, status, c"unknown")
+    }
+}
+
+entry! {
+    export value fn ibv_node_type_str(node_type: c_int) -> *const c_char {
+        const T: &[&CStr] = &[c"unknown", c"InfiniBand channel adapter", c"InfiniBand switch",
+            c"InfiniBand router", c"iWARP NIC", c"usNIC", c"usNIC UDP", c"unspecified"];
+        cstr_of(T, node_type + 1, c"unknown")
+    }
+}
+
+entry! {
+    export value fn ibv_port_state_str(port_state: c_int) -> *const c_char {
+        const T: &[&CStr] = &[c"PORT_NOP", c"PORT_DOWN", c"PORT_INIT", c"PORT_ARMED",
+            c"PORT_ACTIVE", c"PORT_ACTIVE_DEFER"];
+        cstr_of(T, port_state, c"unknown")
+    }
+}
+
+entry! {
+    export value fn ibv_event_type_str(event: c_int) -> *const c_char {
+        const T: &[&CStr] = &[c"CQ error", c"local work queue catastrophic error",
+            c"invalid request local work queue error", c"local access violation work queue error",
+            c"communication established", c"send queue drained", c"path migrated",
+            c"path migration request error", c"local catastrophic error", c"port active",
+            c"port error", c"LID change", c"P_Key change", c"SM change", c"SRQ catastrophic error",
+            c"SRQ limit reached", c"last WQE reached", c"client reregistration", c"GID table change",
+            c"WQ fatal"];
+        cstr_of(T, event, c"unknown")
+    }
+}
+
+/// `enum ibv_rate` → (multiple of 2.5 Gb/s, Mb/s), in enum order from `IBV_RATE_2_5_GBPS` (2).
+const RATES: &[(c_int, c_int, c_int)] = &[
+    (2, 1, 2500),
+    (5, 2, 5000),
+    (3, 4, 10000),
+    (6, 8, 20000),
+    (4, 12, 30000),
+    (7, 16, 40000),
+    (8, 24, 60000),
+    (9, 32, 80000),
+    (10, 48, 120000),
+    (11, 0, 14062),
+    (12, 0, 56250),
+    (13, 0, 112500),
+    (14, 0, 168750),
+    (15, 0, 25781),
+    (16, 0, 100000),
+    (17, 0, 200000),
+    (18, 0, 300000),
+    (19, 0, 28125),
+    (20, 0, 50000),
+    (21, 0, 400000),
+    (22, 0, 600000),
+];
+
+entry! {
+    export value fn ibv_rate_to_mult(rate: c_int) -> c_int {
+        RATES.iter().find(|r| r.0 == rate && r.1 != 0).map_or(-1, |r| r.1)
+    }
+}
+
+entry! {
+    export value fn mult_to_ibv_rate(mult: c_int) -> c_int {
+        RATES.iter().find(|r| r.1 == mult && r.1 != 0).map_or(0, |r| r.0)
+    }
+}
+
+entry! {
+    export value fn ibv_rate_to_mbps(rate: c_int) -> c_int {
+        RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.2)
+    }
+}
+
+entry! {
+    export value fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
+        RATES.iter().find(|r| r.2 == mbps).map_or(0, |r| r.0)
+    }
+}
