@@ -1,8 +1,10 @@
 //! Link-time identity of the library: soname `libibverbs.so.1`, and rdma-core 44's symbol
 //! versions from `src/symbols.txt` (a version script plus one `.symver` directive per export).
 //!
-//! Needs rustc's default linker on x86_64 Linux from 1.90, rust-lld: it accepts our version
-//! script next to rustc's own anonymous one (GNU ld refuses the pair). The `.symver ...,
+//! Links with lld (`-fuse-ld=lld`): it accepts our version script next to rustc's own
+//! anonymous one (GNU ld refuses the pair). rustc ≥ 1.90 brings its own (rust-lld, found
+//! through the `gcc-ld` directory it hands the C compiler); older toolchains need Debian's
+//! `lld` package. The `.symver ...,
 //! remove` directives leave only the versioned names; rustc's export list still names the
 //! `sv__*` implementations, hence `--undefined-version` (the symbol-set test in
 //! `tests/symbols.rs` does the checking that switches off).
@@ -75,6 +77,7 @@ fn main() {
         format!("core::arch::global_asm!(\n{asm});\n"),
     )
     .expect("write symver.rs");
+    println!("cargo:rustc-cdylib-link-arg=-fuse-ld=lld");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libibverbs.so.1");
     println!(
         "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",

@@ -39,7 +39,7 @@ enum Inner {
 /// holds (an application's buffer registered through the C ABI). Each call hands out the
 /// whole window for the duration of one access; the device copies into or out of it and lets
 /// go, as a NIC's DMA engine touches registered memory only while it moves data.
-pub trait ExternalMemory: Send {
+pub trait ExternalMemory: Send + Sync {
     /// The window's bytes.
     fn bytes(&self) -> &[u8];
     /// The window's bytes, mutably.
