@@ -1,5 +1,5 @@
-//! Every exported verb and every ops-table function. Each is an [`entry!`]: a panic boundary
-//! and rdma-core's return convention; pointers are checked through [`crate::ptr`] before use.
+//! Every exported verb and every ops-table function. Each is an `entry!`: a panic boundary
+//! and rdma-core's return convention; pointers are checked through `crate::ptr` before use.
 
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
@@ -1031,5 +1031,409 @@ entry! {
 entry! {
     export value fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
         RATES.iter().find(|r| r.2 == mbps).map_or(0, |r| r.0)
+    }
+}
+
+/// Bad input through the entry points: an errno or a completion error, never a crash. The
+/// tests call the functions as C would (unit-test builds have no export names), on the
+/// loopback interface's device only.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use core::ptr::{null, null_mut};
+
+    fn errno() -> c_int {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    }
+
+    const EINVAL: c_int = libc::EINVAL;
+
+    /// Opens `softrdma_lo`.
+    fn open_lo() -> *mut ibv_context {
+        // SAFETY (test): the C calling sequence of ibv_devinfo.
+        unsafe {
+            let mut n = 0;
+            let list = ibv_get_device_list(&mut n);
+            assert!(!list.is_null() && n > 0);
+            let mut ctx = null_mut();
+            for i in 0..n as usize {
+                let d = *list.add(i);
+                let name = CStr::from_ptr(ibv_get_device_name(d));
+                if name.to_bytes() == b"softrdma_lo" {
+                    ctx = ibv_open_device(d);
+                }
+            }
+            ibv_free_device_list(list);
+            assert!(
+                !ctx.is_null(),
+                "softrdma_lo did not open: errno {}",
+                errno()
+            );
+            ctx
+        }
+    }
+
+    #[test]
+    fn null_and_foreign_pointers_are_einval() {
+        // SAFETY (test): every pointer is NULL, one of ours, or deliberately wrong.
+        unsafe {
+            assert!(ibv_open_device(null_mut()).is_null());
+            assert_eq!(errno(), EINVAL);
+            assert_eq!(ibv_close_device(null_mut()), EINVAL);
+            assert!(ibv_get_device_name(null_mut()).is_null());
+            assert_eq!(ibv_get_device_guid(null_mut()), 0);
+            ibv_free_device_list(null_mut());
+            assert!(
+                !ibv_get_device_list(null_mut()).is_null(),
+                "num_devices may be NULL"
+            );
+            assert!(ibv_alloc_pd(null_mut()).is_null());
+            assert_eq!(errno(), EINVAL);
+
+            let ctx = open_lo();
+            assert_eq!(ibv_query_device(ctx, null_mut()), EINVAL);
+            assert_eq!(ibv_query_port(ctx, 1, null_mut()), EINVAL);
+            let mut pa = ibv_port_attr::default();
+            assert_eq!(ibv_query_port(ctx, 2, &mut pa), EINVAL, "one port only");
+            assert_eq!(ibv_query_gid(ctx, 1, -1, &mut ibv_gid::default()), -1);
+            assert_eq!(ibv_query_gid(ctx, 1, 1 << 20, &mut ibv_gid::default()), -1);
+            assert_eq!(ibv_query_gid(ctx, 1, 0, null_mut()), -1);
+            assert_eq!(errno(), EINVAL);
+
+            let pd = ibv_alloc_pd(ctx);
+            assert!(!pd.is_null());
+            // An MR on NULL with a length.
+            assert!(ibv_reg_mr(pd, null_mut(), 64, 1).is_null());
+            assert_eq!(errno(), EINVAL);
+            // Remote write without local write (ib_check_mr_access).
+            let mut buf = vec![0u8; 64];
+            assert!(ibv_reg_mr(pd, buf.as_mut_ptr().cast(), 64, 2).is_null());
+            assert_eq!(errno(), EINVAL);
+            let cq = ibv_create_cq(ctx, 4, null_mut(), null_mut(), 0);
+            assert!(!cq.is_null());
+            assert!(ibv_create_cq(ctx, 0, null_mut(), null_mut(), 0).is_null());
+            assert!(
+                ibv_create_cq(ctx, 4, null_mut(), null_mut(), 7).is_null(),
+                "one vector"
+            );
+            // A CQ is not a PD, a PD not a CQ.
+            assert_eq!(ibv_dealloc_pd(cq.cast()), EINVAL);
+            assert_eq!(ibv_destroy_cq(pd.cast()), EINVAL);
+            assert!(ibv_create_qp(pd, null_mut()).is_null());
+            assert_eq!(errno(), EINVAL);
+            let mut init = ibv_qp_init_attr {
+                qp_context: null_mut(),
+                send_cq: cq,
+                recv_cq: pd.cast(),
+                srq: null_mut(),
+                cap: ibv_qp_cap {
+                    max_send_wr: 4,
+                    max_recv_wr: 4,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+                qp_type: 2,
+                sq_sig_all: 0,
+            };
+            assert!(ibv_create_qp(pd, &mut init).is_null(), "recv_cq is a PD");
+            assert_eq!(errno(), EINVAL);
+            init.recv_cq = cq;
+            init.qp_type = 99;
+            assert!(ibv_create_qp(pd, &mut init).is_null());
+            assert_eq!(errno(), EINVAL);
+            assert_eq!(op_poll_cq(cq, 4, null_mut()), -1);
+            assert_eq!(op_poll_cq(cq, -1, &mut ibv_wc::default()), -1);
+            assert_eq!(op_poll_cq(null_mut(), 1, &mut ibv_wc::default()), -1);
+            assert_eq!(ibv_read_sysfs_file(null(), null(), null_mut(), 0), -1);
+            // The PD is still in use by nothing: freed; freeing twice is EINVAL.
+            assert_eq!(ibv_destroy_cq(cq), 0);
+            assert_eq!(ibv_dealloc_pd(pd), 0);
+            assert_eq!(ibv_dealloc_pd(pd), EINVAL);
+            assert_eq!(ibv_close_device(ctx), 0);
+            assert_eq!(ibv_close_device(ctx), EINVAL);
+        }
+    }
+
+    const M_STATE: c_int = 1;
+    const M_ACCESS: c_int = 1 << 3;
+    const M_PKEY: c_int = 1 << 4;
+    const M_PORT: c_int = 1 << 5;
+    const M_AV: c_int = 1 << 7;
+    const M_MTU: c_int = 1 << 8;
+    const M_TIMEOUT: c_int = 1 << 9;
+    const M_RETRY: c_int = 1 << 10;
+    const M_RNR_RETRY: c_int = 1 << 11;
+    const M_RQ_PSN: c_int = 1 << 12;
+    const M_RD_ATOMIC: c_int = 1 << 13;
+    const M_MIN_RNR: c_int = 1 << 15;
+    const M_SQ_PSN: c_int = 1 << 16;
+    const M_DEST_RD_ATOMIC: c_int = 1 << 17;
+    const M_DEST_QPN: c_int = 1 << 20;
+
+    struct Pair {
+        ctx: *mut ibv_context,
+        pd: *mut ibv_pd,
+        cq: *mut ibv_cq,
+        a: *mut ibv_qp,
+        b: *mut ibv_qp,
+    }
+
+    /// Two RC QPs of one device connected to each other over the loopback.
+    unsafe fn pair() -> Pair {
+        // SAFETY (test): the ibv_rc_pingpong sequence, on our own objects.
+        unsafe {
+            let ctx = open_lo();
+            let pd = ibv_alloc_pd(ctx);
+            let cq = ibv_create_cq(ctx, 16, null_mut(), null_mut(), 0);
+            let mk = || {
+                let mut init = ibv_qp_init_attr {
+                    qp_context: null_mut(),
+                    send_cq: cq,
+                    recv_cq: cq,
+                    srq: null_mut(),
+                    cap: ibv_qp_cap {
+                        max_send_wr: 4,
+                        max_recv_wr: 4,
+                        max_send_sge: 1,
+                        max_recv_sge: 1,
+                        max_inline_data: 0,
+                    },
+                    qp_type: 2,
+                    sq_sig_all: 0,
+                };
+                let q = ibv_create_qp(pd, &mut init);
+                assert!(!q.is_null(), "create_qp: errno {}", errno());
+                q
+            };
+            let (a, b) = (mk(), mk());
+            let mut gid = ibv_gid::default();
+            assert_eq!(ibv_query_gid(ctx, 1, 1, &mut gid), 0);
+            for (q, peer) in [(a, b), (b, a)] {
+                let mut at = ibv_qp_attr {
+                    qp_state: 1,
+                    port_num: 1,
+                    qp_access_flags: 1 | 2 | 4,
+                    ..Default::default()
+                };
+                assert_eq!(
+                    ibv_modify_qp(q, &mut at, M_STATE | M_PKEY | M_PORT | M_ACCESS),
+                    0
+                );
+                let mut at = ibv_qp_attr {
+                    qp_state: 2,
+                    path_mtu: 3,
+                    dest_qp_num: (*peer).qp_num,
+                    rq_psn: 1,
+                    max_dest_rd_atomic: 1,
+                    min_rnr_timer: 12,
+                    ..Default::default()
+                };
+                at.ah_attr.is_global = 1;
+                at.ah_attr.grh.dgid = gid;
+                at.ah_attr.grh.sgid_index = 1;
+                at.ah_attr.grh.hop_limit = 1;
+                at.ah_attr.port_num = 1;
+                let m =
+                    M_STATE | M_AV | M_MTU | M_DEST_QPN | M_RQ_PSN | M_DEST_RD_ATOMIC | M_MIN_RNR;
+                assert_eq!(ibv_modify_qp(q, &mut at, m), 0);
+                let mut at = ibv_qp_attr {
+                    qp_state: 3,
+                    timeout: 14,
+                    retry_cnt: 7,
+                    rnr_retry: 7,
+                    sq_psn: 1,
+                    max_rd_atomic: 1,
+                    ..Default::default()
+                };
+                let m = M_STATE | M_TIMEOUT | M_RETRY | M_RNR_RETRY | M_SQ_PSN | M_RD_ATOMIC;
+                assert_eq!(ibv_modify_qp(q, &mut at, m), 0);
+                assert_eq!((*q).state, 3);
+            }
+            Pair { ctx, pd, cq, a, b }
+        }
+    }
+
+    /// Polls until one completion arrives (5 s at most).
+    unsafe fn one(cq: *mut ibv_cq) -> ibv_wc {
+        let start = std::time::Instant::now();
+        let mut wc = ibv_wc::default();
+        loop {
+            // SAFETY (test): one entry.
+            let n = unsafe { op_poll_cq(cq, 1, &mut wc) };
+            assert!(n >= 0);
+            if n == 1 {
+                return wc;
+            }
+            assert!(start.elapsed() < Duration::from_secs(5), "no completion");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    unsafe fn send(p: &Pair, sge: &mut ibv_sge) -> c_int {
+        let mut wr = ibv_send_wr {
+            wr_id: 7,
+            next: null_mut(),
+            sg_list: sge,
+            num_sge: 1,
+            opcode: 2,
+            send_flags: conv::SEND_SIGNALED,
+            imm_data: 0,
+            wr: [0; 4],
+            remote_srqn: 0,
+            rest: [0; 6],
+        };
+        let mut bad = null_mut();
+        // SAFETY (test): one WR of ours.
+        let r = unsafe { op_post_send(p.a, &mut wr, &mut bad) };
+        if r != 0 {
+            assert_eq!(
+                bad, &mut wr as *mut ibv_send_wr,
+                "bad_wr names the refused WR"
+            );
+        }
+        r
+    }
+
+    #[test]
+    fn sends_land_in_application_memory_and_bad_sges_fail_as_completions() {
+        // SAFETY (test): our own objects and buffers, alive until the end.
+        unsafe {
+            let p = pair();
+            let mut src = vec![0u8; 256];
+            let mut dst = vec![0u8; 256];
+            for (i, b) in src.iter_mut().enumerate() {
+                *b = i as u8;
+            }
+            let smr = ibv_reg_mr(p.pd, src.as_mut_ptr().cast(), 256, 1);
+            let dmr = ibv_reg_mr(p.pd, dst.as_mut_ptr().cast(), 256, 1);
+            assert!(!smr.is_null() && !dmr.is_null());
+            // A receive, then a good send: the bytes land in `dst` itself.
+            let mut rsge = ibv_sge {
+                addr: dst.as_ptr() as u64,
+                length: 256,
+                lkey: (*dmr).lkey,
+            };
+            let mut rwr = ibv_recv_wr {
+                wr_id: 9,
+                next: null_mut(),
+                sg_list: &mut rsge,
+                num_sge: 1,
+            };
+            let mut bad = null_mut();
+            assert_eq!(op_post_recv(p.b, &mut rwr, &mut bad), 0);
+            let mut sge = ibv_sge {
+                addr: src.as_ptr() as u64,
+                length: 100,
+                lkey: (*smr).lkey,
+            };
+            assert_eq!(send(&p, &mut sge), 0);
+            let mut got = [one(p.cq), one(p.cq)];
+            got.sort_by_key(|w| w.wr_id);
+            assert_eq!((got[0].wr_id, got[0].status), (7, 0));
+            assert_eq!((got[1].wr_id, got[1].status, got[1].byte_len), (9, 0, 100));
+            assert_eq!(&dst[..100], &src[..100]);
+
+            // An SGE past its MR: a local protection error, never a read past the buffer.
+            let mut sge = ibv_sge {
+                addr: src.as_ptr() as u64 + 200,
+                length: 100,
+                lkey: (*smr).lkey,
+            };
+            let r = send(&p, &mut sge);
+            if r == 0 {
+                let w = one(p.cq);
+                assert_eq!(w.wr_id, 7);
+                assert_eq!(w.status, 4, "IBV_WC_LOC_PROT_ERR, got {w:?}");
+            } else {
+                assert_eq!(r, EINVAL);
+            }
+            // An lkey that names no MR (or one of another PD): the same.
+            let pd2 = ibv_alloc_pd(p.ctx);
+            let mut other = vec![0u8; 64];
+            let omr = ibv_reg_mr(pd2, other.as_mut_ptr().cast(), 64, 1);
+            assert!(!omr.is_null());
+            let mut sge = ibv_sge {
+                addr: other.as_ptr() as u64,
+                length: 8,
+                lkey: (*omr).lkey,
+            };
+            let r = send(&p, &mut sge);
+            assert!(r == 0 || r == EINVAL);
+            // The QP is in error after the first failure: what follows completes in error too.
+            if r == 0 {
+                assert_ne!(one(p.cq).status, 0);
+            }
+            assert_eq!(ibv_dereg_mr(omr), 0);
+            assert_eq!(ibv_dereg_mr(omr), EINVAL, "twice");
+            assert_eq!(ibv_dealloc_pd(pd2), 0);
+        }
+    }
+
+    #[test]
+    fn qps_modified_out_of_order_are_refused_and_stay_where_they_were() {
+        // SAFETY (test): our own objects.
+        unsafe {
+            let ctx = open_lo();
+            let pd = ibv_alloc_pd(ctx);
+            let cq = ibv_create_cq(ctx, 4, null_mut(), null_mut(), 0);
+            let mut init = ibv_qp_init_attr {
+                qp_context: null_mut(),
+                send_cq: cq,
+                recv_cq: cq,
+                srq: null_mut(),
+                cap: ibv_qp_cap {
+                    max_send_wr: 4,
+                    max_recv_wr: 4,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+                qp_type: 2,
+                sq_sig_all: 0,
+            };
+            let qp = ibv_create_qp(pd, &mut init);
+            assert!(!qp.is_null());
+            // RESET → RTS skips INIT and RTR.
+            let mut at = ibv_qp_attr {
+                qp_state: 3,
+                ..Default::default()
+            };
+            assert_eq!(ibv_modify_qp(qp, &mut at, M_STATE), EINVAL);
+            // RESET → INIT without its required attributes.
+            let mut at = ibv_qp_attr {
+                qp_state: 1,
+                ..Default::default()
+            };
+            assert_eq!(ibv_modify_qp(qp, &mut at, M_STATE), EINVAL);
+            assert_eq!(ibv_modify_qp(qp, null_mut(), M_STATE), EINVAL);
+            let mut q = ibv_qp_attr::default();
+            let mut qi = init;
+            assert_eq!(ibv_query_qp(qp, &mut q, M_STATE, &mut qi), 0);
+            assert_eq!(q.qp_state, 0, "still RESET");
+            assert_eq!((*qp).state, 0);
+            // Posting a send in RESET is refused.
+            let mut wr = ibv_send_wr {
+                wr_id: 1,
+                next: null_mut(),
+                sg_list: null_mut(),
+                num_sge: 0,
+                opcode: 2,
+                send_flags: 0,
+                imm_data: 0,
+                wr: [0; 4],
+                remote_srqn: 0,
+                rest: [0; 6],
+            };
+            let mut bad = null_mut();
+            assert_ne!(op_post_send(qp, &mut wr, &mut bad), 0);
+            // A CQ in use by a QP cannot go.
+            assert_eq!(ibv_destroy_cq(cq), libc::EBUSY);
+            assert_eq!(ibv_destroy_qp(qp), 0);
+            assert_eq!(ibv_destroy_cq(cq), 0);
+            assert_eq!(ibv_dealloc_pd(pd), 0);
+            assert_eq!(ibv_close_device(ctx), 0);
+        }
     }
 }
