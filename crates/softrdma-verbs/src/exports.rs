@@ -1214,7 +1214,7 @@ mod tests {
                 let mut at = ibv_qp_attr {
                     qp_state: 1,
                     port_num: 1,
-                    qp_access_flags: 1 | 2 | 4,
+                    qp_access_flags: 1 | 2 | 4 | 8,
                     ..Default::default()
                 };
                 assert_eq!(
@@ -1272,15 +1272,20 @@ mod tests {
     }
 
     unsafe fn send(p: &Pair, sge: &mut ibv_sge) -> c_int {
+        // SAFETY (test): as `post`.
+        unsafe { post(p, sge, 2, conv::SEND_SIGNALED, [0; 4]) }
+    }
+
+    unsafe fn post(p: &Pair, sge: &mut ibv_sge, opcode: c_int, flags: u32, wr4: [u64; 4]) -> c_int {
         let mut wr = ibv_send_wr {
             wr_id: 7,
             next: null_mut(),
             sg_list: sge,
             num_sge: 1,
-            opcode: 2,
-            send_flags: conv::SEND_SIGNALED,
+            opcode,
+            send_flags: flags,
             imm_data: 0,
-            wr: [0; 4],
+            wr: wr4,
             remote_srqn: 0,
             rest: [0; 6],
         };
@@ -1368,6 +1373,133 @@ mod tests {
             assert_eq!(ibv_dereg_mr(omr), 0);
             assert_eq!(ibv_dereg_mr(omr), EINVAL, "twice");
             assert_eq!(ibv_dealloc_pd(pd2), 0);
+        }
+    }
+
+    #[test]
+    fn rdma_write_read_atomics_and_inline_sends_reach_application_memory() {
+        // SAFETY (test): our own objects and buffers, alive until the end.
+        unsafe {
+            let p = pair();
+            let access = 1 | 2 | 4 | 8; // local write, remote write, read, atomic
+            let mut local = vec![0u8; 64];
+            let mut remote = vec![0u8; 64];
+            let lmr = ibv_reg_mr(p.pd, local.as_mut_ptr().cast(), 64, access);
+            let rmr = ibv_reg_mr(p.pd, remote.as_mut_ptr().cast(), 64, access);
+            assert!(!lmr.is_null() && !rmr.is_null());
+            let raddr = remote.as_ptr() as u64;
+            let rkey = u64::from((*rmr).rkey);
+            local[..8].copy_from_slice(b"written!");
+            // RDMA WRITE: `remote` changes with no receive posted.
+            let mut sge = ibv_sge {
+                addr: local.as_ptr() as u64,
+                length: 8,
+                lkey: (*lmr).lkey,
+            };
+            assert_eq!(
+                post(&p, &mut sge, 0, conv::SEND_SIGNALED, [raddr, rkey, 0, 0]),
+                0
+            );
+            assert_eq!(one(p.cq).status, 0);
+            assert_eq!(&remote[..8], b"written!");
+            // RDMA READ of remote[16..24] into local[8..16].
+            remote[16..24].copy_from_slice(b"readback");
+            let mut sge = ibv_sge {
+                addr: local.as_ptr() as u64 + 8,
+                length: 8,
+                lkey: (*lmr).lkey,
+            };
+            assert_eq!(
+                post(
+                    &p,
+                    &mut sge,
+                    4,
+                    conv::SEND_SIGNALED,
+                    [raddr + 16, rkey, 0, 0]
+                ),
+                0
+            );
+            assert_eq!(one(p.cq).status, 0);
+            assert_eq!(&local[8..16], b"readback");
+            // FETCH_AND_ADD on remote[32..40]: the old value comes back into local[16..24].
+            remote[32..40].copy_from_slice(&5u64.to_ne_bytes());
+            let mut sge = ibv_sge {
+                addr: local.as_ptr() as u64 + 16,
+                length: 8,
+                lkey: (*lmr).lkey,
+            };
+            assert_eq!(
+                post(
+                    &p,
+                    &mut sge,
+                    6,
+                    conv::SEND_SIGNALED,
+                    [raddr + 32, 3, 0, rkey]
+                ),
+                0
+            );
+            assert_eq!(one(p.cq).status, 0);
+            assert_eq!(u64::from_ne_bytes(local[16..24].try_into().unwrap()), 5);
+            assert_eq!(u64::from_ne_bytes(remote[32..40].try_into().unwrap()), 8);
+            // An inline SEND needs no MR (lkey 0): its bytes are copied at post time.
+            let mut q = ibv_qp_attr::default();
+            let mut qi: ibv_qp_init_attr = core::mem::zeroed();
+            assert_eq!(ibv_query_qp(p.a, &mut q, 0, &mut qi), 0);
+            let max_inline = qi.cap.max_inline_data as usize;
+            assert!(max_inline >= 8, "granted {max_inline}");
+            let mut rsge = ibv_sge {
+                addr: local.as_ptr() as u64 + 32,
+                length: 32,
+                lkey: (*lmr).lkey,
+            };
+            let mut rwr = ibv_recv_wr {
+                wr_id: 9,
+                next: null_mut(),
+                sg_list: &mut rsge,
+                num_sge: 1,
+            };
+            let mut bad = null_mut();
+            assert_eq!(op_post_recv(p.b, &mut rwr, &mut bad), 0);
+            let mut msg = *b"inline!!";
+            let mut sge = ibv_sge {
+                addr: msg.as_mut_ptr() as u64,
+                length: 8,
+                lkey: 0,
+            };
+            assert_eq!(
+                post(
+                    &p,
+                    &mut sge,
+                    2,
+                    conv::SEND_SIGNALED | conv::SEND_INLINE,
+                    [0; 4]
+                ),
+                0
+            );
+            msg.fill(0); // the device copied it already
+            let mut got = [one(p.cq), one(p.cq)];
+            got.sort_by_key(|w| w.wr_id);
+            assert_eq!((got[0].status, got[1].status, got[1].byte_len), (0, 0, 8));
+            assert_eq!(&local[32..40], b"inline!!");
+            // Inline data beyond the QP's max_inline_data is refused.
+            let big = vec![0u8; max_inline + 1];
+            let mut sge = ibv_sge {
+                addr: big.as_ptr() as u64,
+                length: big.len() as u32,
+                lkey: 0,
+            };
+            assert_eq!(
+                post(
+                    &p,
+                    &mut sge,
+                    2,
+                    conv::SEND_SIGNALED | conv::SEND_INLINE,
+                    [0; 4]
+                ),
+                EINVAL
+            );
+            assert_eq!(ibv_dereg_mr(lmr), 0);
+            assert_eq!(ibv_dereg_mr(rmr), 0);
         }
     }
 
