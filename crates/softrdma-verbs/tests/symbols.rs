@@ -36,15 +36,15 @@ fn exports(path: &std::path::Path) -> BTreeSet<(String, String, bool)> {
         .filter(|l| {
             l.contains(" g ") && !l.contains("*UND*") && (l.contains(" DF ") || l.contains(" DO "))
         })
-        .filter_map(|l| {
+        .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let (ver, name) = (f[f.len() - 2], f[f.len() - 1]);
             let default = !ver.starts_with('(');
-            Some((
+            (
                 ver.trim_matches(|c| c == '(' || c == ')').to_string(),
                 name.to_string(),
                 default,
-            ))
+            )
         })
         .collect()
 }
