@@ -219,6 +219,18 @@ pub struct ibv_port_attr {
     pub port_cap_flags2: u16,
 }
 
+/// `struct ibv_gid_entry` (`ibv_query_gid_ex`, `ibv_query_gid_table`).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_gid_entry {
+    pub gid: ibv_gid,
+    pub gid_index: u32,
+    pub port_num: u32,
+    /// `enum ibv_gid_type`: `IBV_GID_TYPE_IB` 0, `_ROCE_V1` 1, `_ROCE_V2` 2.
+    pub gid_type: u32,
+    pub ndev_ifindex: u32,
+}
+
 /// `struct ibv_pd`.
 #[repr(C)]
 pub struct ibv_pd {
@@ -480,6 +492,7 @@ layout! {
         bad_pkey_cntr, qkey_viol_cntr, pkey_tbl_len, lid, sm_lid, lmc, max_vl_num, sm_sl,
         subnet_timeout, init_type_reply, active_width, active_speed, phys_state, link_layer,
         flags, port_cap_flags2 }
+    ibv_gid_entry { gid, gid_index, port_num, gid_type, ndev_ifindex }
     ibv_pd { context, handle }
     ibv_mr { context, pd, addr, length, handle, lkey, rkey }
     ibv_comp_channel { context, fd, refcnt }

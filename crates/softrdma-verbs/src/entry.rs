@@ -110,6 +110,11 @@ impl OnPanic for c_int {
         -1
     }
 }
+impl OnPanic for isize {
+    fn on_panic() -> isize {
+        -(libc::EIO as isize)
+    }
+}
 impl OnPanic for u32 {
     fn on_panic() -> u32 {
         0

@@ -201,6 +201,8 @@ struct CtxShared {
 /// A context's Rust side.
 pub struct CtxRs {
     shared: Arc<CtxShared>,
+    /// The interface's index (`ibv_gid_entry.ndev_ifindex`).
+    ifindex: u32,
     watcher: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -319,6 +321,7 @@ entry! {
             },
         };
         let rs = CtxRs {
+            ifindex: nix::net::if_::if_nametoindex(info.ifname.as_str()).unwrap_or(0),
             shared: Arc::new(CtxShared { dev, armed: Mutex::new(Vec::new()), stop: AtomicBool::new(false) }),
             watcher: Mutex::new(None),
         };
@@ -398,6 +401,75 @@ entry! {
         // SAFETY: the caller's output.
         unsafe { ptr::write_out(gid_type, t)? };
         Ok(0)
+    }
+}
+
+/// The GID table of port `port` as `ibv_gid_entry`s (non-empty entries only).
+fn gid_entries(c: &CtxRs, port: u32) -> Result<Vec<ibv_gid_entry>, Errno> {
+    let p = u8::try_from(port).map_err(|_| Errno::EINVAL)?;
+    c.dev().query_port(p).map_err(|e| conv::dev_errno(&e))?;
+    let ifindex = c.ifindex;
+    Ok(c.dev()
+        .gid_table()
+        .iter()
+        .map(|e| ibv_gid_entry {
+            gid: ibv_gid { raw: e.gid.0 },
+            gid_index: u32::from(e.index),
+            port_num: port,
+            gid_type: match e.gid_type {
+                GidType::Ib => 0,
+                GidType::RoceV1 => 1,
+                GidType::RoceV2 => 2,
+            },
+            ndev_ifindex: ifindex,
+        })
+        .collect())
+}
+
+entry! {
+    /// `ibv_query_gid_ex` (an inline wrapper in `verbs.h`): 0, `ENODATA` for an empty entry,
+    /// `EINVAL` for flags, a short `entry_size` or an index past the table.
+    export errno fn _ibv_query_gid_ex(context: *mut ibv_context, port_num: u32, gid_index: u32, entry: *mut ibv_gid_entry, flags: u32, entry_size: usize) -> c_int {
+        let c = ctx_rs(context)?;
+        if flags != 0 || entry_size < core::mem::size_of::<ibv_gid_entry>() {
+            return Err(Errno::EINVAL);
+        }
+        let len = query_port(context, u8::try_from(port_num).map_err(|_| Errno::EINVAL)?)?.gid_tbl_len;
+        if gid_index >= len as u32 {
+            return Err(Errno::EINVAL);
+        }
+        let e = gid_entries(c, port_num)?
+            .into_iter()
+            .find(|e| e.gid_index == gid_index)
+            .ok_or(Errno::ENODATA)?;
+        // SAFETY: the caller's output, `entry_size` ≥ our size (checked).
+        unsafe { ptr::write_out(entry, e) }
+    }
+}
+
+entry! {
+    /// `ibv_query_gid_table`: the valid entries of every port, their count or a negative errno.
+    export value fn _ibv_query_gid_table(context: *mut ibv_context, entries: *mut ibv_gid_entry, max_entries: usize, flags: u32, entry_size: usize) -> isize {
+        let r = (|| {
+            let c = ctx_rs(context)?;
+            if flags != 0 || entry_size < core::mem::size_of::<ibv_gid_entry>() {
+                return Err(Errno::EINVAL);
+            }
+            let all = gid_entries(c, 1)?;
+            if all.len() > max_entries {
+                return Err(Errno::EINVAL);
+            }
+            if !all.is_empty() && entries.is_null() {
+                return Err(Errno::EINVAL);
+            }
+            for (i, e) in all.iter().enumerate() {
+                // SAFETY: the caller's array of `max_entries` ≥ all.len() entries, each
+                // `entry_size` bytes apart.
+                unsafe { entries.cast::<u8>().add(i * entry_size).cast::<ibv_gid_entry>().write_unaligned(*e) };
+            }
+            Ok(all.len() as isize)
+        })();
+        r.unwrap_or_else(|e| -(e.0 as isize))
     }
 }
 
@@ -1153,6 +1225,56 @@ mod tests {
             assert_eq!(ibv_dealloc_pd(pd), EINVAL);
             assert_eq!(ibv_close_device(ctx), 0);
             assert_eq!(ibv_close_device(ctx), EINVAL);
+        }
+    }
+
+    #[test]
+    fn gid_entries_say_their_type_and_interface() {
+        // SAFETY (test): our own context and output structs.
+        unsafe {
+            let ctx = open_lo();
+            let sz = core::mem::size_of::<ibv_gid_entry>();
+            let mut e = ibv_gid_entry::default();
+            assert_eq!(_ibv_query_gid_ex(ctx, 1, 1, &mut e, 0, sz), 0);
+            assert_eq!((e.gid_index, e.port_num, e.gid_type), (1, 1, 2), "RoCE v2");
+            assert_eq!(
+                &e.gid.raw[..12],
+                &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]
+            );
+            assert_eq!(e.gid.raw[12], 127);
+            assert_eq!(e.ndev_ifindex, nix::net::if_::if_nametoindex("lo").unwrap());
+            let mut g = ibv_gid::default();
+            assert_eq!(ibv_query_gid(ctx, 1, 1, &mut g), 0);
+            assert_eq!(g, e.gid);
+            assert_eq!(
+                _ibv_query_gid_ex(ctx, 1, 500, &mut e, 0, sz),
+                libc::ENODATA,
+                "empty"
+            );
+            assert_eq!(_ibv_query_gid_ex(ctx, 1, 1 << 20, &mut e, 0, sz), EINVAL);
+            assert_eq!(_ibv_query_gid_ex(ctx, 1, 1, &mut e, 1, sz), EINVAL, "flags");
+            assert_eq!(_ibv_query_gid_ex(ctx, 1, 1, &mut e, 0, sz - 1), EINVAL);
+            assert_eq!(_ibv_query_gid_ex(ctx, 1, 1, null_mut(), 0, sz), EINVAL);
+            let mut t = [ibv_gid_entry::default(); 8];
+            assert_eq!(_ibv_query_gid_table(ctx, t.as_mut_ptr(), 8, 0, sz), 2);
+            assert_eq!(
+                (t[0].gid.raw[0], t[0].gid.raw[1]),
+                (0xfe, 0x80),
+                "link-local first"
+            );
+            assert_eq!(t[1].gid, e.gid);
+            assert_eq!(
+                _ibv_query_gid_table(ctx, t.as_mut_ptr(), 1, 0, sz),
+                -(EINVAL as isize)
+            );
+            let mut ty = -1;
+            assert_eq!(ibv_query_gid_type(ctx, 1, 1, &mut ty), 0);
+            assert_eq!(ty, 1, "IBV_GID_TYPE_SYSFS_ROCE_V2");
+            let mut pkey = 0u16;
+            assert_eq!(ibv_query_pkey(ctx, 1, 0, &mut pkey), 0);
+            assert_eq!(u16::from_be(pkey), 0xffff);
+            assert_eq!(ibv_query_pkey(ctx, 1, 5, &mut pkey), -1);
+            assert_eq!(ibv_close_device(ctx), 0);
         }
     }
 

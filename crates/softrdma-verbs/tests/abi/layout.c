@@ -103,6 +103,12 @@ int main(void)
 	O("ibv_port_attr.link_layer", struct ibv_port_attr, link_layer);
 	O("ibv_port_attr.flags", struct ibv_port_attr, flags);
 	O("ibv_port_attr.port_cap_flags2", struct ibv_port_attr, port_cap_flags2);
+	S("ibv_gid_entry", struct ibv_gid_entry);
+	O("ibv_gid_entry.gid", struct ibv_gid_entry, gid);
+	O("ibv_gid_entry.gid_index", struct ibv_gid_entry, gid_index);
+	O("ibv_gid_entry.port_num", struct ibv_gid_entry, port_num);
+	O("ibv_gid_entry.gid_type", struct ibv_gid_entry, gid_type);
+	O("ibv_gid_entry.ndev_ifindex", struct ibv_gid_entry, ndev_ifindex);
 	S("ibv_pd", struct ibv_pd);
 	O("ibv_pd.context", struct ibv_pd, context);
 	O("ibv_pd.handle", struct ibv_pd, handle);
