@@ -231,6 +231,14 @@ pub struct ibv_gid_entry {
     pub ndev_ifindex: u32,
 }
 
+/// `struct ibv_ah`.
+#[repr(C)]
+pub struct ibv_ah {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+}
+
 /// `struct ibv_pd`.
 #[repr(C)]
 pub struct ibv_pd {
@@ -494,6 +502,7 @@ layout! {
         flags, port_cap_flags2 }
     ibv_gid_entry { gid, gid_index, port_num, gid_type, ndev_ifindex }
     ibv_pd { context, handle }
+    ibv_ah { context, pd, handle }
     ibv_mr { context, pd, addr, length, handle, lkey, rkey }
     ibv_comp_channel { context, fd, refcnt }
     ibv_cq { context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,

@@ -186,14 +186,34 @@ pub fn wc(w: &WorkCompletion) -> ibv_wc {
 /// Keeps the WC opcode import meaningful for readers: the values are the ABI's.
 pub const WC_RECV: u32 = WcOpcode::Recv.to_verbs();
 
-/// `enum ibv_qp_type` → the core's (RC and UC; UD needs address handles, not yet here).
+/// `enum ibv_qp_type` → the core's (RC, UC, UD; XRC and raw packet QPs are `EOPNOTSUPP`, as
+/// on rxe).
 pub fn qp_type(t: i32) -> Result<QpType, Errno> {
     match t {
         2 => Ok(QpType::Rc),
         3 => Ok(QpType::Uc),
-        4 => Err(Errno::EOPNOTSUPP),
+        4 => Ok(QpType::Ud),
+        // IBV_QPT_RAW_PACKET, IBV_QPT_XRC_SEND, IBV_QPT_XRC_RECV.
+        8..=10 => Err(Errno::EOPNOTSUPP),
         _ => Err(Errno::EINVAL),
     }
+}
+
+/// An address handle's attributes → the core's address vector. RoCE addresses are GIDs:
+/// without a GRH there is no destination (`EINVAL`, as rxe's `rxe_av_chk_attr`).
+pub fn ah_attr(a: &ibv_ah_attr) -> Result<AddressVector, Errno> {
+    if a.is_global == 0 || a.port_num != 1 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(AddressVector {
+        dgid: Gid(a.grh.dgid.raw),
+        sgid_index: u16::from(a.grh.sgid_index),
+        hop_limit: a.grh.hop_limit,
+        traffic_class: a.grh.traffic_class,
+        flow_label: a.grh.flow_label,
+        sl: a.sl,
+        port_num: a.port_num,
+    })
 }
 
 /// The core's QP type as `enum ibv_qp_type`.
@@ -259,18 +279,7 @@ pub fn qp_attr(a: &ibv_qp_attr, mask: u32) -> Result<(QpAttr, QpAttrMask), Errno
     }
     if m.contains(QpAttrMask::AV) {
         // RoCE addresses are GIDs: a path without a GRH names no one (rxe: EINVAL).
-        if a.ah_attr.is_global == 0 {
-            return Err(Errno::EINVAL);
-        }
-        q.ah_attr = AddressVector {
-            dgid: Gid(a.ah_attr.grh.dgid.raw),
-            sgid_index: u16::from(a.ah_attr.grh.sgid_index),
-            hop_limit: a.ah_attr.grh.hop_limit,
-            traffic_class: a.ah_attr.grh.traffic_class,
-            flow_label: a.ah_attr.grh.flow_label,
-            sl: a.ah_attr.sl,
-            port_num: a.ah_attr.port_num,
-        };
+        q.ah_attr = ah_attr(&a.ah_attr)?;
     }
     q.qkey = a.qkey;
     q.rq_psn = a.rq_psn;

@@ -14,7 +14,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use softrdma_core::device::GidType;
-use softrdma_core::verbs::{AccessFlags, CqId, Memory, PdId, QpInitAttr, RecvWr, SendWr, Sge};
+use softrdma_core::verbs::{
+    AccessFlags, AddressVector, CqId, Memory, PdId, QpInitAttr, QpType, RecvWr, SendWr, Sge, UdDest,
+};
 use softrdma_driver::{Device, DeviceConfig, PollMode};
 
 use crate::abi::*;
@@ -510,6 +512,35 @@ entry! {
     }
 }
 
+/// An address handle's Rust side: the core takes the address vector with each UD send.
+pub struct AhRs {
+    pd: PdId,
+    av: AddressVector,
+}
+
+entry! {
+    export null fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
+        let p = ptr::get::<ibv_pd, PdRs>(pd)?;
+        // SAFETY: the caller's attributes (NULL is EINVAL).
+        let a = unsafe { ptr::read_in(attr as *const ibv_ah_attr)? };
+        let av = conv::ah_attr(&a)?;
+        let c = ctx_rs(p.ctx as *const ibv_context)?;
+        // The source GID must exist (rxe: EINVAL).
+        c.dev().query_gid(1, av.sgid_index).map_err(|_| Errno::EINVAL)?;
+        Ok(ptr::publish(
+            ibv_ah { context: p.ctx as *mut ibv_context, pd, handle: 0 },
+            AhRs { pd: p.id, av },
+        ))
+    }
+}
+
+entry! {
+    export errno fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
+        drop(ptr::retire::<ibv_ah, AhRs>(ah)?);
+        Ok(())
+    }
+}
+
 /// An MR's Rust side.
 pub struct MrRs {
     ctx: usize,
@@ -754,6 +785,9 @@ pub struct QpRs {
     qpn: u32,
     max_sge: u32,
     max_inline: u32,
+    /// The QP's PD (a UD send's address handle must be of it).
+    pd: PdId,
+    ud: bool,
 }
 
 entry! {
@@ -767,8 +801,9 @@ entry! {
         }
         let send = ptr::get::<ibv_cq, CqRs>(a.send_cq)?;
         let recv = ptr::get::<ibv_cq, CqRs>(a.recv_cq)?;
+        let ty = conv::qp_type(a.qp_type)?;
         let init = QpInitAttr {
-            qp_type: conv::qp_type(a.qp_type)?,
+            qp_type: ty,
             pd: p.id,
             send_cq: send.id,
             recv_cq: recv.id,
@@ -796,7 +831,14 @@ entry! {
                 cond: [0; 6],
                 events_completed: 0,
             },
-            QpRs { ctx: p.ctx, qpn, max_sge: granted.max_send_sge.max(granted.max_recv_sge), max_inline: granted.max_inline_data },
+            QpRs {
+                ctx: p.ctx,
+                qpn,
+                max_sge: granted.max_send_sge.max(granted.max_recv_sge),
+                max_inline: granted.max_inline_data,
+                pd: p.id,
+                ud: ty == QpType::Ud,
+            },
         ))
     }
 }
@@ -895,6 +937,17 @@ entry! {
                 s.signaled = w.send_flags & conv::SEND_SIGNALED != 0;
                 s.solicited = w.send_flags & conv::SEND_SOLICITED != 0;
                 s.fence = w.send_flags & conv::SEND_FENCE != 0;
+                if q.ud {
+                    let ah = ptr::get::<ibv_ah, AhRs>(w.ud_ah() as *const ibv_ah)?;
+                    if ah.pd != q.pd {
+                        return Err(Errno::EINVAL);
+                    }
+                    s.ud = Some(UdDest {
+                        av: ah.av,
+                        remote_qpn: w.ud_remote_qpn(),
+                        remote_qkey: w.ud_remote_qkey(),
+                    });
+                }
                 if w.send_flags & conv::SEND_INLINE != 0 {
                     let total: u64 = s.sg_list.iter().map(|g| u64::from(g.length)).sum();
                     if total > u64::from(q.max_inline) {
@@ -1215,6 +1268,27 @@ mod tests {
             init.qp_type = 99;
             assert!(ibv_create_qp(pd, &mut init).is_null());
             assert_eq!(errno(), EINVAL);
+            // Address handles: NULL, no GRH (RoCE), a source GID that does not exist.
+            assert!(ibv_create_ah(pd, null_mut()).is_null());
+            assert_eq!(errno(), EINVAL);
+            let mut ah_attr = ibv_ah_attr {
+                port_num: 1,
+                ..Default::default()
+            };
+            assert!(ibv_create_ah(pd, &mut ah_attr).is_null(), "no GRH");
+            assert_eq!(errno(), EINVAL);
+            ah_attr.is_global = 1;
+            ah_attr.grh.sgid_index = 200;
+            assert!(
+                ibv_create_ah(pd, &mut ah_attr).is_null(),
+                "no such source GID"
+            );
+            ah_attr.grh.sgid_index = 1;
+            let ah = ibv_create_ah(pd, &mut ah_attr);
+            assert!(!ah.is_null());
+            assert_eq!(ibv_destroy_ah(pd.cast()), EINVAL, "a PD is not an AH");
+            assert_eq!(ibv_destroy_ah(ah), 0);
+            assert_eq!(ibv_destroy_ah(ah), EINVAL, "twice");
             assert_eq!(op_poll_cq(cq, 4, null_mut()), -1);
             assert_eq!(op_poll_cq(cq, -1, &mut ibv_wc::default()), -1);
             assert_eq!(op_poll_cq(null_mut(), 1, &mut ibv_wc::default()), -1);

@@ -173,10 +173,11 @@ fn finish(mut c: Child, limit: Duration) -> (Option<i32>, String, String) {
     }
 }
 
-/// Server and client, two processes on this host over softrdma (the second device takes a
-/// free 127.0.0.x: the first holds the loopback's address), `-c` validating the data.
-fn rc_pingpong(extra: &[&str]) {
-    let Some(tool) = debian("ibv_rc_pingpong") else {
+/// Server and client of `tool` (ibv_rc_pingpong, ibv_ud_pingpong), two processes on this host
+/// over softrdma (the second device takes a free 127.0.0.x: the first holds the loopback's
+/// address), `-c` validating the data.
+fn pingpong(tool: &str, extra: &[&str]) {
+    let Some(tool) = debian(tool) else {
         return;
     };
     lib_built();
@@ -237,10 +238,20 @@ fn rc_pingpong(extra: &[&str]) {
 
 #[test]
 fn debian_ibv_rc_pingpong_two_processes_busy_polling() {
-    rc_pingpong(&[]);
+    pingpong("ibv_rc_pingpong", &[]);
 }
 
 #[test]
 fn debian_ibv_rc_pingpong_two_processes_with_completion_channels() {
-    rc_pingpong(&["-e"]);
+    pingpong("ibv_rc_pingpong", &["-e"]);
+}
+
+#[test]
+fn debian_ibv_ud_pingpong_two_processes() {
+    pingpong("ibv_ud_pingpong", &[]);
+}
+
+#[test]
+fn debian_ibv_ud_pingpong_two_processes_with_completion_channels() {
+    pingpong("ibv_ud_pingpong", &["-e", "-s", "1024"]);
 }

@@ -112,6 +112,10 @@ int main(void)
 	S("ibv_pd", struct ibv_pd);
 	O("ibv_pd.context", struct ibv_pd, context);
 	O("ibv_pd.handle", struct ibv_pd, handle);
+	S("ibv_ah", struct ibv_ah);
+	O("ibv_ah.context", struct ibv_ah, context);
+	O("ibv_ah.pd", struct ibv_ah, pd);
+	O("ibv_ah.handle", struct ibv_ah, handle);
 	S("ibv_mr", struct ibv_mr);
 	O("ibv_mr.context", struct ibv_mr, context);
 	O("ibv_mr.pd", struct ibv_mr, pd);
