@@ -115,6 +115,11 @@ impl OnPanic for isize {
         -(libc::EIO as isize)
     }
 }
+impl OnPanic for bool {
+    fn on_panic() -> bool {
+        false
+    }
+}
 impl OnPanic for u32 {
     fn on_panic() -> u32 {
         0
@@ -149,6 +154,13 @@ macro_rules! entry {
     ($(#[$m:meta])* export $conv:ident fn $name:ident ( $($a:ident : $t:ty),* $(,)? ) -> $ret:ty $body:block) => {
         $(#[$m])*
         #[cfg_attr(not(test), export_name = concat!("sv__", stringify!($name)))]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> $ret {
+            $crate::entry::$conv($crate::entry::guard(::std::panic::AssertUnwindSafe(move || $body)))
+        }
+    };
+    ($(#[$m:meta])* export_as $sym:literal $conv:ident fn $name:ident ( $($a:ident : $t:ty),* $(,)? ) -> $ret:ty $body:block) => {
+        $(#[$m])*
+        #[cfg_attr(not(test), export_name = $sym)]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $ret {
             $crate::entry::$conv($crate::entry::guard(::std::panic::AssertUnwindSafe(move || $body)))
         }

@@ -1159,6 +1159,844 @@ entry! {
     }
 }
 
+// ----- exported, not supported (yet): rdma-core's errno, never a made-up answer -----
+//
+// Their parameters are not read (so not declared: on x86-64 and arm64 a callee that ignores
+// its arguments is ABI-compatible with any caller). `IBVERBS_PRIVATE_34` is the interface
+// between libibverbs and its provider libraries: Debian's libmlx5/libefa/libmana import it,
+// are linked BIND_NOW, and their constructors call `verbs_register_driver_34`. Our devices
+// never reach a provider, so registering a driver, setting its ops or initialising its objects
+// has nothing to act on (the `void` ones return having done nothing, which is all they could
+// do here), and every provider command fails with `EOPNOTSUPP`. The `IBVERBS_1.0` bindings are
+// the pre-2006 ABI (other structure layouts); they fail likewise.
+
+fn unsupported_void() {
+    crate::entry::set_errno(Errno::EOPNOTSUPP);
+}
+
+fn unsupported_neg() -> c_int {
+    crate::entry::set_errno(Errno::EOPNOTSUPP);
+    -1
+}
+
+fn unsupported_null() -> *mut c_void {
+    crate::entry::set_errno(Errno::EOPNOTSUPP);
+    core::ptr::null_mut()
+}
+
+entry! {
+    export_as "sv____ioctl_final_num_attrs" value fn x_ioctl_final_num_attrs() -> u32 {
+        { crate::entry::set_errno(Errno::EOPNOTSUPP); 0 }
+    }
+}
+
+entry! {
+    export_as "sv____verbs_log" value fn x_verbs_log() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv___verbs_init_and_alloc_context" value fn x_verbs_init_and_alloc_context() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv__execute_ioctl" value fn x_execute_ioctl() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_ack_async_event" value fn x_ibv_ack_async_event() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_attach_mcast" value fn x_ibv_attach_mcast() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_advise_mr" value fn x_ibv_cmd_advise_mr() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_alloc_dm" value fn x_ibv_cmd_alloc_dm() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_alloc_mw" value fn x_ibv_cmd_alloc_mw() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_alloc_pd" value fn x_ibv_cmd_alloc_pd() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_attach_mcast" value fn x_ibv_cmd_attach_mcast() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_close_xrcd" value fn x_ibv_cmd_close_xrcd() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_ah" value fn x_ibv_cmd_create_ah() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_counters" value fn x_ibv_cmd_create_counters() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_cq" value fn x_ibv_cmd_create_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_cq_ex" value fn x_ibv_cmd_create_cq_ex() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_flow" value fn x_ibv_cmd_create_flow() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_flow_action_esp" value fn x_ibv_cmd_create_flow_action_esp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_qp" value fn x_ibv_cmd_create_qp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_qp_ex" value fn x_ibv_cmd_create_qp_ex() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_qp_ex2" value fn x_ibv_cmd_create_qp_ex2() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_rwq_ind_table" value fn x_ibv_cmd_create_rwq_ind_table() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_srq" value fn x_ibv_cmd_create_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_srq_ex" value fn x_ibv_cmd_create_srq_ex() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_create_wq" value fn x_ibv_cmd_create_wq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_dealloc_mw" value fn x_ibv_cmd_dealloc_mw() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_dealloc_pd" value fn x_ibv_cmd_dealloc_pd() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_dereg_mr" value fn x_ibv_cmd_dereg_mr() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_destroy_ah" value fn x_ibv_cmd_destroy_ah() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_destroy_counters" value fn x_ibv_cmd_destroy_counters() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_destroy_cq" value fn x_ibv_cmd_destroy_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_destroy_flow" value fn x_ibv_cmd_destroy_flow() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_destroy_flow_action" value fn x_ibv_cmd_destroy_flow_action() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_destroy_qp" value fn x_ibv_cmd_destroy_qp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_destroy_rwq_ind_table" value fn x_ibv_cmd_destroy_rwq_ind_table() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_destroy_srq" value fn x_ibv_cmd_destroy_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_destroy_wq" value fn x_ibv_cmd_destroy_wq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_detach_mcast" value fn x_ibv_cmd_detach_mcast() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_free_dm" value fn x_ibv_cmd_free_dm() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_get_context" value fn x_ibv_cmd_get_context() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_modify_cq" value fn x_ibv_cmd_modify_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_modify_flow_action_esp" value fn x_ibv_cmd_modify_flow_action_esp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_modify_qp" value fn x_ibv_cmd_modify_qp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_modify_qp_ex" value fn x_ibv_cmd_modify_qp_ex() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_modify_srq" value fn x_ibv_cmd_modify_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_modify_wq" value fn x_ibv_cmd_modify_wq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_open_qp" value fn x_ibv_cmd_open_qp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_open_xrcd" value fn x_ibv_cmd_open_xrcd() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_poll_cq" value fn x_ibv_cmd_poll_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_post_recv" value fn x_ibv_cmd_post_recv() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_post_send" value fn x_ibv_cmd_post_send() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_post_srq_recv" value fn x_ibv_cmd_post_srq_recv() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_query_context" value fn x_ibv_cmd_query_context() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_query_device_any" value fn x_ibv_cmd_query_device_any() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_query_mr" value fn x_ibv_cmd_query_mr() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_query_port" value fn x_ibv_cmd_query_port() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_query_qp" value fn x_ibv_cmd_query_qp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_query_srq" value fn x_ibv_cmd_query_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_read_counters" value fn x_ibv_cmd_read_counters() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_reg_dm_mr" value fn x_ibv_cmd_reg_dm_mr() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_reg_dmabuf_mr" value fn x_ibv_cmd_reg_dmabuf_mr() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_reg_mr" value fn x_ibv_cmd_reg_mr() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_req_notify_cq" value fn x_ibv_cmd_req_notify_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_rereg_mr" value fn x_ibv_cmd_rereg_mr() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_cmd_resize_cq" value fn x_ibv_cmd_resize_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_create_ah_from_wc" value fn x_ibv_create_ah_from_wc() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_create_srq" value fn x_ibv_create_srq() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_destroy_srq" value fn x_ibv_destroy_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_detach_mcast" value fn x_ibv_detach_mcast() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_get_async_event" value fn x_ibv_get_async_event() -> c_int {
+        unsupported_neg()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_import_device" value fn x_ibv_import_device() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_import_dm" value fn x_ibv_import_dm() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_import_mr" value fn x_ibv_import_mr() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_import_pd" value fn x_ibv_import_pd() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_init_ah_from_wc" value fn x_ibv_init_ah_from_wc() -> c_int {
+        unsupported_neg()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_modify_srq" value fn x_ibv_modify_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_query_ece" value fn x_ibv_query_ece() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_query_srq" value fn x_ibv_query_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_read_ibdev_sysfs_file" value fn x_ibv_read_ibdev_sysfs_file() -> c_int {
+        unsupported_neg()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_reg_dmabuf_mr" value fn x_ibv_reg_dmabuf_mr() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_rereg_mr" value fn x_ibv_rereg_mr() -> c_int {
+        unsupported_neg()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_resize_cq" value fn x_ibv_resize_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_resolve_eth_l2_from_gid" value fn x_ibv_resolve_eth_l2_from_gid() -> c_int {
+        unsupported_neg()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_set_ece" value fn x_ibv_set_ece() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv__ibv_unimport_dm" value fn x_ibv_unimport_dm() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_unimport_mr" value fn x_ibv_unimport_mr() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv__ibv_unimport_pd" value fn x_ibv_unimport_pd() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv__verbs_allow_disassociate_destroy" value fn x_verbs_allow_disassociate_destroy() -> bool {
+        false
+    }
+}
+
+entry! {
+    export_as "sv__verbs_init_cq" value fn x_verbs_init_cq() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv__verbs_open_device" value fn x_verbs_open_device() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv__verbs_register_driver_34" value fn x_verbs_register_driver_34() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv__verbs_set_ops" value fn x_verbs_set_ops() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv__verbs_uninit_context" value fn x_verbs_uninit_context() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_ack_async_event" value fn compat10_ibv_ack_async_event() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_ack_cq_events" value fn compat10_ibv_ack_cq_events() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_alloc_pd" value fn compat10_ibv_alloc_pd() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_attach_mcast" value fn compat10_ibv_attach_mcast() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_close_device" value fn compat10_ibv_close_device() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_create_ah" value fn compat10_ibv_create_ah() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_create_cq" value fn compat10_ibv_create_cq() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_create_qp" value fn compat10_ibv_create_qp() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_create_srq" value fn compat10_ibv_create_srq() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_dealloc_pd" value fn compat10_ibv_dealloc_pd() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_dereg_mr" value fn compat10_ibv_dereg_mr() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_destroy_ah" value fn compat10_ibv_destroy_ah() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_destroy_cq" value fn compat10_ibv_destroy_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_destroy_qp" value fn compat10_ibv_destroy_qp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_destroy_srq" value fn compat10_ibv_destroy_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_detach_mcast" value fn compat10_ibv_detach_mcast() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_free_device_list" value fn compat10_ibv_free_device_list() -> () {
+        unsupported_void()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_get_async_event" value fn compat10_ibv_get_async_event() -> c_int {
+        unsupported_neg()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_get_cq_event" value fn compat10_ibv_get_cq_event() -> c_int {
+        unsupported_neg()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_get_device_guid" value fn compat10_ibv_get_device_guid() -> u64 {
+        { crate::entry::set_errno(Errno::EOPNOTSUPP); 0 }
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_get_device_list" value fn compat10_ibv_get_device_list() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_get_device_name" value fn compat10_ibv_get_device_name() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_modify_qp" value fn compat10_ibv_modify_qp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_modify_srq" value fn compat10_ibv_modify_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_open_device" value fn compat10_ibv_open_device() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_query_device" value fn compat10_ibv_query_device() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_query_gid" value fn compat10_ibv_query_gid() -> c_int {
+        unsupported_neg()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_query_pkey" value fn compat10_ibv_query_pkey() -> c_int {
+        unsupported_neg()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_query_port" value fn compat10_ibv_query_port() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_query_qp" value fn compat10_ibv_query_qp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_query_srq" value fn compat10_ibv_query_srq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_reg_mr" value fn compat10_ibv_reg_mr() -> *mut c_void {
+        unsupported_null()
+    }
+}
+
+entry! {
+    export_as "sv10__ibv_resize_cq" value fn compat10_ibv_resize_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+}
+
+entry! {
+    /// Our library pins no pages, so there is no range to keep out of a child: 0, as rdma-core
+    /// answers when fork support was not initialised.
+    export value fn ibv_dontfork_range(base: *mut c_void, size: usize) -> c_int {
+        let _ = (base, size);
+        0
+    }
+}
+
+entry! {
+    /// See `ibv_dontfork_range`.
+    export value fn ibv_dofork_range(base: *mut c_void, size: usize) -> c_int {
+        let _ = (base, size);
+        0
+    }
+}
+
+entry! {
+    /// The index of `pkey` (network byte order) in port `port_num`'s P_Key table, or -1 with
+    /// `ENOENT`.
+    export neg fn ibv_get_pkey_index(context: *mut ibv_context, port_num: u8, pkey: u16) -> c_int {
+        let c = ctx_rs(context)?;
+        let len = query_port(context, port_num)?.pkey_tbl_len;
+        for i in 0..len {
+            let k = c.dev().with_stack(|s| s.device.query_pkey(port_num, i)).map_err(|_| Errno::EINVAL)?;
+            if k.0 == u16::from_be(pkey) {
+                return Ok(c_int::from(i));
+            }
+        }
+        Err(Errno::ENOENT)
+    }
+}
+
+entry! {
+    /// Where sysfs is mounted.
+    export value fn ibv_get_sysfs_path() -> *const c_char {
+        c"/sys".as_ptr()
+    }
+}
+
+entry! {
+    /// 0: no in-order data placement is promised (the conservative answer rdma-core gives for
+    /// a device that reports none).
+    export value fn ibv_query_qp_data_in_order(qp: *mut ibv_qp, op: c_int, flags: u32) -> c_int {
+        let _ = (qp, op, flags);
+        0
+    }
+}
+
+entry! {
+    /// The old driver-registration entry (`IBVERBS_1.1`, not default): there are no provider
+    /// drivers here to register; nothing to do.
+    export_as "sv10__ibv_register_driver" value fn compat_ibv_register_driver() -> () {
+        unsupported_void()
+    }
+}
+
 /// Bad input through the entry points: an errno or a completion error, never a crash. The
 /// tests call the functions as C would (unit-test builds have no export names), on the
 /// loopback interface's device only.
