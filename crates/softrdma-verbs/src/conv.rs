@@ -426,3 +426,188 @@ mod tests {
         assert_eq!(c.opcode as u32, WC_RECV);
     }
 }
+
+/// `ibv_copy_ah_attr_from_kern`: the kernel's address vector → verbs'.
+pub fn ah_attr_from_kern(k: &ib_uverbs_ah_attr) -> ibv_ah_attr {
+    ibv_ah_attr {
+        grh: ibv_global_route {
+            dgid: ibv_gid { raw: k.grh.dgid },
+            flow_label: k.grh.flow_label,
+            sgid_index: k.grh.sgid_index,
+            hop_limit: k.grh.hop_limit,
+            traffic_class: k.grh.traffic_class,
+        },
+        dlid: k.dlid,
+        sl: k.sl,
+        src_path_bits: k.src_path_bits,
+        static_rate: k.static_rate,
+        is_global: k.is_global,
+        port_num: k.port_num,
+    }
+}
+
+/// `ibv_copy_qp_attr_from_kern`: the kernel's QP attributes → verbs'.
+pub fn qp_attr_from_kern(k: &ib_uverbs_qp_attr) -> ibv_qp_attr {
+    ibv_qp_attr {
+        qp_state: k.qp_state as i32,
+        cur_qp_state: k.cur_qp_state as i32,
+        path_mtu: k.path_mtu as i32,
+        path_mig_state: k.path_mig_state as i32,
+        qkey: k.qkey,
+        rq_psn: k.rq_psn,
+        sq_psn: k.sq_psn,
+        dest_qp_num: k.dest_qp_num,
+        qp_access_flags: k.qp_access_flags,
+        cap: ibv_qp_cap {
+            max_send_wr: k.max_send_wr,
+            max_recv_wr: k.max_recv_wr,
+            max_send_sge: k.max_send_sge,
+            max_recv_sge: k.max_recv_sge,
+            max_inline_data: k.max_inline_data,
+        },
+        ah_attr: ah_attr_from_kern(&k.ah_attr),
+        alt_ah_attr: ah_attr_from_kern(&k.alt_ah_attr),
+        pkey_index: k.pkey_index,
+        alt_pkey_index: k.alt_pkey_index,
+        en_sqd_async_notify: k.en_sqd_async_notify,
+        sq_draining: k.sq_draining,
+        max_rd_atomic: k.max_rd_atomic,
+        max_dest_rd_atomic: k.max_dest_rd_atomic,
+        min_rnr_timer: k.min_rnr_timer,
+        port_num: k.port_num,
+        timeout: k.timeout,
+        retry_cnt: k.retry_cnt,
+        rnr_retry: k.rnr_retry,
+        alt_port_num: k.alt_port_num,
+        alt_timeout: k.alt_timeout,
+        rate_limit: 0,
+    }
+}
+
+/// `ibv_copy_path_rec_from_kern`: the kernel's path record → `<infiniband/sa.h>`'s.
+pub fn path_rec_from_kern(k: &ib_user_path_rec) -> ibv_sa_path_rec {
+    ibv_sa_path_rec {
+        dgid: ibv_gid { raw: k.dgid },
+        sgid: ibv_gid { raw: k.sgid },
+        dlid: k.dlid,
+        slid: k.slid,
+        raw_traffic: k.raw_traffic as i32,
+        flow_label: k.flow_label,
+        hop_limit: k.hop_limit,
+        traffic_class: k.traffic_class,
+        reversible: k.reversible as i32,
+        numb_path: k.numb_path,
+        pkey: k.pkey,
+        sl: k.sl,
+        mtu_selector: k.mtu_selector,
+        mtu: k.mtu as u8,
+        rate_selector: k.rate_selector,
+        rate: k.rate,
+        packet_life_time_selector: k.packet_life_time_selector,
+        packet_life_time: k.packet_life_time,
+        preference: k.preference,
+    }
+}
+
+/// `ibv_copy_path_rec_to_kern`: the reverse of [`path_rec_from_kern`].
+pub fn path_rec_to_kern(u: &ibv_sa_path_rec) -> ib_user_path_rec {
+    ib_user_path_rec {
+        dgid: u.dgid.raw,
+        sgid: u.sgid.raw,
+        dlid: u.dlid,
+        slid: u.slid,
+        raw_traffic: u.raw_traffic as u32,
+        flow_label: u.flow_label,
+        reversible: u.reversible as u32,
+        mtu: u32::from(u.mtu),
+        pkey: u.pkey,
+        hop_limit: u.hop_limit,
+        traffic_class: u.traffic_class,
+        numb_path: u.numb_path,
+        sl: u.sl,
+        mtu_selector: u.mtu_selector,
+        rate_selector: u.rate_selector,
+        rate: u.rate,
+        packet_life_time_selector: u.packet_life_time_selector,
+        packet_life_time: u.packet_life_time,
+        preference: u.preference,
+    }
+}
+
+#[cfg(test)]
+mod kern_tests {
+    use super::*;
+
+    #[test]
+    fn kernel_structures_convert_field_by_field() {
+        let mut k = ib_uverbs_qp_attr {
+            qp_state: 3,
+            path_mtu: 5,
+            qkey: 0x1111_2222,
+            dest_qp_num: 0x12,
+            max_inline_data: 64,
+            port_num: 1,
+            rnr_retry: 7,
+            alt_timeout: 9,
+            ..Default::default()
+        };
+        k.ah_attr.grh.dgid[15] = 9;
+        k.ah_attr.is_global = 1;
+        k.ah_attr.grh.hop_limit = 64;
+        let u = qp_attr_from_kern(&k);
+        assert_eq!(
+            (u.qp_state, u.path_mtu, u.qkey, u.dest_qp_num),
+            (3, 5, 0x1111_2222, 0x12)
+        );
+        assert_eq!(
+            (
+                u.cap.max_inline_data,
+                u.port_num,
+                u.rnr_retry,
+                u.alt_timeout
+            ),
+            (64, 1, 7, 9)
+        );
+        assert_eq!(
+            (
+                u.ah_attr.grh.dgid.raw[15],
+                u.ah_attr.is_global,
+                u.ah_attr.grh.hop_limit
+            ),
+            (9, 1, 64)
+        );
+        let p = ib_user_path_rec {
+            dlid: 0x1234,
+            mtu: 4,
+            pkey: 0xffff,
+            reversible: 1,
+            rate: 6,
+            packet_life_time: 18,
+            ..Default::default()
+        };
+        let up = path_rec_from_kern(&p);
+        assert_eq!(
+            (
+                up.dlid,
+                up.mtu,
+                up.pkey,
+                up.reversible,
+                up.rate,
+                up.packet_life_time
+            ),
+            (0x1234, 4, 0xffff, 1, 6, 18)
+        );
+        let back = path_rec_to_kern(&up);
+        assert_eq!(
+            (
+                back.dlid,
+                back.mtu,
+                back.pkey,
+                back.reversible,
+                back.rate,
+                back.packet_life_time
+            ),
+            (0x1234, 4, 0xffff, 1, 6, 18)
+        );
+    }
+}

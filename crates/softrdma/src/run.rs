@@ -5,10 +5,12 @@
 //! 1. `--lib-dir DIR` or `$SOFTRDMA_LIB_DIR`;
 //! 2. `<dir of this executable>/../lib/softrdma/` (the README's install layout);
 //! 3. `<dir of this executable>/softrdma-lib/`;
-//! 4. the workspace's build output: when this executable sits in `target/<profile>/` next to
-//!    `libsoftrdma_verbs.so`, the build step is done here — `softrdma-lib/libibverbs.so.1` is
-//!    made a symbolic link to it (Cargo cannot name an output `libibverbs.so.1`; the soname
-//!    inside is already `libibverbs.so.1`), so later builds are picked up.
+//! 4. the workspace's build output: when this executable sits in `target/<profile>/` and
+//!    `libsoftrdma_verbs.so` was built there (`cargo build` leaves it in `target/<profile>/`,
+//!    `cargo test` only in `target/<profile>/deps/`: the newer of the two wins), the build step
+//!    is done here — `softrdma-lib/libibverbs.so.1` is made a symbolic link to it (Cargo cannot
+//!    name an output `libibverbs.so.1`; the soname inside is already `libibverbs.so.1`), so
+//!    later builds are picked up.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -51,14 +53,24 @@ pub fn find_lib_dir(explicit: Option<&Path>) -> Result<PathBuf, String> {
         return Ok(installed);
     }
     let beside = dir.join("softrdma-lib");
-    let built = dir.join("libsoftrdma_verbs.so");
-    if built.exists() {
+    let newest = ["libsoftrdma_verbs.so", "deps/libsoftrdma_verbs.so"]
+        .into_iter()
+        .filter_map(|rel| {
+            let m = std::fs::metadata(dir.join(rel)).ok()?.modified().ok()?;
+            Some((m, rel))
+        })
+        .max();
+    if let Some((_, rel)) = newest {
         std::fs::create_dir_all(&beside)
             .map_err(|e| format!("create {}: {e}", beside.display()))?;
         let link = beside.join(LIB);
-        if std::fs::read_link(&link).ok().as_deref() != Some(Path::new("../libsoftrdma_verbs.so")) {
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink("../libsoftrdma_verbs.so", &link)
+        let target = Path::new("..").join(rel);
+        if std::fs::read_link(&link).ok() != Some(target.clone()) {
+            // Replaced atomically: another `softrdma run` may be starting a program through it.
+            let tmp = beside.join(format!(".{LIB}.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(&target, &tmp)
+                .and_then(|()| std::fs::rename(&tmp, &link))
                 .map_err(|e| format!("link {}: {e}", link.display()))?;
         }
         return Ok(beside);

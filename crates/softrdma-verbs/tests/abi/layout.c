@@ -1,9 +1,12 @@
 /* Prints sizeof/offsetof of every structure field softrdma-verbs relies on, from the
- * system <infiniband/verbs.h> (Debian 12: libibverbs-dev 44.0-2). The unit test
+ * system headers (Debian 12: libibverbs-dev 44.0-2, linux-libc-dev). The unit test
  * abi::tests::layout_matches_the_debian_header compares the output with src/abi.rs's LAYOUT. */
 #include <stddef.h>
 #include <stdio.h>
 #include <infiniband/verbs.h>
+#include <infiniband/sa.h>
+#include <rdma/ib_user_verbs.h>
+#include <rdma/ib_user_sa.h>
 
 #define S(rs, c) printf("%s %zu\n", rs, sizeof(c))
 #define O(rs, c, f) printf("%s %zu\n", rs, offsetof(c, f))
@@ -112,6 +115,91 @@ int main(void)
 	S("ibv_pd", struct ibv_pd);
 	O("ibv_pd.context", struct ibv_pd, context);
 	O("ibv_pd.handle", struct ibv_pd, handle);
+	S("ib_uverbs_global_route", struct ib_uverbs_global_route);
+	O("ib_uverbs_global_route.dgid", struct ib_uverbs_global_route, dgid);
+	O("ib_uverbs_global_route.flow_label", struct ib_uverbs_global_route, flow_label);
+	O("ib_uverbs_global_route.sgid_index", struct ib_uverbs_global_route, sgid_index);
+	O("ib_uverbs_global_route.hop_limit", struct ib_uverbs_global_route, hop_limit);
+	O("ib_uverbs_global_route.traffic_class", struct ib_uverbs_global_route, traffic_class);
+	S("ib_uverbs_ah_attr", struct ib_uverbs_ah_attr);
+	O("ib_uverbs_ah_attr.grh", struct ib_uverbs_ah_attr, grh);
+	O("ib_uverbs_ah_attr.dlid", struct ib_uverbs_ah_attr, dlid);
+	O("ib_uverbs_ah_attr.sl", struct ib_uverbs_ah_attr, sl);
+	O("ib_uverbs_ah_attr.src_path_bits", struct ib_uverbs_ah_attr, src_path_bits);
+	O("ib_uverbs_ah_attr.static_rate", struct ib_uverbs_ah_attr, static_rate);
+	O("ib_uverbs_ah_attr.is_global", struct ib_uverbs_ah_attr, is_global);
+	O("ib_uverbs_ah_attr.port_num", struct ib_uverbs_ah_attr, port_num);
+	S("ib_uverbs_qp_attr", struct ib_uverbs_qp_attr);
+	O("ib_uverbs_qp_attr.qp_attr_mask", struct ib_uverbs_qp_attr, qp_attr_mask);
+	O("ib_uverbs_qp_attr.qp_state", struct ib_uverbs_qp_attr, qp_state);
+	O("ib_uverbs_qp_attr.cur_qp_state", struct ib_uverbs_qp_attr, cur_qp_state);
+	O("ib_uverbs_qp_attr.path_mtu", struct ib_uverbs_qp_attr, path_mtu);
+	O("ib_uverbs_qp_attr.path_mig_state", struct ib_uverbs_qp_attr, path_mig_state);
+	O("ib_uverbs_qp_attr.qkey", struct ib_uverbs_qp_attr, qkey);
+	O("ib_uverbs_qp_attr.rq_psn", struct ib_uverbs_qp_attr, rq_psn);
+	O("ib_uverbs_qp_attr.sq_psn", struct ib_uverbs_qp_attr, sq_psn);
+	O("ib_uverbs_qp_attr.dest_qp_num", struct ib_uverbs_qp_attr, dest_qp_num);
+	O("ib_uverbs_qp_attr.qp_access_flags", struct ib_uverbs_qp_attr, qp_access_flags);
+	O("ib_uverbs_qp_attr.ah_attr", struct ib_uverbs_qp_attr, ah_attr);
+	O("ib_uverbs_qp_attr.alt_ah_attr", struct ib_uverbs_qp_attr, alt_ah_attr);
+	O("ib_uverbs_qp_attr.max_send_wr", struct ib_uverbs_qp_attr, max_send_wr);
+	O("ib_uverbs_qp_attr.max_recv_wr", struct ib_uverbs_qp_attr, max_recv_wr);
+	O("ib_uverbs_qp_attr.max_send_sge", struct ib_uverbs_qp_attr, max_send_sge);
+	O("ib_uverbs_qp_attr.max_recv_sge", struct ib_uverbs_qp_attr, max_recv_sge);
+	O("ib_uverbs_qp_attr.max_inline_data", struct ib_uverbs_qp_attr, max_inline_data);
+	O("ib_uverbs_qp_attr.pkey_index", struct ib_uverbs_qp_attr, pkey_index);
+	O("ib_uverbs_qp_attr.alt_pkey_index", struct ib_uverbs_qp_attr, alt_pkey_index);
+	O("ib_uverbs_qp_attr.en_sqd_async_notify", struct ib_uverbs_qp_attr, en_sqd_async_notify);
+	O("ib_uverbs_qp_attr.sq_draining", struct ib_uverbs_qp_attr, sq_draining);
+	O("ib_uverbs_qp_attr.max_rd_atomic", struct ib_uverbs_qp_attr, max_rd_atomic);
+	O("ib_uverbs_qp_attr.max_dest_rd_atomic", struct ib_uverbs_qp_attr, max_dest_rd_atomic);
+	O("ib_uverbs_qp_attr.min_rnr_timer", struct ib_uverbs_qp_attr, min_rnr_timer);
+	O("ib_uverbs_qp_attr.port_num", struct ib_uverbs_qp_attr, port_num);
+	O("ib_uverbs_qp_attr.timeout", struct ib_uverbs_qp_attr, timeout);
+	O("ib_uverbs_qp_attr.retry_cnt", struct ib_uverbs_qp_attr, retry_cnt);
+	O("ib_uverbs_qp_attr.rnr_retry", struct ib_uverbs_qp_attr, rnr_retry);
+	O("ib_uverbs_qp_attr.alt_port_num", struct ib_uverbs_qp_attr, alt_port_num);
+	O("ib_uverbs_qp_attr.alt_timeout", struct ib_uverbs_qp_attr, alt_timeout);
+	S("ib_user_path_rec", struct ib_user_path_rec);
+	O("ib_user_path_rec.dgid", struct ib_user_path_rec, dgid);
+	O("ib_user_path_rec.sgid", struct ib_user_path_rec, sgid);
+	O("ib_user_path_rec.dlid", struct ib_user_path_rec, dlid);
+	O("ib_user_path_rec.slid", struct ib_user_path_rec, slid);
+	O("ib_user_path_rec.raw_traffic", struct ib_user_path_rec, raw_traffic);
+	O("ib_user_path_rec.flow_label", struct ib_user_path_rec, flow_label);
+	O("ib_user_path_rec.reversible", struct ib_user_path_rec, reversible);
+	O("ib_user_path_rec.mtu", struct ib_user_path_rec, mtu);
+	O("ib_user_path_rec.pkey", struct ib_user_path_rec, pkey);
+	O("ib_user_path_rec.hop_limit", struct ib_user_path_rec, hop_limit);
+	O("ib_user_path_rec.traffic_class", struct ib_user_path_rec, traffic_class);
+	O("ib_user_path_rec.numb_path", struct ib_user_path_rec, numb_path);
+	O("ib_user_path_rec.sl", struct ib_user_path_rec, sl);
+	O("ib_user_path_rec.mtu_selector", struct ib_user_path_rec, mtu_selector);
+	O("ib_user_path_rec.rate_selector", struct ib_user_path_rec, rate_selector);
+	O("ib_user_path_rec.rate", struct ib_user_path_rec, rate);
+	O("ib_user_path_rec.packet_life_time_selector", struct ib_user_path_rec, packet_life_time_selector);
+	O("ib_user_path_rec.packet_life_time", struct ib_user_path_rec, packet_life_time);
+	O("ib_user_path_rec.preference", struct ib_user_path_rec, preference);
+	S("ibv_sa_path_rec", struct ibv_sa_path_rec);
+	O("ibv_sa_path_rec.dgid", struct ibv_sa_path_rec, dgid);
+	O("ibv_sa_path_rec.sgid", struct ibv_sa_path_rec, sgid);
+	O("ibv_sa_path_rec.dlid", struct ibv_sa_path_rec, dlid);
+	O("ibv_sa_path_rec.slid", struct ibv_sa_path_rec, slid);
+	O("ibv_sa_path_rec.raw_traffic", struct ibv_sa_path_rec, raw_traffic);
+	O("ibv_sa_path_rec.flow_label", struct ibv_sa_path_rec, flow_label);
+	O("ibv_sa_path_rec.hop_limit", struct ibv_sa_path_rec, hop_limit);
+	O("ibv_sa_path_rec.traffic_class", struct ibv_sa_path_rec, traffic_class);
+	O("ibv_sa_path_rec.reversible", struct ibv_sa_path_rec, reversible);
+	O("ibv_sa_path_rec.numb_path", struct ibv_sa_path_rec, numb_path);
+	O("ibv_sa_path_rec.pkey", struct ibv_sa_path_rec, pkey);
+	O("ibv_sa_path_rec.sl", struct ibv_sa_path_rec, sl);
+	O("ibv_sa_path_rec.mtu_selector", struct ibv_sa_path_rec, mtu_selector);
+	O("ibv_sa_path_rec.mtu", struct ibv_sa_path_rec, mtu);
+	O("ibv_sa_path_rec.rate_selector", struct ibv_sa_path_rec, rate_selector);
+	O("ibv_sa_path_rec.rate", struct ibv_sa_path_rec, rate);
+	O("ibv_sa_path_rec.packet_life_time_selector", struct ibv_sa_path_rec, packet_life_time_selector);
+	O("ibv_sa_path_rec.packet_life_time", struct ibv_sa_path_rec, packet_life_time);
+	O("ibv_sa_path_rec.preference", struct ibv_sa_path_rec, preference);
 	S("ibv_ah", struct ibv_ah);
 	O("ibv_ah.context", struct ibv_ah, context);
 	O("ibv_ah.pd", struct ibv_ah, pd);
