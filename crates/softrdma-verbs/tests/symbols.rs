@@ -155,7 +155,8 @@ fn unsafe_code_is_confined_to_the_audited_modules_with_safety_comments() {
 
 /// Debian's provider libraries (libmlx5, libefa, libmana: perftest links the first two, all
 /// `BIND_NOW`) load over our library: every `IBVERBS_PRIVATE_34` symbol they import resolves,
-/// and their constructors' `verbs_register_driver_34` calls return.
+/// and their constructors' `verbs_register_driver_34` calls return; `mlx5dv_is_supported`
+/// tells our devices from its own (their `verbs_device` frame's ops are not libmlx5's).
 #[test]
 fn debian_provider_libraries_load_bind_now() {
     let providers = ["libmlx5.so.1", "libefa.so.1", "libmana.so.1"];
@@ -184,6 +185,15 @@ int main(int argc, char **argv) {
     void *self = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
     struct link_map *map = NULL;
     if (!self || dlinfo(self, RTLD_DI_LINKMAP, &map) != 0) { printf("no libibverbs\n"); return 1; }
+    /* libmlx5 recognises its devices by their verbs_device frame's ops: ours is no mlx5's. */
+    void **(*list)(int *) = (void **(*)(int *))dlsym(self, "ibv_get_device_list");
+    _Bool (*is_mlx5)(void *) = (_Bool (*)(void *))dlsym(RTLD_DEFAULT, "mlx5dv_is_supported");
+    int n = 0;
+    void **devs = list ? list(&n) : NULL;
+    if (!devs || n < 1 || !is_mlx5) { printf("no devices or no mlx5dv_is_supported\n"); return 1; }
+    for (int i = 0; i < n; i++) {
+        if (is_mlx5(devs[i])) { printf("device %d taken for an mlx5 device\n", i); return 1; }
+    }
     printf("%s\n", map->l_name);
     return 0;
 }
