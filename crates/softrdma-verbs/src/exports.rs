@@ -755,6 +755,13 @@ entry! {
                 // SAFETY: the caller's array holds `num_entries` ≥ n entries.
                 unsafe { ptr::write_elem(wc, i, conv::wc(w)) };
             }
+            if n == 0 {
+                // A program spinning on an empty CQ would otherwise retake the device lock
+                // the instant it lets go, and the device's loop thread — which needs that lock
+                // to turn the datagram it woke for into the completion polled for — waits for
+                // the spinner's time slice to end (milliseconds on a busy machine).
+                std::thread::yield_now();
+            }
             Ok(n as c_int)
         })
     }
