@@ -79,7 +79,7 @@ use softrdma_core::time::Instant;
 use softrdma_core::transport::emit::{Train, TransmitBatch};
 use softrdma_core::verbs::{
     AccessFlags, CqId, Memory, Mr, MrKeys, MrTable, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr,
-    RecvWr, SendWr, VerbsError, WorkCompletion,
+    RecvWr, SendWr, SrqId, VerbsError, WorkCompletion,
 };
 use softrdma_core::Stack;
 use softrdma_wire::icrc::ROCE_V2_PORT;
@@ -1132,6 +1132,11 @@ impl Device {
         // A UD send (or a failed one) may have completed already.
         self.shared.signal();
         Ok(())
+    }
+
+    /// `ibv_post_srq_recv`.
+    pub fn post_srq_recv(&self, srq: SrqId, wr: RecvWr) -> Result<()> {
+        Ok(self.shared.state().stack.verbs.post_srq_recv(srq, wr)?)
     }
 
     /// `ibv_post_recv`.

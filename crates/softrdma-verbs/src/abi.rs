@@ -76,7 +76,7 @@ pub type PostRecvFn =
     unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
 /// `post_srq_recv`.
 pub type PostSrqRecvFn =
-    unsafe extern "C" fn(*mut c_void, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+    unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
 /// `verbs_context.query_port`.
 pub type QueryPortFn =
     unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int;
@@ -229,6 +229,35 @@ pub struct ibv_gid_entry {
     /// `enum ibv_gid_type`: `IBV_GID_TYPE_IB` 0, `_ROCE_V1` 1, `_ROCE_V2` 2.
     pub gid_type: u32,
     pub ndev_ifindex: u32,
+}
+
+/// `struct ibv_srq`.
+#[repr(C)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
 }
 
 /// `struct ibv_ah`.
@@ -629,6 +658,9 @@ layout! {
         reversible, numb_path, pkey, sl, mtu_selector, mtu, rate_selector, rate,
         packet_life_time_selector, packet_life_time, preference }
     ibv_ah { context, pd, handle }
+    ibv_srq { context, srq_context, pd, handle, mutex, cond, events_completed }
+    ibv_srq_attr { max_wr, max_sge, srq_limit }
+    ibv_srq_init_attr { srq_context, attr }
     ibv_mr { context, pd, addr, length, handle, lkey, rkey }
     ibv_comp_channel { context, fd, refcnt }
     ibv_cq { context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use softrdma_core::device::GidType;
 use softrdma_core::verbs::{
-    AccessFlags, AddressVector, CqId, Memory, PdId, QpInitAttr, QpType, RecvWr, SendWr, Sge, UdDest,
+    AccessFlags, AddressVector, CqId, Memory, PdId, QpInitAttr, QpType, RecvWr, SendWr, Sge,
+    SrqAttr, SrqId, UdDest,
 };
 use softrdma_driver::{Device, DeviceConfig, PollMode};
 
@@ -803,9 +804,11 @@ entry! {
         let c = ctx_rs(p.ctx as *const ibv_context)?;
         // SAFETY: the caller's attributes (NULL is EINVAL).
         let a = unsafe { ptr::read_in(qp_init_attr as *const ibv_qp_init_attr)? };
-        if !a.srq.is_null() {
-            return Err(Errno::EOPNOTSUPP);
-        }
+        let srq = if a.srq.is_null() {
+            None
+        } else {
+            Some(ptr::get::<ibv_srq, SrqRs>(a.srq as *const ibv_srq)?.id)
+        };
         let send = ptr::get::<ibv_cq, CqRs>(a.send_cq)?;
         let recv = ptr::get::<ibv_cq, CqRs>(a.recv_cq)?;
         let ty = conv::qp_type(a.qp_type)?;
@@ -814,7 +817,7 @@ entry! {
             pd: p.id,
             send_cq: send.id,
             recv_cq: recv.id,
-            srq: None,
+            srq,
             cap: conv::cap(&a.cap),
             sq_sig_all: a.sq_sig_all != 0,
         };
@@ -829,7 +832,7 @@ entry! {
                 pd,
                 send_cq: a.send_cq,
                 recv_cq: a.recv_cq,
-                srq: core::ptr::null_mut(),
+                srq: a.srq,
                 handle: qpn,
                 qp_num: qpn,
                 state: 0,
@@ -932,8 +935,18 @@ fn sges(list: *mut ibv_sge, n: c_int) -> Result<Vec<Sge>, Errno> {
 
 entry! {
     op errno fn op_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *mut *mut ibv_send_wr) -> c_int {
-        let q = ptr::get::<ibv_qp, QpRs>(qp)?;
-        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        let found = ptr::get::<ibv_qp, QpRs>(qp).and_then(|q| Ok((q, ctx_rs(q.ctx as *const ibv_context)?)));
+        let (q, c) = match found {
+            Ok(v) => v,
+            Err(e) => {
+                // The first WR is the one refused.
+                if !bad_wr.is_null() {
+                    // SAFETY: the caller's non-NULL output.
+                    unsafe { bad_wr.write(wr) };
+                }
+                return Err(e);
+            }
+        };
         let mut cur = wr;
         while !cur.is_null() {
             let r = (|| {
@@ -987,8 +1000,18 @@ entry! {
 
 entry! {
     op errno fn op_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
-        let q = ptr::get::<ibv_qp, QpRs>(qp)?;
-        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        let found = ptr::get::<ibv_qp, QpRs>(qp).and_then(|q| Ok((q, ctx_rs(q.ctx as *const ibv_context)?)));
+        let (q, c) = match found {
+            Ok(v) => v,
+            Err(e) => {
+                // The first WR is the one refused.
+                if !bad_wr.is_null() {
+                    // SAFETY: the caller's non-NULL output.
+                    unsafe { bad_wr.write(wr) };
+                }
+                return Err(e);
+            }
+        };
         let mut cur = wr;
         while !cur.is_null() {
             // SAFETY: `cur` is the caller's WR.
@@ -1009,15 +1032,129 @@ entry! {
     }
 }
 
+/// An SRQ's Rust side.
+pub struct SrqRs {
+    ctx: usize,
+    id: SrqId,
+}
+
+fn srq_attr_c(a: &SrqAttr) -> ibv_srq_attr {
+    ibv_srq_attr {
+        max_wr: a.max_wr,
+        max_sge: a.max_sge,
+        srq_limit: a.srq_limit,
+    }
+}
+
 entry! {
-    /// No SRQs yet (an SRQ cannot be created, so there is none to post to).
-    op errno fn op_post_srq_recv(srq: *mut c_void, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
-        let _ = srq;
-        if !bad_wr.is_null() {
-            // SAFETY: the caller's non-NULL output.
-            unsafe { bad_wr.write(wr) };
+    export null fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+        let p = ptr::get::<ibv_pd, PdRs>(pd)?;
+        let c = ctx_rs(p.ctx as *const ibv_context)?;
+        // SAFETY: the caller's attributes (NULL is EINVAL).
+        let init = unsafe { ptr::read_in(srq_init_attr as *const ibv_srq_init_attr)? };
+        let want = SrqAttr { max_wr: init.attr.max_wr, max_sge: init.attr.max_sge, srq_limit: init.attr.srq_limit };
+        let (id, got) = c
+            .dev()
+            .with_stack(|s| s.verbs.create_srq(p.id, want))
+            .map_err(|e| conv::verbs_errno(&e))?;
+        // rdma-core writes the granted sizes back.
+        // SAFETY: the same caller struct, writable (`struct ibv_srq_init_attr *`).
+        unsafe { (*srq_init_attr).attr = srq_attr_c(&got) };
+        Ok(ptr::publish(
+            ibv_srq {
+                context: p.ctx as *mut ibv_context,
+                srq_context: init.srq_context,
+                pd,
+                handle: id.0,
+                mutex: [0; 5],
+                cond: [0; 6],
+                events_completed: 0,
+            },
+            SrqRs { ctx: p.ctx, id },
+        ))
+    }
+}
+
+/// `IBV_SRQ_MAX_WR` (resizing), `IBV_SRQ_LIMIT` (arming the limit event).
+const SRQ_MAX_WR: c_int = 1;
+const SRQ_LIMIT: c_int = 2;
+
+entry! {
+    /// Arms the SRQ limit; resizing is `EOPNOTSUPP` (softrdma's SRQs keep their size).
+    export errno fn ibv_modify_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr, srq_attr_mask: c_int) -> c_int {
+        let q = ptr::get::<ibv_srq, SrqRs>(srq)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        // SAFETY: the caller's attributes (NULL is EINVAL).
+        let a = unsafe { ptr::read_in(srq_attr as *const ibv_srq_attr)? };
+        if srq_attr_mask & !(SRQ_MAX_WR | SRQ_LIMIT) != 0 {
+            return Err(Errno::EINVAL);
         }
-        Err(Errno::EOPNOTSUPP)
+        if srq_attr_mask & SRQ_MAX_WR != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if srq_attr_mask & SRQ_LIMIT != 0 {
+            c.dev()
+                .with_stack(|s| s.verbs.arm_srq_limit(q.id, a.srq_limit))
+                .map_err(|e| conv::verbs_errno(&e))?;
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    export errno fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
+        let q = ptr::get::<ibv_srq, SrqRs>(srq)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        let a = c
+            .dev()
+            .with_stack(|s| s.verbs.srq(q.id).map(|s| s.attr()))
+            .map_err(|e| conv::verbs_errno(&e))?;
+        // SAFETY: the caller's output (NULL is EINVAL).
+        unsafe { ptr::write_out(srq_attr, srq_attr_c(&a)) }
+    }
+}
+
+entry! {
+    export errno fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
+        let q = ptr::get::<ibv_srq, SrqRs>(srq)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        c.dev().with_stack(|s| s.verbs.destroy_srq(q.id)).map_err(|e| conv::verbs_errno(&e))?;
+        drop(ptr::retire::<ibv_srq, SrqRs>(srq)?);
+        Ok(())
+    }
+}
+
+entry! {
+    op errno fn op_post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
+        let found = ptr::get::<ibv_srq, SrqRs>(srq).and_then(|q| Ok((q, ctx_rs(q.ctx as *const ibv_context)?)));
+        let (q, c) = match found {
+            Ok(v) => v,
+            Err(e) => {
+                // The first WR is the one refused.
+                if !bad_wr.is_null() {
+                    // SAFETY: the caller's non-NULL output.
+                    unsafe { bad_wr.write(wr) };
+                }
+                return Err(e);
+            }
+        };
+        let mut cur = wr;
+        while !cur.is_null() {
+            // SAFETY: `cur` is the caller's WR.
+            let (id, list, n, next) = unsafe { ((*cur).wr_id, (*cur).sg_list, (*cur).num_sge, (*cur).next) };
+            let r = sges(list, n).and_then(|sg| {
+                c.dev().post_srq_recv(q.id, RecvWr::new(id, sg)).map_err(|e| conv::dev_errno(&e))
+            });
+            if let Err(e) = r {
+                if !bad_wr.is_null() {
+                    // SAFETY: the caller's non-NULL output.
+                    unsafe { bad_wr.write(cur) };
+                }
+                return Err(e);
+            }
+            cur = next;
+        }
+        Ok(())
     }
 }
 
@@ -1588,18 +1725,6 @@ entry! {
 }
 
 entry! {
-    export_as "sv__ibv_create_srq" value fn x_ibv_create_srq() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_destroy_srq" value fn x_ibv_destroy_srq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
     export_as "sv__ibv_detach_mcast" value fn x_ibv_detach_mcast() -> c_int {
         libc::EOPNOTSUPP
     }
@@ -1642,19 +1767,7 @@ entry! {
 }
 
 entry! {
-    export_as "sv__ibv_modify_srq" value fn x_ibv_modify_srq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
     export_as "sv__ibv_query_ece" value fn x_ibv_query_ece() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_query_srq" value fn x_ibv_query_srq() -> c_int {
         libc::EOPNOTSUPP
     }
 }
@@ -2182,6 +2295,70 @@ mod tests {
             assert_eq!(ibv_destroy_ah(pd.cast()), EINVAL, "a PD is not an AH");
             assert_eq!(ibv_destroy_ah(ah), 0);
             assert_eq!(ibv_destroy_ah(ah), EINVAL, "twice");
+            // SRQs: NULL attributes, resizing (not supported), one in use cannot go.
+            assert!(ibv_create_srq(pd, null_mut()).is_null());
+            assert_eq!(errno(), EINVAL);
+            let mut si = ibv_srq_init_attr {
+                srq_context: null_mut(),
+                attr: ibv_srq_attr {
+                    max_wr: 8,
+                    max_sge: 1,
+                    srq_limit: 0,
+                },
+            };
+            let srq = ibv_create_srq(pd, &mut si);
+            assert!(!srq.is_null(), "errno {}", errno());
+            assert!(si.attr.max_wr >= 8, "granted sizes written back");
+            let mut sa = ibv_srq_attr {
+                max_wr: 64,
+                ..Default::default()
+            };
+            assert_eq!(ibv_modify_srq(srq, &mut sa, 1), libc::EOPNOTSUPP);
+            sa.srq_limit = 2;
+            assert_eq!(ibv_modify_srq(srq, &mut sa, 2), 0);
+            assert_eq!(ibv_query_srq(srq, &mut sa), 0);
+            assert_eq!(sa.srq_limit, 2);
+            assert_eq!(ibv_query_srq(srq, null_mut()), EINVAL);
+            let mut rwr = ibv_recv_wr {
+                wr_id: 1,
+                next: null_mut(),
+                sg_list: null_mut(),
+                num_sge: 0,
+            };
+            let mut bad = null_mut();
+            assert_eq!(
+                op_post_srq_recv(cq.cast(), &mut rwr, &mut bad),
+                EINVAL,
+                "a CQ is not an SRQ"
+            );
+            assert_eq!(bad, &mut rwr as *mut ibv_recv_wr);
+            rwr.num_sge = 2000;
+            assert_eq!(
+                op_post_srq_recv(srq, &mut rwr, &mut bad),
+                EINVAL,
+                "num_sge past any bound"
+            );
+            let mut init = ibv_qp_init_attr {
+                qp_context: null_mut(),
+                send_cq: cq,
+                recv_cq: cq,
+                srq: srq.cast(),
+                cap: ibv_qp_cap {
+                    max_send_wr: 4,
+                    max_recv_wr: 0,
+                    max_send_sge: 1,
+                    max_recv_sge: 0,
+                    max_inline_data: 0,
+                },
+                qp_type: 2,
+                sq_sig_all: 0,
+            };
+            let qp = ibv_create_qp(pd, &mut init);
+            assert!(!qp.is_null(), "errno {}", errno());
+            assert_eq!(ibv_destroy_srq(srq), libc::EBUSY);
+            assert_eq!(ibv_destroy_qp(qp), 0);
+            assert_eq!(ibv_destroy_srq(srq), 0);
+            assert_eq!(ibv_destroy_srq(srq), EINVAL, "twice");
             assert_eq!(op_poll_cq(cq, 4, null_mut()), -1);
             assert_eq!(op_poll_cq(cq, -1, &mut ibv_wc::default()), -1);
             assert_eq!(op_poll_cq(null_mut(), 1, &mut ibv_wc::default()), -1);

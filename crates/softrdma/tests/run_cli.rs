@@ -330,3 +330,13 @@ fn debian_perftest_ib_read_bw() {
 fn debian_perftest_ib_send_lat() {
     perftest("ib_send_lat");
 }
+
+#[test]
+fn debian_ibv_srq_pingpong_two_processes() {
+    pingpong("ibv_srq_pingpong", &[]);
+}
+
+#[test]
+fn debian_ibv_srq_pingpong_two_processes_with_completion_channels() {
+    pingpong("ibv_srq_pingpong", &["-e"]);
+}
