@@ -340,3 +340,18 @@ fn debian_ibv_srq_pingpong_two_processes() {
 fn debian_ibv_srq_pingpong_two_processes_with_completion_channels() {
     pingpong("ibv_srq_pingpong", &["-e"]);
 }
+
+#[test]
+fn debian_perftest_ib_atomic_bw() {
+    perftest("ib_atomic_bw");
+}
+
+#[test]
+fn debian_perftest_ib_read_lat() {
+    perftest("ib_read_lat");
+}
+
+#[test]
+fn debian_perftest_ib_write_lat() {
+    perftest("ib_write_lat");
+}
