@@ -427,6 +427,45 @@ mod tests {
     }
 }
 
+/// What a received UD message's 40-byte GRH area says about its path: `(the sender's GID, our
+/// GID it was sent to, flow label, traffic class)`. On RoCEv2 over IPv4 the area holds the
+/// IPv4 header in its last 20 bytes (recognised, as rdma-core does, by its version, length and
+/// a valid checksum), else it is an IPv6 header.
+pub fn path_from_grh(g: &[u8; 40]) -> Option<(Gid, Gid, u32, u8)> {
+    let ip4 = &g[20..];
+    if ip4[0] == 0x45 {
+        let mut sum: u32 = ip4
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        if sum == 0xffff {
+            let v4 = |b: &[u8]| {
+                Gid::from_ip(std::net::IpAddr::V4(std::net::Ipv4Addr::new(
+                    b[0], b[1], b[2], b[3],
+                )))
+            };
+            return Some((v4(&ip4[12..16]), v4(&ip4[16..20]), 0, ip4[1]));
+        }
+    }
+    if g[0] >> 4 == 6 {
+        let word = u32::from_be_bytes([g[0], g[1], g[2], g[3]]);
+        let mut src = [0u8; 16];
+        let mut dst = [0u8; 16];
+        src.copy_from_slice(&g[8..24]);
+        dst.copy_from_slice(&g[24..40]);
+        return Some((
+            Gid(src),
+            Gid(dst),
+            word & 0xf_ffff,
+            ((word >> 20) & 0xff) as u8,
+        ));
+    }
+    None
+}
+
 /// `ibv_copy_ah_attr_from_kern`: the kernel's address vector → verbs'.
 pub fn ah_attr_from_kern(k: &ib_uverbs_ah_attr) -> ibv_ah_attr {
     ibv_ah_attr {
@@ -537,6 +576,23 @@ pub fn path_rec_to_kern(u: &ibv_sa_path_rec) -> ib_user_path_rec {
 #[cfg(test)]
 mod kern_tests {
     use super::*;
+
+    #[test]
+    fn grh_areas_name_the_sender_for_ipv4_and_ipv6() {
+        let s4 = "127.0.0.2".parse().unwrap();
+        let d4 = "127.0.0.1".parse().unwrap();
+        let g = softrdma_core::transport::ud::grh_area(s4, d4, 100, None);
+        let (src, dst, fl, _) = path_from_grh(&g).unwrap();
+        assert_eq!((src, dst, fl), (Gid::from_ip(s4), Gid::from_ip(d4), 0));
+        let s6: std::net::IpAddr = "fd00::2".parse().unwrap();
+        let d6: std::net::IpAddr = "fd00::1".parse().unwrap();
+        let g = softrdma_core::transport::ud::grh_area(s6, d6, 100, None);
+        let (src, dst, _, _) = path_from_grh(&g).unwrap();
+        assert_eq!((src, dst), (Gid::from_ip(s6), Gid::from_ip(d6)));
+        let mut bad = softrdma_core::transport::ud::grh_area(s4, d4, 100, None);
+        bad[30] ^= 1; // the IPv4 checksum no longer holds, and it is no IPv6 header either
+        assert!(path_from_grh(&bad).is_none());
+    }
 
     #[test]
     fn kernel_structures_convert_field_by_field() {

@@ -519,19 +519,92 @@ pub struct AhRs {
     av: AddressVector,
 }
 
+/// `ibv_create_ah`'s work (shared with `ibv_create_ah_from_wc`: an export is never called
+/// from Rust, its implementation symbol is renamed away at link time).
+fn create_ah(pd: *mut ibv_pd, a: &ibv_ah_attr) -> Result<*mut ibv_ah, Errno> {
+    let p = ptr::get::<ibv_pd, PdRs>(pd)?;
+    let av = conv::ah_attr(a)?;
+    let c = ctx_rs(p.ctx as *const ibv_context)?;
+    // The source GID must exist (rxe: EINVAL).
+    c.dev()
+        .query_gid(1, av.sgid_index)
+        .map_err(|_| Errno::EINVAL)?;
+    Ok(ptr::publish(
+        ibv_ah {
+            context: p.ctx as *mut ibv_context,
+            pd,
+            handle: 0,
+        },
+        AhRs { pd: p.id, av },
+    ))
+}
+
 entry! {
     export null fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
-        let p = ptr::get::<ibv_pd, PdRs>(pd)?;
         // SAFETY: the caller's attributes (NULL is EINVAL).
         let a = unsafe { ptr::read_in(attr as *const ibv_ah_attr)? };
-        let av = conv::ah_attr(&a)?;
-        let c = ctx_rs(p.ctx as *const ibv_context)?;
-        // The source GID must exist (rxe: EINVAL).
-        c.dev().query_gid(1, av.sgid_index).map_err(|_| Errno::EINVAL)?;
-        Ok(ptr::publish(
-            ibv_ah { context: p.ctx as *mut ibv_context, pd, handle: 0 },
-            AhRs { pd: p.id, av },
-        ))
+        create_ah(pd, &a)
+    }
+}
+
+/// `IBV_WC_GRH`.
+const WC_GRH: u32 = 1;
+
+/// The address vector that answers a received UD message (`ibv_init_ah_from_wc`).
+fn ah_from_wc(
+    context: *mut ibv_context,
+    port_num: u8,
+    wc: *const ibv_wc,
+    grh: *const [u8; 40],
+) -> Result<ibv_ah_attr, Errno> {
+    let c = ctx_rs(context)?;
+    // SAFETY: the caller's completion (NULL is EINVAL).
+    let w = unsafe { ptr::read_in(wc)? };
+    if w.wc_flags & WC_GRH == 0 {
+        // RoCE has no path without a GRH.
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: the caller's 40-byte GRH area, the start of the receive buffer (NULL is EINVAL).
+    let g = unsafe { ptr::read_in(grh)? };
+    let (remote, local, flow_label, tclass) = conv::path_from_grh(&g).ok_or(Errno::EINVAL)?;
+    let sgid_index = c
+        .dev()
+        .with_stack(|s| s.device.find_gid(port_num, &local, GidType::RoceV2))
+        .map_err(|_| Errno::EINVAL)?;
+    Ok(ibv_ah_attr {
+        grh: ibv_global_route {
+            dgid: ibv_gid { raw: remote.0 },
+            flow_label,
+            sgid_index: u8::try_from(sgid_index).map_err(|_| Errno::EINVAL)?,
+            hop_limit: 0xff,
+            traffic_class: tclass,
+        },
+        dlid: 0,
+        sl: w.sl,
+        src_path_bits: 0,
+        static_rate: 0,
+        is_global: 1,
+        port_num,
+    })
+}
+
+entry! {
+    /// The address handle attributes that reply to a received UD message: the sender's GID
+    /// from the GRH area, our GID it was sent to as the source index; -1 with `EINVAL` when
+    /// there is no GRH or the area names none of our GIDs.
+    export neg fn ibv_init_ah_from_wc(context: *mut ibv_context, port_num: u8, wc: *mut ibv_wc, grh: *mut c_void, ah_attr: *mut ibv_ah_attr) -> c_int {
+        let a = ah_from_wc(context, port_num, wc, grh as *const [u8; 40])?;
+        // SAFETY: the caller's output (NULL is EINVAL).
+        unsafe { ptr::write_out(ah_attr, a)? };
+        Ok(0)
+    }
+}
+
+entry! {
+    export null fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut c_void, port_num: u8) -> *mut ibv_ah {
+        let p = ptr::get::<ibv_pd, PdRs>(pd)?;
+        let a = ah_from_wc(p.ctx as *mut ibv_context, port_num, wc, grh as *const [u8; 40])?;
+        create_ah(pd, &a)
     }
 }
 
@@ -1719,12 +1792,6 @@ entry! {
 }
 
 entry! {
-    export_as "sv__ibv_create_ah_from_wc" value fn x_ibv_create_ah_from_wc() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
     export_as "sv__ibv_detach_mcast" value fn x_ibv_detach_mcast() -> c_int {
         libc::EOPNOTSUPP
     }
@@ -1757,12 +1824,6 @@ entry! {
 entry! {
     export_as "sv__ibv_import_pd" value fn x_ibv_import_pd() -> *mut c_void {
         unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_init_ah_from_wc" value fn x_ibv_init_ah_from_wc() -> c_int {
-        unsupported_neg()
     }
 }
 
@@ -2766,6 +2827,134 @@ mod tests {
             );
             assert_eq!(ibv_dereg_mr(lmr), 0);
             assert_eq!(ibv_dereg_mr(rmr), 0);
+        }
+    }
+
+    #[test]
+    fn ud_replies_are_addressed_from_the_received_grh() {
+        // SAFETY (test): our own objects and buffers, alive until the end.
+        unsafe {
+            let ctx = open_lo();
+            let pd = ibv_alloc_pd(ctx);
+            let cq = ibv_create_cq(ctx, 8, null_mut(), null_mut(), 0);
+            let mk = || {
+                let mut init = ibv_qp_init_attr {
+                    qp_context: null_mut(),
+                    send_cq: cq,
+                    recv_cq: cq,
+                    srq: null_mut(),
+                    cap: ibv_qp_cap {
+                        max_send_wr: 2,
+                        max_recv_wr: 2,
+                        max_send_sge: 1,
+                        max_recv_sge: 1,
+                        max_inline_data: 0,
+                    },
+                    qp_type: 4,
+                    sq_sig_all: 1,
+                };
+                let q = ibv_create_qp(pd, &mut init);
+                assert!(!q.is_null());
+                let mut at = ibv_qp_attr {
+                    qp_state: 1,
+                    port_num: 1,
+                    qkey: 0x11,
+                    ..Default::default()
+                };
+                assert_eq!(
+                    ibv_modify_qp(q, &mut at, M_STATE | M_PKEY | M_PORT | (1 << 6)),
+                    0
+                );
+                let mut at = ibv_qp_attr {
+                    qp_state: 2,
+                    ..Default::default()
+                };
+                assert_eq!(ibv_modify_qp(q, &mut at, M_STATE), 0);
+                let mut at = ibv_qp_attr {
+                    qp_state: 3,
+                    sq_psn: 1,
+                    ..Default::default()
+                };
+                assert_eq!(ibv_modify_qp(q, &mut at, M_STATE | M_SQ_PSN), 0);
+                q
+            };
+            let (a, b) = (mk(), mk());
+            let mut buf = vec![0u8; 256];
+            let mr = ibv_reg_mr(pd, buf.as_mut_ptr().cast(), 256, 1);
+            let base = buf.as_ptr() as u64;
+            let mut rsge = ibv_sge {
+                addr: base + 128,
+                length: 128,
+                lkey: (*mr).lkey,
+            };
+            let mut rwr = ibv_recv_wr {
+                wr_id: 2,
+                next: null_mut(),
+                sg_list: &mut rsge,
+                num_sge: 1,
+            };
+            let mut bad = null_mut();
+            assert_eq!(op_post_recv(b, &mut rwr, &mut bad), 0);
+            let mut gid = ibv_gid::default();
+            assert_eq!(ibv_query_gid(ctx, 1, 1, &mut gid), 0);
+            let mut ah_attr = ibv_ah_attr {
+                is_global: 1,
+                port_num: 1,
+                ..Default::default()
+            };
+            ah_attr.grh.dgid = gid;
+            ah_attr.grh.sgid_index = 1;
+            let ah = ibv_create_ah(pd, &mut ah_attr);
+            let mut sge = ibv_sge {
+                addr: base,
+                length: 16,
+                lkey: (*mr).lkey,
+            };
+            let mut wr = ibv_send_wr {
+                wr_id: 1,
+                next: null_mut(),
+                sg_list: &mut sge,
+                num_sge: 1,
+                opcode: 2,
+                send_flags: conv::SEND_SIGNALED,
+                imm_data: 0,
+                wr: [ah as u64, u64::from((*b).qp_num) | (0x11u64 << 32), 0, 0],
+                remote_srqn: 0,
+                rest: [0; 6],
+            };
+            let mut bad = null_mut();
+            assert_eq!(op_post_send(a, &mut wr, &mut bad), 0);
+            let mut got = [one(cq), one(cq)];
+            got.sort_by_key(|w| w.wr_id);
+            assert_eq!(
+                (got[0].status, got[1].status, got[1].byte_len),
+                (0, 0, 40 + 16)
+            );
+            let rwc = got[1];
+            assert_eq!(rwc.wc_flags & WC_GRH, WC_GRH);
+            assert_eq!(rwc.src_qp, (*a).qp_num);
+            let grh = buf.as_mut_ptr().add(128).cast::<c_void>();
+            let mut back = ibv_ah_attr::default();
+            assert_eq!(
+                ibv_init_ah_from_wc(ctx, 1, &rwc as *const ibv_wc as *mut ibv_wc, grh, &mut back),
+                0
+            );
+            assert_eq!(
+                (back.is_global, back.grh.sgid_index, back.port_num),
+                (1, 1, 1)
+            );
+            assert_eq!(back.grh.dgid, gid, "the sender is this device's GID 1");
+            let reply = ibv_create_ah_from_wc(pd, &rwc as *const ibv_wc as *mut ibv_wc, grh, 1);
+            assert!(!reply.is_null());
+            // Without a GRH, or without a completion: EINVAL.
+            let mut nogrh = rwc;
+            nogrh.wc_flags = 0;
+            assert_eq!(ibv_init_ah_from_wc(ctx, 1, &mut nogrh, grh, &mut back), -1);
+            assert_eq!(errno(), EINVAL);
+            assert_eq!(ibv_init_ah_from_wc(ctx, 1, null_mut(), grh, &mut back), -1);
+            assert!(ibv_create_ah_from_wc(pd, &mut nogrh, grh, 1).is_null());
+            assert_eq!(ibv_destroy_ah(reply), 0);
+            assert_eq!(ibv_destroy_ah(ah), 0);
         }
     }
 

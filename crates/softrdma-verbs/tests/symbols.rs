@@ -47,6 +47,20 @@ fn exports(path: &std::path::Path) -> BTreeSet<(String, String, bool)> {
 
 #[test]
 fn every_export_is_versioned_as_rdma_core_44_versions_it() {
+    let dump = Command::new("objdump")
+        .arg("-T")
+        .arg(lib())
+        .output()
+        .unwrap();
+    let undefined: Vec<String> = String::from_utf8_lossy(&dump.stdout)
+        .lines()
+        .filter(|l| l.contains("*UND*") && l.contains("sv"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        undefined.is_empty(),
+        "calls to renamed implementations: {undefined:?}"
+    );
     let ours = exports(&lib());
     assert!(ours.len() >= 40, "{ours:?}");
     for (ver, name, _) in &ours {
