@@ -1134,6 +1134,12 @@ impl Device {
         Ok(())
     }
 
+    /// The next asynchronous event of the device's verbs objects (`ibv_get_async_event`'s
+    /// source: QP fatal, SQ drained, last WQE, SRQ limit, CQ overrun). Wakes nobody.
+    pub fn poll_async_event(&self) -> Option<softrdma_core::verbs::AsyncEvent> {
+        self.shared.state().stack.verbs.poll_event()
+    }
+
     /// `ibv_post_srq_recv`.
     pub fn post_srq_recv(&self, srq: SrqId, wr: RecvWr) -> Result<()> {
         Ok(self.shared.state().stack.verbs.post_srq_recv(srq, wr)?)

@@ -231,6 +231,14 @@ pub struct ibv_gid_entry {
     pub ndev_ifindex: u32,
 }
 
+/// `struct ibv_async_event`: `element` is the union `{cq, qp, srq, wq, port_num}`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_async_event {
+    pub element: usize,
+    pub event_type: c_int,
+}
+
 /// `struct ibv_srq`.
 #[repr(C)]
 pub struct ibv_srq {
@@ -660,6 +668,7 @@ layout! {
     ibv_ah { context, pd, handle }
     ibv_srq { context, srq_context, pd, handle, mutex, cond, events_completed }
     ibv_srq_attr { max_wr, max_sge, srq_limit }
+    ibv_async_event { element, event_type }
     ibv_srq_init_attr { srq_context, attr }
     ibv_mr { context, pd, addr, length, handle, lkey, rkey }
     ibv_comp_channel { context, fd, refcnt }

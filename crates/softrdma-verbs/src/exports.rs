@@ -199,6 +199,13 @@ struct CtxShared {
     dev: Device,
     armed: Mutex<Vec<Armed>>,
     stop: AtomicBool,
+    /// The context's `async_fd` (an eventfd counting queued events) and the events.
+    async_fd: OwnedFd,
+    async_events: Mutex<VecDeque<ibv_async_event>>,
+    /// The C objects async events name: QPs by number, CQs and SRQs by id.
+    qps: Mutex<std::collections::HashMap<u32, usize>>,
+    cqs: Mutex<std::collections::HashMap<u32, usize>>,
+    srqs: Mutex<std::collections::HashMap<u32, usize>>,
 }
 
 /// A context's Rust side.
@@ -235,8 +242,33 @@ impl CtxRs {
     }
 }
 
+/// Moves the core's asynchronous events to the context's `async_fd` (`enum ibv_event_type`
+/// values), naming the C objects; events of objects already destroyed are dropped.
+fn deliver_async(s: &CtxShared) {
+    use softrdma_core::verbs::AsyncEvent as E;
+    while let Some(ev) = s.dev.poll_async_event() {
+        let (map, key, ty) = match ev {
+            E::CqErr(cq) => (&s.cqs, cq.0, 0),
+            E::QpFatal(qpn) => (&s.qps, qpn, 1),
+            E::SqDrained(qpn) => (&s.qps, qpn, 5),
+            E::SrqLimitReached(srq) => (&s.srqs, srq.0, 15),
+            E::LastWqeReached(qpn) => (&s.qps, qpn, 16),
+        };
+        let Some(&element) = lock(map).get(&key) else {
+            continue;
+        };
+        lock(&s.async_events).push_back(ibv_async_event {
+            element,
+            event_type: ty,
+        });
+        // An eventfd write only fails when the counter would overflow.
+        let _ = rustix::io::write(&s.async_fd, &1u64.to_ne_bytes());
+    }
+}
+
 /// Delivers an event for every armed CQ that got a completion since it was armed.
 fn fire(s: &CtxShared) {
+    deliver_async(s);
     let mut armed = lock(&s.armed);
     armed.retain(|a| {
         let now = s.dev.cq_completions_added(a.cq).unwrap_or(0);
@@ -308,7 +340,7 @@ entry! {
     export null fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
         let (_, info) = device_info(device)?;
         let dev = open_dev(info)?;
-        let v = verbs_context {
+        let mut v = verbs_context {
             query_port: Some(op_query_port),
             ops: [None; 37],
             abi_placeholder3: 0,
@@ -323,11 +355,28 @@ entry! {
                 abi_compat: VERBS_ABI_IS_EXTENDED as *mut c_void,
             },
         };
+        let async_fd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::SEMAPHORE,
+        )
+        .map_err(|e| Errno(e.raw_os_error()))?;
+        v.context.async_fd = async_fd.as_raw_fd();
         let rs = CtxRs {
             ifindex: nix::net::if_::if_nametoindex(info.ifname.as_str()).unwrap_or(0),
-            shared: Arc::new(CtxShared { dev, armed: Mutex::new(Vec::new()), stop: AtomicBool::new(false) }),
+            shared: Arc::new(CtxShared {
+                dev,
+                armed: Mutex::new(Vec::new()),
+                stop: AtomicBool::new(false),
+                async_fd,
+                async_events: Mutex::new(VecDeque::new()),
+                qps: Mutex::default(),
+                cqs: Mutex::default(),
+                srqs: Mutex::default(),
+            }),
             watcher: Mutex::new(None),
         };
+        // The watcher delivers completion-channel and asynchronous events.
+        rs.watch();
         Ok(ptr::publish_ctx(v, rs))
     }
 }
@@ -484,6 +533,31 @@ entry! {
         // SAFETY: the caller's output (the P_Key in network byte order, as rdma-core's).
         unsafe { ptr::write_out(pkey, k.0.to_be())? };
         Ok(0)
+    }
+}
+
+entry! {
+    /// The next asynchronous event: blocks on `async_fd` unless the application made it
+    /// non-blocking (then -1 with `EAGAIN` when there is none).
+    export neg fn ibv_get_async_event(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int {
+        let c = ctx_rs(context)?;
+        if event.is_null() {
+            return Err(Errno::EINVAL);
+        }
+        let mut buf = [0u8; 8];
+        rustix::io::read(&c.shared.async_fd, &mut buf).map_err(|e| Errno(e.raw_os_error()))?;
+        let ev = lock(&c.shared.async_events).pop_front().ok_or(Errno(libc::EAGAIN))?;
+        // SAFETY: the caller's output (checked non-NULL).
+        unsafe { ptr::write_out(event, ev)? };
+        Ok(0)
+    }
+}
+
+entry! {
+    /// Acknowledges an event (rdma-core counts them for destroy calls that wait; ours do not
+    /// wait, so there is nothing to count).
+    export value fn ibv_ack_async_event(event: *mut ibv_async_event) -> () {
+        let _ = event;
     }
 }
 
@@ -748,7 +822,7 @@ entry! {
         if let Some((_, ch)) = &chan {
             ch.users.fetch_add(1, Ordering::AcqRel);
         }
-        Ok(ptr::publish(
+        let p = ptr::publish(
             ibv_cq {
                 context,
                 channel,
@@ -761,7 +835,9 @@ entry! {
                 async_events_completed: 0,
             },
             CqRs { ctx: context as usize, id, chan, acked: AtomicU32::new(0) },
-        ))
+        );
+        lock(&c.shared.cqs).insert(id.0, p as usize);
+        Ok(p)
     }
 }
 
@@ -770,6 +846,7 @@ entry! {
         let q = ptr::get::<ibv_cq, CqRs>(cq)?;
         let c = ctx_rs(q.ctx as *const ibv_context)?;
         c.dev().destroy_cq(q.id).map_err(|e| conv::dev_errno(&e))?;
+        lock(&c.shared.cqs).remove(&q.id.0);
         lock(&c.shared.armed).retain(|a| a.cq != q.id);
         if let Some((_, ch)) = &q.chan {
             ch.users.fetch_sub(1, Ordering::AcqRel);
@@ -898,7 +975,7 @@ entry! {
         // rdma-core writes the granted capabilities back.
         // SAFETY: the same caller struct, writable (it is `struct ibv_qp_init_attr *`).
         unsafe { (*qp_init_attr).cap = conv::cap_c(&granted) };
-        Ok(ptr::publish(
+        let q = ptr::publish(
             ibv_qp {
                 context: p.ctx as *mut ibv_context,
                 qp_context: a.qp_context,
@@ -922,7 +999,9 @@ entry! {
                 pd: p.id,
                 ud: ty == QpType::Ud,
             },
-        ))
+        );
+        lock(&c.shared.qps).insert(qpn, q as usize);
+        Ok(q)
     }
 }
 
@@ -973,6 +1052,7 @@ entry! {
         let q = ptr::get::<ibv_qp, QpRs>(qp)?;
         let c = ctx_rs(q.ctx as *const ibv_context)?;
         c.dev().destroy_qp(q.qpn).map_err(|e| conv::dev_errno(&e))?;
+        lock(&c.shared.qps).remove(&q.qpn);
         drop(ptr::retire::<ibv_qp, QpRs>(qp)?);
         Ok(())
     }
@@ -1133,7 +1213,7 @@ entry! {
         // rdma-core writes the granted sizes back.
         // SAFETY: the same caller struct, writable (`struct ibv_srq_init_attr *`).
         unsafe { (*srq_init_attr).attr = srq_attr_c(&got) };
-        Ok(ptr::publish(
+        let q = ptr::publish(
             ibv_srq {
                 context: p.ctx as *mut ibv_context,
                 srq_context: init.srq_context,
@@ -1144,7 +1224,9 @@ entry! {
                 events_completed: 0,
             },
             SrqRs { ctx: p.ctx, id },
-        ))
+        );
+        lock(&c.shared.srqs).insert(id.0, q as usize);
+        Ok(q)
     }
 }
 
@@ -1192,6 +1274,7 @@ entry! {
         let q = ptr::get::<ibv_srq, SrqRs>(srq)?;
         let c = ctx_rs(q.ctx as *const ibv_context)?;
         c.dev().with_stack(|s| s.verbs.destroy_srq(q.id)).map_err(|e| conv::verbs_errno(&e))?;
+        lock(&c.shared.srqs).remove(&q.id.0);
         drop(ptr::retire::<ibv_srq, SrqRs>(srq)?);
         Ok(())
     }
@@ -1422,12 +1505,6 @@ entry! {
 entry! {
     export_as "sv__execute_ioctl" value fn x_execute_ioctl() -> c_int {
         libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_ack_async_event" value fn x_ibv_ack_async_event() -> () {
-        unsupported_void()
     }
 }
 
@@ -1794,12 +1871,6 @@ entry! {
 entry! {
     export_as "sv__ibv_detach_mcast" value fn x_ibv_detach_mcast() -> c_int {
         libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_get_async_event" value fn x_ibv_get_async_event() -> c_int {
-        unsupported_neg()
     }
 }
 
@@ -2509,11 +2580,17 @@ mod tests {
 
     /// Two RC QPs of one device connected to each other over the loopback.
     unsafe fn pair() -> Pair {
+        // SAFETY (test): as `pair_cqe`.
+        unsafe { pair_cqe(16) }
+    }
+
+    /// [`pair`] sharing one CQ of `cqe` entries.
+    unsafe fn pair_cqe(cqe: c_int) -> Pair {
         // SAFETY (test): the ibv_rc_pingpong sequence, on our own objects.
         unsafe {
             let ctx = open_lo();
             let pd = ibv_alloc_pd(ctx);
-            let cq = ibv_create_cq(ctx, 16, null_mut(), null_mut(), 0);
+            let cq = ibv_create_cq(ctx, cqe, null_mut(), null_mut(), 0);
             let mk = || {
                 let mut init = ibv_qp_init_attr {
                     qp_context: null_mut(),
@@ -2955,6 +3032,75 @@ mod tests {
             assert!(ibv_create_ah_from_wc(pd, &mut nogrh, grh, 1).is_null());
             assert_eq!(ibv_destroy_ah(reply), 0);
             assert_eq!(ibv_destroy_ah(ah), 0);
+        }
+    }
+
+    #[test]
+    fn a_cq_overrun_is_an_async_event_on_the_pollable_async_fd() {
+        // SAFETY (test): our own objects and buffers, alive until the end.
+        unsafe {
+            let p = pair_cqe(1);
+            let depth = (*p.cq).cqe as usize;
+            let fd = (*p.ctx).async_fd;
+            assert!(fd >= 0);
+            let mut buf = vec![0u8; 64];
+            let mr = ibv_reg_mr(p.pd, buf.as_mut_ptr().cast(), 64, 1 | 2);
+            let (addr, rkey) = (buf.as_ptr() as u64, u64::from((*mr).rkey));
+            // More signaled WRITEs than the CQ holds, never polled: completions are lost.
+            let start = std::time::Instant::now();
+            let mut posted = 0;
+            while posted < depth + 4 {
+                let mut sge = ibv_sge {
+                    addr,
+                    length: 8,
+                    lkey: (*mr).lkey,
+                };
+                match post(
+                    &p,
+                    &mut sge,
+                    0,
+                    conv::SEND_SIGNALED,
+                    [addr + 32, rkey, 0, 0],
+                ) {
+                    0 => posted += 1,
+                    e => {
+                        // The send queue is full until earlier WRITEs complete.
+                        assert_eq!(e, libc::ENOMEM);
+                        assert!(start.elapsed() < Duration::from_secs(10));
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+            }
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            assert_eq!(
+                libc::poll(&mut pfd, 1, 5000),
+                1,
+                "async_fd never became readable"
+            );
+            let mut ev = ibv_async_event {
+                element: 0,
+                event_type: -1,
+            };
+            assert_eq!(ibv_get_async_event(p.ctx, &mut ev), 0);
+            assert_eq!(ev.event_type, 0, "IBV_EVENT_CQ_ERR");
+            assert_eq!(ev.element, p.cq as usize);
+            ibv_ack_async_event(&mut ev);
+            assert_eq!(ibv_get_async_event(p.ctx, null_mut()), -1);
+            // Non-blocking and empty: EAGAIN, not a hang.
+            assert_eq!(libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK), 0);
+            assert_eq!(ibv_get_async_event(p.ctx, &mut ev), -1);
+            assert_eq!(errno(), libc::EAGAIN);
+            // The one completion that fit is still there; polling never hands out more.
+            let mut wcs = vec![ibv_wc::default(); depth + 8];
+            let n = op_poll_cq(p.cq, (depth + 8) as c_int, wcs.as_mut_ptr());
+            assert!(
+                n >= 0 && n as usize <= depth,
+                "{n} completions from a CQ of {depth}"
+            );
         }
     }
 

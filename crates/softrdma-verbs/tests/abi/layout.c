@@ -344,5 +344,8 @@ int main(void)
 	O("ibv_qp_attr.alt_port_num", struct ibv_qp_attr, alt_port_num);
 	O("ibv_qp_attr.alt_timeout", struct ibv_qp_attr, alt_timeout);
 	O("ibv_qp_attr.rate_limit", struct ibv_qp_attr, rate_limit);
+	S("ibv_async_event", struct ibv_async_event);
+	O("ibv_async_event.element", struct ibv_async_event, element);
+	O("ibv_async_event.event_type", struct ibv_async_event, event_type);
 	return 0;
 }
