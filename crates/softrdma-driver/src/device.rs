@@ -79,7 +79,7 @@ use softrdma_core::time::Instant;
 use softrdma_core::transport::emit::{Train, TransmitBatch};
 use softrdma_core::verbs::{
     AccessFlags, CqId, Memory, Mr, MrKeys, MrTable, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr,
-    RecvWr, SendWr, VerbsError, WorkCompletion,
+    RecvWr, SendWr, SrqId, VerbsError, WorkCompletion,
 };
 use softrdma_core::Stack;
 use softrdma_wire::icrc::ROCE_V2_PORT;
@@ -1094,6 +1094,12 @@ impl Device {
         Ok(self.shared.state().stack.verbs.create_cq(cqe)?)
     }
 
+    /// How many completions were ever added to `cq` (a completion channel's "new since
+    /// armed" check). Takes the lock briefly and wakes nobody.
+    pub fn cq_completions_added(&self, cq: CqId) -> Result<u64> {
+        Ok(self.shared.state().stack.verbs.cq(cq)?.completions_added())
+    }
+
     /// `ibv_destroy_cq`.
     pub fn destroy_cq(&self, cq: CqId) -> Result<()> {
         Ok(self.shared.state().stack.verbs.destroy_cq(cq)?)
@@ -1142,6 +1148,17 @@ impl Device {
         // A UD send (or a failed one) may have completed already.
         self.shared.signal();
         Ok(())
+    }
+
+    /// The next asynchronous event of the device's verbs objects (`ibv_get_async_event`'s
+    /// source: QP fatal, SQ drained, last WQE, SRQ limit, CQ overrun). Wakes nobody.
+    pub fn poll_async_event(&self) -> Option<softrdma_core::verbs::AsyncEvent> {
+        self.shared.state().stack.verbs.poll_event()
+    }
+
+    /// `ibv_post_srq_recv`.
+    pub fn post_srq_recv(&self, srq: SrqId, wr: RecvWr) -> Result<()> {
+        Ok(self.shared.state().stack.verbs.post_srq_recv(srq, wr)?)
     }
 
     /// `ibv_post_recv`.

@@ -9,6 +9,11 @@
 //!
 //! Linux's default THP policy ("madvise") backs only regions that ask; without THP, or
 //! where the mapping is refused, the region is a heap vector as before.
+//!
+//! An MR may also sit on memory it does not own ([`Memory::external`]): the application's own
+//! buffer behind a C ABI (`softrdma-verbs`' `ibv_reg_mr`), reached through an
+//! [`ExternalMemory`] window that the owner of that memory implements. This crate and the
+//! core stay free of `unsafe`; the window's implementation carries it.
 
 #![forbid(unsafe_code)]
 
@@ -27,6 +32,18 @@ pub struct Memory(Inner);
 enum Inner {
     Heap(Vec<u8>),
     Mapped(MmapMut),
+    External(Box<dyn ExternalMemory>),
+}
+
+/// Bytes an MR reaches but does not own: a bounds-checked window on memory someone else
+/// holds (an application's buffer registered through the C ABI). Each call hands out the
+/// whole window for the duration of one access; the device copies into or out of it and lets
+/// go, as a NIC's DMA engine touches registered memory only while it moves data.
+pub trait ExternalMemory: Send + Sync {
+    /// The window's bytes.
+    fn bytes(&self) -> &[u8];
+    /// The window's bytes, mutably.
+    fn bytes_mut(&mut self) -> &mut [u8];
 }
 
 impl Memory {
@@ -43,6 +60,16 @@ impl Memory {
         Memory(Inner::Heap(vec![0; len]))
     }
 
+    /// An MR on memory it does not own (see [`ExternalMemory`]).
+    pub fn external(window: Box<dyn ExternalMemory>) -> Memory {
+        Memory(Inner::External(window))
+    }
+
+    /// Whether the bytes are an [`ExternalMemory`] window.
+    pub fn is_external(&self) -> bool {
+        matches!(self.0, Inner::External(_))
+    }
+
     /// Whether the bytes are a mapping advised for huge pages.
     pub fn is_mapped(&self) -> bool {
         matches!(self.0, Inner::Mapped(_))
@@ -53,6 +80,7 @@ impl Memory {
         match self.0 {
             Inner::Heap(v) => v,
             Inner::Mapped(m) => m.to_vec(),
+            Inner::External(w) => w.bytes().to_vec(),
         }
     }
 }
@@ -75,6 +103,7 @@ impl Deref for Memory {
         match &self.0 {
             Inner::Heap(v) => v,
             Inner::Mapped(m) => m,
+            Inner::External(w) => w.bytes(),
         }
     }
 }
@@ -84,15 +113,18 @@ impl DerefMut for Memory {
         match &mut self.0 {
             Inner::Heap(v) => v,
             Inner::Mapped(m) => m,
+            Inner::External(w) => w.bytes_mut(),
         }
     }
 }
 
 impl Clone for Memory {
-    /// The same bytes in memory of the same kind.
+    /// The same bytes in memory of the same kind; a copy of an [`ExternalMemory`] window is
+    /// owned memory holding its bytes (a snapshot: the copy no longer reaches the original).
     fn clone(&self) -> Memory {
         match &self.0 {
             Inner::Heap(v) => Memory(Inner::Heap(v.clone())),
+            Inner::External(w) => Memory(Inner::Heap(w.bytes().to_vec())),
             Inner::Mapped(_) => {
                 let mut m = Memory::zeroed(self.len());
                 m.copy_from_slice(self);
@@ -127,6 +159,7 @@ impl fmt::Debug for Memory {
         f.debug_struct("Memory")
             .field("len", &self.len())
             .field("mapped", &self.is_mapped())
+            .field("external", &self.is_external())
             .finish()
     }
 }
@@ -155,5 +188,33 @@ mod tests {
         assert_eq!(v[HUGE_PAGE + 7], 0xa5);
         assert_eq!(Memory::from(v.clone()), v);
         assert!(Memory::default().is_empty());
+    }
+
+    /// A window over bytes held elsewhere (here a vector standing in for an application's
+    /// buffer).
+    struct Window(Vec<u8>);
+
+    impl ExternalMemory for Window {
+        fn bytes(&self) -> &[u8] {
+            &self.0
+        }
+        fn bytes_mut(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+    }
+
+    #[test]
+    fn external_windows_are_read_and_written_in_place_and_clone_to_owned_bytes() {
+        let mut m = Memory::external(Box::new(Window(vec![1, 2, 3, 4])));
+        assert!(m.is_external() && !m.is_mapped());
+        assert_eq!(m.len(), 4);
+        m[2] = 9;
+        assert_eq!(&m[..], &[1, 2, 9, 4]);
+        let c = m.clone();
+        assert!(!c.is_external());
+        assert_eq!(c, m);
+        m[0] = 7;
+        assert_ne!(c, m, "a clone is a snapshot, not the window");
+        assert_eq!(m.into_vec(), vec![7, 2, 9, 4]);
     }
 }

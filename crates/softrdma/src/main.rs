@@ -14,6 +14,7 @@ mod perf_srp;
 mod pingpong;
 mod pingpong_exch;
 mod rping;
+mod run;
 mod srp;
 mod srp_bench;
 mod srpt;
@@ -61,6 +62,9 @@ enum Command {
     /// A peer of rdma-core 44's udaddy (udaddy.c): N UD "connections" over the RDMA CM (SIDR),
     /// SENDs with immediate each way.
     Udaddy(udaddy::Args),
+    /// Runs an unmodified verbs program (ibv_devinfo, ibv_rc_pingpong, …) over softrdma: its
+    /// libibverbs.so.1 first on LD_LIBRARY_PATH.
+    Run(run::Args),
 }
 
 fn main() -> ExitCode {
@@ -76,5 +80,6 @@ fn main() -> ExitCode {
         Command::Srpt(args) => srpt::run(args),
         Command::Udaddy(args) => udaddy::run(args),
         Command::Srp(args) => srp::run(args),
+        Command::Run(args) => run::run(args),
     }
 }

@@ -186,6 +186,9 @@ pub struct Cq {
     cqe: u32,
     ring: VecDeque<WorkCompletion>,
     overflowed: bool,
+    /// Completions ever added (what a completion channel compares with the count it saw
+    /// when the CQ was armed: "the next completion" of `ibv_req_notify_cq`).
+    added: u64,
     pub(crate) users: u32,
 }
 
@@ -204,6 +207,7 @@ impl Cq {
             cqe,
             ring: VecDeque::new(),
             overflowed: false,
+            added: 0,
             users: 0,
         }
     }
@@ -223,6 +227,11 @@ impl Cq {
         self.ring.is_empty()
     }
 
+    /// How many completions were ever added to this CQ (polled or not).
+    pub fn completions_added(&self) -> u64 {
+        self.added
+    }
+
     /// True once a completion was lost because the ring was full (the CQ is in error).
     pub fn overflowed(&self) -> bool {
         self.overflowed
@@ -235,6 +244,7 @@ impl Cq {
             return false;
         }
         self.ring.push_back(wc);
+        self.added += 1;
         true
     }
 
@@ -279,6 +289,7 @@ mod tests {
         assert!(cq.push(wc(2)));
         assert!(!cq.push(wc(3)));
         assert!(cq.overflowed());
+        assert_eq!(cq.completions_added(), 2, "the lost one was never added");
         assert_eq!(cq.poll().map(|w| w.wr_id), Some(1));
         let mut v = Vec::new();
         assert_eq!(cq.poll_into(&mut v, 10), 1);

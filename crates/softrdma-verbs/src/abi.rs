@@ -1,0 +1,743 @@
+//! The C structures of rdma-core 44's `<infiniband/verbs.h>` (Debian 12's `libibverbs-dev`) that
+//! this library reads or writes, laid out exactly as the header lays them out on x86-64 and
+//! arm64 (LP64, little-endian). [`LAYOUT`] lists every size and offset the library relies on;
+//! the unit test `layout_matches_the_debian_header` compiles `tests/abi/layout.c` against the
+//! system header and compares.
+//!
+//! C unions are stored as their largest member's bytes with accessors (no Rust `union`, so no
+//! `unsafe` is needed to read them); that is why the crate requires a little-endian target.
+
+#![allow(non_camel_case_types)]
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+use core::mem::{offset_of, size_of};
+
+#[cfg(not(all(target_endian = "little", target_pointer_width = "64")))]
+compile_error!("softrdma-verbs mirrors the LP64 little-endian layout of rdma-core's verbs.h");
+
+/// `pthread_mutex_t` on x86-64/arm64 glibc (40 bytes; we only reserve it).
+pub type PthreadMutex = [u64; 5];
+/// `pthread_cond_t` (48 bytes; reserved).
+pub type PthreadCond = [u64; 6];
+
+/// `union ibv_gid`: 16 bytes, 8-aligned (its `global` member is two `__be64`).
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct ibv_gid {
+    /// `raw[16]`.
+    pub raw: [u8; 16],
+}
+
+/// `struct _ibv_device_ops`: two unused function pointers.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_device_ops_compat {
+    /// `_dummy1`, `_dummy2`.
+    pub dummy: [usize; 2],
+}
+
+/// `IBV_SYSFS_NAME_MAX`.
+pub const SYSFS_NAME_MAX: usize = 64;
+/// `IBV_SYSFS_PATH_MAX`.
+pub const SYSFS_PATH_MAX: usize = 256;
+
+/// `struct ibv_device`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_device {
+    /// `_ops`.
+    pub ops: ibv_device_ops_compat,
+    /// `enum ibv_node_type node_type`.
+    pub node_type: c_int,
+    /// `enum ibv_transport_type transport_type`.
+    pub transport_type: c_int,
+    /// `name[64]`.
+    pub name: [c_char; SYSFS_NAME_MAX],
+    /// `dev_name[64]`.
+    pub dev_name: [c_char; SYSFS_NAME_MAX],
+    /// `dev_path[256]`.
+    pub dev_path: [c_char; SYSFS_PATH_MAX],
+    /// `ibdev_path[256]`.
+    pub ibdev_path: [c_char; SYSFS_PATH_MAX],
+}
+
+/// A function-pointer slot we never fill (its C type does not matter: NULL).
+pub type Slot = Option<unsafe extern "C" fn()>;
+
+/// `poll_cq` of `struct ibv_context_ops`.
+pub type PollCqFn = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+/// `req_notify_cq`.
+pub type ReqNotifyCqFn = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
+/// `post_send`.
+pub type PostSendFn =
+    unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+/// `post_recv`.
+pub type PostRecvFn =
+    unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+/// `post_srq_recv`.
+pub type PostSrqRecvFn =
+    unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+/// `verbs_context.query_port`.
+pub type QueryPortFn =
+    unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int;
+
+/// `struct ibv_context_ops`: 36 pointers; the inline verbs of `verbs.h` call `poll_cq`,
+/// `req_notify_cq`, `post_srq_recv`, `post_send` and `post_recv` through it.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_context_ops {
+    /// `_compat_query_device` … `bind_mw`, `dealloc_mw`, `_compat_create_cq` (11 slots).
+    pub before_poll_cq: [Slot; 11],
+    /// `poll_cq`.
+    pub poll_cq: Option<PollCqFn>,
+    /// `req_notify_cq`.
+    pub req_notify_cq: Option<ReqNotifyCqFn>,
+    /// `_compat_cq_event` … `_compat_destroy_srq` (7 slots).
+    pub before_post_srq_recv: [Slot; 7],
+    /// `post_srq_recv`.
+    pub post_srq_recv: Option<PostSrqRecvFn>,
+    /// `_compat_create_qp` … `_compat_destroy_qp` (4 slots).
+    pub before_post_send: [Slot; 4],
+    /// `post_send`.
+    pub post_send: Option<PostSendFn>,
+    /// `post_recv`.
+    pub post_recv: Option<PostRecvFn>,
+    /// `_compat_create_ah` … `_compat_async_event` (5 slots).
+    pub after_post_recv: [Slot; 5],
+}
+
+/// `struct ibv_context`.
+#[repr(C)]
+pub struct ibv_context {
+    /// `device`.
+    pub device: *mut ibv_device,
+    /// `ops`.
+    pub ops: ibv_context_ops,
+    /// `cmd_fd` (no kernel: -1).
+    pub cmd_fd: c_int,
+    /// `async_fd`.
+    pub async_fd: c_int,
+    /// `num_comp_vectors`.
+    pub num_comp_vectors: c_int,
+    /// `mutex`.
+    pub mutex: PthreadMutex,
+    /// `abi_compat`: `__VERBS_ABI_IS_EXTENDED` marks a [`verbs_context`].
+    pub abi_compat: *mut c_void,
+}
+
+/// `__VERBS_ABI_IS_EXTENDED`: `(void *)UINTPTR_MAX`.
+pub const VERBS_ABI_IS_EXTENDED: usize = usize::MAX;
+
+/// `struct verbs_context`: the extended ops "grow up" in front of the `ibv_context`, whose
+/// address is what applications hold; `sz` says how many of them exist.
+#[repr(C)]
+pub struct verbs_context {
+    /// `query_port` (what `ibv_query_port`, a macro over `___ibv_query_port`, calls).
+    pub query_port: Option<QueryPortFn>,
+    /// `advise_mr` … `close_xrcd` (37 pointer slots) — NULL: the inline wrappers of
+    /// `verbs.h` then return `EOPNOTSUPP` or fall back to the legacy verbs.
+    pub ops: [Slot; 37],
+    /// `_ABI_placeholder3`.
+    pub abi_placeholder3: u64,
+    /// `sz`: the size of this structure (every op present).
+    pub sz: usize,
+    /// `context`: must be last.
+    pub context: ibv_context,
+}
+
+/// `struct ibv_device_attr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_device_attr {
+    pub fw_ver: [c_char; 64],
+    pub node_guid: u64,
+    pub sys_image_guid: u64,
+    pub max_mr_size: u64,
+    pub page_size_cap: u64,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    pub max_qp: c_int,
+    pub max_qp_wr: c_int,
+    pub device_cap_flags: c_uint,
+    pub max_sge: c_int,
+    pub max_sge_rd: c_int,
+    pub max_cq: c_int,
+    pub max_cqe: c_int,
+    pub max_mr: c_int,
+    pub max_pd: c_int,
+    pub max_qp_rd_atom: c_int,
+    pub max_ee_rd_atom: c_int,
+    pub max_res_rd_atom: c_int,
+    pub max_qp_init_rd_atom: c_int,
+    pub max_ee_init_rd_atom: c_int,
+    pub atomic_cap: c_int,
+    pub max_ee: c_int,
+    pub max_rdd: c_int,
+    pub max_mw: c_int,
+    pub max_raw_ipv6_qp: c_int,
+    pub max_raw_ethy_qp: c_int,
+    pub max_mcast_grp: c_int,
+    pub max_mcast_qp_attach: c_int,
+    pub max_total_mcast_qp_attach: c_int,
+    pub max_ah: c_int,
+    pub max_fmr: c_int,
+    pub max_map_per_fmr: c_int,
+    pub max_srq: c_int,
+    pub max_srq_wr: c_int,
+    pub max_srq_sge: c_int,
+    pub max_pkeys: u16,
+    pub local_ca_ack_delay: u8,
+    pub phys_port_cnt: u8,
+}
+
+/// `struct ibv_port_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_port_attr {
+    pub state: c_int,
+    pub max_mtu: c_int,
+    pub active_mtu: c_int,
+    pub gid_tbl_len: c_int,
+    pub port_cap_flags: u32,
+    pub max_msg_sz: u32,
+    pub bad_pkey_cntr: u32,
+    pub qkey_viol_cntr: u32,
+    pub pkey_tbl_len: u16,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub lmc: u8,
+    pub max_vl_num: u8,
+    pub sm_sl: u8,
+    pub subnet_timeout: u8,
+    pub init_type_reply: u8,
+    pub active_width: u8,
+    pub active_speed: u8,
+    pub phys_state: u8,
+    pub link_layer: u8,
+    pub flags: u8,
+    pub port_cap_flags2: u16,
+}
+
+/// `struct ibv_gid_entry` (`ibv_query_gid_ex`, `ibv_query_gid_table`).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_gid_entry {
+    pub gid: ibv_gid,
+    pub gid_index: u32,
+    pub port_num: u32,
+    /// `enum ibv_gid_type`: `IBV_GID_TYPE_IB` 0, `_ROCE_V1` 1, `_ROCE_V2` 2.
+    pub gid_type: u32,
+    pub ndev_ifindex: u32,
+}
+
+/// `struct ibv_async_event`: `element` is the union `{cq, qp, srq, wq, port_num}`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_async_event {
+    pub element: usize,
+    pub event_type: c_int,
+}
+
+/// `struct ibv_srq`.
+#[repr(C)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+/// `struct ibv_ah`.
+#[repr(C)]
+pub struct ibv_ah {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+}
+
+/// `struct ibv_pd`.
+#[repr(C)]
+pub struct ibv_pd {
+    pub context: *mut ibv_context,
+    pub handle: u32,
+}
+
+/// `struct ibv_mr`.
+#[repr(C)]
+pub struct ibv_mr {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub addr: *mut c_void,
+    pub length: usize,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// `struct ibv_comp_channel`.
+#[repr(C)]
+pub struct ibv_comp_channel {
+    pub context: *mut ibv_context,
+    pub fd: c_int,
+    pub refcnt: c_int,
+}
+
+/// `struct ibv_cq`.
+#[repr(C)]
+pub struct ibv_cq {
+    pub context: *mut ibv_context,
+    pub channel: *mut ibv_comp_channel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_qp`.
+#[repr(C)]
+pub struct ibv_qp {
+    pub context: *mut ibv_context,
+    pub qp_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub handle: u32,
+    pub qp_num: u32,
+    pub state: c_int,
+    pub qp_type: c_int,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_sge`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// `struct ibv_send_wr`. `wr` is the union `{rdma, atomic, ud}` as four 64-bit words; `rest`
+/// the trailing `{bind_mw, tso}` union.
+#[repr(C)]
+pub struct ibv_send_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_send_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+    pub opcode: c_int,
+    pub send_flags: c_uint,
+    /// `imm_data` (big-endian) / `invalidate_rkey`.
+    pub imm_data: u32,
+    pub wr: [u64; 4],
+    /// `qp_type.xrc.remote_srqn`.
+    pub remote_srqn: u32,
+    pub rest: [u64; 6],
+}
+
+impl ibv_send_wr {
+    /// `wr.rdma.remote_addr` / `wr.atomic.remote_addr`.
+    pub fn remote_addr(&self) -> u64 {
+        self.wr[0]
+    }
+    /// `wr.rdma.rkey`.
+    pub fn rdma_rkey(&self) -> u32 {
+        self.wr[1] as u32
+    }
+    /// `wr.atomic.compare_add`.
+    pub fn compare_add(&self) -> u64 {
+        self.wr[1]
+    }
+    /// `wr.atomic.swap`.
+    pub fn swap(&self) -> u64 {
+        self.wr[2]
+    }
+    /// `wr.atomic.rkey`.
+    pub fn atomic_rkey(&self) -> u32 {
+        self.wr[3] as u32
+    }
+    /// `wr.ud.ah` (an address).
+    pub fn ud_ah(&self) -> usize {
+        self.wr[0] as usize
+    }
+    /// `wr.ud.remote_qpn`.
+    pub fn ud_remote_qpn(&self) -> u32 {
+        self.wr[1] as u32
+    }
+    /// `wr.ud.remote_qkey`.
+    pub fn ud_remote_qkey(&self) -> u32 {
+        (self.wr[1] >> 32) as u32
+    }
+}
+
+/// `struct ibv_recv_wr`.
+#[repr(C)]
+pub struct ibv_recv_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_recv_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+}
+
+/// `struct ibv_wc`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ibv_wc {
+    pub wr_id: u64,
+    pub status: c_int,
+    pub opcode: c_int,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    /// `imm_data` (big-endian) / `invalidated_rkey`.
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: c_uint,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+}
+
+/// `struct ibv_qp_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_qp_init_attr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub cap: ibv_qp_cap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+}
+
+/// `struct ibv_global_route`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_global_route {
+    pub dgid: ibv_gid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_ah_attr {
+    pub grh: ibv_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+
+/// `struct ibv_qp_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_qp_attr {
+    pub qp_state: c_int,
+    pub cur_qp_state: c_int,
+    pub path_mtu: c_int,
+    pub path_mig_state: c_int,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: c_uint,
+    pub cap: ibv_qp_cap,
+    pub ah_attr: ibv_ah_attr,
+    pub alt_ah_attr: ibv_ah_attr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
+/// `struct ib_uverbs_global_route` (`<rdma/ib_user_verbs.h>`, the kernel's uverbs ABI).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_global_route {
+    pub dgid: [u8; 16],
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub reserved: u8,
+}
+
+/// `struct ib_uverbs_ah_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_ah_attr {
+    pub grh: ib_uverbs_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+    pub reserved: u8,
+}
+
+/// `struct ib_uverbs_qp_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_qp_attr {
+    pub qp_attr_mask: u32,
+    pub qp_state: u32,
+    pub cur_qp_state: u32,
+    pub path_mtu: u32,
+    pub path_mig_state: u32,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: u32,
+    pub ah_attr: ib_uverbs_ah_attr,
+    pub alt_ah_attr: ib_uverbs_ah_attr,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub reserved: [u8; 5],
+}
+
+/// `struct ib_user_path_rec` (`<rdma/ib_user_sa.h>`).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_user_path_rec {
+    pub dgid: [u8; 16],
+    pub sgid: [u8; 16],
+    pub dlid: u16,
+    pub slid: u16,
+    pub raw_traffic: u32,
+    pub flow_label: u32,
+    pub reversible: u32,
+    pub mtu: u32,
+    pub pkey: u16,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub numb_path: u8,
+    pub sl: u8,
+    pub mtu_selector: u8,
+    pub rate_selector: u8,
+    pub rate: u8,
+    pub packet_life_time_selector: u8,
+    pub packet_life_time: u8,
+    pub preference: u8,
+}
+
+/// `struct ibv_sa_path_rec` (`<infiniband/sa.h>`).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_sa_path_rec {
+    pub dgid: ibv_gid,
+    pub sgid: ibv_gid,
+    pub dlid: u16,
+    pub slid: u16,
+    pub raw_traffic: c_int,
+    pub flow_label: u32,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub reversible: c_int,
+    pub numb_path: u8,
+    pub pkey: u16,
+    pub sl: u8,
+    pub mtu_selector: u8,
+    pub mtu: u8,
+    pub rate_selector: u8,
+    pub rate: u8,
+    pub packet_life_time_selector: u8,
+    pub packet_life_time: u8,
+    pub preference: u8,
+}
+
+macro_rules! layout {
+    ($( $ty:ident { $($field:ident),* } )*) => {
+        /// `(name, value)` for every `sizeof(struct T)` (`T`) and `offsetof(struct T, f)`
+        /// (`T.f`) the library relies on; `tests/abi/layout.c` prints the same names from the
+        /// C header.
+        pub const LAYOUT: &[(&str, usize)] = &[
+            $(
+                (stringify!($ty), size_of::<$ty>()),
+                $( (concat!(stringify!($ty), ".", stringify!($field)), offset_of!($ty, $field)), )*
+            )*
+        ];
+    };
+}
+
+layout! {
+    ibv_gid { raw }
+    ibv_device { ops, node_type, transport_type, name, dev_name, dev_path, ibdev_path }
+    ibv_context_ops { poll_cq, req_notify_cq, post_srq_recv, post_send, post_recv }
+    ibv_context { device, ops, cmd_fd, async_fd, num_comp_vectors, mutex, abi_compat }
+    verbs_context { query_port, abi_placeholder3, sz, context }
+    ibv_device_attr { fw_ver, node_guid, sys_image_guid, max_mr_size, page_size_cap, vendor_id,
+        vendor_part_id, hw_ver, max_qp, max_qp_wr, device_cap_flags, max_sge, max_sge_rd, max_cq,
+        max_cqe, max_mr, max_pd, max_qp_rd_atom, max_ee_rd_atom, max_res_rd_atom,
+        max_qp_init_rd_atom, max_ee_init_rd_atom, atomic_cap, max_ee, max_rdd, max_mw,
+        max_raw_ipv6_qp, max_raw_ethy_qp, max_mcast_grp, max_mcast_qp_attach,
+        max_total_mcast_qp_attach, max_ah, max_fmr, max_map_per_fmr, max_srq, max_srq_wr,
+        max_srq_sge, max_pkeys, local_ca_ack_delay, phys_port_cnt }
+    ibv_port_attr { state, max_mtu, active_mtu, gid_tbl_len, port_cap_flags, max_msg_sz,
+        bad_pkey_cntr, qkey_viol_cntr, pkey_tbl_len, lid, sm_lid, lmc, max_vl_num, sm_sl,
+        subnet_timeout, init_type_reply, active_width, active_speed, phys_state, link_layer,
+        flags, port_cap_flags2 }
+    ibv_gid_entry { gid, gid_index, port_num, gid_type, ndev_ifindex }
+    ibv_pd { context, handle }
+    ib_uverbs_global_route { dgid, flow_label, sgid_index, hop_limit, traffic_class }
+    ib_uverbs_ah_attr { grh, dlid, sl, src_path_bits, static_rate, is_global, port_num }
+    ib_uverbs_qp_attr { qp_attr_mask, qp_state, cur_qp_state, path_mtu, path_mig_state, qkey,
+        rq_psn, sq_psn, dest_qp_num, qp_access_flags, ah_attr, alt_ah_attr, max_send_wr,
+        max_recv_wr, max_send_sge, max_recv_sge, max_inline_data, pkey_index, alt_pkey_index,
+        en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer,
+        port_num, timeout, retry_cnt, rnr_retry, alt_port_num, alt_timeout }
+    ib_user_path_rec { dgid, sgid, dlid, slid, raw_traffic, flow_label, reversible, mtu, pkey,
+        hop_limit, traffic_class, numb_path, sl, mtu_selector, rate_selector, rate,
+        packet_life_time_selector, packet_life_time, preference }
+    ibv_sa_path_rec { dgid, sgid, dlid, slid, raw_traffic, flow_label, hop_limit, traffic_class,
+        reversible, numb_path, pkey, sl, mtu_selector, mtu, rate_selector, rate,
+        packet_life_time_selector, packet_life_time, preference }
+    ibv_ah { context, pd, handle }
+    ibv_srq { context, srq_context, pd, handle, mutex, cond, events_completed }
+    ibv_srq_attr { max_wr, max_sge, srq_limit }
+    ibv_async_event { element, event_type }
+    ibv_srq_init_attr { srq_context, attr }
+    ibv_mr { context, pd, addr, length, handle, lkey, rkey }
+    ibv_comp_channel { context, fd, refcnt }
+    ibv_cq { context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed,
+        async_events_completed }
+    ibv_qp { context, qp_context, pd, send_cq, recv_cq, srq, handle, qp_num, state, qp_type,
+        mutex, cond, events_completed }
+    ibv_sge { addr, length, lkey }
+    ibv_send_wr { wr_id, next, sg_list, num_sge, opcode, send_flags, imm_data, wr, remote_srqn,
+        rest }
+    ibv_recv_wr { wr_id, next, sg_list, num_sge }
+    ibv_wc { wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags,
+        pkey_index, slid, sl, dlid_path_bits }
+    ibv_qp_cap { max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data }
+    ibv_qp_init_attr { qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all }
+    ibv_global_route { dgid, flow_label, sgid_index, hop_limit, traffic_class }
+    ibv_ah_attr { grh, dlid, sl, src_path_bits, static_rate, is_global, port_num }
+    ibv_qp_attr { qp_state, cur_qp_state, path_mtu, path_mig_state, qkey, rq_psn, sq_psn,
+        dest_qp_num, qp_access_flags, cap, ah_attr, alt_ah_attr, pkey_index, alt_pkey_index,
+        en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer,
+        port_num, timeout, retry_cnt, rnr_retry, alt_port_num, alt_timeout, rate_limit }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LAYOUT;
+    use std::process::Command;
+
+    /// Compiles `tests/abi/layout.c` against the system's `<infiniband/verbs.h>` and compares
+    /// every line it prints with [`LAYOUT`], both ways.
+    #[test]
+    fn layout_matches_the_debian_header() {
+        let dir = env!("CARGO_MANIFEST_DIR");
+        let src = format!("{dir}/tests/abi/layout.c");
+        if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists() {
+            panic!("<infiniband/verbs.h> missing: install Debian's libibverbs-dev (.ci/run does)");
+        }
+        let exe = std::env::temp_dir().join(format!("softrdma-layout-{}", std::process::id()));
+        let st = Command::new("cc")
+            .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .status()
+            .expect("run cc");
+        assert!(st.success(), "cc {src} failed");
+        let out = Command::new(&exe).output().expect("run the layout program");
+        let _ = std::fs::remove_file(&exe);
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        let c: Vec<(String, usize)> = text
+            .lines()
+            .filter_map(|l| {
+                let (n, v) = l.split_once(' ')?;
+                Some((n.to_string(), v.trim().parse().ok()?))
+            })
+            .collect();
+        assert!(c.len() > 100, "the C side printed {} lines", c.len());
+        for (name, value) in LAYOUT {
+            let got = c.iter().find(|(n, _)| n == name);
+            assert_eq!(
+                got.map(|g| g.1),
+                Some(*value),
+                "{name}: Rust says {value}, C says {got:?}"
+            );
+        }
+        for (name, _) in &c {
+            assert!(
+                LAYOUT.iter().any(|(n, _)| n == name),
+                "{name} printed by layout.c is not checked on the Rust side"
+            );
+        }
+    }
+}

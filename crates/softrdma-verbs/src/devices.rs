@@ -1,0 +1,103 @@
+//! The devices: one per network interface that has an IP address.
+//!
+//! **Names.** The device of interface `IF` is `softrdma_IF` (`softrdma_lo`, `softrdma_eth0`),
+//! in the order `getifaddrs` lists the interfaces (the loopback first on Linux). Its node GUID
+//! is derived from the interface's MAC as rxe derives it (the EUI-64 of the MAC,
+//! `softrdma_core::device::node_guid`); the port is ACTIVE with link layer Ethernet and an
+//! active MTU from the interface MTU; the GID table is the default link-local GID of the MAC
+//! followed by the RoCEv2 GID of the address the device serves (see [`DevInfo::addr`]).
+//!
+//! **The address a device serves.** Opening a device binds `<addr>:4791` for it: the
+//! interface's first IPv4 address, else its first IPv6 address. When that is an IPv4 loopback
+//! address already held by another process (a server on this host), the device takes the
+//! first free `127.0.0.x` instead, as two rxe devices on one host would use two addresses,
+//! and its GID table says so — a server and a client on one machine just work.
+
+use std::net::IpAddr;
+
+use nix::ifaddrs::getifaddrs;
+use nix::sys::socket::SockaddrLike;
+
+/// What we know of a device without opening it.
+#[derive(Clone, Debug)]
+pub struct DevInfo {
+    /// `softrdma_<interface>`.
+    pub name: String,
+    /// The interface.
+    pub ifname: String,
+    /// The interface's addresses, IPv4 first.
+    pub addrs: Vec<IpAddr>,
+    /// The interface's MAC (all zeros for the loopback).
+    pub mac: [u8; 6],
+    /// The node GUID (host order).
+    pub guid: u64,
+}
+
+impl DevInfo {
+    /// The address a device opened on this interface binds first.
+    pub fn addr(&self) -> Option<IpAddr> {
+        self.addrs.first().copied()
+    }
+}
+
+/// The interfaces that have an address, as devices.
+pub fn scan() -> Vec<DevInfo> {
+    let mut out: Vec<DevInfo> = Vec::new();
+    let Ok(ifs) = getifaddrs() else {
+        return out;
+    };
+    let mut macs: Vec<(String, [u8; 6])> = Vec::new();
+    for i in ifs {
+        let Some(a) = i.address else { continue };
+        if let Some(link) = a.as_link_addr() {
+            if let Some(m) = link.addr() {
+                macs.push((i.interface_name.clone(), m));
+            }
+            continue;
+        }
+        let ip = if let Some(v4) = a.as_sockaddr_in() {
+            IpAddr::V4(v4.ip())
+        } else if let Some(v6) = a.as_sockaddr_in6() {
+            IpAddr::V6(v6.ip())
+        } else {
+            let _ = a.family();
+            continue;
+        };
+        match out.iter_mut().find(|d| d.ifname == i.interface_name) {
+            Some(d) => d.addrs.push(ip),
+            None => out.push(DevInfo {
+                name: format!("softrdma_{}", i.interface_name),
+                ifname: i.interface_name.clone(),
+                addrs: vec![ip],
+                mac: [0; 6],
+                guid: 0,
+            }),
+        }
+    }
+    for d in &mut out {
+        if let Some((_, m)) = macs.iter().find(|(n, _)| *n == d.ifname) {
+            d.mac = *m;
+        }
+        d.addrs.sort_by_key(|a| !a.is_ipv4());
+        d.guid = softrdma_core::device::node_guid(Some(d.mac), &d.addrs).0;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loopback_interface_is_a_device_with_its_address() {
+        let devs = scan();
+        let lo = devs
+            .iter()
+            .find(|d| d.ifname == "lo")
+            .expect("the loopback interface has an address");
+        assert_eq!(lo.name, "softrdma_lo");
+        assert_eq!(lo.addr(), Some("127.0.0.1".parse().expect("ip")));
+        // rxe's node GUID of an all-zero MAC: EUI-64 with the U/L bit flipped.
+        assert_eq!(lo.guid, 0x0200_00ff_fe00_0000);
+    }
+}

@@ -1,0 +1,357 @@
+//! `softrdma run`: Debian 12's own, unmodified `ibv_devices`, `ibv_devinfo` and
+//! `ibv_rc_pingpong` (package `ibverbs-utils`) over softrdma's `libibverbs.so.1`. Every test
+//! names the loopback interface's device (`-d softrdma_lo`): a program's default device may be
+//! the host's real interface, whose address no test may send to.
+//!
+//! The library is `target/<profile>/libsoftrdma_verbs.so`, built by `cargo test --workspace`
+//! (or `cargo build -p softrdma-verbs`); `softrdma run` links it in as `libibverbs.so.1`. A
+//! test whose Debian binary is not installed says so and passes; a missing library fails.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_softrdma");
+
+fn lib_built() {
+    let dir = Path::new(BIN).parent().unwrap();
+    assert!(
+        dir.join("libsoftrdma_verbs.so").exists() || dir.join("deps/libsoftrdma_verbs.so").exists(),
+        "{}/libsoftrdma_verbs.so is missing: build it with `cargo build -p softrdma-verbs` \
+         (`cargo test --workspace` does)",
+        dir.display()
+    );
+}
+
+/// The Debian binary, or None (with a message) when ibverbs-utils is not installed.
+fn debian(tool: &str) -> Option<String> {
+    let p = format!("/usr/bin/{tool}");
+    if Path::new(&p).exists() {
+        Some(p)
+    } else {
+        eprintln!("SKIPPED: {p} is not installed (apt-get install ibverbs-utils)");
+        None
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    lib_built();
+    Command::new(BIN).arg("run").args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn run_puts_the_library_first_on_the_library_path_and_says_so_with_v() {
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "-v",
+            "--",
+            "sh",
+            "-c",
+            "printf %s \"$LD_LIBRARY_PATH\"",
+        ])
+        .env("LD_LIBRARY_PATH", "/opt/previous")
+        .output()
+        .unwrap();
+    lib_built();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let path = text(&out.stdout);
+    let (first, rest) = path.split_once(':').unwrap();
+    assert_eq!(
+        rest, "/opt/previous",
+        "the caller's path is kept after ours"
+    );
+    let lib = Path::new(first).join("libibverbs.so.1");
+    assert!(lib.exists(), "{} does not exist", lib.display());
+    let soname = Command::new("readelf").args(["-d"]).arg(&lib).output();
+    if let Ok(o) = soname {
+        assert!(
+            text(&o.stdout).contains("[libibverbs.so.1]"),
+            "{}",
+            text(&o.stdout)
+        );
+    }
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("LD_LIBRARY_PATH={path}")), "{err}");
+}
+
+#[test]
+fn run_fails_clearly_without_a_library() {
+    let out = run(&["--lib-dir", "/nonexistent", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("has no libibverbs.so.1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn debian_ibv_devices_lists_the_loopback_device() {
+    let Some(tool) = debian("ibv_devices") else {
+        return;
+    };
+    let out = run(&["--", &tool]);
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}{}", text(&out.stderr));
+    // rxe's node GUID for the loopback's all-zero MAC.
+    assert!(
+        s.lines().any(
+            |l| l.split_whitespace().collect::<Vec<_>>() == ["softrdma_lo", "020000fffe000000"]
+        ),
+        "{s}"
+    );
+}
+
+#[test]
+fn debian_ibv_devinfo_v_describes_the_loopback_device() {
+    let Some(tool) = debian("ibv_devinfo") else {
+        return;
+    };
+    let out = run(&["--", &tool, "-v", "-d", "softrdma_lo"]);
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}{}", text(&out.stderr));
+    for want in [
+        "hca_id:\tsoftrdma_lo",
+        "node_guid:\t\t\t0200:00ff:fe00:0000",
+        "phys_port_cnt:\t\t\t1",
+        "state:\t\t\tPORT_ACTIVE (4)",
+        "link_layer:\t\tEthernet",
+        // The loopback's MTU (65536) caps at IB's largest.
+        "active_mtu:\t\t4096 (5)",
+        "fe80::200:ff:fe00:0, RoCE v2",
+        "::ffff:127.0.0.",
+        "max_qp:\t\t\t\t65536",
+    ] {
+        assert!(s.contains(want), "missing {want:?} in:\n{s}");
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether something listens on TCP `port`, from /proc/net/tcp{,6}.
+fn listening(port: u16) -> bool {
+    let needle = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|s| {
+            s.lines().any(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                c.len() > 3 && c[1].ends_with(&needle) && c[3] == "0A"
+            })
+        })
+    })
+}
+
+fn finish(mut c: Child, limit: Duration) -> (Option<i32>, String, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            let (mut o, mut e) = (String::new(), String::new());
+            c.stdout.take().unwrap().read_to_string(&mut o).unwrap();
+            c.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+            return (st.code(), o, e);
+        }
+        if start.elapsed() > limit {
+            let _ = c.kill();
+            let _ = c.wait();
+            return (None, String::new(), "timed out".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Server and client of `tool` (ibv_rc_pingpong, ibv_ud_pingpong), two processes on this host
+/// over softrdma (the second device takes a free 127.0.0.x: the first holds the loopback's
+/// address), `-c` validating the data.
+fn pingpong(tool: &str, extra: &[&str]) {
+    let Some(tool) = debian(tool) else {
+        return;
+    };
+    lib_built();
+    let port = free_port().to_string();
+    let mut common = vec![
+        "run",
+        "--",
+        &tool,
+        "-d",
+        "softrdma_lo",
+        "-g",
+        "1",
+        "-c",
+        "-n",
+        "100",
+        "-p",
+        &port,
+    ];
+    common.extend_from_slice(extra);
+    let spawn = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let server = spawn(&common);
+    let start = Instant::now();
+    while !listening(port.parse().unwrap()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut client_args = common.clone();
+    client_args.push("127.0.0.1");
+    let client = spawn(&client_args);
+    let (cc, co, ce) = finish(client, Duration::from_secs(60));
+    let (sc, so, se) = finish(server, Duration::from_secs(30));
+    for (who, code, out, err) in [("server", sc, &so, &se), ("client", cc, &co, &ce)] {
+        assert_eq!(code, Some(0), "{who}: {out}{err}");
+        assert!(out.contains("100 iters in"), "{who}: {out}{err}");
+        assert!(!err.contains("Invalid data"), "{who}: {err}");
+        assert!(out.contains("GID ::ffff:127.0.0."), "{who}: {out}");
+    }
+    // The two ends used two addresses, each seeing the other's.
+    let local = |o: &str| {
+        o.lines()
+            .find(|l| l.contains("local address"))
+            .and_then(|l| l.rsplit(' ').next())
+            .unwrap()
+            .to_string()
+    };
+    assert_ne!(local(&so), local(&co));
+}
+
+#[test]
+fn debian_ibv_rc_pingpong_two_processes_busy_polling() {
+    pingpong("ibv_rc_pingpong", &[]);
+}
+
+#[test]
+fn debian_ibv_rc_pingpong_two_processes_with_completion_channels() {
+    pingpong("ibv_rc_pingpong", &["-e"]);
+}
+
+#[test]
+fn debian_ibv_ud_pingpong_two_processes() {
+    pingpong("ibv_ud_pingpong", &[]);
+}
+
+#[test]
+fn debian_ibv_ud_pingpong_two_processes_with_completion_channels() {
+    pingpong("ibv_ud_pingpong", &["-e", "-s", "1024"]);
+}
+
+/// perftest's `tool` (Debian's package `perftest`, unmodified), server and client on this host,
+/// 100 iterations on the loopback device with GID index 1; both report their results line.
+fn perftest(tool: &str) {
+    let Some(tool) = debian(tool) else {
+        return;
+    };
+    lib_built();
+    let port = free_port().to_string();
+    let common = vec![
+        "run",
+        "--",
+        &tool,
+        "-d",
+        "softrdma_lo",
+        "-x",
+        "1",
+        "-n",
+        "100",
+        "-p",
+        &port,
+    ];
+    let spawn = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let server = spawn(&common);
+    let start = Instant::now();
+    while !listening(port.parse().unwrap()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut client_args = common.clone();
+    client_args.push("127.0.0.1");
+    let (cc, co, ce) = finish(spawn(&client_args), Duration::from_secs(60));
+    let (sc, so, se) = finish(server, Duration::from_secs(30));
+    for (who, code, out, err) in [("server", sc, &so, &se), ("client", cc, &co, &ce)] {
+        assert_eq!(code, Some(0), "{who}: {out}{err}");
+        assert!(out.contains("Link type       : Ethernet"), "{who}: {out}");
+        assert!(out.contains("255:255:127:00:00:"), "{who}: {out}");
+    }
+    // The client (bandwidth tests: both) prints a results row starting with the size and 100.
+    let row = co
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 3 && f[0].parse::<u64>().is_ok() && f[1] == "100");
+    assert!(row.is_some(), "no results row: {co}");
+}
+
+#[test]
+fn debian_perftest_ib_send_bw() {
+    perftest("ib_send_bw");
+}
+
+#[test]
+fn debian_perftest_ib_write_bw() {
+    perftest("ib_write_bw");
+}
+
+#[test]
+fn debian_perftest_ib_read_bw() {
+    perftest("ib_read_bw");
+}
+
+#[test]
+fn debian_perftest_ib_send_lat() {
+    perftest("ib_send_lat");
+}
+
+#[test]
+fn debian_ibv_srq_pingpong_two_processes() {
+    pingpong("ibv_srq_pingpong", &[]);
+}
+
+#[test]
+fn debian_ibv_srq_pingpong_two_processes_with_completion_channels() {
+    pingpong("ibv_srq_pingpong", &["-e"]);
+}
+
+#[test]
+fn debian_perftest_ib_atomic_bw() {
+    perftest("ib_atomic_bw");
+}
+
+#[test]
+fn debian_perftest_ib_read_lat() {
+    perftest("ib_read_lat");
+}
+
+#[test]
+fn debian_perftest_ib_write_lat() {
+    perftest("ib_write_lat");
+}
