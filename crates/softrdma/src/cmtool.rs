@@ -22,6 +22,16 @@ pub struct CmDevice {
     pub pd: PdId,
 }
 
+impl Drop for CmDevice {
+    /// The pcap file is complete when the tool's own handle goes, on the tool's thread: the
+    /// device itself may outlive it for a moment on its loop thread (which may hold the
+    /// CM's last reference), and a process that returns from `main` meanwhile would lose
+    /// what was buffered.
+    fn drop(&mut self) {
+        let _ = self.dev.flush_pcap();
+    }
+}
+
 /// A seed from the clock and the process id.
 pub fn seed() -> u64 {
     std::time::SystemTime::now()

@@ -737,7 +737,7 @@ fn run_server(o: &Opts) -> Result<(), Fail> {
             cmtool::THREAD,
         )
         .map_err(Fail::Msg)?;
-        (d.cm, vec![d.dev])
+        (d.cm.clone(), vec![d.dev.clone()])
     };
     dbg_log!(o, "rdma_bind_addr successful");
     let listener = cm
@@ -754,6 +754,10 @@ fn run_server(o: &Opts) -> Result<(), Fail> {
         }
     }
     cm.with_cm(|c| c.destroy(now, listener));
+    // The pcap files are complete before `main` returns (see cmtool::CmDevice's drop).
+    for d in &devs {
+        let _ = d.flush_pcap();
+    }
     r
 }
 

@@ -245,8 +245,8 @@ impl Session {
             .with_stack(|s| ini.alloc_buffer(s, buf_len, IOVA))
             .map_err(|e| format!("ibv_reg_mr: {e}"))?;
         let mut s = Session {
-            dev: d.dev,
-            cm: d.cm,
+            dev: d.dev.clone(),
+            cm: d.cm.clone(),
             port: d.port,
             ini,
             buf,
