@@ -36,6 +36,7 @@
 //! dead peer always ends in `RETRY_EXC_ERR`); `rnr_retry` 7 is infinite. Local ACK timeout
 //! exponent 0 disables the timer.
 
+pub mod cc;
 pub mod emit;
 pub mod memory;
 pub mod rc_requester;
@@ -240,6 +241,12 @@ impl Stack {
     /// legal; the ICRC must match the one actually used).
     pub fn set_udp_src_port(&mut self, port: Option<u16>) {
         self.src_port = port;
+    }
+
+    /// QP `qpn`'s congestion controller (its rate, RTTs, mode), if the QP has transport
+    /// state.
+    pub fn cc(&self, qpn: u32) -> Option<&cc::Cc> {
+        self.qps.get(&qpn).map(|t| &t.req.cc)
     }
 
     /// The counters (`rdma statistic show`).
@@ -672,6 +679,9 @@ impl Stack {
             if let Some(info) = self.info(qpn).filter(|_| sendable) {
                 if let Some(t) = self.qps.get_mut(&qpn) {
                     let tx = t.req.poll_transmit(&info, self.verbs.mr_table(), now);
+                    let (retx, paced) = t.req.take_stats();
+                    self.device.counters.retransmitted_pkts += retx;
+                    self.device.counters.paced_waits += paced;
                     if t.req.take_fault() {
                         self.fail_local(qpn, &info, now);
                     } else {
@@ -759,6 +769,9 @@ impl Stack {
                 }
                 sent += 1;
             }
+            let (retx, paced) = t.req.take_stats();
+            self.device.counters.retransmitted_pkts += retx;
+            self.device.counters.paced_waits += paced;
             if t.req.take_fault() {
                 self.fail_local(qpn, &info, now);
             }
