@@ -90,7 +90,7 @@ srp_bench() {
     echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
     for rw in read write; do
         echo "== softrdma SRP 1 MiB $rw QD8 through $rate =="
-        ip netns exec "$B" "$bin" srp bench --rw "$rw" --bs 1M --iodepth 8 --runtime "$runtime" --size 256m "$line"
+        ip netns exec "$B" "$bin" srp bench --rw "$rw" --bs 1M --iodepth 8 --runtime "$runtime" --size 256m "$line" | grep -vE "^Jobs:"
         stats | grep -E 'egress|dropped'
     done
     if command -v fio >/dev/null && command -v nbdkit >/dev/null; then
@@ -101,7 +101,7 @@ srp_bench() {
             echo "== fio+nbdkit (TCP) 1 MiB $rw QD8 through $rate =="
             ip netns exec "$B" fio --name=nbd --ioengine=nbd --uri="nbd://$ADDR_A:10809/" --rw="$rw" \
                 --bs=1M --iodepth=8 --time_based --runtime="${runtime}s" --size=256M \
-                | grep -E 'bw=|lat.*avg' | head -3
+                | grep -E 'IOPS=|BW=|bw=' | head -3
         done
     else
         echo "fio and nbdkit not found: ours only (apt-get install -y fio nbdkit)"

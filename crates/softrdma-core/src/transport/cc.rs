@@ -31,8 +31,8 @@ use crate::time::{Duration, Instant};
 pub const TARGET_QDELAY: Duration = Duration::from_micros(200);
 /// The starting rate, bytes/s (1 Gbit/s), from which slow start doubles per round.
 pub const INITIAL_RATE: f64 = 125e6;
-/// The lowest rate, bytes/s (10 Mbit/s).
-pub const MIN_RATE: f64 = 1.25e6;
+/// The lowest rate, bytes/s (100 Mbit/s).
+pub const MIN_RATE: f64 = 12.5e6;
 /// The highest rate, bytes/s (100 Gbit/s): pacing is then no limit on loopback.
 pub const MAX_RATE: f64 = 12.5e9;
 /// Additive increase per round, bytes/s (TIMELY's δ, 10 Mbit/s).
@@ -236,6 +236,11 @@ impl Cc {
             Some((m, at)) if now < at + DELIVERY_WINDOW => m * DELIVERY_FLOOR,
             _ => MIN_RATE,
         }
+    }
+
+    /// Lets the next packet leave at `now` (a retransmission after a timeout or a NAK).
+    pub fn restart_pacer(&mut self, now: Instant) {
+        self.next_ns = self.next_ns.min(ns(now));
     }
 
     fn set_rate(&mut self, r: f64) {

@@ -46,7 +46,7 @@ pub const READ_CHUNK: u32 = 32 * 1024;
 /// Tail-loss probes before the ACK timeout is left to act.
 pub const MAX_PROBES: u8 = 3;
 /// The shortest probe timeout.
-pub const MIN_PTO: Duration = Duration::from_micros(1000);
+pub const MIN_PTO: Duration = Duration::from_micros(2000);
 /// Bytes of headers a data packet adds to its payload on the wire (Ethernet, IPv4, UDP, BTH,
 /// ICRC), for the pacer.
 const WIRE_OVERHEAD: usize = 14 + 20 + 8 + 12 + 4;
@@ -165,9 +165,11 @@ impl Requester {
         };
     }
 
-    /// Whether packets are outstanding.
+    /// Whether packets are outstanding: sent (a READ: asked for) and not acknowledged. A
+    /// WQE that has its PSNs but whose packets the pacer still holds back has none on the
+    /// wire: nothing to time out or probe for.
     fn outstanding(&self) -> bool {
-        self.una != self.next_psn
+        self.sent_high.is_after(self.una)
     }
 
     /// The probe timeout: two smoothed RTTs plus the target queueing delay, at least
@@ -192,6 +194,14 @@ impl Requester {
         let bdp = self.cc.rate.min(super::cc::MAX_RATE) * srtt as f64 * 1e-6;
         let pkts = (2.0 * bdp / f64::from(mtu.max(256))) as u32;
         pkts.clamp(MAX_UNACKED_PSNS, 1 << 16)
+    }
+
+    /// Response packets a READ may have asked for and not received: what the paced rate
+    /// carries in the base RTT plus twice the target queueing delay, at least 64 KiB.
+    fn read_window(&self, mtu: u32) -> u32 {
+        let base = self.cc.min_rtt.unwrap_or(100) + 2 * super::cc::TARGET_QDELAY.total_micros();
+        let bytes = (self.cc.rate.min(super::cc::MAX_RATE) * base as f64 * 1e-6).max(65_536.0);
+        (bytes / f64::from(mtu.max(256))) as u32
     }
 
     /// Where PSN `psn` is: (WQE index, packet in it) of a started, unfinished WQE.
@@ -231,7 +241,9 @@ impl Requester {
         {
             self.marks.pop_back();
         }
-        self.reads_out.clear();
+        // `reads_out` stays: the READs asked for again are duplicates of those on the
+        // responder's list, and a new one must not push one of them off it (the responder
+        // keeps `max_dest_rd_atomic` of them; a retried READ it no longer has is ignored).
         self.recovery = Some((from, self.sent_high, now));
     }
 
@@ -331,10 +343,22 @@ impl Requester {
         } else {
             0
         };
-        let reads_full = self.reads_out.len() >= usize::from(info.max_rd_atomic.max(1));
+        // READ requests on the wire: at most `max_rd_atomic`, and at most the READ window of
+        // responses asked for and not yet arrived (the responses leave the responder as a
+        // burst per request; this bounds what a rate overshoot can put in the bottleneck).
+        let reads_full = self.reads_out.len() >= usize::from(info.max_rd_atomic.max(1))
+            || (!self.reads_out.is_empty()
+                && self.sent_high.offset_from(self.una) >= self.read_window(mtu));
         let window = self.window(mtu);
+        let sent_high = self.sent_high;
         let w = self.wqes.get_mut(self.send_idx)?;
-        if w.is_rd_atomic() && reads_full && !probe {
+        // A READ asked for again after a loss is a duplicate of one on the responder's list:
+        // it takes no new place there, and must not wait for one.
+        let again = w.started
+            && w.first_psn
+                .add(w.read_issued.max(w.read_pkts))
+                .is_before(sent_high);
+        if w.is_rd_atomic() && reads_full && !probe && !again {
             return None;
         }
         if !w.started {
@@ -588,6 +612,9 @@ impl Requester {
         let una = self.una;
         self.on_loss(ctx.now, una, timeout);
         self.go_back(una);
+        // What is re-sent leaves now: the pacer's clock may be far ahead after a cut, and a
+        // retransmission it held back past the ACK timeout would time out again.
+        self.cc.restart_pacer(ctx.now);
         self.retrying = true;
         self.timer = info.ack_timeout.map(|d| ctx.now + d);
         true

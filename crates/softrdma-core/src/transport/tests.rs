@@ -1579,7 +1579,16 @@ fn the_deadline_index_is_never_later_than_a_timer() {
             wcs.len() as u64 == reads
         }));
         assert!(checked > 10, "the timer ran while the READs were in flight");
-        assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+        assert!(
+            wcs.iter().all(|w| w.status == WcStatus::Success),
+            "{:?} {:?} {:?}",
+            sim.stacks[0].counters(),
+            sim.stacks[1].counters(),
+            wcs.iter()
+                .filter(|w| w.status != WcStatus::Success)
+                .take(2)
+                .collect::<Vec<_>>()
+        );
         let mut got = vec![0u8; data.len()];
         read_back(&mut sim, 0, &a, 0x10_0000, &mut got);
         assert_eq!(got, data);
