@@ -28,7 +28,7 @@
 use crate::time::{Duration, Instant};
 
 /// Queueing delay the delay mode aims at.
-pub const TARGET_QDELAY: Duration = Duration::from_micros(200);
+pub const TARGET_QDELAY: Duration = Duration::from_micros(120);
 /// The starting rate, bytes/s (1 Gbit/s), from which slow start doubles per round.
 pub const INITIAL_RATE: f64 = 125e6;
 /// The lowest rate, bytes/s (100 Mbit/s).
@@ -90,8 +90,9 @@ pub struct Cc {
     /// Smallest RTT seen in the current window, microseconds.
     pub min_rtt: Option<u64>,
     min_rtt_since: Instant,
-    /// Smoothed RTT, microseconds (RFC 6298's α = 1/8).
+    /// Smoothed RTT and its mean deviation, microseconds (RFC 6298: α = 1/8, β = 1/4).
     pub srtt: Option<u64>,
+    pub rttvar: u64,
     /// The last RTT sample, microseconds, and when it was taken.
     pub last_rtt: Option<u64>,
     last_sample_at: Option<Instant>,
@@ -133,6 +134,7 @@ impl Default for Cc {
             min_rtt: None,
             min_rtt_since: Instant::ZERO,
             srtt: None,
+            rttvar: 0,
             last_rtt: None,
             last_sample_at: None,
             round_start: Instant::ZERO,
@@ -270,8 +272,14 @@ impl Cc {
         let us = rtt.total_micros().max(1);
         self.last_rtt = Some(us);
         self.srtt = Some(match self.srtt {
-            None => us,
-            Some(s) => (s * 7 + us) / 8,
+            None => {
+                self.rttvar = us / 2;
+                us
+            }
+            Some(s) => {
+                self.rttvar = (self.rttvar * 3 + s.abs_diff(us)) / 4;
+                (s * 7 + us) / 8
+            }
         });
         if now.saturating_duration_since(self.min_rtt_since) > MIN_RTT_WINDOW {
             // Re-learn the base RTT (a route change, or a queue that was never empty).

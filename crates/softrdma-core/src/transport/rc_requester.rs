@@ -46,7 +46,7 @@ pub const READ_CHUNK: u32 = 32 * 1024;
 /// Tail-loss probes before the ACK timeout is left to act.
 pub const MAX_PROBES: u8 = 3;
 /// The shortest probe timeout.
-pub const MIN_PTO: Duration = Duration::from_micros(2000);
+pub const MIN_PTO: Duration = Duration::from_micros(2_000);
 /// Bytes of headers a data packet adds to its payload on the wire (Ethernet, IPv4, UDP, BTH,
 /// ICRC), for the pacer.
 const WIRE_OVERHEAD: usize = 14 + 20 + 8 + 12 + 4;
@@ -142,7 +142,8 @@ pub struct Requester {
     probe_at: Option<Instant>,
     probes: u8,
     probe_pending: bool,
-    probe_out: bool,
+    /// A probe is out: sent at, and what had been sent before it (`sent_high` then).
+    probe_out: Option<(Instant, Psn)>,
     /// The go-back-N in progress: it re-sends `[from, to)`, started at `at`.
     recovery: Option<(Psn, Psn, Instant)>,
     /// When the last packet left.
@@ -172,14 +173,13 @@ impl Requester {
         self.sent_high.is_after(self.una)
     }
 
-    /// The probe timeout: two smoothed RTTs plus the target queueing delay, at least
-    /// [`MIN_PTO`], at most a quarter of the ACK timeout.
+    /// The probe timeout: two smoothed RTTs plus four mean deviations (RTT samples of a
+    /// userspace stack on a busy machine jump by milliseconds, and a spurious probe costs a
+    /// go-back-N), at least [`MIN_PTO`], at most half the ACK timeout.
     fn pto(&self, info: &QpInfo) -> Duration {
         let srtt = self.cc.srtt.unwrap_or(MIN_PTO.total_micros());
-        let pto = (2 * srtt + super::cc::TARGET_QDELAY.total_micros()).max(MIN_PTO.total_micros());
-        let cap = info.ack_timeout.map_or(u64::MAX, |t| {
-            (t.total_micros() / 4).max(MIN_PTO.total_micros())
-        });
+        let pto = (2 * srtt + 4 * self.cc.rttvar).max(MIN_PTO.total_micros());
+        let cap = info.ack_timeout.map_or(u64::MAX, |t| t.total_micros() / 2);
         Duration::from_micros(pto.min(cap))
     }
 
@@ -302,7 +302,7 @@ impl Requester {
             if !head_is_read {
                 (self.send_idx, self.send_pkt, self.noack_pkts) = saved;
             }
-            self.probe_out = r.is_some();
+            self.probe_out = r.is_some().then_some((now, self.sent_high));
             return r;
         }
         if let Some(t) = self.paced_until {
@@ -640,10 +640,18 @@ impl Requester {
     /// The answer to a tail-loss probe came (any ACK or response after it): what was sent
     /// before the probe and is still unacknowledged was lost; re-send it now.
     fn after_probe(&mut self, ctx: &mut Ctx<'_>) {
-        if !std::mem::take(&mut self.probe_out) {
+        let Some((at, before)) = self.probe_out else {
+            return;
+        };
+        // Responses sooner than the smallest RTT after the probe cannot be its answer.
+        if ctx.now < at + Duration::from_micros(self.cc.min_rtt.unwrap_or(0)) {
             return;
         }
-        if self.outstanding() && !self.wqes.is_empty() && !self.retrying {
+        self.probe_out = None;
+        // Only what was sent before the probe and is still unacknowledged is lost; what
+        // left after it is in flight.
+        let lost = self.una.is_before(before);
+        if lost && !self.wqes.is_empty() && !self.retrying {
             ctx.counters.fast_retransmits += 1;
             let una = self.una;
             self.on_loss(ctx.now, una, false);
@@ -963,7 +971,7 @@ impl Requester {
                 self.timer = None;
                 if self.outstanding() && !self.wqes.is_empty() {
                     ctx.counters.ack_timeouts += 1;
-                    self.probe_out = false;
+                    self.probe_out = None;
                     self.retry_with(ctx, info, true);
                 }
             }
