@@ -1022,6 +1022,20 @@ impl Pair {
             .join()
             .map_err(|_| "the server thread panicked".to_string())?;
         if let Some((units, unit, before)) = verbose {
+            let qpn = self.client.qpn;
+            if let Some(cc) = self.client.dev.with_stack(|s| s.cc(qpn).cloned()) {
+                println!(
+                    "  client congestion control: rate {:.0} MB/s, mode {:?}, srtt {:?} us (min {:?}, dev {}), cuts: delay {} loss {} CNP {}",
+                    cc.rate / 1e6,
+                    cc.mode,
+                    cc.srtt,
+                    cc.min_rtt,
+                    cc.rttvar,
+                    cc.cuts_delay,
+                    cc.cuts_loss,
+                    cc.cuts_cnp
+                );
+            }
             for ((name, dev), before) in
                 [("client", &self.client.dev), ("server", &self.server_dev)]
                     .into_iter()

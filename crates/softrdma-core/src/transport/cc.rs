@@ -29,6 +29,8 @@ use crate::time::{Duration, Instant};
 
 /// Queueing delay the delay mode aims at.
 pub const TARGET_QDELAY: Duration = Duration::from_micros(120);
+/// The most the target grows to on a noisy host ([`Cc::target`]).
+pub const MAX_TARGET: Duration = Duration::from_micros(800);
 /// The starting rate, bytes/s (1 Gbit/s), from which slow start doubles per round.
 pub const INITIAL_RATE: f64 = 125e6;
 /// The lowest rate, bytes/s (100 Mbit/s).
@@ -162,6 +164,15 @@ fn ns(t: Instant) -> u64 {
 }
 
 impl Cc {
+    /// The target queueing delay, microseconds: [`TARGET_QDELAY`], or twice the RTT's mean
+    /// deviation if that is more (up to [`MAX_TARGET`]). RTTs measured by a userspace stack
+    /// include its hosts' scheduling, which on a busy machine varies by far more than the
+    /// target; a target under that noise reads noise as queueing and starves the flow
+    /// (Swift separates host from fabric delay with NIC timestamps, which we do not have).
+    pub fn target(&self) -> u64 {
+        (2 * self.rttvar).clamp(TARGET_QDELAY.total_micros(), MAX_TARGET.total_micros())
+    }
+
     /// A round: the smoothed RTT, at least 20 µs, at most 100 ms (before any sample: 1 ms).
     pub fn round(&self) -> Duration {
         Duration::from_micros(self.srtt.unwrap_or(1000).clamp(20, 100_000))
@@ -291,7 +302,7 @@ impl Cc {
         }
         let min = self.min_rtt.unwrap_or(us);
         let qdelay = us.saturating_sub(min);
-        if qdelay < TARGET_QDELAY.total_micros() {
+        if qdelay < self.target() {
             self.round_low += 1;
             self.last_low = now;
             if self.mode == Mode::Compete {
@@ -319,7 +330,7 @@ impl Cc {
     }
 
     fn end_round(&mut self, now: Instant) {
-        let target = TARGET_QDELAY.total_micros();
+        let target = self.target();
         let congested = self.round_high > 0 && self.round_low == 0;
         match self.mode {
             Mode::SlowStart if !congested => {
@@ -382,8 +393,7 @@ impl Cc {
             (Some(r), Some(m)) if recent => r.saturating_sub(m),
             _ => 0,
         };
-        let congestive =
-            timeout || self.mode == Mode::Compete || qdelay >= TARGET_QDELAY.total_micros();
+        let congestive = timeout || self.mode == Mode::Compete || qdelay >= self.target();
         if !congestive {
             return;
         }

@@ -144,6 +144,9 @@ pub struct Requester {
     probe_pending: bool,
     /// A probe is out: sent at, and what had been sent before it (`sent_high` then).
     probe_out: Option<(Instant, Psn)>,
+    /// A probe was answered: when to look whether what was sent before it is still
+    /// unacknowledged, and that `sent_high`.
+    probe_check: Option<(Instant, Psn)>,
     /// The go-back-N in progress: it re-sends `[from, to)`, started at `at`.
     recovery: Option<(Psn, Psn, Instant)>,
     /// When the last packet left.
@@ -648,8 +651,23 @@ impl Requester {
             return;
         }
         self.probe_out = None;
-        // Only what was sent before the probe and is still unacknowledged is lost; what
-        // left after it is in flight.
+        // The answer may be one of several ACKs that a stalled peer (or our own stalled
+        // thread) lets out at once, and not the last: look again half an RTT later, when
+        // the others have come too.
+        let wait = (self.cc.srtt.unwrap_or(0) / 2).max(200);
+        self.probe_check = Some((ctx.now + Duration::from_micros(wait), before));
+    }
+
+    /// The look after a probe's answer: only what was sent before the probe and is still
+    /// unacknowledged is lost (what left after it is in flight); re-send it.
+    fn check_probe(&mut self, ctx: &mut Ctx<'_>) {
+        let Some((at, before)) = self.probe_check else {
+            return;
+        };
+        if ctx.now < at {
+            return;
+        }
+        self.probe_check = None;
         let lost = self.una.is_before(before);
         if lost && !self.wqes.is_empty() && !self.retrying {
             ctx.counters.fast_retransmits += 1;
@@ -966,12 +984,14 @@ impl Requester {
         if self.paced_until.is_some_and(|t| now >= t) {
             self.paced_until = None;
         }
+        self.check_probe(ctx);
         if let Some(t) = self.timer {
             if now >= t {
                 self.timer = None;
                 if self.outstanding() && !self.wqes.is_empty() {
                     ctx.counters.ack_timeouts += 1;
                     self.probe_out = None;
+                    self.probe_check = None;
                     self.retry_with(ctx, info, true);
                 }
             }
@@ -999,7 +1019,8 @@ impl Requester {
     /// tail-loss probe.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let probe = self.probe_at.filter(|_| self.outstanding());
-        [self.timer, self.rnr_wait, self.paced_until, probe]
+        let check = self.probe_check.map(|(t, _)| t);
+        [self.timer, self.rnr_wait, self.paced_until, probe, check]
             .into_iter()
             .flatten()
             .min()
