@@ -29,6 +29,9 @@ use crate::time::{Duration, Instant};
 
 /// Queueing delay the delay mode aims at.
 pub const TARGET_QDELAY: Duration = Duration::from_micros(120);
+/// Whether the target follows the RTT's deviation ([`Cc::target`]): off, it made things
+/// worse on the loaded 2-core machine measured (`docs/measurements.md`).
+pub const ADAPTIVE_TARGET: bool = false;
 /// The most the target grows to on a noisy host ([`Cc::target`]).
 pub const MAX_TARGET: Duration = Duration::from_micros(800);
 /// The starting rate, bytes/s (1 Gbit/s), from which slow start doubles per round.
@@ -170,7 +173,11 @@ impl Cc {
     /// target; a target under that noise reads noise as queueing and starves the flow
     /// (Swift separates host from fabric delay with NIC timestamps, which we do not have).
     pub fn target(&self) -> u64 {
-        (2 * self.rttvar).clamp(TARGET_QDELAY.total_micros(), MAX_TARGET.total_micros())
+        if ADAPTIVE_TARGET {
+            (2 * self.rttvar).clamp(TARGET_QDELAY.total_micros(), MAX_TARGET.total_micros())
+        } else {
+            TARGET_QDELAY.total_micros()
+        }
     }
 
     /// A round: the smoothed RTT, at least 20 µs, at most 100 ms (before any sample: 1 ms).

@@ -14,7 +14,9 @@
 //!   train) — the fast path: one `sendmsg` per train.
 //! - [`Stack::set_udp_src_port`]: seal every packet for one fixed UDP source port (the
 //!   port the driver's socket is bound to) instead of rxe's per-QP flow-label port.
-//! - [`Stack::handle_timeout`] / [`Stack::poll_timeout`]: local ACK timeouts and RNR waits.
+//! - [`Stack::handle_timeout`] / [`Stack::poll_timeout`]: local ACK timeouts, RNR waits,
+//!   tail-loss probes, and the pacer's next send ([`cc`]): a requester the pacer holds back
+//!   leaves the sending index and waits in the deadline index, so the runtime wakes for it.
 //!
 //! A loop turn costs what the QPs with work cost, not what all QPs cost: the stack keeps
 //! two indexes in step with every requester it touches — the deadlines (`(deadline, QPN)`,
@@ -27,7 +29,8 @@
 //!   [`Stack::post_recv`], [`Stack::modify_qp`], [`Stack::poll_cq`]); the rest are on
 //!   [`Stack::verbs`].
 //!
-//! Submodules: [`emit`] (UDP source port rule, packet building), [`segment`] (MTU
+//! Submodules: [`cc`] (congestion control and pacing, `docs/congestion-control.md`),
+//! [`emit`] (UDP source port rule, packet building), [`segment`] (MTU
 //! segmentation and opcodes), [`rc_requester`], [`rc_responder`], [`resources`] (responder
 //! resources for duplicate READs/atomics), [`ud`], [`memory`] (gather/scatter).
 //!

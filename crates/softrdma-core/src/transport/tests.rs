@@ -1781,6 +1781,13 @@ fn narrow_link_write_and_read_fill_the_link() {
             "read={read}: a stall of {}",
             r.max_gap
         );
+        // The pacer keeps the queue from overflowing (slow start's overshoot aside): under
+        // 1% of the packets dropped.
+        assert!(
+            r.queue_drops * 100 < r.bytes / 1024,
+            "read={read}: {} queue drops",
+            r.queue_drops
+        );
     }
 }
 
