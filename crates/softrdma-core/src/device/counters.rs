@@ -63,9 +63,6 @@ counters! {
     /// Go-back-N retransmissions started by a probe's answer (the packets after the
     /// acknowledged point were lost) rather than by a NAK or the timeout.
     fast_retransmits,
-    /// Sequence NAKs that started no new go-back-N because the PSN was already being
-    /// re-sent (a hole the recovery in progress covers).
-    naks_in_recovery,
     /// Request packets sent again (any retransmission).
     retransmitted_pkts,
     /// Times the pacer held a requester back (its next packet was not yet due).

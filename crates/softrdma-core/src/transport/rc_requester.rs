@@ -20,8 +20,7 @@
 //!   9.7.5.1.3 has the responder answer a duplicate with an ACK of what it has). Whatever
 //!   the answer acknowledges, what was sent before the probe and is not covered was lost
 //!   (packets are not reordered on one path): go-back-N from there at once, without
-//!   spending a retry. A sequence NAK for a PSN already being re-sent starts no second
-//!   go-back-N.
+//!   spending a retry.
 
 use std::collections::VecDeque;
 
@@ -147,8 +146,6 @@ pub struct Requester {
     /// A probe was answered: when to look whether what was sent before it is still
     /// unacknowledged, and that `sent_high`.
     probe_check: Option<(Instant, Psn)>,
-    /// The go-back-N in progress: it re-sends `[from, to)`, started at `at`.
-    recovery: Option<(Psn, Psn, Instant)>,
     /// When the last packet left.
     last_sent: Option<Instant>,
     /// Packets re-sent, and pacer waits, not yet counted by the stack.
@@ -232,7 +229,7 @@ impl Requester {
     }
 
     /// A loss was found (NAK, probe answer, timeout): tell congestion control, forget the
-    /// RTT marks (samples of re-sent packets would be ambiguous), start a recovery round.
+    /// RTT marks of what will be re-sent (their samples would be ambiguous).
     fn on_loss(&mut self, now: Instant, from: Psn, timeout: bool) {
         self.cc.on_loss(now, timeout);
         // Packets from `from` on will be re-sent: their marks would give ambiguous samples
@@ -247,21 +244,6 @@ impl Requester {
         // `reads_out` stays: the READs asked for again are duplicates of those on the
         // responder's list, and a new one must not push one of them off it (the responder
         // keeps `max_dest_rd_atomic` of them; a retried READ it no longer has is ignored).
-        self.recovery = Some((from, self.sent_high, now));
-    }
-
-    /// Whether a sequence NAK for `psn` is stale: `psn` lies in the range the go-back-N in
-    /// progress re-sends, and less than the smallest RTT has passed since it started, so no
-    /// re-sent packet can have caused the NAK — a packet sent before the go-back did (one
-    /// that arrived after a reordered one). A NAK later than that answers the re-sent
-    /// packets: the copy of `psn` was lost too, and it starts a new go-back-N.
-    fn in_recovery(&self, psn: Psn, now: Instant) -> bool {
-        let Some(min_rtt) = self.cc.min_rtt else {
-            return false;
-        };
-        self.recovery.is_some_and(|(from, to, at)| {
-            !psn.is_before(from) && psn.is_before(to) && now < at + Duration::from_micros(min_rtt)
-        })
     }
 
     /// The next packet to send, if any is allowed now.
@@ -842,11 +824,7 @@ impl Requester {
                     }
                     if code == NakCode::PSN_SEQUENCE_ERROR {
                         ctx.counters.rcvd_seq_err += 1;
-                        if self.in_recovery(psn, ctx.now) {
-                            // Already being re-sent: a hole that packets sent before the
-                            // go-back found; a second go-back would send it all again.
-                            ctx.counters.naks_in_recovery += 1;
-                        } else if !self.retrying {
+                        if !self.retrying {
                             self.retry(ctx, info);
                         }
                     } else {
@@ -895,7 +873,7 @@ impl Requester {
                 }
                 if psn.is_after(expected) {
                     // A gap: a response packet was lost.
-                    if !self.retrying && !self.in_recovery(expected, ctx.now) {
+                    if !self.retrying {
                         self.retry(ctx, info);
                     }
                     return;
