@@ -67,10 +67,6 @@ counters! {
     retransmitted_pkts,
     /// Times the pacer held a requester back (its next packet was not yet due).
     paced_waits,
-    /// CNPs (BTH opcode 0x81) received / sent, and packets received with CE marked.
-    cnp_rcvd,
-    cnp_sent,
-    ecn_ce_rcvd,
     /// Dropped: the ICRC did not match (rxe drops these silently after counting).
     drop_bad_icrc,
     /// Dropped: the ICRC could not be verified (no IP header available and no IPv4 ID
