@@ -1070,6 +1070,40 @@ entry! {
 /// Upper bound on SGEs read from one WR before the core checks the QP's own limit.
 const SGE_READ_MAX: usize = 1024;
 
+/// `ibv_post_recv` / `ibv_post_srq_recv` over a caller's WR list: each WR's SGEs read and
+/// handed to `post` with the receive queue `found` names; the first WR refused (the first
+/// of all when `found` is an error) goes to `*bad_wr`, as rdma-core reports it.
+fn post_recv_list<T: Copy>(
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+    found: Result<T, Errno>,
+    mut post: impl FnMut(T, u64, Vec<Sge>) -> Result<(), Errno>,
+) -> Result<(), Errno> {
+    let refuse = |at: *mut ibv_recv_wr, e: Errno| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller's non-NULL output (the entry point's `bad_wr`).
+            unsafe { bad_wr.write(at) };
+        }
+        Err(e)
+    };
+    let target = match found {
+        Ok(t) => t,
+        Err(e) => return refuse(wr, e),
+    };
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: `cur` is the caller's WR (the list the entry point was given, walked by
+        // its own `next` links).
+        let (id, list, n, next) =
+            unsafe { ((*cur).wr_id, (*cur).sg_list, (*cur).num_sge, (*cur).next) };
+        if let Err(e) = sges(list, n).and_then(|sg| post(target, id, sg)) {
+            return refuse(cur, e);
+        }
+        cur = next;
+    }
+    Ok(())
+}
+
 fn sges(list: *mut ibv_sge, n: c_int) -> Result<Vec<Sge>, Errno> {
     let n = usize::try_from(n).map_err(|_| Errno::EINVAL)?;
     if n > SGE_READ_MAX {
@@ -1154,34 +1188,9 @@ entry! {
 entry! {
     op errno fn op_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
         let found = ptr::get::<ibv_qp, QpRs>(qp).and_then(|q| Ok((q, ctx_rs(q.ctx as *const ibv_context)?)));
-        let (q, c) = match found {
-            Ok(v) => v,
-            Err(e) => {
-                // The first WR is the one refused.
-                if !bad_wr.is_null() {
-                    // SAFETY: the caller's non-NULL output.
-                    unsafe { bad_wr.write(wr) };
-                }
-                return Err(e);
-            }
-        };
-        let mut cur = wr;
-        while !cur.is_null() {
-            // SAFETY: `cur` is the caller's WR.
-            let (id, list, n, next) = unsafe { ((*cur).wr_id, (*cur).sg_list, (*cur).num_sge, (*cur).next) };
-            let r = sges(list, n).and_then(|sg| {
-                c.dev().post_recv(q.qpn, RecvWr::new(id, sg)).map_err(|e| conv::dev_errno(&e))
-            });
-            if let Err(e) = r {
-                if !bad_wr.is_null() {
-                    // SAFETY: the caller's non-NULL output.
-                    unsafe { bad_wr.write(cur) };
-                }
-                return Err(e);
-            }
-            cur = next;
-        }
-        Ok(())
+        post_recv_list(wr, bad_wr, found, |(q, c), id, sg| {
+            c.dev().post_recv(q.qpn, RecvWr::new(id, sg)).map_err(|e| conv::dev_errno(&e))
+        })
     }
 }
 
@@ -1283,34 +1292,9 @@ entry! {
 entry! {
     op errno fn op_post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
         let found = ptr::get::<ibv_srq, SrqRs>(srq).and_then(|q| Ok((q, ctx_rs(q.ctx as *const ibv_context)?)));
-        let (q, c) = match found {
-            Ok(v) => v,
-            Err(e) => {
-                // The first WR is the one refused.
-                if !bad_wr.is_null() {
-                    // SAFETY: the caller's non-NULL output.
-                    unsafe { bad_wr.write(wr) };
-                }
-                return Err(e);
-            }
-        };
-        let mut cur = wr;
-        while !cur.is_null() {
-            // SAFETY: `cur` is the caller's WR.
-            let (id, list, n, next) = unsafe { ((*cur).wr_id, (*cur).sg_list, (*cur).num_sge, (*cur).next) };
-            let r = sges(list, n).and_then(|sg| {
-                c.dev().post_srq_recv(q.id, RecvWr::new(id, sg)).map_err(|e| conv::dev_errno(&e))
-            });
-            if let Err(e) = r {
-                if !bad_wr.is_null() {
-                    // SAFETY: the caller's non-NULL output.
-                    unsafe { bad_wr.write(cur) };
-                }
-                return Err(e);
-            }
-            cur = next;
-        }
-        Ok(())
+        post_recv_list(wr, bad_wr, found, |(q, c), id, sg| {
+            c.dev().post_srq_recv(q.id, RecvWr::new(id, sg)).map_err(|e| conv::dev_errno(&e))
+        })
     }
 }
 
