@@ -1454,6 +1454,17 @@ entry! {
 // do here), and every provider command fails with `EOPNOTSUPP`. The `IBVERBS_1.0` bindings are
 // the pre-2006 ABI (other structure layouts); they fail likewise.
 
+/// Entry points softrdma has no device of theirs for: each fails as rdma-core's does, with
+/// EOPNOTSUPP in the form its C signature returns (the errno as the value, `NULL`, `-1`, or
+/// nothing, with `errno` set).
+macro_rules! unsupported {
+    ($($sym:literal $name:ident -> $ret:ty = $val:expr;)*) => {
+        $(entry! {
+            export_as $sym value fn $name() -> $ret { $val }
+        })*
+    };
+}
+
 fn unsupported_void() {
     crate::entry::set_errno(Errno::EOPNOTSUPP);
 }
@@ -1474,472 +1485,85 @@ entry! {
     }
 }
 
-entry! {
-    export_as "sv____verbs_log" value fn x_verbs_log() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv___verbs_init_and_alloc_context" value fn x_verbs_init_and_alloc_context() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv__execute_ioctl" value fn x_execute_ioctl() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_attach_mcast" value fn x_ibv_attach_mcast() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_advise_mr" value fn x_ibv_cmd_advise_mr() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_alloc_dm" value fn x_ibv_cmd_alloc_dm() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_alloc_mw" value fn x_ibv_cmd_alloc_mw() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_alloc_pd" value fn x_ibv_cmd_alloc_pd() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_attach_mcast" value fn x_ibv_cmd_attach_mcast() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_close_xrcd" value fn x_ibv_cmd_close_xrcd() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_ah" value fn x_ibv_cmd_create_ah() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_counters" value fn x_ibv_cmd_create_counters() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_cq" value fn x_ibv_cmd_create_cq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_cq_ex" value fn x_ibv_cmd_create_cq_ex() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_flow" value fn x_ibv_cmd_create_flow() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_flow_action_esp" value fn x_ibv_cmd_create_flow_action_esp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_qp" value fn x_ibv_cmd_create_qp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_qp_ex" value fn x_ibv_cmd_create_qp_ex() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_qp_ex2" value fn x_ibv_cmd_create_qp_ex2() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_rwq_ind_table" value fn x_ibv_cmd_create_rwq_ind_table() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_srq" value fn x_ibv_cmd_create_srq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_srq_ex" value fn x_ibv_cmd_create_srq_ex() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_create_wq" value fn x_ibv_cmd_create_wq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_dealloc_mw" value fn x_ibv_cmd_dealloc_mw() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_dealloc_pd" value fn x_ibv_cmd_dealloc_pd() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_dereg_mr" value fn x_ibv_cmd_dereg_mr() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_destroy_ah" value fn x_ibv_cmd_destroy_ah() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_destroy_counters" value fn x_ibv_cmd_destroy_counters() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_destroy_cq" value fn x_ibv_cmd_destroy_cq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_destroy_flow" value fn x_ibv_cmd_destroy_flow() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_destroy_flow_action" value fn x_ibv_cmd_destroy_flow_action() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_destroy_qp" value fn x_ibv_cmd_destroy_qp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_destroy_rwq_ind_table" value fn x_ibv_cmd_destroy_rwq_ind_table() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_destroy_srq" value fn x_ibv_cmd_destroy_srq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_destroy_wq" value fn x_ibv_cmd_destroy_wq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_detach_mcast" value fn x_ibv_cmd_detach_mcast() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_free_dm" value fn x_ibv_cmd_free_dm() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_get_context" value fn x_ibv_cmd_get_context() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_modify_cq" value fn x_ibv_cmd_modify_cq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_modify_flow_action_esp" value fn x_ibv_cmd_modify_flow_action_esp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_modify_qp" value fn x_ibv_cmd_modify_qp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_modify_qp_ex" value fn x_ibv_cmd_modify_qp_ex() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_modify_srq" value fn x_ibv_cmd_modify_srq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_modify_wq" value fn x_ibv_cmd_modify_wq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_open_qp" value fn x_ibv_cmd_open_qp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_open_xrcd" value fn x_ibv_cmd_open_xrcd() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_poll_cq" value fn x_ibv_cmd_poll_cq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_post_recv" value fn x_ibv_cmd_post_recv() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_post_send" value fn x_ibv_cmd_post_send() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_post_srq_recv" value fn x_ibv_cmd_post_srq_recv() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_query_context" value fn x_ibv_cmd_query_context() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_query_device_any" value fn x_ibv_cmd_query_device_any() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_query_mr" value fn x_ibv_cmd_query_mr() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_query_port" value fn x_ibv_cmd_query_port() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_query_qp" value fn x_ibv_cmd_query_qp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_query_srq" value fn x_ibv_cmd_query_srq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_read_counters" value fn x_ibv_cmd_read_counters() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_reg_dm_mr" value fn x_ibv_cmd_reg_dm_mr() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_reg_dmabuf_mr" value fn x_ibv_cmd_reg_dmabuf_mr() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_reg_mr" value fn x_ibv_cmd_reg_mr() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_req_notify_cq" value fn x_ibv_cmd_req_notify_cq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_rereg_mr" value fn x_ibv_cmd_rereg_mr() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_cmd_resize_cq" value fn x_ibv_cmd_resize_cq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_detach_mcast" value fn x_ibv_detach_mcast() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_import_device" value fn x_ibv_import_device() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_import_dm" value fn x_ibv_import_dm() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_import_mr" value fn x_ibv_import_mr() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_import_pd" value fn x_ibv_import_pd() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_query_ece" value fn x_ibv_query_ece() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_read_ibdev_sysfs_file" value fn x_ibv_read_ibdev_sysfs_file() -> c_int {
-        unsupported_neg()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_reg_dmabuf_mr" value fn x_ibv_reg_dmabuf_mr() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_rereg_mr" value fn x_ibv_rereg_mr() -> c_int {
-        unsupported_neg()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_resize_cq" value fn x_ibv_resize_cq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_resolve_eth_l2_from_gid" value fn x_ibv_resolve_eth_l2_from_gid() -> c_int {
-        unsupported_neg()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_set_ece" value fn x_ibv_set_ece() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv__ibv_unimport_dm" value fn x_ibv_unimport_dm() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_unimport_mr" value fn x_ibv_unimport_mr() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv__ibv_unimport_pd" value fn x_ibv_unimport_pd() -> () {
-        unsupported_void()
-    }
+unsupported! {
+    "sv____verbs_log" x_verbs_log -> () = unsupported_void();
+    "sv___verbs_init_and_alloc_context" x_verbs_init_and_alloc_context -> *mut c_void = unsupported_null();
+    "sv__execute_ioctl" x_execute_ioctl -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_attach_mcast" x_ibv_attach_mcast -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_advise_mr" x_ibv_cmd_advise_mr -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_alloc_dm" x_ibv_cmd_alloc_dm -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_alloc_mw" x_ibv_cmd_alloc_mw -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_alloc_pd" x_ibv_cmd_alloc_pd -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_attach_mcast" x_ibv_cmd_attach_mcast -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_close_xrcd" x_ibv_cmd_close_xrcd -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_ah" x_ibv_cmd_create_ah -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_counters" x_ibv_cmd_create_counters -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_cq" x_ibv_cmd_create_cq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_cq_ex" x_ibv_cmd_create_cq_ex -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_flow" x_ibv_cmd_create_flow -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_flow_action_esp" x_ibv_cmd_create_flow_action_esp -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_qp" x_ibv_cmd_create_qp -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_qp_ex" x_ibv_cmd_create_qp_ex -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_qp_ex2" x_ibv_cmd_create_qp_ex2 -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_rwq_ind_table" x_ibv_cmd_create_rwq_ind_table -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_srq" x_ibv_cmd_create_srq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_srq_ex" x_ibv_cmd_create_srq_ex -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_create_wq" x_ibv_cmd_create_wq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_dealloc_mw" x_ibv_cmd_dealloc_mw -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_dealloc_pd" x_ibv_cmd_dealloc_pd -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_dereg_mr" x_ibv_cmd_dereg_mr -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_destroy_ah" x_ibv_cmd_destroy_ah -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_destroy_counters" x_ibv_cmd_destroy_counters -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_destroy_cq" x_ibv_cmd_destroy_cq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_destroy_flow" x_ibv_cmd_destroy_flow -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_destroy_flow_action" x_ibv_cmd_destroy_flow_action -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_destroy_qp" x_ibv_cmd_destroy_qp -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_destroy_rwq_ind_table" x_ibv_cmd_destroy_rwq_ind_table -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_destroy_srq" x_ibv_cmd_destroy_srq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_destroy_wq" x_ibv_cmd_destroy_wq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_detach_mcast" x_ibv_cmd_detach_mcast -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_free_dm" x_ibv_cmd_free_dm -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_get_context" x_ibv_cmd_get_context -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_modify_cq" x_ibv_cmd_modify_cq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_modify_flow_action_esp" x_ibv_cmd_modify_flow_action_esp -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_modify_qp" x_ibv_cmd_modify_qp -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_modify_qp_ex" x_ibv_cmd_modify_qp_ex -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_modify_srq" x_ibv_cmd_modify_srq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_modify_wq" x_ibv_cmd_modify_wq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_open_qp" x_ibv_cmd_open_qp -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_open_xrcd" x_ibv_cmd_open_xrcd -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_poll_cq" x_ibv_cmd_poll_cq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_post_recv" x_ibv_cmd_post_recv -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_post_send" x_ibv_cmd_post_send -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_post_srq_recv" x_ibv_cmd_post_srq_recv -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_query_context" x_ibv_cmd_query_context -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_query_device_any" x_ibv_cmd_query_device_any -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_query_mr" x_ibv_cmd_query_mr -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_query_port" x_ibv_cmd_query_port -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_query_qp" x_ibv_cmd_query_qp -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_query_srq" x_ibv_cmd_query_srq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_read_counters" x_ibv_cmd_read_counters -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_reg_dm_mr" x_ibv_cmd_reg_dm_mr -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_reg_dmabuf_mr" x_ibv_cmd_reg_dmabuf_mr -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_reg_mr" x_ibv_cmd_reg_mr -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_req_notify_cq" x_ibv_cmd_req_notify_cq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_rereg_mr" x_ibv_cmd_rereg_mr -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_cmd_resize_cq" x_ibv_cmd_resize_cq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_detach_mcast" x_ibv_detach_mcast -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_import_device" x_ibv_import_device -> *mut c_void = unsupported_null();
+    "sv__ibv_import_dm" x_ibv_import_dm -> *mut c_void = unsupported_null();
+    "sv__ibv_import_mr" x_ibv_import_mr -> *mut c_void = unsupported_null();
+    "sv__ibv_import_pd" x_ibv_import_pd -> *mut c_void = unsupported_null();
+    "sv__ibv_query_ece" x_ibv_query_ece -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_read_ibdev_sysfs_file" x_ibv_read_ibdev_sysfs_file -> c_int = unsupported_neg();
+    "sv__ibv_reg_dmabuf_mr" x_ibv_reg_dmabuf_mr -> *mut c_void = unsupported_null();
+    "sv__ibv_rereg_mr" x_ibv_rereg_mr -> c_int = unsupported_neg();
+    "sv__ibv_resize_cq" x_ibv_resize_cq -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_resolve_eth_l2_from_gid" x_ibv_resolve_eth_l2_from_gid -> c_int = unsupported_neg();
+    "sv__ibv_set_ece" x_ibv_set_ece -> c_int = libc::EOPNOTSUPP;
+    "sv__ibv_unimport_dm" x_ibv_unimport_dm -> () = unsupported_void();
+    "sv__ibv_unimport_mr" x_ibv_unimport_mr -> () = unsupported_void();
+    "sv__ibv_unimport_pd" x_ibv_unimport_pd -> () = unsupported_void();
 }
 
 entry! {
@@ -1948,148 +1572,31 @@ entry! {
     }
 }
 
-entry! {
-    export_as "sv__verbs_init_cq" value fn x_verbs_init_cq() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv__verbs_open_device" value fn x_verbs_open_device() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv__verbs_register_driver_34" value fn x_verbs_register_driver_34() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv__verbs_set_ops" value fn x_verbs_set_ops() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv__verbs_uninit_context" value fn x_verbs_uninit_context() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_ack_async_event" value fn compat10_ibv_ack_async_event() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_ack_cq_events" value fn compat10_ibv_ack_cq_events() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_alloc_pd" value fn compat10_ibv_alloc_pd() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_attach_mcast" value fn compat10_ibv_attach_mcast() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_close_device" value fn compat10_ibv_close_device() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_create_ah" value fn compat10_ibv_create_ah() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_create_cq" value fn compat10_ibv_create_cq() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_create_qp" value fn compat10_ibv_create_qp() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_create_srq" value fn compat10_ibv_create_srq() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_dealloc_pd" value fn compat10_ibv_dealloc_pd() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_dereg_mr" value fn compat10_ibv_dereg_mr() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_destroy_ah" value fn compat10_ibv_destroy_ah() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_destroy_cq" value fn compat10_ibv_destroy_cq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_destroy_qp" value fn compat10_ibv_destroy_qp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_destroy_srq" value fn compat10_ibv_destroy_srq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_detach_mcast" value fn compat10_ibv_detach_mcast() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_free_device_list" value fn compat10_ibv_free_device_list() -> () {
-        unsupported_void()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_get_async_event" value fn compat10_ibv_get_async_event() -> c_int {
-        unsupported_neg()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_get_cq_event" value fn compat10_ibv_get_cq_event() -> c_int {
-        unsupported_neg()
-    }
+unsupported! {
+    "sv__verbs_init_cq" x_verbs_init_cq -> () = unsupported_void();
+    "sv__verbs_open_device" x_verbs_open_device -> *mut c_void = unsupported_null();
+    "sv__verbs_register_driver_34" x_verbs_register_driver_34 -> () = unsupported_void();
+    "sv__verbs_set_ops" x_verbs_set_ops -> () = unsupported_void();
+    "sv__verbs_uninit_context" x_verbs_uninit_context -> () = unsupported_void();
+    "sv10__ibv_ack_async_event" compat10_ibv_ack_async_event -> () = unsupported_void();
+    "sv10__ibv_ack_cq_events" compat10_ibv_ack_cq_events -> () = unsupported_void();
+    "sv10__ibv_alloc_pd" compat10_ibv_alloc_pd -> *mut c_void = unsupported_null();
+    "sv10__ibv_attach_mcast" compat10_ibv_attach_mcast -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_close_device" compat10_ibv_close_device -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_create_ah" compat10_ibv_create_ah -> *mut c_void = unsupported_null();
+    "sv10__ibv_create_cq" compat10_ibv_create_cq -> *mut c_void = unsupported_null();
+    "sv10__ibv_create_qp" compat10_ibv_create_qp -> *mut c_void = unsupported_null();
+    "sv10__ibv_create_srq" compat10_ibv_create_srq -> *mut c_void = unsupported_null();
+    "sv10__ibv_dealloc_pd" compat10_ibv_dealloc_pd -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_dereg_mr" compat10_ibv_dereg_mr -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_destroy_ah" compat10_ibv_destroy_ah -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_destroy_cq" compat10_ibv_destroy_cq -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_destroy_qp" compat10_ibv_destroy_qp -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_destroy_srq" compat10_ibv_destroy_srq -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_detach_mcast" compat10_ibv_detach_mcast -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_free_device_list" compat10_ibv_free_device_list -> () = unsupported_void();
+    "sv10__ibv_get_async_event" compat10_ibv_get_async_event -> c_int = unsupported_neg();
+    "sv10__ibv_get_cq_event" compat10_ibv_get_cq_event -> c_int = unsupported_neg();
 }
 
 entry! {
@@ -2098,82 +1605,20 @@ entry! {
     }
 }
 
-entry! {
-    export_as "sv10__ibv_get_device_list" value fn compat10_ibv_get_device_list() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_get_device_name" value fn compat10_ibv_get_device_name() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_modify_qp" value fn compat10_ibv_modify_qp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_modify_srq" value fn compat10_ibv_modify_srq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_open_device" value fn compat10_ibv_open_device() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_query_device" value fn compat10_ibv_query_device() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_query_gid" value fn compat10_ibv_query_gid() -> c_int {
-        unsupported_neg()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_query_pkey" value fn compat10_ibv_query_pkey() -> c_int {
-        unsupported_neg()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_query_port" value fn compat10_ibv_query_port() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_query_qp" value fn compat10_ibv_query_qp() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_query_srq" value fn compat10_ibv_query_srq() -> c_int {
-        libc::EOPNOTSUPP
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_reg_mr" value fn compat10_ibv_reg_mr() -> *mut c_void {
-        unsupported_null()
-    }
-}
-
-entry! {
-    export_as "sv10__ibv_resize_cq" value fn compat10_ibv_resize_cq() -> c_int {
-        libc::EOPNOTSUPP
-    }
+unsupported! {
+    "sv10__ibv_get_device_list" compat10_ibv_get_device_list -> *mut c_void = unsupported_null();
+    "sv10__ibv_get_device_name" compat10_ibv_get_device_name -> *mut c_void = unsupported_null();
+    "sv10__ibv_modify_qp" compat10_ibv_modify_qp -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_modify_srq" compat10_ibv_modify_srq -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_open_device" compat10_ibv_open_device -> *mut c_void = unsupported_null();
+    "sv10__ibv_query_device" compat10_ibv_query_device -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_query_gid" compat10_ibv_query_gid -> c_int = unsupported_neg();
+    "sv10__ibv_query_pkey" compat10_ibv_query_pkey -> c_int = unsupported_neg();
+    "sv10__ibv_query_port" compat10_ibv_query_port -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_query_qp" compat10_ibv_query_qp -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_query_srq" compat10_ibv_query_srq -> c_int = libc::EOPNOTSUPP;
+    "sv10__ibv_reg_mr" compat10_ibv_reg_mr -> *mut c_void = unsupported_null();
+    "sv10__ibv_resize_cq" compat10_ibv_resize_cq -> c_int = libc::EOPNOTSUPP;
 }
 
 entry! {
