@@ -128,6 +128,14 @@ pub struct NodeCounters {
     pub no_such_port: u64,
 }
 
+/// A port taken out of a node ([`Node::into_ports`]) to be added to another
+/// ([`Node::adopt_port`]).
+pub struct NodePort {
+    pub stack: Stack,
+    pub mad: MadPort,
+    pub classes: Vec<Box<dyn MadClass>>,
+}
+
 struct Port {
     stack: Stack,
     mad: MadPort,
@@ -170,8 +178,25 @@ impl Node {
     /// receive buffers (the kernel posts [`crate::mad::port::DEFAULT_RECV_DEPTH`]) and runs
     /// the CM on it, as rxe's first MAD client after ib_agent and ib_sa.
     pub fn add_port(&mut self, mut stack: Stack, qp1_recv_depth: u32) -> Result<CmPort, NodeError> {
-        let mut mad = MadPort::open(&mut stack, RXE_FIRST_CLIENT_HI_TID, qp1_recv_depth)
+        let mad = MadPort::open(&mut stack, RXE_FIRST_CLIENT_HI_TID, qp1_recv_depth)
             .map_err(NodeError::Qp1)?;
+        self.adopt_port(NodePort {
+            stack,
+            mad,
+            classes: Vec::new(),
+        })
+    }
+
+    /// Adds a port that another node ran ([`Node::into_ports`]): its stack, QP1 with what
+    /// is posted and pending on it, and its classes move here, and this node's CM
+    /// registers on its MAD layer. A runtime moves a device into the node of the CM it is
+    /// added to this way (the device's QPs and memory go with it).
+    pub fn adopt_port(&mut self, port: NodePort) -> Result<CmPort, NodeError> {
+        let NodePort {
+            stack,
+            mut mad,
+            classes,
+        } = port;
         let port = self.rdma.add_port(mad.agent_mut(), &stack)?;
         let cm_agent = self.rdma.cm().agent(port).ok_or(NodeError::NoSuchPort)?;
         debug_assert_eq!(port.index(), self.ports.len());
@@ -179,9 +204,50 @@ impl Node {
             stack,
             mad,
             cm_agent,
-            classes: Vec::new(),
+            classes,
         });
         Ok(port)
+    }
+
+    /// Takes the node apart into its ports, each with its stack, QP1 and classes, the CM's
+    /// agent unregistered from its MAD layer (for [`Node::adopt_port`]); the CMs and
+    /// their ids are dropped.
+    pub fn into_ports(self) -> Vec<NodePort> {
+        self.ports
+            .into_iter()
+            .map(|mut p| {
+                // Registered by this node on this layer: it cannot be unknown.
+                let _ = p.mad.agent_mut().unregister(p.cm_agent);
+                NodePort {
+                    stack: p.stack,
+                    mad: p.mad,
+                    classes: p.classes,
+                }
+            })
+            .collect()
+    }
+
+    /// Runs `f` with `port`'s stack and MAD layer as a class gets them (a send of a class's
+    /// agent from outside its handlers); what it sends goes out at the next
+    /// [`Node::poll_transmit_batch`].
+    pub fn with_mad<R>(
+        &mut self,
+        now: Instant,
+        port: CmPort,
+        f: impl FnOnce(&mut PortCtx<'_>) -> R,
+    ) -> Result<R, NodeError> {
+        self.advance(now);
+        let p = self
+            .ports
+            .get_mut(port.index())
+            .ok_or(NodeError::NoSuchPort)?;
+        let mut ctx = PortCtx {
+            now,
+            port,
+            stack: &mut p.stack,
+            mad: p.mad.agent_mut(),
+        };
+        Ok(f(&mut ctx))
     }
 
     /// Attaches a management class to `port`: `make` registers its agents on the port's

@@ -36,27 +36,29 @@
 //! the CM. Events about ids the application already holds are always queued (a few per id
 //! and per command), so the queue holds at most the limit plus those.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
-use std::task::{Context, Poll, Waker};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant as StdInstant};
 
 use softrdma_core::cm::{CmConfig, CmCounters, CmEvent, CmPort, CmTableSizes, RXE_CA_ACK_DELAY};
-use softrdma_core::mad::{AgentId, MadAgent, MadEvent};
+use softrdma_core::node::NodeError;
 use softrdma_core::rdma_cm::{
     AnyEvent, RdmaCm, RdmaCmCounters, RdmaCmError, RdmaCmEvent, RdmaCmId, RdmaId,
 };
 use softrdma_core::time::Instant;
-use softrdma_core::Stack;
+use softrdma_core::{Node, Stack};
 use softrdma_wire::Guid;
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 
 use crate::device::{Device, Progress};
-use crate::mad::{MadClient, MadInbox, PortCtx};
+use crate::host::{Host, HostState};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// What the CM tells the application.
 #[derive(Debug)]
@@ -77,6 +79,8 @@ pub enum Error {
     NoSuchId,
     /// The RDMA CM refused.
     Rdma(RdmaCmError),
+    /// The device was added to another CM already (a device is a port of one CM's node).
+    OtherCm,
 }
 
 impl std::fmt::Display for Error {
@@ -85,6 +89,7 @@ impl std::fmt::Display for Error {
             Error::NoSuchPort => f.write_str("no such device in this CM"),
             Error::NoSuchId => f.write_str("no such RDMA CM id"),
             Error::Rdma(e) => write!(f, "{e}"),
+            Error::OtherCm => f.write_str("the device belongs to another CM"),
         }
     }
 }
@@ -97,164 +102,34 @@ impl From<RdmaCmError> for Error {
     }
 }
 
-struct Inner {
-    rdma: RdmaCm,
-    /// By CmPort index.
-    devices: Vec<Device>,
-    inboxes: Vec<Arc<MadInbox>>,
-    /// UD listeners answered in the loop turn that queued their requests: a SIDR REP
-    /// with this QPN (Q_Key: the RDMA CM's), the id destroyed at once ([`Cm::answer_sidr`]).
-    sidr_answers: HashMap<RdmaId, u32>,
-    /// Whether IB CM events are kept for the application ([`Cm::keep_ib_events`]).
-    keep_ib_events: bool,
+impl From<NodeError> for Error {
+    fn from(e: NodeError) -> Self {
+        match e {
+            NodeError::Cm(r) => Error::Rdma(r),
+            NodeError::Qp1(v) => Error::Rdma(RdmaCmError::from(v)),
+            NodeError::NoSuchPort => Error::NoSuchPort,
+        }
+    }
 }
 
-impl Inner {
-    /// What the CM does on its own after input, in the same turn: answers SIDR REQs of
-    /// the UD listeners it answers for, and drops IB CM events nobody will take.
-    fn after_input(&mut self, now: Instant) {
-        for (&l, &qpn) in &self.sidr_answers {
-            while let Some(mut e) = self.rdma.poll_event_of(l) {
-                if let Some(id) = e.new_id.take() {
-                    // Refused only for a destroyed id or a bad state: nothing to answer.
-                    let _ = self.rdma.accept_ud(now, &id, qpn, 0, &[]);
-                    self.rdma.destroy(now, id);
-                }
-            }
-        }
-        if !self.keep_ib_events {
-            while self.rdma.poll_ib_event().is_some() {}
-        }
-    }
+/// The next event of the node's queue, as the application sees it.
+fn pop(h: &mut HostState) -> Option<Event> {
+    h.node.poll_event().map(|e| match e {
+        AnyEvent::Rdma(e) => Event::Rdma(e),
+        AnyEvent::Ib(e) => Event::Ib(e),
+    })
+}
 
-    /// Hands the CM's queued MAD operations to the MAD layers: `here` (whose layer the
-    /// caller holds) directly, the others through their inboxes.
-    fn route(&mut self, here: Option<(CmPort, &mut MadAgent)>) {
-        let mut here = here;
-        while let Some((port, agent, op)) = self.rdma.poll_mad() {
-            match here.as_mut() {
-                Some((p, mad)) if *p == port => {
-                    // A cancel of a send that already ended is the only failure.
-                    let _ = mad.apply(agent, op);
-                }
-                _ => {
-                    if let (Some(inbox), Some(dev)) = (
-                        self.inboxes.get(port.index()),
-                        self.devices.get(port.index()),
-                    ) {
-                        inbox.push(agent, op);
-                        dev.wake();
-                    }
-                }
-            }
-        }
-    }
-
-    /// The next RDMA CM event of `owner` ([`RdmaCm::poll_event_of`]); like [`Inner::pop`],
-    /// what taking it makes the CM send goes out.
-    fn pop_of(&mut self, owner: RdmaId) -> Option<RdmaCmEvent> {
-        let e = self.rdma.poll_event_of(owner);
-        if self.rdma.cm().has_mad_ops() {
-            self.route(None);
-        }
-        e
-    }
-
-    /// The next event, from the RDMA CM's queue. Taking one may destroy ids (an IB CM
-    /// event of a destroyed listener drops its new id): their MADs go out through the
-    /// devices' inboxes.
-    fn pop(&mut self) -> Option<Event> {
-        let e = self.rdma.poll_next().map(|e| match e {
-            AnyEvent::Rdma(e) => Event::Rdma(e),
-            AnyEvent::Ib(e) => Event::Ib(e),
-        });
-        if self.rdma.cm().has_mad_ops() {
-            self.route(None);
-        }
-        e
-    }
+/// The next RDMA CM event of `owner` ([`Node::poll_event_of`]).
+fn pop_of(h: &mut HostState, owner: RdmaId) -> Option<RdmaCmEvent> {
+    h.node.poll_event_of(owner)
 }
 
 struct Shared {
-    inner: Mutex<Inner>,
-    cv: Condvar,
-    /// Threads in [`Cm::wait_event`]'s condition wait (counted under `inner`'s lock before
-    /// waiting): `notify_all` is a futex syscall even with nobody waiting, and the loops
-    /// signal after every turn that queued an event.
-    cv_waiters: AtomicUsize,
-    wakers: Mutex<Vec<Waker>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Shared {
-    fn signal(&self) {
-        if self.cv_waiters.load(Ordering::Acquire) > 0 {
-            self.cv.notify_all();
-        }
-        let wakers = std::mem::take(&mut *lock(&self.wakers));
-        for w in wakers {
-            w.wake();
-        }
-    }
-}
-
-/// The CM's client on one device's QP1.
-struct PortClient {
-    cm: Weak<Shared>,
-    port: CmPort,
-    agent: AgentId,
-    /// An event was queued in this loop turn: waiters are woken once, at its end
-    /// ([`MadClient::end_turn`]), not per MAD — a woken waiter would contend for the CM's
-    /// lock with the loop handling the rest of the batch.
-    queued: AtomicBool,
-}
-
-impl MadClient for PortClient {
-    fn owns(&self, agent: AgentId) -> bool {
-        agent == self.agent
-    }
-
-    fn handle_mad(&self, ctx: &mut PortCtx<'_>, ev: MadEvent) {
-        let Some(cm) = self.cm.upgrade() else { return };
-        let had = {
-            let mut g = lock(&cm.inner);
-            g.rdma.handle_mad(ctx.now, self.port, ctx.stack, ev);
-            g.after_input(ctx.now);
-            g.route(Some((self.port, &mut *ctx.mad)));
-            g.rdma.has_event()
-        };
-        if had {
-            self.queued.store(true, Ordering::Relaxed);
-        }
-    }
-
-    fn end_turn(&self) {
-        if self.queued.swap(false, Ordering::Relaxed) {
-            if let Some(cm) = self.cm.upgrade() {
-                cm.signal();
-            }
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        let cm = self.cm.upgrade()?;
-        let t = lock(&cm.inner).rdma.poll_timeout();
-        t
-    }
-
-    fn handle_timeout(&self, ctx: &mut PortCtx<'_>) {
-        let Some(cm) = self.cm.upgrade() else { return };
-        {
-            let mut g = lock(&cm.inner);
-            g.rdma.handle_timeout(ctx.now);
-            g.after_input(ctx.now);
-            g.route(Some((self.port, &mut *ctx.mad)));
-        }
-        self.queued.store(true, Ordering::Relaxed);
-    }
+    /// The node every device of this CM is a port of.
+    host: Arc<Host>,
+    /// The devices, by port index (strong: the CM keeps its devices open).
+    devices: Mutex<Vec<Device>>,
 }
 
 /// The process's connection manager (cheap to clone; see the module docs).
@@ -265,10 +140,11 @@ pub struct Cm {
 
 impl std::fmt::Debug for Cm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let g = lock(&self.shared.inner);
+        let devices = lock(&self.shared.devices).len();
+        let queued = self.shared.host.lock().node.rdma().queued_events();
         f.debug_struct("Cm")
-            .field("devices", &g.devices.len())
-            .field("queued_events", &g.rdma.queued_events())
+            .field("devices", &devices)
+            .field("queued_events", &queued)
             .finish()
     }
 }
@@ -287,57 +163,49 @@ impl Cm {
     /// A CM with an explicit configuration (the node GUID is each device's own): the
     /// limits ([`CmConfig::half_open_limit`], [`CmConfig::event_queue_limit`]) are set here.
     pub fn with_config(cfg: CmConfig) -> Cm {
-        let rdma = match RdmaCm::new(cfg) {
-            Ok(r) => r,
-            // RdmaCm::new cannot fail without a MAD layer to register on.
-            Err(e) => unreachable!("RdmaCm::new: {e}"),
+        let node = match Node::new(cfg) {
+            Ok(n) => n,
+            // Node::new cannot fail without a MAD layer to register on.
+            Err(e) => unreachable!("Node::new: {e}"),
         };
         Cm {
             shared: Arc::new(Shared {
-                inner: Mutex::new(Inner {
-                    rdma,
-                    devices: Vec::new(),
-                    inboxes: Vec::new(),
-                    sidr_answers: HashMap::new(),
-                    keep_ib_events: true,
-                }),
-                cv: Condvar::new(),
-                cv_waiters: AtomicUsize::new(0),
-                wakers: Mutex::new(Vec::new()),
+                host: Arc::new(Host::new(node, false)),
+                devices: Mutex::new(Vec::new()),
             }),
         }
     }
 
-    /// Runs the CM on `dev` too (`cm_add_one`): the CM registers on its QP1 and its loop
-    /// drives the CM from now on. Returns the device's port name in this CM.
+    /// Runs the CM on `dev` too (`cm_add_one`): the device becomes a port of this CM's
+    /// node (its stack, QPs, regions, QP1 and management classes move with it; see
+    /// [`crate::host`]) and its loop drives the CM from now on. Returns the device's port
+    /// name in this CM. A device belongs to one CM: adding it to a second is refused
+    /// ([`Error::OtherCm`]); adding it again returns its port.
     pub fn add_device(&self, dev: &Device) -> Result<CmPort, Error> {
-        let weak = Arc::downgrade(&self.shared);
-        let inbox = dev.mad_inbox();
-        let client = dev.attach_mad_client(|mad, stack| {
-            let mut g = lock(&self.shared.inner);
-            let port = g.rdma.add_port(mad, stack)?;
-            let agent = g.rdma.cm().agent(port).ok_or(Error::NoSuchPort)?;
-            g.devices.push(dev.clone());
-            g.inboxes.push(inbox);
-            Ok::<_, Error>(Arc::new(PortClient {
-                cm: weak,
-                port,
-                agent,
-                queued: AtomicBool::new(false),
-            }))
-        })?;
-        Ok(client.port)
+        let mut devices = lock(&self.shared.devices);
+        let (host, port) = dev.shared().host();
+        if Arc::ptr_eq(&host, &self.shared.host) {
+            return Ok(port);
+        }
+        if !host.is_private() {
+            return Err(Error::OtherCm);
+        }
+        let port = dev.shared().move_to(&self.shared.host)?;
+        debug_assert_eq!(port.index(), devices.len());
+        devices.push(dev.clone());
+        Ok(port)
     }
 
     /// The device of `port`.
     pub fn device(&self, port: CmPort) -> Option<Device> {
-        lock(&self.shared.inner).devices.get(port.index()).cloned()
+        lock(&self.shared.devices).get(port.index()).cloned()
     }
 
     /// The ports of the devices added, with their devices.
     pub fn devices(&self) -> Vec<(CmPort, Device)> {
-        let g = lock(&self.shared.inner);
-        g.rdma.cm().ports().zip(g.devices.iter().cloned()).collect()
+        let devices = lock(&self.shared.devices).clone();
+        let h = self.shared.host.lock();
+        h.node.ports().zip(devices).collect()
     }
 
     /// The port (device) that holds `ip` as a RoCEv2 GID, if any.
@@ -356,13 +224,11 @@ impl Cm {
         f: impl FnOnce(&mut RdmaCm, &mut Stack, Instant) -> R,
     ) -> Result<R, Error> {
         let dev = self.device(port).ok_or(Error::NoSuchPort)?;
-        let r = dev.with_mad(|ctx| {
-            let mut g = lock(&self.shared.inner);
-            let r = f(&mut g.rdma, ctx.stack, ctx.now);
-            g.route(Some((port, &mut *ctx.mad)));
-            r
-        });
-        self.shared.signal();
+        let r = dev.shared().node_command(|h, port, now| {
+            h.node
+                .with_port(now, port, |rdma, stack| f(rdma, stack, now))
+        })?;
+        self.shared.host.signal();
         Ok(r)
     }
 
@@ -372,23 +238,25 @@ impl Cm {
         id: RdmaId,
         f: impl FnOnce(&mut RdmaCm, &mut Stack, Instant) -> R,
     ) -> Result<R, Error> {
-        let port = lock(&self.shared.inner)
-            .rdma
+        let port = self
+            .shared
+            .host
+            .lock()
+            .node
+            .rdma()
             .port_of(id)
             .ok_or(Error::NoSuchId)?;
         self.with(port, f)
     }
 
-    /// Runs `f` on the RDMA CM alone (listen, queries); MADs it queues go out through the
-    /// devices' inboxes.
+    /// Runs `f` on the RDMA CM alone (listen, queries); MADs it queues go out from this
+    /// thread, device by device, after the CM's lock is released.
     pub fn with_cm<R>(&self, f: impl FnOnce(&mut RdmaCm) -> R) -> R {
-        let r = {
-            let mut g = lock(&self.shared.inner);
-            let r = f(&mut g.rdma);
-            g.route(None);
-            r
-        };
-        self.shared.signal();
+        let r = f(self.shared.host.lock().node.rdma_mut());
+        for d in lock(&self.shared.devices).iter() {
+            d.shared().flush_commands();
+        }
+        self.shared.host.signal();
         r
     }
 
@@ -408,26 +276,25 @@ impl Cm {
     /// The next event, without waiting (with inline devices: after one non-blocking turn
     /// of each).
     pub fn poll_event(&self) -> Option<Event> {
-        self.poll_with(Inner::pop)
+        self.poll_with(pop)
     }
 
     /// The next RDMA CM event of `owner` — its own, or for a listener a CONNECT_REQUEST
     /// it received — without waiting; everyone else's stay queued
     /// ([`RdmaCm::poll_event_of`]).
     pub fn poll_event_of(&self, owner: RdmaId) -> Option<RdmaCmEvent> {
-        self.poll_with(|g| g.pop_of(owner))
+        self.poll_with(|h| pop_of(h, owner))
     }
 
-    fn poll_with<T>(&self, pop: impl FnOnce(&mut Inner) -> Option<T>) -> Option<T> {
+    fn poll_with<T>(&self, pop: impl FnOnce(&mut HostState) -> Option<T>) -> Option<T> {
         for d in self.inline_devices() {
             let _ = d.poll_once();
         }
-        pop(&mut lock(&self.shared.inner))
+        pop(&mut self.shared.host.lock())
     }
 
     fn inline_devices(&self) -> Vec<Device> {
-        lock(&self.shared.inner)
-            .devices
+        lock(&self.shared.devices)
             .iter()
             .filter(|d| d.progress() == Progress::Inline)
             .cloned()
@@ -437,25 +304,26 @@ impl Cm {
     /// The next event, waiting up to `timeout` (`None` when it passed). Threaded devices
     /// deliver it the moment their loop handles the MAD; inline devices are turned here.
     pub fn wait_event(&self, timeout: Duration) -> Option<Event> {
-        self.wait_with(timeout, Inner::pop)
+        self.wait_with(timeout, pop)
     }
 
     /// [`Cm::poll_event_of`], waiting up to `timeout`: a thread waiting on one id never
     /// takes (or handles) another's event.
     pub fn wait_event_of(&self, owner: RdmaId, timeout: Duration) -> Option<RdmaCmEvent> {
-        self.wait_with(timeout, |g| g.pop_of(owner))
+        self.wait_with(timeout, |h| pop_of(h, owner))
     }
 
     fn wait_with<T>(
         &self,
         timeout: Duration,
-        mut pop: impl FnMut(&mut Inner) -> Option<T>,
+        mut pop: impl FnMut(&mut HostState) -> Option<T>,
     ) -> Option<T> {
         let end = StdInstant::now() + timeout;
         let inline = self.inline_devices();
+        let host = &self.shared.host;
         loop {
             {
-                let mut g = lock(&self.shared.inner);
+                let mut g = host.lock();
                 if let Some(e) = pop(&mut g) {
                     return Some(e);
                 }
@@ -464,13 +332,7 @@ impl Cm {
                     return None;
                 }
                 if inline.is_empty() {
-                    self.shared.cv_waiters.fetch_add(1, Ordering::AcqRel);
-                    let (mut g, _) = self
-                        .shared
-                        .cv
-                        .wait_timeout(g, left)
-                        .unwrap_or_else(|p| p.into_inner());
-                    self.shared.cv_waiters.fetch_sub(1, Ordering::AcqRel);
+                    let mut g = host.wait(g, left);
                     if let Some(e) = pop(&mut g) {
                         return Some(e);
                     }
@@ -492,17 +354,14 @@ impl Cm {
 
     /// The next event, as a future (threaded devices; see the module docs).
     pub fn next_event(&self) -> impl Future<Output = Event> + '_ {
-        NextEvent {
-            cm: self,
-            pop: Inner::pop,
-        }
+        NextEvent { cm: self, pop }
     }
 
     /// [`Cm::poll_event_of`] as a future (threaded devices).
     pub fn next_event_of(&self, owner: RdmaId) -> impl Future<Output = RdmaCmEvent> + '_ {
         NextEvent {
             cm: self,
-            pop: move |g: &mut Inner| g.pop_of(owner),
+            pop: move |h: &mut HostState| pop_of(h, owner),
         }
     }
 
@@ -511,12 +370,12 @@ impl Cm {
     /// server's accept would; the request's id is destroyed at once. Until
     /// [`Cm::stop_answering_sidr`] or the listener's destruction.
     pub fn answer_sidr(&self, listener: RdmaId, qpn: u32) {
-        lock(&self.shared.inner).sidr_answers.insert(listener, qpn);
+        self.shared.host.lock().sidr_answers.insert(listener, qpn);
     }
 
     /// Stops [`Cm::answer_sidr`] for `listener`.
     pub fn stop_answering_sidr(&self, listener: RdmaId) {
-        lock(&self.shared.inner).sidr_answers.remove(&listener);
+        self.shared.host.lock().sidr_answers.remove(&listener);
     }
 
     /// Whether IB CM events (ids made on the IB CM directly; retransmission notices) are
@@ -524,43 +383,43 @@ impl Cm {
     /// ids' RDMA CM events ([`Cm::poll_event_of`]) says `false`, so that notices nobody
     /// takes do not fill the bounded queue.
     pub fn keep_ib_events(&self, keep: bool) {
-        let mut g = lock(&self.shared.inner);
+        let mut g = self.shared.host.lock();
         g.keep_ib_events = keep;
         if !keep {
-            while g.rdma.poll_ib_event().is_some() {}
+            while g.node.poll_ib_event().is_some() {}
         }
     }
 
     /// Whether an event is queued.
     pub fn has_event(&self) -> bool {
-        lock(&self.shared.inner).rdma.has_event()
+        self.shared.host.lock().node.rdma().has_event()
     }
 
     /// How many events are queued (see the module docs on the bound).
     pub fn queued_events(&self) -> usize {
-        lock(&self.shared.inner).rdma.queued_events()
+        self.shared.host.lock().node.rdma().queued_events()
     }
 
     /// The IB CM's counters.
     pub fn counters(&self) -> CmCounters {
-        lock(&self.shared.inner).rdma.cm().counters()
+        self.shared.host.lock().node.rdma().cm().counters()
     }
 
     /// The RDMA CM's counters: backlog drops, refused REQs, and what the full event queue
     /// refused or dropped.
     pub fn rdma_counters(&self) -> RdmaCmCounters {
-        lock(&self.shared.inner).rdma.counters()
+        self.shared.host.lock().node.rdma().counters()
     }
 
     /// The sizes of the IB CM's tables (ids, remote-ID and remote-QPN entries, timewaits,
     /// half-open ids, outstanding sends...).
     pub fn table_sizes(&self) -> CmTableSizes {
-        lock(&self.shared.inner).rdma.cm().table_sizes()
+        self.shared.host.lock().node.rdma().cm().table_sizes()
     }
 
     /// How many RDMA CM ids exist (listeners included).
     pub fn id_count(&self) -> usize {
-        lock(&self.shared.inner).rdma.id_count()
+        self.shared.host.lock().node.rdma().id_count()
     }
 }
 
@@ -570,14 +429,14 @@ struct NextEvent<'a, P> {
     pop: P,
 }
 
-impl<T, P: FnMut(&mut Inner) -> Option<T> + Unpin> Future for NextEvent<'_, P> {
+impl<T, P: FnMut(&mut HostState) -> Option<T> + Unpin> Future for NextEvent<'_, P> {
     type Output = T;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let shared = &self.cm.shared;
+        let host = self.cm.shared.host.clone();
         // Register before looking, so a signal between the look and the registration is
         // not lost.
-        lock(&shared.wakers).push(cx.waker().clone());
-        let mut g = lock(&shared.inner);
+        host.register(cx.waker().clone());
+        let mut g = host.lock();
         match (self.pop)(&mut g) {
             Some(e) => Poll::Ready(e),
             None => Poll::Pending,

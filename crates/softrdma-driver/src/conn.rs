@@ -232,6 +232,7 @@ impl From<crate::cm::Error> for ConnError {
             crate::cm::Error::Rdma(r) => ConnError::Cm(r),
             crate::cm::Error::NoSuchId => ConnError::Cm(RdmaCmError::NoSuchId),
             crate::cm::Error::NoSuchPort => ConnError::Cm(RdmaCmError::NoDevice),
+            crate::cm::Error::OtherCm => ConnError::Cm(RdmaCmError::NoDevice),
         }
     }
 }

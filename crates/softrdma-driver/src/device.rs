@@ -67,6 +67,11 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use softrdma_core::cm::{CmConfig, CmPort, RXE_CA_ACK_DELAY};
+use softrdma_core::node::{MadClass, NodeError};
+use softrdma_core::Node;
+use softrdma_wire::Guid;
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant as StdInstant};
@@ -85,7 +90,8 @@ use softrdma_core::Stack;
 use softrdma_wire::icrc::ROCE_V2_PORT;
 
 use crate::clock::{duration_to_micros, Clock, Micros};
-use crate::mad::{MadClient, MadInbox, MadPort, MadState, PortCtx};
+use crate::host::{Host, HostState};
+use crate::mad::{ClientClass, MadClient, PortCtx};
 use crate::tap::{mac_for_ip, Tap};
 use crate::timer::{wait_for_input, Input, PollMode};
 use crate::udp::{
@@ -358,9 +364,13 @@ const SEND_BLOCK_LIMIT: Duration = Duration::from_millis(100);
 const RX_BUF_LEN: usize = 65_536;
 
 struct State {
-    stack: Stack,
-    /// QP1 and the management classes on it (crate::mad).
-    mad: MadState,
+    /// The node this device is a port of (its own at open; its CM's after
+    /// [`crate::cm::Cm::add_device`]) and the port.
+    host: Arc<Host>,
+    port: CmPort,
+    /// The management classes attached through [`Device::attach_mad_client`] (the node
+    /// runs them; the device tells them when a turn ended, after its locks are released).
+    clients: Arc<Vec<Arc<dyn MadClient>>>,
     tap: Option<Tap>,
     counters: DriverCounters,
     /// The GSO trains of one flush (memory reused).
@@ -368,13 +378,36 @@ struct State {
 }
 
 impl State {
-    /// The loop's next deadline: the transport's, the MAD layer's or a client's timer.
+    /// The loop's next deadline: the node's (the transport's, the MAD layers', a class's
+    /// or the CM's timer).
     fn poll_timeout(&self) -> Option<Instant> {
-        match (self.stack.poll_timeout(), self.mad.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.host.lock().node.poll_timeout()
     }
+}
+
+/// The CM configuration of a device's own node (a [`crate::cm::Cm`] that takes the
+/// device brings its own): rxe's CA ACK delay, the node GUID the device's.
+pub(crate) fn private_cm_config(seed: u64) -> CmConfig {
+    CmConfig {
+        node_guid: Guid(0),
+        ca_ack_delay: RXE_CA_ACK_DELAY,
+        seed,
+        ..CmConfig::default()
+    }
+}
+
+/// A node's refusal while opening a device, as a device error.
+fn node_error(e: NodeError) -> Error {
+    match e {
+        NodeError::Qp1(v) => Error::Verbs(v),
+        other => Error::Io(io::Error::other(other.to_string())),
+    }
+}
+
+/// A device's stack in its node (a device is always a port of its host's node).
+fn port_stack(node: &mut Node, port: CmPort) -> &mut Stack {
+    node.stack_mut(port)
+        .unwrap_or_else(|| unreachable!("a device's port is in its host's node"))
 }
 
 struct RxBufs {
@@ -401,8 +434,6 @@ pub(crate) struct Shared {
     coalesce: bool,
     rx_drop: Option<RxDropFilter>,
     defer_flush: bool,
-    /// Received datagrams after which a turn reposts QP1's receive buffers mid-batch.
-    qp1_reap_every: usize,
     state: Mutex<State>,
     rx: Mutex<RxBufs>,
     /// Signalled after every loop turn that handled input or timers, and after posts.
@@ -429,6 +460,87 @@ impl Shared {
 
     fn now(&self) -> Instant {
         Instant::from_micros(self.clock.now())
+    }
+
+    /// Runs `f` on this device's stack (the device's lock, then its host's).
+    fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> R {
+        let st = self.state();
+        let mut h = st.host.lock();
+        f(port_stack(&mut h.node, st.port))
+    }
+
+    /// [`Shared::with_stack`] for a command: then sends what it queued and wakes whoever
+    /// it concerns.
+    fn command<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> R {
+        let mut st = self.state();
+        let r = {
+            let mut h = st.host.lock();
+            f(port_stack(&mut h.node, st.port))
+        };
+        self.flush_command(&mut st);
+        self.kick_loop(&st);
+        drop(st);
+        self.signal();
+        r
+    }
+
+    /// Runs `f` on this device's host with its port and the time, as a command (a CM
+    /// call on this device): then sends what it queued and wakes whoever it concerns.
+    pub(crate) fn node_command<R>(
+        &self,
+        f: impl FnOnce(&mut HostState, CmPort, Instant) -> R,
+    ) -> R {
+        let mut st = self.state();
+        let now = self.now();
+        let r = f(&mut st.host.lock(), st.port, now);
+        self.flush_command(&mut st);
+        self.kick_loop(&st);
+        drop(st);
+        self.signal();
+        r
+    }
+
+    /// Sends what commands on the CM alone queued on this device's port (as after any
+    /// command: an inline device with defer_flush leaves it to its next turn).
+    pub(crate) fn flush_commands(&self) {
+        let mut st = self.state();
+        self.flush_command(&mut st);
+        self.kick_loop(&st);
+    }
+
+    /// The host this device is a port of, and the port.
+    pub(crate) fn host(&self) -> (Arc<Host>, CmPort) {
+        let st = self.state();
+        (st.host.clone(), st.port)
+    }
+
+    /// Moves this device out of its host into `to` (see [`crate::host`]): its stack, QP1
+    /// and classes become a port of `to`'s node. Returns the new port.
+    pub(crate) fn move_to(
+        self: &Arc<Self>,
+        to: &Arc<Host>,
+    ) -> std::result::Result<CmPort, NodeError> {
+        let mut st = self.state();
+        if Arc::ptr_eq(&st.host, to) {
+            return Ok(st.port);
+        }
+        let port = {
+            let mut from = st.host.lock();
+            let own = std::mem::replace(&mut from.node, Node::new(private_cm_config(0))?);
+            let mut ports = own.into_ports();
+            let Some(p) = ports.pop().filter(|_| ports.is_empty()) else {
+                // Only a device's own host is left; it has exactly its one port.
+                return Err(NodeError::NoSuchPort);
+            };
+            to.lock().node.adopt_port(p)?
+        };
+        st.host = to.clone();
+        st.port = port;
+        to.add_device(Arc::downgrade(self), port);
+        drop(st);
+        // Wake the loop: its next deadline is now the new node's.
+        let _ = self.ep.notifier().notify();
+        Ok(port)
     }
 
     /// Wakes blocking and async waiters.
@@ -493,7 +605,8 @@ impl Shared {
     fn flush(&self, st: &mut State) {
         let now = self.now();
         let State {
-            stack,
+            host,
+            port,
             batch,
             tap,
             counters,
@@ -504,8 +617,10 @@ impl Shared {
         } else {
             1
         };
+        let mut h = host.lock();
         loop {
-            let n = stack.poll_transmit_batch(now, batch);
+            let n = h.node.poll_transmit_batch(now, *port, batch);
+            let stack = port_stack(&mut h.node, *port);
             self.send_trains(batch, stack.verbs.mr_table(), tap, counters);
             batch.clear();
             if n == 0 {
@@ -625,6 +740,8 @@ impl Shared {
         }
         let RxBufs { storage, records } = rx;
         records.clear();
+        let mut cm_events = false;
+        let mut others = Vec::new();
         {
             let mut slices: Vec<IoSliceMut<'_>> =
                 storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
@@ -661,46 +778,54 @@ impl Shared {
             // The batch's records carry the time the receive returned.
             tap.stamp(Some(received_at));
         }
-        // QP1 has `qp1_recv_depth` buffers; a turn may bring RECV_BATCH records of up to 64
-        // GRO segments each (a burst of a thousand REQs or DREQs exhausted 512 and had
-        // MADs dropped). Repost between records once a quarter of them may be used.
-        let mut since_reap = 0usize;
-        for (rec, buf) in records.iter().zip(storage.iter()) {
-            if since_reap >= self.qp1_reap_every {
-                let State { stack, mad, .. } = &mut *st;
-                mad.reap_receives(now, stack);
-                since_reap = 0;
-            }
-            since_reap += rec.segments(buf).count();
-            st.counters.rx_records += 1;
-            let dst = SocketAddr::new(rec.dst_ip.unwrap_or(self.local.ip()), self.local.port());
-            for seg in rec.segments(buf) {
-                st.counters.rx_datagrams += 1;
-                if let Some(tap) = st.tap.as_mut() {
-                    if tap.received(rec.src, dst, seg).is_err() {
-                        st.counters.pcap_errors += 1;
+        // The node's call order: each datagram through the transport, QP1, the MAD layer
+        // and the CM within its handle_datagram (a REQ is a CONNECT_REQUEST, or refused,
+        // when it returns; QP1's buffers are reposted as each MAD is taken), then the
+        // timers due.
+        let events_before;
+        {
+            let State {
+                host,
+                port,
+                tap,
+                counters,
+                ..
+            } = &mut *st;
+            let mut h = host.lock();
+            events_before = h.node.rdma().queued_events();
+            for (rec, buf) in records.iter().zip(storage.iter()) {
+                counters.rx_records += 1;
+                let dst = SocketAddr::new(rec.dst_ip.unwrap_or(self.local.ip()), self.local.port());
+                for seg in rec.segments(buf) {
+                    counters.rx_datagrams += 1;
+                    if let Some(tap) = tap.as_mut() {
+                        if tap.received(rec.src, dst, seg).is_err() {
+                            counters.pcap_errors += 1;
+                        }
                     }
+                    if self.rx_drop.as_ref().is_some_and(|f| (f.0)(rec.src, seg)) {
+                        counters.rx_filtered += 1;
+                        continue;
+                    }
+                    h.node.handle_datagram(now, *port, rec.src, dst.ip(), seg);
                 }
-                if self.rx_drop.as_ref().is_some_and(|f| (f.0)(rec.src, seg)) {
-                    st.counters.rx_filtered += 1;
-                    continue;
-                }
-                st.stack.handle_datagram(now, rec.src, dst.ip(), seg);
+            }
+            if h.node.poll_timeout().is_some_and(|t| t <= now) {
+                h.node.handle_timeout(now);
+                worked = true;
+            }
+            if worked {
+                h.after_input(now);
+            }
+            if h.node.rdma().queued_events() != events_before {
+                cm_events = true;
+            }
+            if worked {
+                others = host.others_with_sends(&h, *port);
             }
         }
         if let Some(tap) = st.tap.as_mut() {
             tap.stamp(None);
-        }
-        if let Some(t) = st.stack.poll_timeout() {
-            if t <= now {
-                st.stack.handle_timeout(now);
-                worked = true;
-            }
-        }
-        // QP1: received MADs to their classes, MAD timers, what the classes send.
-        {
-            let State { stack, mad, .. } = &mut *st;
-            worked |= mad.turn(now, stack);
         }
         if let Some(tap) = st.tap.as_ref() {
             st.counters.pcap_packets = tap.packets;
@@ -714,13 +839,21 @@ impl Shared {
         if worked {
             st.counters.turns += 1;
         }
-        let clients = st.mad.clients.clone();
+        let clients = st.clients.clone();
+        let host = cm_events.then(|| st.host.clone());
         drop(st);
         for c in clients.iter() {
             c.end_turn();
         }
         if worked {
             self.signal();
+        }
+        if let Some(h) = host {
+            h.signal();
+        }
+        for d in others {
+            // A failed eventfd write leaves it to that loop's next tick.
+            let _ = d.ep.notifier().notify();
         }
         Ok(worked)
     }
@@ -748,8 +881,7 @@ impl Shared {
     }
 
     fn poll_cq_locked(&self, cq: CqId, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize> {
-        let mut st = self.state();
-        Ok(st.stack.verbs.poll_cq_into(cq, out, max)?)
+        Ok(self.with_stack(|s| s.verbs.poll_cq_into(cq, out, max))?)
     }
 }
 
@@ -814,17 +946,14 @@ impl Device {
         // Everything leaves from the one socket: seal for its source port (the core's default
         // is rxe's per-QP port, which a single socket cannot send from).
         stack.set_udp_src_port(Some(local.port()));
-        // QP1 exists from the start, as on an rxe port.
-        let mad = MadState {
-            port: MadPort::open(
-                &mut stack,
-                softrdma_core::mad::port::RXE_FIRST_CLIENT_HI_TID,
-                config.qp1_recv_depth,
-            )?,
-            clients: Arc::new(Vec::new()),
-            inbox: Arc::new(MadInbox::default()),
-            orphaned: 0,
-        };
+        // QP1 exists from the start, as on an rxe port, and the CM runs on it (as on any
+        // kernel port): the device is the one port of a node of its own until a Cm takes
+        // it into the Cm's.
+        let mut node = Node::new(private_cm_config(config.seed)).map_err(node_error)?;
+        let port = node
+            .add_port(stack, config.qp1_recv_depth)
+            .map_err(node_error)?;
+        let host = Arc::new(Host::new(node, true));
         let max_segs = ep.max_gso_segments();
         let max_train = if local.is_ipv6() {
             MAX_UDP_PAYLOAD_V6
@@ -845,10 +974,10 @@ impl Device {
             coalesce: config.gso_coalesce,
             rx_drop: config.rx_drop,
             defer_flush: config.defer_flush,
-            qp1_reap_every: (config.qp1_recv_depth as usize / 4).max(1),
             state: Mutex::new(State {
-                stack,
-                mad,
+                host: host.clone(),
+                port,
+                clients: Arc::new(Vec::new()),
                 tap,
                 counters: DriverCounters::default(),
                 // Payloads go to the socket from their MRs (the kernel's copy is the only
@@ -867,6 +996,7 @@ impl Device {
             shutdown: AtomicBool::new(false),
             loop_deadline: AtomicU64::new(u64::MAX),
         });
+        host.add_device(Arc::downgrade(&shared), port);
         let thread = match config.progress {
             Progress::Thread(mode) => {
                 let s = shared.clone();
@@ -915,16 +1045,21 @@ impl Device {
         register: impl FnOnce(&mut MadAgent, &Stack) -> std::result::Result<Arc<C>, E>,
     ) -> std::result::Result<Arc<C>, E> {
         let mut st = self.shared.state();
-        let State { stack, mad, .. } = &mut *st;
-        let c = register(mad.port.agent_mut(), stack)?;
-        Arc::make_mut(&mut mad.clients).push(c.clone());
+        let port = st.port;
+        let mut client = None;
+        st.host
+            .lock()
+            .node
+            .attach_class(port, |mad, stack| {
+                register(mad, stack).map(|c| {
+                    client = Some(c.clone());
+                    Box::new(ClientClass(c)) as Box<dyn MadClass>
+                })
+            })
+            .unwrap_or_else(|_| unreachable!("a device's port is in its host's node"))?;
+        let c = client.unwrap_or_else(|| unreachable!("attached above"));
+        Arc::make_mut(&mut st.clients).push(c.clone());
         Ok(c)
-    }
-
-    /// The inbox other devices' clients queue this device's MAD operations in (see
-    /// [`crate::mad::MadInbox`]); wake the loop with [`Device::wake`] after pushing.
-    pub fn mad_inbox(&self) -> Arc<MadInbox> {
-        self.shared.state().mad.inbox.clone()
     }
 
     /// Wakes the background loop (if any) for a turn.
@@ -938,17 +1073,13 @@ impl Device {
     pub fn with_mad<R>(&self, f: impl FnOnce(&mut PortCtx<'_>) -> R) -> R {
         let mut st = self.shared.state();
         let now = self.shared.now();
-        let r = {
-            let State { stack, mad, .. } = &mut *st;
-            let mut ctx = PortCtx {
-                now,
-                stack,
-                mad: mad.port.agent_mut(),
-            };
-            let r = f(&mut ctx);
-            mad.port.flush(stack);
-            r
-        };
+        let port = st.port;
+        let r = st
+            .host
+            .lock()
+            .node
+            .with_mad(now, port, f)
+            .unwrap_or_else(|_| unreachable!("a device's port is in its host's node"));
         self.shared.flush_command(&mut st);
         self.shared.kick_loop(&st);
         drop(st);
@@ -960,67 +1091,65 @@ impl Device {
     /// attached client owns.
     pub fn mad_counters(&self) -> (MadCounters, (u64, u64), u64) {
         let st = self.shared.state();
-        (
-            *st.mad.port.agent().counters(),
-            st.mad.port.errors(),
-            st.mad.orphaned,
-        )
+        let h = st.host.lock();
+        let orphaned = h.node.counters().orphaned_mads;
+        match h.node.mad(st.port) {
+            Some(m) => (*m.agent().counters(), m.errors(), orphaned),
+            None => (MadCounters::default(), (0, 0), orphaned),
+        }
     }
 
     /// Runs `f` on the stack under its lock, then sends what it queued (the escape hatch for
     /// verbs this type does not wrap; an inline device with defer_flush sends it when its
     /// loop next turns, as for every command).
     pub fn with_stack<R>(&self, f: impl FnOnce(&mut Stack) -> R) -> R {
-        let mut st = self.shared.state();
-        let r = f(&mut st.stack);
-        self.shared.flush_command(&mut st);
-        self.shared.kick_loop(&st);
-        drop(st);
-        self.shared.signal();
-        r
+        self.shared.command(f)
     }
 
     // ----- queries -----
 
     /// `ibv_query_device`.
     pub fn query_device(&self) -> DeviceAttr {
-        self.shared.state().stack.device.query_device().clone()
+        self.shared.with_stack(|s| s.device.query_device().clone())
     }
 
     /// `ibv_query_port` (port 1 is the only port).
     pub fn query_port(&self, port: u8) -> Result<PortAttr> {
-        Ok(self.shared.state().stack.device.query_port(port)?.clone())
+        Ok(self
+            .shared
+            .with_stack(|s| s.device.query_port(port).cloned())?)
     }
 
     /// `ibv_query_gid`.
     pub fn query_gid(&self, port: u8, index: u16) -> Result<GidEntry> {
-        Ok(self.shared.state().stack.device.query_gid(port, index)?)
+        Ok(self
+            .shared
+            .with_stack(|s| s.device.query_gid(port, index))?)
     }
 
     /// The whole GID table of port 1.
     pub fn gid_table(&self) -> Vec<GidEntry> {
-        let st = self.shared.state();
-        st.stack
-            .device
-            .port(PORT_NUM)
-            .map(|p| p.gids.entries().to_vec())
-            .unwrap_or_default()
+        self.shared.with_stack(|s| {
+            s.device
+                .port(PORT_NUM)
+                .map(|p| p.gids.entries().to_vec())
+                .unwrap_or_default()
+        })
     }
 
     /// The index of the RoCEv2 GID of the device's own IP address (1 with the default MAC).
     pub fn ip_gid_index(&self) -> Option<u16> {
         let ip = self.shared.local.ip();
-        self.shared
-            .state()
-            .stack
-            .device
-            .find_gid(PORT_NUM, &softrdma_wire::Gid::from_ip(ip), GidType::RoceV2)
-            .ok()
+        self.shared.with_stack(|s| {
+            s.device
+                .find_gid(PORT_NUM, &softrdma_wire::Gid::from_ip(ip), GidType::RoceV2)
+                .ok()
+        })
     }
 
     /// The stack's counters (`rdma statistic show`: drops by reason, packets).
     pub fn counters(&self) -> Counters {
-        self.shared.state().stack.counters().clone()
+        self.shared.with_stack(|s| s.counters().clone())
     }
 
     /// The driver's own counters.
@@ -1032,12 +1161,12 @@ impl Device {
 
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Result<PdId> {
-        Ok(self.shared.state().stack.verbs.alloc_pd()?)
+        Ok(self.shared.with_stack(|s| s.verbs.alloc_pd())?)
     }
 
     /// `ibv_dealloc_pd`.
     pub fn dealloc_pd(&self, pd: PdId) -> Result<()> {
-        Ok(self.shared.state().stack.verbs.dealloc_pd(pd)?)
+        Ok(self.shared.with_stack(|s| s.verbs.dealloc_pd(pd))?)
     }
 
     /// `ibv_reg_mr`: `bytes` move into the device, addressed from `iova`; read and write them
@@ -1052,88 +1181,76 @@ impl Device {
     ) -> Result<MrKeys> {
         Ok(self
             .shared
-            .state()
-            .stack
-            .verbs
-            .reg_mr_with(pd, bytes, iova, access)?)
+            .with_stack(|s| s.verbs.reg_mr_with(pd, bytes, iova, access))?)
     }
 
     /// `ibv_dereg_mr`: returns the region's bytes.
     pub fn dereg_mr(&self, lkey: u32) -> Result<Memory> {
-        Ok(self.shared.state().stack.verbs.dereg_mr(lkey)?)
+        Ok(self.shared.with_stack(|s| s.verbs.dereg_mr(lkey))?)
     }
 
     /// Copies bytes out of a region (`addr` in the region's iova space).
     pub fn read_mr(&self, lkey: u32, addr: u64, out: &mut [u8]) -> Result<()> {
         Ok(self
             .shared
-            .state()
-            .stack
-            .verbs
-            .local_read(lkey, addr, out)?)
+            .with_stack(|s| s.verbs.local_read(lkey, addr, out))?)
     }
 
     /// Copies bytes into a region.
     pub fn write_mr(&self, lkey: u32, addr: u64, data: &[u8]) -> Result<()> {
         Ok(self
             .shared
-            .state()
-            .stack
-            .verbs
-            .local_write(lkey, addr, data)?)
+            .with_stack(|s| s.verbs.local_write(lkey, addr, data))?)
     }
 
     /// Runs `f` on a region under the stack lock (no copy).
     pub fn with_mr<R>(&self, lkey: u32, f: impl FnOnce(&mut Mr) -> R) -> Result<R> {
-        let mut st = self.shared.state();
-        Ok(f(st.stack.verbs.mr_mut(lkey)?))
+        Ok(self.shared.with_stack(|s| s.verbs.mr_mut(lkey).map(f))?)
     }
 
     /// `ibv_create_cq`.
     pub fn create_cq(&self, cqe: u32) -> Result<CqId> {
-        Ok(self.shared.state().stack.verbs.create_cq(cqe)?)
+        Ok(self.shared.with_stack(|s| s.verbs.create_cq(cqe))?)
     }
 
     /// How many completions were ever added to `cq` (a completion channel's "new since
     /// armed" check). Takes the lock briefly and wakes nobody.
     pub fn cq_completions_added(&self, cq: CqId) -> Result<u64> {
-        Ok(self.shared.state().stack.verbs.cq(cq)?.completions_added())
+        Ok(self
+            .shared
+            .with_stack(|s| s.verbs.cq(cq).map(|c| c.completions_added()))?)
     }
 
     /// `ibv_destroy_cq`.
     pub fn destroy_cq(&self, cq: CqId) -> Result<()> {
-        Ok(self.shared.state().stack.verbs.destroy_cq(cq)?)
+        Ok(self.shared.with_stack(|s| s.verbs.destroy_cq(cq))?)
     }
 
     /// `ibv_create_qp`: the QP number and the capabilities granted.
     pub fn create_qp(&self, init: QpInitAttr) -> Result<(u32, QpCap)> {
-        Ok(self.shared.state().stack.verbs.create_qp(init)?)
+        Ok(self.shared.with_stack(|s| s.verbs.create_qp(init))?)
     }
 
     /// `ibv_modify_qp`.
     pub fn modify_qp(&self, qpn: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        let mut st = self.shared.state();
-        st.stack.modify_qp(qpn, attr, mask)?;
-        self.shared.flush_command(&mut st);
-        self.shared.kick_loop(&st);
-        drop(st);
-        self.shared.signal();
-        Ok(())
+        Ok(self.shared.command(|s| s.modify_qp(qpn, attr, mask))?)
     }
 
     /// `ibv_query_qp`: the QP's current attributes and state.
     pub fn query_qp(&self, qpn: u32) -> Result<QpAttr> {
-        let st = self.shared.state();
-        let qp = st.stack.verbs.qp(qpn)?;
-        let mut a = *qp.attr();
-        a.qp_state = qp.state();
-        a.cur_qp_state = qp.state();
-        Ok(a)
+        Ok(self.shared.with_stack(|s| {
+            s.verbs.qp(qpn).map(|qp| {
+                let mut a = *qp.attr();
+                a.qp_state = qp.state();
+                a.cur_qp_state = qp.state();
+                a
+            })
+        })?)
     }
 
     /// `ibv_destroy_qp`.
     pub fn destroy_qp(&self, qpn: u32) -> Result<()> {
-        Ok(self.shared.state().stack.destroy_qp(qpn)?)
+        Ok(self.shared.with_stack(|s| s.destroy_qp(qpn))?)
     }
 
     // ----- data path -----
@@ -1141,7 +1258,10 @@ impl Device {
     /// `ibv_post_send`: the first packets leave from this thread before it returns.
     pub fn post_send(&self, qpn: u32, wr: SendWr) -> Result<()> {
         let mut st = self.shared.state();
-        st.stack.post_send(qpn, wr)?;
+        {
+            let mut h = st.host.lock();
+            port_stack(&mut h.node, st.port).post_send(qpn, wr)?;
+        }
         self.shared.flush(&mut st);
         self.shared.kick_loop(&st);
         drop(st);
@@ -1153,17 +1273,17 @@ impl Device {
     /// The next asynchronous event of the device's verbs objects (`ibv_get_async_event`'s
     /// source: QP fatal, SQ drained, last WQE, SRQ limit, CQ overrun). Wakes nobody.
     pub fn poll_async_event(&self) -> Option<softrdma_core::verbs::AsyncEvent> {
-        self.shared.state().stack.verbs.poll_event()
+        self.shared.with_stack(|s| s.verbs.poll_event())
     }
 
     /// `ibv_post_srq_recv`.
     pub fn post_srq_recv(&self, srq: SrqId, wr: RecvWr) -> Result<()> {
-        Ok(self.shared.state().stack.verbs.post_srq_recv(srq, wr)?)
+        Ok(self.shared.with_stack(|s| s.verbs.post_srq_recv(srq, wr))?)
     }
 
     /// `ibv_post_recv`.
     pub fn post_recv(&self, qpn: u32, wr: RecvWr) -> Result<()> {
-        Ok(self.shared.state().stack.post_recv(qpn, wr)?)
+        Ok(self.shared.with_stack(|s| s.post_recv(qpn, wr))?)
     }
 
     /// `ibv_poll_cq`: up to `max` completions appended to `out`, without waiting. With
@@ -1270,7 +1390,12 @@ impl Device {
         };
         loop {
             let mut st = sh.state();
-            let n = st.stack.verbs.poll_cq_into(cq, out, max)?;
+            let n = {
+                let mut h = st.host.lock();
+                port_stack(&mut h.node, st.port)
+                    .verbs
+                    .poll_cq_into(cq, out, max)?
+            };
             if n > 0 {
                 return Ok(n);
             }
@@ -1509,9 +1634,15 @@ impl Future for CqWait {
     type Output = Result<Vec<WorkCompletion>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut st = self.shared.state();
+        let st = self.shared.state();
         let mut out = Vec::new();
-        match st.stack.verbs.poll_cq_into(self.cq, &mut out, self.max) {
+        let polled = {
+            let mut h = st.host.lock();
+            port_stack(&mut h.node, st.port)
+                .verbs
+                .poll_cq_into(self.cq, &mut out, self.max)
+        };
+        match polled {
             Err(e) => return Poll::Ready(Err(e.into())),
             Ok(n) if n > 0 => return Poll::Ready(Ok(out)),
             Ok(_) => {}

@@ -37,6 +37,7 @@ pub mod clock;
 pub mod cm;
 pub mod conn;
 pub mod device;
+mod host;
 pub mod mad;
 pub mod netif;
 pub mod tap;

@@ -11,25 +11,20 @@
 //! GetResp status 0x000C; other methods dropped and counted).
 //!
 //! Clients run on the loop's thread (or the caller's, with [`crate::Progress::Inline`]) with
-//! the device's state lock held: they must not lock another device. A client that serves
-//! several devices (the CM) hands work for another device to [`MadInbox`], which that
-//! device's loop applies on its next turn.
+//! the device's and its host's locks held: they must not call into a device. The node
+//! that runs them ([`softrdma_core::Node`], behind [`crate::Device`]) sees each as a
+//! [`MadClass`].
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use softrdma_core::mad::{AgentId, MadAgent, MadEvent, MadOp};
+use softrdma_core::mad::{AgentId, MadEvent};
+use softrdma_core::node::MadClass;
 use softrdma_core::time::Instant;
-use softrdma_core::Stack;
 
 pub use softrdma_core::mad::MadPort;
-
-/// What a client gets while it handles an event or a timer: the device's stack and its MAD
-/// layer, under the device's lock.
-pub struct PortCtx<'a> {
-    pub now: Instant,
-    pub stack: &'a mut Stack,
-    pub mad: &'a mut MadAgent,
-}
+/// What a client gets while it handles an event or a timer: its port's stack and MAD
+/// layer.
+pub use softrdma_core::node::PortCtx;
 
 /// A management class served on a device's QP1.
 pub trait MadClient: Send + Sync {
@@ -48,102 +43,23 @@ pub trait MadClient: Send + Sync {
     fn end_turn(&self) {}
 }
 
-/// MAD operations for a device queued from outside its loop (another device's client), with
-/// the agent they are for.
-#[derive(Default)]
-pub struct MadInbox {
-    ops: Mutex<Vec<(AgentId, MadOp)>>,
-}
+/// A [`MadClient`] as the node runs it.
+pub(crate) struct ClientClass(pub Arc<dyn MadClient>);
 
-impl MadInbox {
-    /// Queues `op` for `agent`.
-    pub fn push(&self, agent: AgentId, op: MadOp) {
-        self.ops
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((agent, op));
+impl MadClass for ClientClass {
+    fn owns(&self, agent: AgentId) -> bool {
+        self.0.owns(agent)
     }
 
-    pub(crate) fn take(&self) -> Vec<(AgentId, MadOp)> {
-        std::mem::take(&mut *self.ops.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
-/// The MAD side of a device's state: QP1, the attached clients and the inbox.
-pub(crate) struct MadState {
-    pub port: MadPort,
-    /// Shared so a turn can call [`MadClient::end_turn`] after releasing the device lock.
-    pub clients: Arc<Vec<Arc<dyn MadClient>>>,
-    pub inbox: Arc<MadInbox>,
-    /// MADs for agents no client owns (registered but unattached): dropped.
-    pub orphaned: u64,
-}
-
-impl MadState {
-    /// The earliest of the layer's and the clients' timers.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.port.poll_timeout();
-        for c in self.clients.iter() {
-            t = match (t, c.poll_timeout()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        t
+    fn handle_mad(&mut self, ctx: &mut PortCtx<'_>, ev: MadEvent) {
+        self.0.handle_mad(ctx, ev)
     }
 
-    /// One MAD turn (see the module docs); returns whether anything happened.
-    /// Takes QP1's receive completions (reposting their buffers) without handing anything
-    /// to the classes yet: the loop calls it between received batches so that a burst of
-    /// MADs larger than QP1's receive queue within one turn is not dropped for want of a
-    /// posted buffer (the classes see the MADs in this turn's [`MadState::turn`]).
-    pub fn reap_receives(&mut self, now: Instant, stack: &mut Stack) -> usize {
-        self.port.poll(now, stack)
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.0.poll_timeout()
     }
 
-    pub fn turn(&mut self, now: Instant, stack: &mut Stack) -> bool {
-        let mut worked = false;
-        for (agent, op) in self.inbox.take() {
-            // A cancel of a send that already ended is the only failure; nothing to do.
-            let _ = self.port.agent_mut().apply(agent, op);
-            worked = true;
-        }
-        worked |= self.port.poll(now, stack) > 0;
-        if self.port.poll_timeout().is_some_and(|t| t <= now) {
-            self.port.handle_timeout(now);
-            worked = true;
-        }
-        while let Some(ev) = self.port.poll_event() {
-            worked = true;
-            let agent = ev.agent();
-            let Some(c) = self.clients.iter().find(|c| c.owns(agent)).cloned() else {
-                self.orphaned += 1;
-                continue;
-            };
-            let mut ctx = PortCtx {
-                now,
-                stack,
-                mad: self.port.agent_mut(),
-            };
-            c.handle_mad(&mut ctx, ev);
-        }
-        let clients = self.clients.clone();
-        for c in clients.iter() {
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                let mut ctx = PortCtx {
-                    now,
-                    stack,
-                    mad: self.port.agent_mut(),
-                };
-                c.handle_timeout(&mut ctx);
-                worked = true;
-            }
-        }
-        // Clients may have sent while handling (and the layer answered "unsupported"):
-        // onto QP1, and from there the loop's flush puts them on the wire.
-        if self.port.flush(stack) > 0 {
-            worked = true;
-        }
-        worked
+    fn handle_timeout(&mut self, ctx: &mut PortCtx<'_>) {
+        self.0.handle_timeout(ctx)
     }
 }
