@@ -1,24 +1,28 @@
 //! The connection manager of a process: one [`Cm`] (IB CM + RDMA CM) spanning every device
 //! added to it, run by the devices' own event loops.
 //!
-//! The CM is a [`MadClient`] of each device's QP1 ([`crate::mad`]): a CM MAD is handled in
-//! the loop turn that received it, the CM's retransmissions are the MAD layer's timers and
-//! its timewait timers are asked for by every loop, so with [`Progress::Thread`] devices
-//! nobody needs to poll — events wait in the CM's queue for [`Cm::wait_event`] (blocking),
-//! [`Cm::next_event`] (async) or [`Cm::poll_event`] (non-blocking). With
-//! [`Progress::Inline`] devices the CM runs when the caller's thread turns their loops:
-//! [`Cm::wait_event`] does that itself; [`Cm::poll_event`] does one non-blocking turn; an
-//! async waiter on an inline device is never woken, as for any polled device.
+//! A `Cm` is a handle on one sans-IO [`softrdma_core::Node`]: [`Cm::add_device`] makes the
+//! device a port of that node ([`crate::host`]), so a CM MAD is handled inside the
+//! `Node::handle_datagram` call of the loop turn that received it, in the node's one call
+//! order; the CM's retransmissions are the MAD layer's timers and its timewait timers are
+//! in the node's `poll_timeout`, so with [`Progress::Thread`] devices nobody needs to poll
+//! — events wait in the CM's queue for [`Cm::wait_event`] (blocking), [`Cm::next_event`]
+//! (async) or [`Cm::poll_event`] (non-blocking). With [`Progress::Inline`] devices the CM
+//! runs when the caller's thread turns their loops: [`Cm::wait_event`] does that itself;
+//! [`Cm::poll_event`] does one non-blocking turn; an async waiter on an inline device is
+//! never woken, as for any polled device.
 //!
 //! # Threads and locks
 //!
-//! Each device has its state lock (stack, QP1, MAD layer); the CM has one lock. The order is
-//! always **device, then CM**: a loop holds its device's lock and takes the CM's to hand it a
-//! MAD; a command ([`Cm::with`]) takes the id's device lock, then the CM's. Nothing takes a
-//! device lock while holding the CM's, and no code holds two device locks. A CM step on one
-//! device that has to send on another (e.g. a stale-connection DREQ for an id that lives on
-//! another device) queues the MAD operation in that device's [`crate::mad::MadInbox`] and
-//! wakes its loop. Events are signalled after the locks are released.
+//! Each device has its own lock (socket batch, tap, counters); the node has one lock, the
+//! host's. The order is always **device, then host**: a loop turn holds its device's lock
+//! and takes the host's for its calls into the node; a command ([`Cm::with`]) takes the
+//! id's device lock, then the host's. A command on the CM alone ([`Cm::with_cm`]) takes
+//! only the host's, then sends what it queued device by device. Nothing takes a device
+//! lock while holding the host's, and no code holds two device locks. A CM step in one
+//! device's turn that sends on another (a stale-connection DREQ for an id on another
+//! device) leaves the MAD on that port's layer and wakes that device's loop. Events are
+//! signalled after the locks are released.
 //!
 //! # The event queue
 //!

@@ -1,10 +1,12 @@
-//! The device runtime: one [`UdpEndpoint`], one sans-IO [`Stack`] and the real [`Clock`], and
-//! the event loop that moves datagrams and timeouts between them.
+//! The device runtime: one [`UdpEndpoint`] and the real [`Clock`], and the event loop that
+//! moves datagrams and timeouts between the socket and the device's port of a sans-IO
+//! [`Node`] (its own node at open, its CM's after [`crate::cm::Cm::add_device`]; see
+//! [`crate::host`]). The loop adds no call order of its own: it is the node's.
 //!
 //! ```text
-//!  recv batch ──► for each record, each GRO segment: stack.handle_datagram(now, src, dst, seg)
-//!  deadline   ──► stack.handle_timeout(now)
-//!  then       ──► stack.poll_transmit(now) until None ──► re-seal ICRC ──► sendmsg (GSO)
+//!  recv batch ──► for each record, each GRO segment: node.handle_datagram(now, port, src, dst, seg)
+//!  deadline   ──► node.handle_timeout(now)
+//!  then       ──► node.poll_transmit_batch(now, port) until empty ──► sendmmsg (GSO trains)
 //! ```
 //!
 //! [`Device`] is the blocking verbs API (`alloc_pd`, `reg_mr`, `create_cq`, `create_qp`,

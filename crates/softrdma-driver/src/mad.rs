@@ -1,10 +1,11 @@
-//! The MAD layer inside the device runtime: every [`crate::Device`] opens QP1 at start (a
-//! [`MadPort`], as an rxe port has QP1 from the moment it exists) and its event loop runs the
-//! layer — receive completions in, retransmission timers, sends out — as part of each turn,
-//! in the call order written down in [`softrdma_core::mad::port`].
+//! Management classes on a device's QP1. Every [`crate::Device`] has QP1 from the start
+//! (a [`MadPort`] in its node, as an rxe port has QP1 from the moment it exists) and its
+//! event loop runs the layer — receive completions in, retransmission timers, sends out —
+//! in the node's call order ([`softrdma_core::node`]).
 //!
 //! Management classes are [`MadClient`]s: a client registers its agents on the device's
-//! [`MadAgent`] (by class, version and methods, see [`MadAgent::register_methods`]) and is
+//! [`softrdma_core::mad::MadAgent`] (by class, version and methods, see
+//! `MadAgent::register_methods`) and is
 //! attached with [`crate::Device::attach_mad_client`]. The loop hands each [`MadEvent`] to the
 //! client that owns the event's agent, and asks every client for its own timers. A MAD of a
 //! class nobody registered is answered by the layer itself as `mad.c` does (Get/Set →
