@@ -216,8 +216,9 @@ impl Node {
         self.ports
             .into_iter()
             .map(|mut p| {
-                // Registered by this node on this layer: it cannot be unknown.
-                let _ = p.mad.agent_mut().unregister(p.cm_agent);
+                // Registered by this node on this layer: it cannot be unknown. The CM
+                // that adopts the port registers with the same hi_tid.
+                let _ = p.mad.agent_mut().unregister_for_reuse(p.cm_agent);
                 NodePort {
                     stack: p.stack,
                     mad: p.mad,
@@ -715,6 +716,59 @@ mod tests {
     fn run_for(sim: &mut Sim<Node>, d: Duration) {
         let end = sim.now + d;
         sim.run_until(d, |s| s.now >= end);
+    }
+
+    /// A port that ran in a node of its own (a device before its runtime adds it to a
+    /// CM) keeps, in the node that adopts it, its QPs and the CM's hi_tid, and the adopted
+    /// ports connect as ports added directly do.
+    #[test]
+    fn an_adopted_port_keeps_its_qps_and_hi_tid_and_connects() {
+        let mut sim = world(2);
+        for i in 0..2 {
+            let own = std::mem::replace(
+                &mut sim.stacks[i],
+                Node::new(cm_config(Guid(0x77 + i as u64), 90 + i as u64)).expect("node"),
+            );
+            let agent = own.rdma().cm().agent(port0(&own)).expect("agent");
+            let mut own = own;
+            let early_qp = qp(&mut own);
+            let mut ports = own.into_ports();
+            assert_eq!(ports.len(), 1);
+            let n = &mut sim.stacks[i];
+            let p = n.adopt_port(ports.remove(0)).expect("adopt");
+            assert_eq!(
+                n.rdma().cm().agent(p),
+                Some(agent),
+                "the CM keeps its hi_tid"
+            );
+            assert!(n.stack(p).expect("port").verbs.qp(early_qp).is_ok());
+        }
+        let l = sim.stacks[1]
+            .rdma_mut()
+            .listen_on(SocketAddr::new(sim.addrs[1], 7010), 8)
+            .expect("listen");
+        let c = dial(&mut sim, 0, 1, 7010);
+        run_for(&mut sim, Duration::from_millis(5));
+        let e = sim.stacks[1]
+            .poll_event_of(l.name())
+            .expect("CONNECT_REQUEST");
+        let id = e.new_id.expect("new id");
+        let now = sim.now;
+        let n1 = &mut sim.stacks[1];
+        let q = qp(n1);
+        let p = port0(n1);
+        n1.with_port(now, p, |cm, s| {
+            cm.accept(now, s, &id, q, &ConnParam::default())
+        })
+        .expect("port")
+        .expect("accept");
+        run_for(&mut sim, Duration::from_millis(5));
+        let e = sim.stacks[0].poll_event_of(c.name()).expect("ESTABLISHED");
+        assert_eq!(e.event, T::Established);
+        let now = sim.now;
+        sim.stacks[0].rdma_mut().destroy(now, c);
+        sim.stacks[1].rdma_mut().destroy(now, id);
+        sim.stacks[1].rdma_mut().destroy(now, l);
     }
 
     #[test]

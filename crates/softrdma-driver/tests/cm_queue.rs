@@ -345,3 +345,63 @@ fn full_event_queue_drops_retry_notices_but_keeps_the_events_of_held_ids() {
     .unwrap();
     drop(b);
 }
+
+/// Two devices of one `Cm` are two ports of one node: a QP made on a device before it was
+/// added survives the move into the CM's node, a connection from one device to the other
+/// goes through the one RDMA CM (both its ends' events in the one queue), and a device of
+/// one CM cannot be added to another (it would leave its ids behind).
+#[test]
+fn two_devices_of_one_cm_are_ports_of_one_node() {
+    let (a_ip, b_ip) = (ip(49, 1), ip(49, 2));
+    let (a, b) = (Device::open(a_ip).unwrap(), Device::open(b_ip).unwrap());
+    let early = rc_qp(&a);
+    let cm = Cm::new(49);
+    let pa = cm.add_device(&a).unwrap();
+    let pb = cm.add_device(&b).unwrap();
+    assert_ne!(pa, pb);
+    assert_eq!(
+        cm.add_device(&a).unwrap(),
+        pa,
+        "adding again names the same port"
+    );
+    assert!(
+        a.query_qp(early).is_ok(),
+        "the QP moved with its device into the CM's node"
+    );
+    let other = Cm::new(50);
+    assert!(matches!(
+        other.add_device(&b),
+        Err(softrdma_driver::cm::Error::OtherCm)
+    ));
+    let dst = SocketAddr::new(b_ip, 7649);
+    let listener = cm.with_cm(|r| r.listen_on(dst, 4)).unwrap();
+    let ids = connect_all(&cm, &a, dst, 1);
+    let end = StdInstant::now() + Duration::from_secs(10);
+    let (mut established, mut server_id) = (0, None);
+    while established < 2 {
+        assert!(StdInstant::now() < end, "no connection between the ports");
+        let Some(Event::Rdma(mut e)) = cm.wait_event(Duration::from_millis(200)) else {
+            continue;
+        };
+        match e.event {
+            T::ConnectRequest => {
+                let id = e.new_id.take().unwrap();
+                let qpn = rc_qp(&b);
+                cm.with(pb, |r, s, now| {
+                    r.accept(now, s, &id, qpn, &ConnParam::default())
+                })
+                .unwrap()
+                .unwrap();
+                server_id = Some(id);
+            }
+            T::Established => established += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    cm.with_cm(|r| {
+        for id in ids.into_iter().chain(server_id) {
+            r.destroy(a.now(), id);
+        }
+        r.destroy(a.now(), listener);
+    });
+}

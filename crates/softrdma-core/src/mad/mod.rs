@@ -471,6 +471,16 @@ impl MadAgent {
         Ok(())
     }
 
+    /// Unregisters `agent` ([`MadAgent::unregister`]) and makes its hi_tid the next one
+    /// handed out, so a class that moves its registration (a runtime that moves a port
+    /// from one node to another re-registers the CM on it) keeps the hi_tid — and the
+    /// TIDs — it had, as the kernel's ib_cm keeps its own for the life of the port.
+    pub fn unregister_for_reuse(&mut self, agent: AgentId) -> Result<(), MadError> {
+        self.unregister(agent)?;
+        self.next_hi_tid = agent.0;
+        Ok(())
+    }
+
     /// `ib_post_send_mad`: queues `mad` for `dest` under an id the layer chooses; the caller
     /// set its TID (see [`form_tid`]).
     pub fn send(
