@@ -238,10 +238,7 @@ impl Node {
         f: impl FnOnce(&mut PortCtx<'_>) -> R,
     ) -> Result<R, NodeError> {
         self.advance(now);
-        let p = self
-            .ports
-            .get_mut(port.index())
-            .ok_or(NodeError::NoSuchPort)?;
+        let p = port_mut(&mut self.ports, port)?;
         let mut ctx = PortCtx {
             now,
             port,
@@ -258,10 +255,7 @@ impl Node {
         port: CmPort,
         make: impl FnOnce(&mut MadAgent, &mut Stack) -> Result<Box<dyn MadClass>, E>,
     ) -> Result<Result<(), E>, NodeError> {
-        let p = self
-            .ports
-            .get_mut(port.index())
-            .ok_or(NodeError::NoSuchPort)?;
+        let p = port_mut(&mut self.ports, port)?;
         Ok(make(p.mad.agent_mut(), &mut p.stack).map(|c| p.classes.push(c)))
     }
 
@@ -321,10 +315,7 @@ impl Node {
         f: impl FnOnce(&mut RdmaCm, &mut Stack) -> R,
     ) -> Result<R, NodeError> {
         self.advance(now);
-        let p = self
-            .ports
-            .get_mut(port.index())
-            .ok_or(NodeError::NoSuchPort)?;
+        let p = port_mut(&mut self.ports, port)?;
         let r = f(&mut self.rdma, &mut p.stack);
         self.rdma.process(now, &mut p.stack);
         self.route();
@@ -582,6 +573,11 @@ impl Node {
         self.route();
         e
     }
+}
+
+/// `port` of a node's ports (a free function: the caller keeps the CM borrowable).
+fn port_mut(ports: &mut [Port], port: CmPort) -> Result<&mut Port, NodeError> {
+    ports.get_mut(port.index()).ok_or(NodeError::NoSuchPort)
 }
 
 /// The CM's name of the port at index `i` (ports are added to the node and the CM together,
