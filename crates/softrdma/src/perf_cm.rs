@@ -50,8 +50,9 @@ pub struct Plan {
     /// waits for input (0: it sleeps at once). Spinning trades CPU for the wake-up of a
     /// sleeping thread: on a 2-vCPU VM each of one connection's two waits (the server's for
     /// the REQ, the client's for the REP) costs 50-60 us asleep and about 10 us spinning
-    /// (`--trace` shows both). Spinning needs an idle core: on a busy host it is slower
-    /// than sleeping (use 0 there).
+    /// (`--trace` shows both). Spinning needs an idle core: a spin that loses its core to
+    /// other threads stops, and the waits sleep at once for the next 100 ms (on a busy
+    /// host that is what keeps a hop near a wake-up's cost instead of a whole spin).
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub spin_us: u64,
 }
