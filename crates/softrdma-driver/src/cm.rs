@@ -439,7 +439,7 @@ impl<T, P: FnMut(&mut HostState) -> Option<T> + Unpin> Future for NextEvent<'_, 
         let host = self.cm.shared.host.clone();
         // Register before looking, so a signal between the look and the registration is
         // not lost.
-        host.register(cx.waker().clone());
+        host.register(cx.waker());
         let mut g = host.lock();
         match (self.pop)(&mut g) {
             Some(e) => Poll::Ready(e),

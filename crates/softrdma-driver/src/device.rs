@@ -67,14 +67,14 @@ use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use softrdma_core::cm::{CmConfig, CmPort, RXE_CA_ACK_DELAY};
 use softrdma_core::node::{MadClass, NodeError};
 use softrdma_core::Node;
 use softrdma_wire::Guid;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant as StdInstant};
 
@@ -100,6 +100,7 @@ use crate::udp::{
     EndpointConfig, RecvDatagram, UdpEndpoint, VectoredTransmit, MAX_UDP_PAYLOAD_V4,
     MAX_UDP_PAYLOAD_V6, RECV_BATCH,
 };
+use crate::wait::Waiters;
 
 /// Where the event loop runs (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -438,13 +439,9 @@ pub(crate) struct Shared {
     defer_flush: bool,
     state: Mutex<State>,
     rx: Mutex<RxBufs>,
-    /// Signalled after every loop turn that handled input or timers, and after posts.
-    cv: Condvar,
-    /// Threads waiting on `cv` (counted under the state lock, see [`Shared::cv_wait`]): a
-    /// signal with none skips the futex wake-up, a syscall per post and per turn otherwise.
-    cv_waiters: AtomicUsize,
-    /// Async waiters to wake at the same points.
-    wakers: Mutex<Vec<Waker>>,
+    /// Signalled after every loop turn that handled input or timers, and after posts
+    /// (blocking waiters under the state lock, see [`Shared::cv_wait`]; async ones).
+    waiters: Waiters,
     shutdown: AtomicBool,
     /// The deadline the background loop is sleeping towards (`u64::MAX`: none); written
     /// under the state lock.
@@ -547,26 +544,14 @@ impl Shared {
 
     /// Wakes blocking and async waiters.
     fn signal(&self) {
-        if self.cv_waiters.load(Ordering::Acquire) > 0 {
-            self.cv.notify_all();
-        }
-        let wakers: Vec<Waker> = std::mem::take(&mut *lock(&self.wakers));
-        for w in wakers {
-            w.wake();
-        }
+        self.waiters.signal();
     }
 
-    /// Waits on `cv` up to `d` with the state lock `st` (taken before the caller checked what
-    /// it waits for, so a signal after that check sees this waiter counted). Returns the lock
+    /// Waits up to `d` with the state lock `st` (taken before the caller checked what it
+    /// waits for, so a signal after that check sees this waiter counted). Returns the lock
     /// and whether the wait timed out.
     fn cv_wait<'a>(&self, st: MutexGuard<'a, State>, d: Duration) -> (MutexGuard<'a, State>, bool) {
-        self.cv_waiters.fetch_add(1, Ordering::AcqRel);
-        let (st, r) = self
-            .cv
-            .wait_timeout(st, d)
-            .unwrap_or_else(|p| p.into_inner());
-        self.cv_waiters.fetch_sub(1, Ordering::AcqRel);
-        (st, r.timed_out())
+        self.waiters.wait(st, d)
     }
 
     /// After a call that may have moved the stack's next timer earlier: wake the background
@@ -992,9 +977,7 @@ impl Device {
                 },
             }),
             rx: Mutex::new(RxBufs::new(RECV_BATCH)),
-            cv: Condvar::new(),
-            cv_waiters: AtomicUsize::new(0),
-            wakers: Mutex::new(Vec::new()),
+            waiters: Waiters::default(),
             shutdown: AtomicBool::new(false),
             loop_deadline: AtomicU64::new(u64::MAX),
         });
@@ -1651,11 +1634,7 @@ impl Future for CqWait {
         }
         // Register while still holding the state lock: the loop signals after releasing it,
         // so a completion cannot slip between this check and the registration.
-        let mut wakers = lock(&self.shared.wakers);
-        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            wakers.push(cx.waker().clone());
-        }
-        drop(wakers);
+        self.shared.waiters.register(cx.waker());
         drop(st);
         Poll::Pending
     }

@@ -20,8 +20,7 @@
 //! host's, and no code holds two device locks.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
 use std::time::Duration;
 
@@ -31,6 +30,7 @@ use softrdma_core::time::Instant;
 use softrdma_core::Node;
 
 use crate::device::Shared as DeviceShared;
+use crate::wait::Waiters;
 
 /// What the host's lock guards: the node and the runtime's per-id answers.
 pub(crate) struct HostState {
@@ -67,11 +67,8 @@ impl HostState {
 /// One node and its waiters.
 pub(crate) struct Host {
     state: Mutex<HostState>,
-    cv: Condvar,
-    /// Threads in [`Host::wait`] (counted under the lock before waiting): `notify_all` is a
-    /// futex syscall even with nobody waiting.
-    cv_waiters: AtomicUsize,
-    wakers: Mutex<Vec<Waker>>,
+    /// The threads and tasks waiting for the CM's events.
+    waiters: Waiters,
     /// The devices that are ports of this host (weak: a device holds its host, not the
     /// other way round), to send what a command on the CM alone queued on their ports.
     devices: Mutex<Vec<(Weak<DeviceShared>, CmPort)>>,
@@ -92,9 +89,7 @@ impl Host {
                 sidr_answers: HashMap::new(),
                 keep_ib_events: true,
             }),
-            cv: Condvar::new(),
-            cv_waiters: AtomicUsize::new(0),
-            wakers: Mutex::new(Vec::new()),
+            waiters: Waiters::default(),
             devices: Mutex::new(Vec::new()),
             private,
         }
@@ -111,30 +106,17 @@ impl Host {
 
     /// Wakes the threads and tasks waiting for the CM's events.
     pub fn signal(&self) {
-        if self.cv_waiters.load(Ordering::Acquire) > 0 {
-            self.cv.notify_all();
-        }
-        let wakers = std::mem::take(&mut *lock(&self.wakers));
-        for w in wakers {
-            w.wake();
-        }
+        self.waiters.signal();
     }
 
-    /// Waits up to `d` for [`Host::signal`] with the lock `g` (taken before the caller
-    /// looked for what it waits for, so a signal after the look finds this waiter counted).
+    /// Waits up to `d` for [`Host::signal`] with the lock `g` (see [`Waiters::wait`]).
     pub fn wait<'a>(&self, g: MutexGuard<'a, HostState>, d: Duration) -> MutexGuard<'a, HostState> {
-        self.cv_waiters.fetch_add(1, Ordering::AcqRel);
-        let (g, _) = self
-            .cv
-            .wait_timeout(g, d)
-            .unwrap_or_else(|p| p.into_inner());
-        self.cv_waiters.fetch_sub(1, Ordering::AcqRel);
-        g
+        self.waiters.wait(g, d).0
     }
 
     /// Registers an async waiter for the next [`Host::signal`].
-    pub fn register(&self, w: Waker) {
-        lock(&self.wakers).push(w);
+    pub fn register(&self, w: &Waker) {
+        self.waiters.register(w);
     }
 
     pub fn add_device(&self, d: Weak<DeviceShared>, port: CmPort) {

@@ -12,7 +12,7 @@
 //! GetResp status 0x000C; other methods dropped and counted).
 //!
 //! Clients run on the loop's thread (or the caller's, with [`crate::Progress::Inline`]) with
-//! the device's and its host's locks held: they must not call into a device. The node
+//! the device's and its host's locks held: they must not call into a device or a `Cm`. The node
 //! that runs them ([`softrdma_core::Node`], behind [`crate::Device`]) sees each as a
 //! [`MadClass`].
 

@@ -6,11 +6,14 @@
 //!
 //! A timed wait costs a map entry while it is pending, removed when the wait ends either
 //! way: a thousand concurrent timed waits are a thousand entries and one thread.
+//!
+//! [`Waiters`]: the threads (a condition variable) and tasks (wakers) waiting for what a
+//! device's loop or a node's CM produces, woken together.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
@@ -174,6 +177,56 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
         }
         std::thread::park();
     }
+}
+
+/// Threads and tasks waiting for something a lock guards (a device's completions, a node's
+/// CM events), woken together by [`Waiters::signal`].
+#[derive(Default)]
+pub(crate) struct Waiters {
+    cv: Condvar,
+    /// Threads in [`Waiters::wait`] (counted under the caller's lock before waiting):
+    /// `notify_all` is a futex syscall even with nobody waiting, and signals come after
+    /// every loop turn.
+    cv_waiters: AtomicUsize,
+    wakers: Mutex<Vec<Waker>>,
+}
+
+impl Waiters {
+    /// Wakes the waiting threads and tasks.
+    pub fn signal(&self) {
+        if self.cv_waiters.load(Ordering::Acquire) > 0 {
+            self.cv.notify_all();
+        }
+        let wakers = std::mem::take(&mut *relock(&self.wakers));
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Waits up to `d` for [`Waiters::signal`] with the lock `g` (taken before the caller
+    /// looked for what it waits for, so a signal after the look finds this waiter
+    /// counted). Returns the lock and whether the wait timed out.
+    pub fn wait<'a, T>(&self, g: MutexGuard<'a, T>, d: Duration) -> (MutexGuard<'a, T>, bool) {
+        self.cv_waiters.fetch_add(1, Ordering::AcqRel);
+        let (g, r) = self
+            .cv
+            .wait_timeout(g, d)
+            .unwrap_or_else(|p| p.into_inner());
+        self.cv_waiters.fetch_sub(1, Ordering::AcqRel);
+        (g, r.timed_out())
+    }
+
+    /// Registers a task for the next [`Waiters::signal`] (once, however often it asks).
+    pub fn register(&self, w: &Waker) {
+        let mut wakers = relock(&self.wakers);
+        if !wakers.iter().any(|x| x.will_wake(w)) {
+            wakers.push(w.clone());
+        }
+    }
+}
+
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
