@@ -271,5 +271,5 @@ fn the_trace_splits_one_connection_into_its_hops() {
     ];
     let whole = hop("REQ sent → RTU sent");
     assert!(parts.iter().all(|p| *p <= whole), "{out}");
-    hop("client: connect() → REQ sent, and ESTABLISHED taken");
+    hop("client: connect() → REQ sent, REP → ESTABLISHED taken");
 }
