@@ -246,6 +246,18 @@ fn debian_ibv_rc_pingpong_two_processes_with_completion_channels() {
     pingpong("ibv_rc_pingpong", &["-e"]);
 }
 
+/// `-N`: the QP made by `ibv_create_qp_ex` with send ops, every message posted through
+/// `ibv_qp_ex`'s `ibv_wr_start`/`ibv_wr_send`/`ibv_wr_set_sge`/`ibv_wr_complete`.
+#[test]
+fn debian_ibv_rc_pingpong_new_send_api() {
+    pingpong("ibv_rc_pingpong", &["-N"]);
+}
+
+#[test]
+fn debian_ibv_rc_pingpong_new_send_api_with_completion_channels() {
+    pingpong("ibv_rc_pingpong", &["-N", "-e", "-s", "100"]);
+}
+
 #[test]
 fn debian_ibv_ud_pingpong_two_processes() {
     pingpong("ibv_ud_pingpong", &[]);
@@ -303,6 +315,13 @@ fn perftest(tool: &str) {
         assert!(out.contains("Link type       : Ethernet"), "{who}: {out}");
         assert!(out.contains("255:255:127:00:00:"), "{who}: {out}");
     }
+    // perftest 4.5 turns its `ibv_wr_*` path on only for mlx5 and EFA devices (by vendor
+    // part id, `verify_params_with_device_context`); on any other device, rxe's included, its
+    // default is `ibv_post_send`, as here. Say so, so that a change is noticed.
+    assert!(
+        co.contains("ibv_wr* API     : OFF"),
+        "perftest's post path changed: {co}"
+    );
     // The client (bandwidth tests: both) prints a results row starting with the size and 100.
     let row = co
         .lines()
