@@ -744,7 +744,19 @@ entry! {
 /// An MR's Rust side.
 pub struct MrRs {
     ctx: usize,
+    /// What `ibv_rereg_mr` changes.
+    reg: Mutex<MrReg>,
+}
+
+/// An MR's registration: the core's lkey and what it was registered with.
+#[derive(Clone, Copy)]
+struct MrReg {
     lkey: u32,
+    pd: usize,
+    addr: usize,
+    length: usize,
+    iova: u64,
+    access: c_int,
 }
 
 /// `IBV_ACCESS_OPTIONAL_RANGE`: hints a provider may ignore.
@@ -777,7 +789,14 @@ fn reg_mr(
         },
         MrRs {
             ctx: p.ctx,
-            lkey: keys.lkey,
+            reg: Mutex::new(MrReg {
+                lkey: keys.lkey,
+                pd: pd as usize,
+                addr: addr as usize,
+                length,
+                iova,
+                access: access.0 as c_int,
+            }),
         },
     ))
 }
@@ -805,9 +824,99 @@ entry! {
         let m = ptr::get::<ibv_mr, MrRs>(mr)?;
         let c = ctx_rs(m.ctx as *const ibv_context)?;
         // The window comes back and is dropped: the application's memory is its own again.
-        drop(c.dev().dereg_mr(m.lkey).map_err(|e| conv::dev_errno(&e))?);
+        let lkey = lock(&m.reg).lkey;
+        drop(c.dev().dereg_mr(lkey).map_err(|e| conv::dev_errno(&e))?);
         drop(ptr::retire::<ibv_mr, MrRs>(mr)?);
         Ok(())
+    }
+}
+
+/// `enum ibv_rereg_mr_flags`.
+const REREG_MR_CHANGE_TRANSLATION: c_int = 1 << 0;
+const REREG_MR_CHANGE_PD: c_int = 1 << 1;
+const REREG_MR_CHANGE_ACCESS: c_int = 1 << 2;
+/// `enum ibv_rereg_mr_err_code`: the caller's input, the command.
+const REREG_MR_ERR_INPUT: c_int = -1;
+const REREG_MR_ERR_CMD: c_int = -4;
+
+/// `ibv_rereg_mr`'s work: the MR registered anew with what `flags` changes (the new
+/// registration first, so that on failure the old one is untouched), then the old one
+/// dropped; the `ibv_mr`'s keys, PD and range updated. Errors are (`ibv_rereg_mr_err_code`,
+/// errno).
+fn rereg_mr(
+    mr: *mut ibv_mr,
+    flags: c_int,
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> Result<(), (c_int, Errno)> {
+    let input = |e| (REREG_MR_ERR_INPUT, e);
+    let m = ptr::get::<ibv_mr, MrRs>(mr).map_err(input)?;
+    let all = REREG_MR_CHANGE_TRANSLATION | REREG_MR_CHANGE_PD | REREG_MR_CHANGE_ACCESS;
+    if flags & !all != 0
+        || (flags & REREG_MR_CHANGE_TRANSLATION != 0 && (length == 0 || addr.is_null()))
+        || (access != 0 && flags & REREG_MR_CHANGE_ACCESS == 0)
+    {
+        return Err(input(Errno::EINVAL));
+    }
+    let c = ctx_rs(m.ctx as *const ibv_context).map_err(input)?;
+    let mut reg = lock(&m.reg);
+    let mut new = *reg;
+    if flags & REREG_MR_CHANGE_PD != 0 {
+        if ptr::read_c::<ibv_pd, PdRs, _>(pd, |p| p.context).map_err(input)? as usize != m.ctx {
+            return Err(input(Errno::EINVAL));
+        }
+        new.pd = pd as usize;
+    }
+    if flags & REREG_MR_CHANGE_TRANSLATION != 0 {
+        new.addr = addr as usize;
+        new.length = length;
+        new.iova = addr as u64;
+    }
+    if flags & REREG_MR_CHANGE_ACCESS != 0 {
+        new.access = access & !(ACCESS_OPTIONAL as c_int);
+    }
+    let cmd = |e| (REREG_MR_ERR_CMD, e);
+    let pd_id = ptr::get::<ibv_pd, PdRs>(new.pd as *const ibv_pd)
+        .map_err(cmd)?
+        .id;
+    let win = AppWindow::new(new.addr as *mut c_void, new.length).map_err(cmd)?;
+    let keys = c
+        .dev()
+        .reg_mr(
+            pd_id,
+            Memory::external(Box::new(win)),
+            new.iova,
+            AccessFlags(new.access as u32),
+        )
+        .map_err(|e| cmd(conv::dev_errno(&e)))?;
+    // The old window comes back and is dropped.
+    let _ = c.dev().dereg_mr(reg.lkey);
+    new.lkey = keys.lkey;
+    *reg = new;
+    // SAFETY: `mr` is live (checked above); our own fields, written through raw places.
+    unsafe {
+        (*mr).lkey = keys.lkey;
+        (*mr).rkey = keys.rkey;
+        (*mr).handle = keys.lkey;
+        (*mr).pd = new.pd as *mut ibv_pd;
+        (*mr).addr = new.addr as *mut c_void;
+        (*mr).length = new.length;
+    }
+    Ok(())
+}
+
+entry! {
+    /// 0, or an `ibv_rereg_mr_err_code` with `errno` set.
+    export value fn ibv_rereg_mr(mr: *mut ibv_mr, flags: c_int, pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> c_int {
+        match rereg_mr(mr, flags, pd, addr, length, access) {
+            Ok(()) => 0,
+            Err((code, e)) => {
+                crate::entry::set_errno(e);
+                code
+            }
+        }
     }
 }
 
@@ -2159,7 +2268,6 @@ unsupported! {
     "sv__ibv_query_ece" x_ibv_query_ece -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_read_ibdev_sysfs_file" x_ibv_read_ibdev_sysfs_file -> c_int = unsupported_neg();
     "sv__ibv_reg_dmabuf_mr" x_ibv_reg_dmabuf_mr -> *mut c_void = unsupported_null();
-    "sv__ibv_rereg_mr" x_ibv_rereg_mr -> c_int = unsupported_neg();
     "sv__ibv_resize_cq" x_ibv_resize_cq -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_resolve_eth_l2_from_gid" x_ibv_resolve_eth_l2_from_gid -> c_int = unsupported_neg();
     "sv__ibv_set_ece" x_ibv_set_ece -> c_int = libc::EOPNOTSUPP;

@@ -74,7 +74,8 @@ fn run_c(name: &str) -> String {
 /// `ibv_query_device_ex`, `ibv_create_cq_ex` with `ibv_start_poll`/`ibv_next_poll`/
 /// `ibv_wc_read_*`, `ibv_create_qp_ex` with every `ibv_wr_*` builder and setter softrdma has
 /// (RC: WRITE, WRITE with imm, SEND with imm, inline SEND, READ, both atomics, SGE lists; UD:
-/// `wr_set_ud_addr`), the errors `wr_complete` reports, and what is `EOPNOTSUPP`.
+/// `wr_set_ud_addr`), the errors `wr_complete` reports, what is `EOPNOTSUPP`, and `ibv_rereg_mr`
+/// (bad input, a new range and PD).
 #[test]
 fn extended_verbs_from_c_over_the_debian_header() {
     let out = run_c("ex_verbs");

@@ -301,12 +301,39 @@ int main(void)
 	      c[0].src_qp == u->qp_num && (c[0].wc_flags & IBV_WC_GRH) &&
 	      !memcmp(bbuf + 40, abuf + 500, 100), "UD receive");
 
+	/* ibv_rereg_mr: bad input is IBV_REREG_MR_ERR_INPUT; a new range (and PD) takes
+	 * effect, with the keys the struct now shows. */
+	errno = 0;
+	CHECK(ibv_rereg_mr(amr, 1 << 3, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT &&
+	      errno == EINVAL, "an unknown rereg flag");
+	CHECK(ibv_rereg_mr(amr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, NULL, 0, 0) ==
+	      IBV_REREG_MR_ERR_INPUT, "a new range without an address");
+	CHECK(ibv_rereg_mr(amr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, acc) ==
+	      IBV_REREG_MR_ERR_INPUT, "access without IBV_REREG_MR_CHANGE_ACCESS");
+	uint8_t *nbuf = calloc(1, 4096);
+	for (int i = 0; i < 4096; i++)
+		nbuf[i] = (uint8_t)(i * 3 + 11);
+	CHECK(!ibv_rereg_mr(amr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD, pd2,
+			    nbuf, 4096, 0), "rereg to a new range and PD");
+	CHECK(amr->addr == nbuf && amr->length == 4096 && amr->pd == pd2, "the struct follows");
+	CHECK(!ibv_rereg_mr(amr, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS, pd, NULL, 0,
+			    acc), "back to the QP's PD");
+	ibv_wr_start(ax);
+	ax->wr_id = 35;
+	ibv_wr_rdma_write(ax, bmr->rkey, (uintptr_t)bbuf + 3000);
+	ibv_wr_set_sge(ax, amr->lkey, (uintptr_t)nbuf + 100, 200);
+	CHECK(ibv_wr_complete(ax) == 0, "wr_complete (reregistered MR)");
+	poll_ex(scq, c, 1);
+	CHECK(c[0].wr_id == 35 && c[0].status == IBV_WC_SUCCESS, "write from the new range: %s",
+	      ibv_wc_status_str(c[0].status));
+	CHECK(!memcmp(bbuf + 3000, nbuf + 100, 200), "the new range's bytes arrived");
+
 	/* Bad memory through the builder: a completion error, never a crash. */
 	ibv_wr_start(ax);
 	ax->wr_id = 40;
 	ax->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_rdma_write(ax, bmr->rkey, (uintptr_t)bbuf);
-	ibv_wr_set_sge(ax, amr->lkey, (uintptr_t)abuf + SZ - 8, 64);
+	ibv_wr_set_sge(ax, amr->lkey, (uintptr_t)nbuf + 4096 - 8, 64);
 	CHECK(ibv_wr_complete(ax) == 0, "wr_complete (an SGE past its MR)");
 	poll_ex(scq, c, 1);
 	CHECK(c[0].wr_id == 40 && c[0].status == IBV_WC_LOC_PROT_ERR, "an SGE past its MR: %s",
