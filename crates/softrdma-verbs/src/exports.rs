@@ -2528,6 +2528,51 @@ mod tests {
         }
     }
 
+    /// The extended verbs' function pointers given NULL or a foreign object: an errno (or
+    /// nothing done, for the `void` ones), never a crash.
+    #[test]
+    fn extended_verbs_refuse_null_and_foreign_objects() {
+        // SAFETY (test): every pointer is NULL, one of ours, or deliberately wrong.
+        unsafe {
+            let ctx = open_lo();
+            let mut bytes = [0u64; 64];
+            let foreign = bytes.as_mut_ptr().cast::<c_void>();
+            assert_eq!(op_query_device_ex(ctx, null(), null_mut(), 400), EINVAL);
+            let mut dx = core::mem::zeroed::<ibv_device_attr_ex>();
+            assert_eq!(op_query_device_ex(ctx, null(), &mut dx, 8), EINVAL, "short");
+            assert_eq!(op_query_device_ex(null_mut(), null(), &mut dx, 400), EINVAL);
+            assert!(op_create_cq_ex(ctx, null_mut()).is_null());
+            assert_eq!(errno(), EINVAL);
+            assert!(op_create_qp_ex(ctx, null_mut()).is_null());
+            assert_eq!(errno(), EINVAL);
+            for cq in [null_mut(), foreign.cast::<ibv_cq_ex>()] {
+                assert_eq!(op_cq_start_poll(cq, null_mut()), EINVAL);
+                assert_eq!(op_cq_next_poll(cq), EINVAL);
+                op_cq_end_poll(cq);
+                assert_eq!(op_cq_read_byte_len(cq), 0);
+                assert_eq!(op_cq_read_sl(cq), 0);
+            }
+            for qp in [null_mut(), foreign.cast::<ibv_qp_ex>()] {
+                op_wr_start(qp);
+                op_wr_send(qp);
+                op_wr_rdma_write(qp, 1, 2);
+                op_wr_set_sge(qp, 1, 2, 3);
+                op_wr_set_sge_list(qp, 1, null());
+                op_wr_set_inline_data(qp, null_mut(), 5);
+                op_wr_set_inline_data_list(qp, 1, null());
+                op_wr_set_ud_addr(qp, null_mut(), 1, 2);
+                assert_eq!(op_wr_complete(qp), EINVAL);
+                op_wr_abort(qp);
+            }
+            assert!(ibv_qp_to_qp_ex(null_mut()).is_null());
+            assert!(ibv_qp_to_qp_ex(foreign.cast()).is_null());
+            assert_eq!(bytes, [0u64; 64], "nothing written into a foreign object");
+            assert_eq!(ibv_rereg_mr(null_mut(), 1, null_mut(), foreign, 8, 0), -1);
+            assert_eq!(errno(), EINVAL);
+            assert_eq!(ibv_close_device(ctx), 0);
+        }
+    }
+
     #[test]
     fn null_and_foreign_pointers_are_einval() {
         // SAFETY (test): every pointer is NULL, one of ours, or deliberately wrong.
