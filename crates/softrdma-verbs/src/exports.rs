@@ -1155,6 +1155,24 @@ entry! {
 }
 
 entry! {
+    /// The CQ's depth becomes at least `cqe` (rxe's sizing, written to `cq->cqe`); the
+    /// completions waiting stay. `EINVAL` for less than 1, more than `max_cqe`, or fewer
+    /// than the completions waiting, as on rxe.
+    export errno fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
+        let q = cq_rs(cq)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        let want = u32::try_from(cqe).map_err(|_| Errno::EINVAL)?;
+        let depth = c
+            .dev()
+            .with_stack(|s| s.verbs.resize_cq(q.id, want))
+            .map_err(|_| Errno::EINVAL)?;
+        // SAFETY: `cq` is live (checked); our own field, written through a raw place.
+        unsafe { (*cq).cqe = i32::try_from(depth).unwrap_or(i32::MAX) };
+        Ok(())
+    }
+}
+
+entry! {
     export neg fn ibv_get_cq_event(channel: *mut ibv_comp_channel, cq: *mut *mut ibv_cq, cq_context: *mut *mut c_void) -> c_int {
         let ch = ptr::get::<ibv_comp_channel, ChanRs>(channel)?;
         if cq.is_null() || cq_context.is_null() {
@@ -2320,7 +2338,6 @@ unsupported! {
     "sv__ibv_query_ece" x_ibv_query_ece -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_read_ibdev_sysfs_file" x_ibv_read_ibdev_sysfs_file -> c_int = unsupported_neg();
     "sv__ibv_reg_dmabuf_mr" x_ibv_reg_dmabuf_mr -> *mut c_void = unsupported_null();
-    "sv__ibv_resize_cq" x_ibv_resize_cq -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_resolve_eth_l2_from_gid" x_ibv_resolve_eth_l2_from_gid -> c_int = unsupported_neg();
     "sv__ibv_set_ece" x_ibv_set_ece -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_unimport_dm" x_ibv_unimport_dm -> () = unsupported_void();

@@ -85,8 +85,8 @@ fn extended_verbs_from_c_over_the_debian_header() {
 /// Bad input through the exported entry points and the inline verbs: NULL where the API
 /// allows one (accepted) and where it does not (`EINVAL`), a QP modified out of order
 /// (`EINVAL`, state unchanged), a WR with an lkey of another PD and an SGE past its MR (local
-/// protection errors as completions), a CQ overrun (`IBV_EVENT_CQ_ERR` on the pollable
-/// `async_fd`).
+/// protection errors as completions), `ibv_resize_cq` out of range (`EINVAL`) and in range (the
+/// CQ then holds more), a CQ overrun (`IBV_EVENT_CQ_ERR` on the pollable `async_fd`).
 #[test]
 fn bad_input_from_c_gets_an_errno_or_a_completion_error() {
     let out = run_c("bad_input");

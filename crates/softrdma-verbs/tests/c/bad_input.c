@@ -141,6 +141,41 @@ int main(void)
 	CHECK(!ibv_destroy_qp(a) && !ibv_destroy_qp(b), "destroy_qp");
 	CHECK(!ibv_destroy_cq(cq), "destroy_cq");
 
+	/* ibv_resize_cq: refused out of range (EINVAL, as rxe), else the CQ holds more. */
+	struct ibv_cq *rcq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	CHECK(rcq && rcq->cqe == 1, "create_cq(1)");
+	CHECK(ibv_resize_cq(rcq, 0) == EINVAL && ibv_resize_cq(rcq, 1 << 30) == EINVAL &&
+	      ibv_resize_cq(NULL, 4) == EINVAL && rcq->cqe == 1, "resize out of range");
+	CHECK(!ibv_resize_cq(rcq, 6) && rcq->cqe >= 6, "resize to 6: cqe %d", rcq->cqe);
+	a = rc_qp(pd, rcq, 8);
+	b = rc_qp(pd, rcq, 8);
+	CHECK(a && b, "create_qp");
+	connect_rc(a, b->qp_num, gid);
+	connect_rc(b, a->qp_num, gid);
+	for (int i = 0; i < 6; i++) {
+		struct ibv_send_wr w = { .wr_id = 60 + i, .opcode = IBV_WR_RDMA_WRITE,
+					 .send_flags = IBV_SEND_SIGNALED, .num_sge = 0 };
+		struct ibv_send_wr *bad;
+		w.wr.rdma.remote_addr = (uintptr_t)rbuf;
+		w.wr.rdma.rkey = rmr->rkey;
+		CHECK(!ibv_post_send(a, &w, &bad), "post write %d", i);
+	}
+	{
+		double until = now() + 5;
+		int got = 0;
+		while (got < 6) {
+			CHECK(now() < until, "%d of 6 completions", got);
+			int n = ibv_poll_cq(rcq, 1, &wc);
+			CHECK(n >= 0, "poll_cq");
+			if (n) {
+				CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 60u + got,
+				      "completion %d: %s", got, ibv_wc_status_str(wc.status));
+				got++;
+			}
+		}
+	}
+	CHECK(!ibv_destroy_qp(a) && !ibv_destroy_qp(b) && !ibv_destroy_cq(rcq), "destroy");
+
 	/* A CQ overrun: IBV_EVENT_CQ_ERR on the pollable async_fd. */
 	struct ibv_cq *small = ibv_create_cq(ctx, 1, NULL, NULL, 0);
 	CHECK(small, "create_cq(1)");
