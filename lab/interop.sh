@@ -19,7 +19,8 @@ CI_SCENARIOS="smoke kernel_rping ipv6_rping host_udp_rx pingpong_rc_kernel pingp
   ucmatose_host_server ucmatose_guest_server ucmatose_no_listener cmtime_host_server cmtime_guest_server
   srp_kernel srp_host_target srp_host_multichannel srp_host_login_rejects srp_lio_initiator
   udaddy_host_server udaddy_guest_server udaddy_no_listener ucmatose_options_host_server
-  ucmatose_options_guest_server"
+  ucmatose_options_guest_server verbs_rc_pingpong verbs_ud_pingpong verbs_ib_write_bw verbs_ib_read_bw
+  verbs_ib_send_lat"
 if [ $# -eq 0 ]; then set -- $CI_SCENARIOS
 elif [ "$1" = all ]; then set -- $(cd "$HERE/scenarios" && for d in */; do echo "${d%/}"; done)
 fi
@@ -28,10 +29,13 @@ T0=$(date +%s)
 bash "$HERE/build.sh" || { echo "interop: lab build failed"; exit 1; }
 
 export SOFTRDMA=${SOFTRDMA:-$REPO/target/release/softrdma}
-if [ ! -x "$SOFTRDMA" ] && [ -z "${NO_CARGO:-}" ] && command -v cargo >/dev/null; then
-  echo "== cargo build --release -p softrdma"
+# (the verbs_* scenarios also need softrdma's libibverbs.so.1 beside the binary: `softrdma run`)
+if { [ ! -x "$SOFTRDMA" ] || { [ ! -e "$(dirname "$SOFTRDMA")/libsoftrdma_verbs.so" ] &&
+     [ ! -e "$(dirname "$SOFTRDMA")/deps/libsoftrdma_verbs.so" ]; }; } &&
+   [ -z "${NO_CARGO:-}" ] && command -v cargo >/dev/null; then
+  echo "== cargo build --release -p softrdma -p softrdma-verbs"
   TB=$(date +%s)
-  (cd "$REPO" && cargo build --release -p softrdma) || echo "interop: cargo build failed; scenarios that need the binary will SKIP"
+  (cd "$REPO" && cargo build --release -p softrdma -p softrdma-verbs) || echo "interop: cargo build failed; scenarios that need the binary will SKIP"
   echo "== cargo build took $(( $(date +%s) - TB ))s"
 fi
 [ -x "$SOFTRDMA" ] && echo "== softrdma: $SOFTRDMA" || echo "== softrdma: none at $SOFTRDMA"

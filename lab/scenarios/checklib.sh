@@ -248,3 +248,23 @@ ud_wire() {
   uw_fs=$(frame_no first "infiniband.bth.opcode == 101 && ip.src == $uw_s")
   expect "the client SENDs first (frame $uw_fc, the server's first $uw_fs)" [ "$uw_fc" -gt 0 -a "$uw_fs" -gt "$uw_fc" ]
 }
+
+# --- Debian's verbs programs over softrdma's libibverbs (scenarios verbs_*, helpers in lib.sh) --
+# dv_check: both phases' server and client exited 0 and printed their results (DV_RESULT: a
+# regex of the line a successful run prints, from the scenario's dv.env); RoCEv2 went both ways
+# between the host and the guest; every ICRC is right.
+dv_check() {
+  for _ph in 1 2; do
+    for _r in server client; do
+      _f=share/dv-$_ph.$_r
+      expect "phase $_ph $_r ($DV_TOOL) exit 0" rc_is "$_f.rc" 0
+      expect "phase $_ph $_r ($DV_TOOL) printed its results" has "$_f.txt" "$DV_RESULT"
+      expect "phase $_ph $_r: no error on stderr" bash -c "! grep -qiE 'error|fail|invalid|couldn' '$_f.err'"
+    done
+  done
+  _h=$(count_frames 'ip.src == 10.77.0.1 && udp.dstport == 4791')
+  _g=$(count_frames 'ip.src == 10.77.0.10 && udp.dstport == 4791')
+  expect "RoCEv2 host -> guest ($_h frames) and guest -> host ($_g frames)" test "$_h" -gt 0 -a "$_g" -gt 0
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+  softrdma_decode capture.pcap
+}

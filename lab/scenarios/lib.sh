@@ -106,3 +106,47 @@ pp_client() {
     [ -e pp.abort ] && { echo "client: stopping after size $_s"; break; }
   done
 }
+
+# --- Debian's verbs programs over softrdma's libibverbs.so.1 (scenarios verbs_*) ----------------
+# Debian's own verbs programs (ibverbs-utils, perftest) on the host over softrdma's
+# libibverbs.so.1 (`softrdma run -- TOOL`, device softrdma_br0 = 10.77.0.1) against the same
+# programs on guest A's kernel rxe (rxe0), both directions in one scenario:
+#   phase 1: server on the host  <- client in guest A
+#   phase 2: server in guest A   <- client on the host
+# Sourced after lib.sh by A.sh (busybox sh) and host.sh (bash); the scenario's dv.env sets
+#   DV_TOOL  the program (ibv_rc_pingpong, ib_write_bw, ...)
+#   DV_GIDX  its GID-index option (-g for the pingpongs, -x for perftest); index 1 on both
+#            ends = ::ffff:IPv4 (rxe's table, and ours: docs in crates/softrdma-verbs/src/devices.rs)
+#   DV_ARGS  the options both ends take (sizes, iterations)
+# Each run leaves dv-PHASE.{server,client}.{txt,err,rc} in the share; the side channel is TCP
+# 18515 (-p); every run is limited to DV_TIMEOUT (30) s.
+DV_PORT=18515
+# dv_cmd SIDE: the command line of SIDE (host | guest), without the peer
+dv_cmd() {
+  if [ "$1" = host ]; then
+    echo "$SOFTRDMA run -- $DV_TOOL -d softrdma_br0 $DV_GIDX 1 -p $DV_PORT $DV_ARGS"
+  else
+    echo "$DV_TOOL -d rxe0 $DV_GIDX 1 -p $DV_PORT $DV_ARGS"
+  fi
+}
+# dv_server SIDE PHASE: run SIDE's server, announce dv-PHASE.ready once it listens, wait for
+# the client (dv-PHASE.done), then give the server 5 s to finish by itself
+dv_server() {
+  stamp "phase $2: $DV_TOOL server ($1)"
+  timeout "${DV_TIMEOUT:-30}" $(dv_cmd "$1") > "dv-$2.server.txt" 2> "dv-$2.server.err" &
+  _p=$!
+  if wait_listen $DV_PORT 30 $_p; then touch "dv-$2.ready"; else touch "dv-$2.failed"; fi
+  wait_flag "dv-$2.done" 60
+  stop_bg "dv-$2.server" $_p 5
+}
+# dv_client SIDE PHASE PEER: wait for the other side's server, run SIDE's client to PEER
+dv_client() {
+  _i=0; while [ ! -e "dv-$2.ready" ] && [ ! -e "dv-$2.failed" ] && [ $_i -lt 300 ]; do sleep 0.2; _i=$((_i + 1)); done
+  if [ -e "dv-$2.ready" ]; then
+    stamp "phase $2: $DV_TOOL client ($1) -> $3"
+    run_to "dv-$2.client" timeout "${DV_TIMEOUT:-30}" $(dv_cmd "$1") "$3"
+  else
+    echo "the server never listened on TCP $DV_PORT; not run" > "dv-$2.client.txt"; echo 125 > "dv-$2.client.rc"
+  fi
+  touch "dv-$2.done"
+}

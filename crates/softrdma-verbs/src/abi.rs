@@ -128,15 +128,39 @@ pub struct ibv_context {
 /// `__VERBS_ABI_IS_EXTENDED`: `(void *)UINTPTR_MAX`.
 pub const VERBS_ABI_IS_EXTENDED: usize = usize::MAX;
 
+/// `verbs_context.create_cq_ex`.
+pub type CreateCqExFn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex;
+/// `verbs_context.query_device_ex`.
+pub type QueryDeviceExFn =
+    unsafe extern "C" fn(*mut ibv_context, *const c_void, *mut ibv_device_attr_ex, usize) -> c_int;
+/// `verbs_context.create_qp_ex`.
+pub type CreateQpExFn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
+
 /// `struct verbs_context`: the extended ops "grow up" in front of the `ibv_context`, whose
-/// address is what applications hold; `sz` says how many of them exist.
+/// address is what applications hold; `sz` says how many of them exist. The inline wrappers
+/// of `verbs.h` (`ibv_create_cq_ex`, `ibv_query_device_ex`, `ibv_create_qp_ex`, …) call
+/// through these slots; a NULL slot makes them return `EOPNOTSUPP` or fall back to the
+/// legacy verb.
 #[repr(C)]
 pub struct verbs_context {
     /// `query_port` (what `ibv_query_port`, a macro over `___ibv_query_port`, calls).
     pub query_port: Option<QueryPortFn>,
-    /// `advise_mr` … `close_xrcd` (37 pointer slots) — NULL: the inline wrappers of
-    /// `verbs.h` then return `EOPNOTSUPP` or fall back to the legacy verbs.
-    pub ops: [Slot; 37],
+    /// `advise_mr` … `query_rt_values` (24 slots).
+    pub before_create_cq_ex: [Slot; 24],
+    /// `create_cq_ex`.
+    pub create_cq_ex: Option<CreateCqExFn>,
+    /// `priv` (rdma-core's private `verbs_ex_private`; nothing of ours).
+    pub priv_: *mut c_void,
+    /// `query_device_ex`.
+    pub query_device_ex: Option<QueryDeviceExFn>,
+    /// `ibv_destroy_flow` … `open_qp` (5 slots).
+    pub before_create_qp_ex: [Slot; 5],
+    /// `create_qp_ex`.
+    pub create_qp_ex: Option<CreateQpExFn>,
+    /// `get_srq_num` … `close_xrcd` (4 slots).
+    pub after_create_qp_ex: [Slot; 4],
     /// `_ABI_placeholder3`.
     pub abi_placeholder3: u64,
     /// `sz`: the size of this structure (every op present).
@@ -333,6 +357,204 @@ pub struct ibv_qp {
     pub mutex: PthreadMutex,
     pub cond: PthreadCond,
     pub events_completed: u32,
+}
+
+/// `struct ibv_device_attr_ex` (`ibv_query_device_ex`): the legacy attributes, then the
+/// extended capabilities, kept as their C members' bytes where softrdma has none to report.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_device_attr_ex {
+    pub orig_attr: ibv_device_attr,
+    pub comp_mask: u32,
+    /// `struct ibv_odp_caps` (no on-demand paging: zero).
+    pub odp_caps: [u64; 3],
+    /// Zero: completions carry no timestamp (as on rxe).
+    pub completion_timestamp_mask: u64,
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+    /// `struct ibv_tso_caps`.
+    pub tso_caps: [u32; 2],
+    /// `struct ibv_rss_caps`.
+    pub rss_caps: [u64; 4],
+    pub max_wq_type_rq: u32,
+    /// `struct ibv_packet_pacing_caps`.
+    pub packet_pacing_caps: [u32; 3],
+    pub raw_packet_caps: u32,
+    /// `struct ibv_tm_caps`.
+    pub tm_caps: [u32; 5],
+    /// `struct ibv_cq_moderation_caps`.
+    pub cq_mod_caps: [u16; 2],
+    pub max_dm_size: u64,
+    /// `struct ibv_pci_atomic_caps`.
+    pub pci_atomic_caps: [u16; 3],
+    pub xrc_odp_caps: u32,
+    pub phys_port_cnt_ex: u32,
+}
+
+/// `struct ibv_cq_init_attr_ex` (`ibv_create_cq_ex`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_cq_init_attr_ex {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut ibv_comp_channel,
+    pub comp_vector: u32,
+    /// `enum ibv_create_cq_wc_flags`.
+    pub wc_flags: u64,
+    /// `enum ibv_cq_init_attr_mask`.
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut ibv_pd,
+}
+
+/// `struct ibv_poll_cq_attr` (`start_poll`'s argument).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_poll_cq_attr {
+    pub comp_mask: u32,
+}
+
+/// `start_poll`.
+pub type StartPollFn = unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int;
+/// `next_poll`.
+pub type NextPollFn = unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int;
+/// `end_poll`.
+pub type EndPollFn = unsafe extern "C" fn(*mut ibv_cq_ex);
+/// `read_opcode` (`enum ibv_wc_opcode`), `read_vendor_err`, `read_byte_len`, `read_imm_data`
+/// (`__be32`), `read_qp_num`, `read_src_qp`, `read_wc_flags`, `read_slid` (all 32-bit).
+pub type ReadU32Fn = unsafe extern "C" fn(*mut ibv_cq_ex) -> u32;
+/// `read_sl`, `read_dlid_path_bits`.
+pub type ReadU8Fn = unsafe extern "C" fn(*mut ibv_cq_ex) -> u8;
+
+/// `struct ibv_cq_ex`: an `ibv_cq` (every CQ of ours is published in this shape, so
+/// `ibv_cq_ex_to_cq` and the legacy verbs work on any of them), then the polled
+/// completion's status and `wr_id`, then the poll functions.
+#[repr(C)]
+pub struct ibv_cq_ex {
+    pub cq: ibv_cq,
+    pub comp_mask: u32,
+    /// `enum ibv_wc_status` of the current completion.
+    pub status: c_int,
+    pub wr_id: u64,
+    pub start_poll: Option<StartPollFn>,
+    pub next_poll: Option<NextPollFn>,
+    pub end_poll: Option<EndPollFn>,
+    pub read_opcode: Option<ReadU32Fn>,
+    pub read_vendor_err: Option<ReadU32Fn>,
+    pub read_byte_len: Option<ReadU32Fn>,
+    pub read_imm_data: Option<ReadU32Fn>,
+    pub read_qp_num: Option<ReadU32Fn>,
+    pub read_src_qp: Option<ReadU32Fn>,
+    pub read_wc_flags: Option<ReadU32Fn>,
+    pub read_slid: Option<ReadU32Fn>,
+    pub read_sl: Option<ReadU8Fn>,
+    pub read_dlid_path_bits: Option<ReadU8Fn>,
+    /// `read_completion_ts`, `read_cvlan`, `read_flow_tag`, `read_tm_info`,
+    /// `read_completion_wallclock_ns`: fields softrdma's completions do not have (creating a
+    /// CQ that asks for them fails with `EOPNOTSUPP`).
+    pub read_completion_ts: Slot,
+    pub read_cvlan: Slot,
+    pub read_flow_tag: Slot,
+    pub read_tm_info: Slot,
+    pub read_completion_wallclock_ns: Slot,
+}
+
+/// `struct ibv_rx_hash_conf` (RSS; raw packet QPs only, which softrdma does not have).
+pub type RxHashConf = [u64; 3];
+
+/// `struct ibv_qp_init_attr_ex` (`ibv_create_qp_ex`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub cap: ibv_qp_cap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    /// `enum ibv_qp_init_attr_mask`.
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    pub rx_hash_conf: RxHashConf,
+    pub source_qpn: u32,
+    /// `enum ibv_qp_create_send_ops_flags`.
+    pub send_ops_flags: u64,
+}
+
+/// `struct ibv_data_buf` (`wr_set_inline_data_list`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
+/// `wr_atomic_cmp_swp`.
+pub type WrCmpSwpFn = unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64);
+/// `wr_atomic_fetch_add`.
+pub type WrFetchAddFn = unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64);
+/// `wr_rdma_read`, `wr_rdma_write`.
+pub type WrRdmaFn = unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64);
+/// `wr_rdma_write_imm`.
+pub type WrRdmaImmFn = unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32);
+/// `wr_send`.
+pub type WrSendFn = unsafe extern "C" fn(*mut ibv_qp_ex);
+/// `wr_send_imm` (`__be32`), `wr_send_inv` (an rkey).
+pub type WrSendU32Fn = unsafe extern "C" fn(*mut ibv_qp_ex, u32);
+/// `wr_set_ud_addr`.
+pub type WrSetUdAddrFn = unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32);
+/// `wr_set_inline_data`.
+pub type WrSetInlineFn = unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize);
+/// `wr_set_inline_data_list`.
+pub type WrSetInlineListFn = unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf);
+/// `wr_set_sge`.
+pub type WrSetSgeFn = unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32);
+/// `wr_set_sge_list`.
+pub type WrSetSgeListFn = unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_sge);
+/// `wr_complete`.
+pub type WrCompleteFn = unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int;
+
+/// `struct ibv_qp_ex`: an `ibv_qp` (every QP of ours is published in this shape), then the
+/// work-request builder that `ibv_wr_*` call: `wr_id` and `wr_flags` are read when a
+/// builder (`wr_send`, `wr_rdma_write`, …) starts a WR, the setters complete the last one.
+#[repr(C)]
+pub struct ibv_qp_ex {
+    pub qp_base: ibv_qp,
+    pub comp_mask: u64,
+    pub wr_id: u64,
+    /// `enum ibv_send_flags`.
+    pub wr_flags: c_uint,
+    pub wr_atomic_cmp_swp: Option<WrCmpSwpFn>,
+    pub wr_atomic_fetch_add: Option<WrFetchAddFn>,
+    /// `wr_bind_mw`, `wr_local_inv`: no memory windows (`IBV_QP_EX_WITH_BIND_MW` and
+    /// `…_LOCAL_INV` fail at create).
+    pub wr_bind_mw: Slot,
+    pub wr_local_inv: Slot,
+    pub wr_rdma_read: Option<WrRdmaFn>,
+    pub wr_rdma_write: Option<WrRdmaFn>,
+    pub wr_rdma_write_imm: Option<WrRdmaImmFn>,
+    pub wr_send: Option<WrSendFn>,
+    pub wr_send_imm: Option<WrSendU32Fn>,
+    pub wr_send_inv: Option<WrSendU32Fn>,
+    /// `wr_send_tso`: raw packet QPs only.
+    pub wr_send_tso: Slot,
+    pub wr_set_ud_addr: Option<WrSetUdAddrFn>,
+    /// `wr_set_xrc_srqn`: no XRC.
+    pub wr_set_xrc_srqn: Slot,
+    pub wr_set_inline_data: Option<WrSetInlineFn>,
+    pub wr_set_inline_data_list: Option<WrSetInlineListFn>,
+    pub wr_set_sge: Option<WrSetSgeFn>,
+    pub wr_set_sge_list: Option<WrSetSgeListFn>,
+    pub wr_start: Option<WrSendFn>,
+    pub wr_complete: Option<WrCompleteFn>,
+    pub wr_abort: Option<WrSendFn>,
+    /// `wr_atomic_write`: not in the transport (`IBV_QP_EX_WITH_ATOMIC_WRITE` fails at create).
+    pub wr_atomic_write: Slot,
 }
 
 /// `struct ibv_sge`.
@@ -638,7 +860,28 @@ layout! {
     ibv_device { ops, node_type, transport_type, name, dev_name, dev_path, ibdev_path }
     ibv_context_ops { poll_cq, req_notify_cq, post_srq_recv, post_send, post_recv }
     ibv_context { device, ops, cmd_fd, async_fd, num_comp_vectors, mutex, abi_compat }
-    verbs_context { query_port, abi_placeholder3, sz, context }
+    verbs_context { query_port, create_cq_ex, priv_, query_device_ex, create_qp_ex,
+        abi_placeholder3, sz, context }
+    ibv_device_attr_ex { orig_attr, comp_mask, odp_caps, completion_timestamp_mask,
+        hca_core_clock, device_cap_flags_ex, tso_caps, rss_caps, max_wq_type_rq,
+        packet_pacing_caps, raw_packet_caps, tm_caps, cq_mod_caps, max_dm_size, pci_atomic_caps,
+        xrc_odp_caps, phys_port_cnt_ex }
+    ibv_cq_init_attr_ex { cqe, cq_context, channel, comp_vector, wc_flags, comp_mask, flags,
+        parent_domain }
+    ibv_poll_cq_attr { comp_mask }
+    ibv_cq_ex { cq, comp_mask, status, wr_id, start_poll, next_poll, end_poll, read_opcode,
+        read_vendor_err, read_byte_len, read_imm_data, read_qp_num, read_src_qp, read_wc_flags,
+        read_slid, read_sl, read_dlid_path_bits, read_completion_ts, read_cvlan, read_flow_tag,
+        read_tm_info, read_completion_wallclock_ns }
+    ibv_qp_init_attr_ex { qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all,
+        comp_mask, pd, xrcd, create_flags, max_tso_header, rwq_ind_tbl, rx_hash_conf, source_qpn,
+        send_ops_flags }
+    ibv_data_buf { addr, length }
+    ibv_qp_ex { qp_base, comp_mask, wr_id, wr_flags, wr_atomic_cmp_swp, wr_atomic_fetch_add,
+        wr_bind_mw, wr_local_inv, wr_rdma_read, wr_rdma_write, wr_rdma_write_imm, wr_send,
+        wr_send_imm, wr_send_inv, wr_send_tso, wr_set_ud_addr, wr_set_xrc_srqn,
+        wr_set_inline_data, wr_set_inline_data_list, wr_set_sge, wr_set_sge_list, wr_start,
+        wr_complete, wr_abort, wr_atomic_write }
     ibv_device_attr { fw_ver, node_guid, sys_image_guid, max_mr_size, page_size_cap, vendor_id,
         vendor_part_id, hw_ver, max_qp, max_qp_wr, device_cap_flags, max_sge, max_sge_rd, max_cq,
         max_cqe, max_mr, max_pd, max_qp_rd_atom, max_ee_rd_atom, max_res_rd_atom,

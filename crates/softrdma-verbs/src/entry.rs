@@ -120,6 +120,11 @@ impl OnPanic for bool {
         false
     }
 }
+impl OnPanic for u8 {
+    fn on_panic() -> u8 {
+        0
+    }
+}
 impl OnPanic for u32 {
     fn on_panic() -> u32 {
         0

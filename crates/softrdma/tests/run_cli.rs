@@ -177,6 +177,11 @@ fn finish(mut c: Child, limit: Duration) -> (Option<i32>, String, String) {
 /// over softrdma (the second device takes a free 127.0.0.x: the first holds the loopback's
 /// address), `-c` validating the data.
 fn pingpong(tool: &str, extra: &[&str]) {
+    pingpong_env(tool, extra, &[]);
+}
+
+/// [`pingpong`] with environment variables for both processes.
+fn pingpong_env(tool: &str, extra: &[&str], env: &[(&str, &str)]) {
     let Some(tool) = debian(tool) else {
         return;
     };
@@ -200,6 +205,7 @@ fn pingpong(tool: &str, extra: &[&str]) {
     let spawn = |args: &[&str]| {
         Command::new(BIN)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -246,6 +252,43 @@ fn debian_ibv_rc_pingpong_two_processes_with_completion_channels() {
     pingpong("ibv_rc_pingpong", &["-e"]);
 }
 
+/// `-N`: the QP made by `ibv_create_qp_ex` with send ops, every message posted through
+/// `ibv_qp_ex`'s `ibv_wr_start`/`ibv_wr_send`/`ibv_wr_set_sge`/`ibv_wr_complete`.
+#[test]
+fn debian_ibv_rc_pingpong_new_send_api() {
+    pingpong("ibv_rc_pingpong", &["-N"]);
+}
+
+#[test]
+fn debian_ibv_rc_pingpong_new_send_api_with_completion_channels() {
+    pingpong("ibv_rc_pingpong", &["-N", "-e", "-s", "100"]);
+}
+
+/// `SOFTRDMA_PROGRESS=inline`: the device's loop turned by the application's CQ polls (and
+/// the watcher thread), not by the driver's thread.
+#[test]
+fn debian_ibv_rc_pingpong_inline_progress() {
+    pingpong_env(
+        "ibv_rc_pingpong",
+        &["-N"],
+        &[("SOFTRDMA_PROGRESS", "inline")],
+    );
+}
+
+#[test]
+fn debian_ibv_ud_pingpong_inline_progress_with_completion_channels() {
+    pingpong_env(
+        "ibv_ud_pingpong",
+        &["-e", "-s", "1024"],
+        &[("SOFTRDMA_PROGRESS", "inline")],
+    );
+}
+
+#[test]
+fn debian_perftest_ib_write_bw_inline_progress() {
+    perftest_env("ib_write_bw", &[("SOFTRDMA_PROGRESS", "inline")]);
+}
+
 #[test]
 fn debian_ibv_ud_pingpong_two_processes() {
     pingpong("ibv_ud_pingpong", &[]);
@@ -259,6 +302,11 @@ fn debian_ibv_ud_pingpong_two_processes_with_completion_channels() {
 /// perftest's `tool` (Debian's package `perftest`, unmodified), server and client on this host,
 /// 100 iterations on the loopback device with GID index 1; both report their results line.
 fn perftest(tool: &str) {
+    perftest_env(tool, &[]);
+}
+
+/// [`perftest`] with environment variables for both processes.
+fn perftest_env(tool: &str, env: &[(&str, &str)]) {
     let Some(tool) = debian(tool) else {
         return;
     };
@@ -280,6 +328,7 @@ fn perftest(tool: &str) {
     let spawn = |args: &[&str]| {
         Command::new(BIN)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -303,6 +352,13 @@ fn perftest(tool: &str) {
         assert!(out.contains("Link type       : Ethernet"), "{who}: {out}");
         assert!(out.contains("255:255:127:00:00:"), "{who}: {out}");
     }
+    // perftest 4.5 turns its `ibv_wr_*` path on only for mlx5 and EFA devices (by vendor
+    // part id, `verify_params_with_device_context`); on any other device, rxe's included, its
+    // default is `ibv_post_send`, as here. Say so, so that a change is noticed.
+    assert!(
+        co.contains("ibv_wr* API     : OFF"),
+        "perftest's post path changed: {co}"
+    );
     // The client (bandwidth tests: both) prints a results row starting with the size and 100.
     let row = co
         .lines()

@@ -212,6 +212,11 @@ impl Cq {
         }
     }
 
+    /// Sets the depth (`Verbs::resize_cq`, which checks it against what is waiting).
+    pub(crate) fn set_depth(&mut self, cqe: u32) {
+        self.cqe = cqe;
+    }
+
     /// The depth (`cq->cqe` as `ibv_create_cq` returns it).
     pub fn cqe(&self) -> u32 {
         self.cqe

@@ -351,6 +351,26 @@ impl Verbs {
         Ok(CqId(id))
     }
 
+    /// `ibv_resize_cq`: the CQ's depth becomes `rxe_queue_depth(cqe)` (returned), checked
+    /// as rxe checks it (`rxe_cq_chk_attr`): 1..=max_cqe, and not below the completions the
+    /// CQ holds now (those stay, in order).
+    pub fn resize_cq(&mut self, cq: CqId, cqe: u32) -> Result<u32, VerbsError> {
+        let max = self.attr.max_cqe;
+        let c = self.cqs.get_mut(&cq.0).ok_or(VerbsError::InvalidCq(cq))?;
+        if cqe == 0 || cqe > max {
+            return Err(limit("cqe", cqe.into(), max.into()));
+        }
+        if (cqe as usize) < c.len() {
+            return Err(VerbsError::Busy {
+                what: "CQ (holding more completions than the new depth)",
+                users: u32::try_from(c.len()).unwrap_or(u32::MAX),
+            });
+        }
+        let depth = rxe_queue_depth(cqe).min(max);
+        c.set_depth(depth);
+        Ok(depth)
+    }
+
     /// `ibv_destroy_cq`: refused while QPs use it.
     pub fn destroy_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
         let c = self.cqs.get(&cq.0).ok_or(VerbsError::InvalidCq(cq))?;

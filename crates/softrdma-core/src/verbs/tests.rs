@@ -891,6 +891,46 @@ fn cq_limits_and_overflow_event() {
 }
 
 #[test]
+fn resize_cq_keeps_completions_and_refuses_to_drop_any() {
+    let mut e = env();
+    let cq = e.v.create_cq(1).expect("cq");
+    assert_eq!(e.v.cq(cq).map(|c| c.cqe()), Ok(1));
+    let wc = |id| WorkCompletion::new(id, 0x11, WcOpcode::Send, WcStatus::Success);
+    assert!(e.v.complete(cq, wc(1)));
+    // Grown as rxe sizes a queue: 5 asked, 7 usable.
+    assert_eq!(e.v.resize_cq(cq, 5), Ok(7));
+    for id in 2..=7 {
+        assert!(e.v.complete(cq, wc(id)), "completion {id} fits");
+    }
+    assert!(matches!(
+        e.v.resize_cq(cq, 3),
+        Err(VerbsError::Busy { users: 7, .. })
+    ));
+    assert!(matches!(
+        e.v.resize_cq(cq, 0),
+        Err(VerbsError::Limit { what: "cqe", .. })
+    ));
+    assert!(matches!(
+        e.v.resize_cq(cq, 32768),
+        Err(VerbsError::Limit { what: "cqe", .. })
+    ));
+    assert_eq!(
+        e.v.cq(cq).map(|c| c.cqe()),
+        Ok(7),
+        "a refused resize changes nothing"
+    );
+    let mut out = Vec::new();
+    assert_eq!(e.v.poll_cq_into(cq, &mut out, 16), Ok(7));
+    let ids: Vec<u64> = out.iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, (1..=7).collect::<Vec<_>>(), "kept in order");
+    assert_eq!(e.v.resize_cq(cq, 1), Ok(1), "shrinks once drained");
+    assert!(matches!(
+        e.v.resize_cq(CqId(9999), 4),
+        Err(VerbsError::InvalidCq(_))
+    ));
+}
+
+#[test]
 fn srq_limit_and_last_wqe() {
     let mut e = env();
     let (srq, attr) =

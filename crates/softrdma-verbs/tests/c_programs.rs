@@ -1,0 +1,94 @@
+//! C programs compiled against Debian 12's `<infiniband/verbs.h>` and linked against Debian's
+//! `libibverbs.so`, as any application is, then run over this library (first on the library
+//! path as `libibverbs.so.1`): the inline functions of the header reach our code only through
+//! the structure layouts and function-pointer slots it defines, so these check the ABI end to
+//! end. Each program prints `ok` or names the first check that failed.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn lib() -> PathBuf {
+    // `cargo test` builds the cdylib next to this test, in target/<profile>/deps/.
+    let exe = std::env::current_exe().unwrap();
+    let l = exe.parent().unwrap().join("libsoftrdma_verbs.so");
+    assert!(l.exists(), "{} missing", l.display());
+    l
+}
+
+/// Compiles `tests/c/NAME.c` and runs it over our library (60 s at most); returns its output.
+fn run_c(name: &str) -> String {
+    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        panic!("<infiniband/verbs.h> missing: install Debian's libibverbs-dev (.ci/run does)");
+    }
+    let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let tmp = std::env::temp_dir().join(format!("softrdma-c-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let link = tmp.join("libibverbs.so.1");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(lib(), &link).unwrap();
+    let exe = tmp.join(name);
+    let cc = Command::new("cc")
+        .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-libverbs")
+        .output()
+        .expect("run cc");
+    assert!(
+        cc.status.success(),
+        "cc {src}: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let mut child = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", &tmp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{name} did not finish in 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_dir_all(&tmp);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(status.success(), "{name} failed ({status}): {text}");
+    text
+}
+
+/// `ibv_query_device_ex`, `ibv_create_cq_ex` with `ibv_start_poll`/`ibv_next_poll`/
+/// `ibv_wc_read_*`, `ibv_create_qp_ex` with every `ibv_wr_*` builder and setter softrdma has
+/// (RC: WRITE, WRITE with imm, SEND with imm, inline SEND, READ, both atomics, SGE lists; UD:
+/// `wr_set_ud_addr`), the errors `wr_complete` reports, what is `EOPNOTSUPP`, and `ibv_rereg_mr`
+/// (bad input, a new range and PD).
+#[test]
+fn extended_verbs_from_c_over_the_debian_header() {
+    let out = run_c("ex_verbs");
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
+
+/// Bad input through the exported entry points and the inline verbs: NULL where the API
+/// allows one (accepted) and where it does not (`EINVAL`), a QP modified out of order
+/// (`EINVAL`, state unchanged), a WR with an lkey of another PD and an SGE past its MR (local
+/// protection errors as completions), `ibv_resize_cq` out of range (`EINVAL`) and in range (the
+/// CQ then holds more), a CQ overrun (`IBV_EVENT_CQ_ERR` on the pollable `async_fd`).
+#[test]
+fn bad_input_from_c_gets_an_errno_or_a_completion_error() {
+    let out = run_c("bad_input");
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}

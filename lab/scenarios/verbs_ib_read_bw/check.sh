@@ -1,0 +1,5 @@
+# Debian's ib_read_bw: host (softrdma's libibverbs) <-> guest A (kernel rxe), both directions
+. "$LABDIR/scenarios/checklib.sh"
+. "$SCEN/dv.env"
+dv_check
+finish

@@ -1,0 +1,4 @@
+# Debian's ib_send_lat on the host, and a softrdma that can run it over its libibverbs.so.1
+[ -x /usr/bin/ib_send_lat ] || { echo "/usr/bin/ib_send_lat is not installed on the host"; exit 77; }
+[ -x "$SOFTRDMA" ] || { echo "no softrdma binary at $SOFTRDMA"; exit 77; }
+"$SOFTRDMA" run -- true || { echo "softrdma run finds no libibverbs.so.1 (cargo build -p softrdma-verbs)"; exit 1; }

@@ -1,0 +1,5 @@
+# Debian's ibv_ud_pingpong: host (softrdma's libibverbs) <-> guest A (kernel rxe), both directions
+. "$LABDIR/scenarios/checklib.sh"
+. "$SCEN/dv.env"
+dv_check
+finish
