@@ -42,6 +42,7 @@ use softrdma_wire::Gid;
 
 use crate::cmtool::{self, signals, SIGNAL_SLICE};
 use crate::srp_bench;
+use crate::srp_nbd;
 
 /// `softrdma srp`.
 #[derive(Debug, Parser)]
@@ -116,6 +117,14 @@ pub enum SrpCmd {
         conn: Conn,
         #[command(flatten)]
         spec: srp_bench::BenchArgs,
+    },
+    /// Serve a LUN as an NBD export (fixed newstyle; READ, WRITE with FUA, FLUSH, TRIM as
+    /// UNMAP, WRITE_ZEROES as WRITE SAME; several clients at once) until SIGINT/SIGTERM.
+    Nbd {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        nbd: srp_nbd::NbdArgs,
     },
     /// Device management queries over QP1 (IOUnitInfo, IOControllerProfile,
     /// ServiceEntries): one add_target line per SRP service found, in the IB form as
@@ -359,6 +368,12 @@ impl Session {
     /// One turn: wait (at most `max`) for completions or CM events, hand them over, run
     /// the timers.
     pub fn pump(&mut self, max: Duration) -> Result<(), String> {
+        self.pump_or(max, &|| false)
+    }
+
+    /// [`Session::pump`], also ending the wait when `wake` says so (another thread has work
+    /// for this one, after `Device::wake`).
+    pub fn pump_or(&mut self, max: Duration, wake: &dyn Fn() -> bool) -> Result<(), String> {
         self.dispatch();
         let wait = self.timer_wait(max);
         if let Some(cq) = self.ini.cq() {
@@ -366,7 +381,7 @@ impl Session {
             let cm = self.cm.clone();
             self.dev
                 .wait_cq_or(cq, &mut self.wcs, 64, Some(wait), &move || {
-                    cm.has_event() || signals::caught().is_some()
+                    cm.has_event() || signals::caught().is_some() || wake()
                 })
                 .map_err(|e| format!("ibv_poll_cq: {e}"))?;
         } else if !self
@@ -865,6 +880,11 @@ pub fn run(args: Args) -> ExitCode {
             input,
         } => write(&conn, lun, offset, input),
         SrpCmd::Bench { conn, spec } => bench(&conn, &spec),
+        SrpCmd::Nbd { conn, nbd } => parse_target(&conn.target).and_then(|t| {
+            with_session(t, &opts(&conn, srp_nbd::BUFFER), |s| {
+                srp_nbd::serve(s, &nbd, conn.verbose)
+            })
+        }),
         SrpCmd::Discover {
             addr,
             src,
