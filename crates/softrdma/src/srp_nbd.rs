@@ -850,6 +850,9 @@ impl Server<'_> {
                     }
                 }
             }
+            // Its channel was lost and a reconnect is under way: done again afterwards (the
+            // session holds commands until then), as the midlayer retries a DID_RESET.
+            Err(IoError::ChannelDown(_)) if self.s.ini.will_retry() => self.unissue(&p),
             Err(e) => {
                 if self.verbose {
                     eprintln!("softrdma srp nbd: {:?} at {}: {e}", p.op, p.off);

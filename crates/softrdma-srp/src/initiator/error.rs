@@ -195,6 +195,12 @@ pub enum DownReason {
     LoggedOut,
     /// Every channel is down and none said why.
     EveryChannel,
+    /// `dev_loss_tmo` passed after `first` without a successful reconnect: the device is
+    /// given up (`SRP_RPORT_LOST`).
+    DevLossTmo {
+        after_secs: u64,
+        first: Box<DownReason>,
+    },
 }
 
 impl fmt::Display for DownReason {
@@ -216,6 +222,10 @@ impl fmt::Display for DownReason {
             ),
             DownReason::LoggedOut => f.write_str("logged out"),
             DownReason::EveryChannel => f.write_str("every channel is down"),
+            DownReason::DevLossTmo { after_secs, first } => write!(
+                f,
+                "no reconnect within dev_loss_tmo ({after_secs} s) after: {first}; the device is given up"
+            ),
         }
     }
 }
