@@ -192,7 +192,8 @@ impl SrpInitiator {
         if t.next_reconnect.is_some_and(|r| r <= now) {
             if t.attempting {
                 // The last attempt's REQ is still unanswered: a fresh one goes now.
-                self.reconnect_failed(now, rdma, stack, LoginError::Unreachable);
+                let millis = self.cfg.reconnect_delay.unwrap_or_default().total_millis();
+                self.reconnect_failed(now, rdma, stack, LoginError::UnansweredWithin { millis });
             }
             self.start_reconnect(now, rdma, stack);
         }
