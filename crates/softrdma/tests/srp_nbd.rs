@@ -49,6 +49,11 @@ fn wait_line(child: &mut Child, prefix: &str) -> String {
 /// `softrdma srpt` with a 64 MiB memory LUN on `addr`, allowing `ini` only; and `softrdma
 /// srp nbd` logged in to it from `ini`, on a free TCP port. Returns both and the NBD URI.
 fn export(addr: &str, ini: &str) -> (Proc, Proc, String) {
+    export_on(addr, ini, &["--listen", "127.0.0.1:0"])
+}
+
+/// [`export`] listening where `listen` says.
+fn export_on(addr: &str, ini: &str, listen: &[&str]) -> (Proc, Proc, String) {
     let mut t = Command::new(env!("CARGO_BIN_EXE_softrdma"))
         .args(["srpt", "-a", addr, "--lun", "mem:64M", "--allow", ini])
         .stdout(Stdio::piped())
@@ -63,21 +68,18 @@ fn export(addr: &str, ini: &str) -> (Proc, Proc, String) {
             "srp",
             "nbd",
             &format!("{line},src={ini}"),
-            "--listen",
-            "127.0.0.1:0",
             "--login-timeout",
             "10",
         ])
+        .args(listen)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn srp nbd");
     let uri = wait_line(&mut n, "exported as ");
-    assert!(
-        uri.starts_with("nbd://127.0.0.1:"),
-        "no export line: {uri:?}"
-    );
-    (t, Proc(n), uri)
+    let n = Proc(n);
+    assert!(uri.starts_with("nbd"), "no export line: {uri:?}");
+    (t, n, uri)
 }
 
 /// Runs a client tool; a missing tool is a failure that says what to install.
@@ -441,4 +443,34 @@ fn malformed_nbd_input_is_refused_per_the_protocol() {
     );
     request(&mut a, Cmd::DISC, 3, 0, 0, &[]);
     assert!(closed(&mut a), "DISC did not close");
+}
+
+#[test]
+fn a_unix_socket_export_for_nbdcopy() {
+    let dir = std::env::temp_dir().join(format!("softrdma-srp-nbd-unix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let sock = dir.join("srp.sock");
+    let (_t, _n, uri) = export_on(
+        "127.0.91.1",
+        "127.0.91.2",
+        &["--unix", sock.to_str().unwrap(), "--export-name", "disk"],
+    );
+    assert_eq!(uri, format!("nbd+unix:///disk?socket={}", sock.display()));
+    let img = dir.join("in.raw");
+    let back = dir.join("out.raw");
+    let data = pattern(4 << 20, 91);
+    std::fs::write(&img, &data).expect("image");
+    // nbdcopy copies the whole export: a 4 MiB image onto the first 4 MiB, then that back.
+    let o = tool(
+        "nbdcopy",
+        "libnbd-bin",
+        &[img.to_str().unwrap(), &uri, "--destination-is-zero"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = tool("nbdcopy", "libnbd-bin", &[&uri, back.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let got = std::fs::read(&back).expect("back");
+    assert_eq!(got.len(), 64 << 20);
+    assert!(got[..4 << 20] == data[..], "the image came back different");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -45,8 +45,9 @@ fn srpt(addr: &str, lun: &str, ini: &str) -> (Proc, String) {
         }
     }
     std::thread::spawn(move || lines.for_each(drop));
+    let p = Proc(c);
     assert!(!line.is_empty(), "srpt printed no add_target line");
-    (Proc(c), line)
+    (p, line)
 }
 
 /// `softrdma srp bench` with `args`; its stderr lines arrive on the channel with the time
