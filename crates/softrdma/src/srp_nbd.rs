@@ -528,6 +528,15 @@ impl JobState {
     }
 }
 
+/// A piece ready to submit.
+struct Prepared {
+    cdb: [u8; 16],
+    n: usize,
+    dir: DataDir,
+    dlen: u32,
+    addr: u64,
+}
+
 /// What the target turned out not to have (learned from ILLEGAL REQUEST).
 #[derive(Debug, Default)]
 struct Lacks {
@@ -663,35 +672,56 @@ impl Server<'_> {
 
     /// Issues commands while slots, credits and jobs last.
     fn issue(&mut self) -> Result<(), String> {
+        // What slots and jobs allow, prepared (data-out copied into its slot) first, then
+        // submitted under one lock: their SRP_CMDs leave in one flush.
+        let mut batch: Vec<(Piece, Prepared)> = Vec::new();
         while let (Some(&slot), Some(&id)) = (self.free.last(), self.queue.front()) {
             let Some(p) = self.next_piece(id, slot) else {
                 self.queue.pop_front();
                 self.maybe_reply(id);
                 continue;
             };
-            match self.submit(&p)? {
-                Ok(tag) => {
-                    self.free.pop();
-                    self.in_flight.insert(tag, p);
-                    if let Some(j) = self.jobs.get_mut(&id) {
-                        j.in_flight += 1;
-                    }
+            self.free.pop();
+            // Counted at once: the job must not reply while its piece waits in the batch.
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.in_flight += 1;
+            }
+            let prep = self.prepare(&p)?;
+            batch.push((p, prep));
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let results = self.submit_batch(&batch)?;
+        for (k, (p, _)) in batch.iter().enumerate() {
+            match results.get(k) {
+                Some(Ok(tag)) => {
+                    self.in_flight.insert(*tag, *p);
+                    continue;
                 }
-                Err(SubmitError::Busy) => {
-                    self.unissue(&p);
-                    return Ok(());
-                }
-                Err(e) => {
-                    // The session is down (reconnects are the session's business): the
-                    // request fails, as a dead disk's would.
-                    self.unissue(&p);
-                    if let Some(j) = self.jobs.get_mut(&id) {
+                // Not tried after an earlier refusal, or no credit or tag: later.
+                None | Some(Err(SubmitError::Busy)) => {}
+                Some(Err(e)) => {
+                    // The session is down for good (reconnects are the session's
+                    // business): the request fails, as a dead disk's would.
+                    if let Some(j) = self.jobs.get_mut(&p.job) {
                         j.error = Some(Errno::EIO);
                     }
                     if self.verbose {
                         eprintln!("softrdma srp nbd: {e}");
                     }
                 }
+            }
+            self.free.push(p.slot);
+            if let Some(j) = self.jobs.get_mut(&p.job) {
+                j.in_flight -= 1;
+            }
+            self.unissue(p);
+            if self.jobs.get(&p.job).is_some_and(|j| j.error.is_some()) {
+                // A failed job replies once its other pieces are back.
+                self.maybe_reply(p.job);
+            } else if !self.queue.contains(&p.job) {
+                self.queue.push_front(p.job);
             }
         }
         Ok(())
@@ -708,7 +738,8 @@ impl Server<'_> {
         }
     }
 
-    fn submit(&mut self, p: &Piece) -> Result<Result<u64, SubmitError>, String> {
+    /// A piece's CDB and data buffer, its data-out in its slot.
+    fn prepare(&mut self, p: &Piece) -> Result<Prepared, String> {
         let addr = slot_addr(p.slot);
         let lba = p.off / self.bs;
         let blocks = (u64::from(p.len) / self.bs) as u32;
@@ -773,21 +804,61 @@ impl Server<'_> {
                 (full, 10, DataDir::None, 0)
             }
         };
-        let seg = [Segment {
-            mr: self.s.buf,
+        Ok(Prepared {
+            cdb,
+            n,
+            dir,
+            dlen,
             addr,
-            len: dlen,
-        }];
-        let mut c = Command::new(self.lun, &cdb[..n]);
-        if dlen > 0 {
-            c.dir = dir;
-            c.segs = &seg;
-        }
+        })
+    }
+
+    /// Submits the batch in order under one lock, stopping at the first refusal: the
+    /// results of those tried.
+    fn submit_batch(
+        &mut self,
+        batch: &[(Piece, Prepared)],
+    ) -> Result<Vec<Result<u64, SubmitError>>, String> {
+        let mr = self.s.buf;
+        let lun = self.lun;
+        let segs: Vec<[Segment; 1]> = batch
+            .iter()
+            .map(|(_, q)| {
+                [Segment {
+                    mr,
+                    addr: q.addr,
+                    len: q.dlen,
+                }]
+            })
+            .collect();
+        let cmds: Vec<Command<'_>> = batch
+            .iter()
+            .zip(&segs)
+            .map(|((_, q), seg)| {
+                let mut c = Command::new(lun, &q.cdb[..q.n]);
+                if q.dlen > 0 {
+                    c.dir = q.dir;
+                    c.segs = seg;
+                }
+                c
+            })
+            .collect();
         let port = self.s.port;
         let ini = &mut self.s.ini;
         self.s
             .cm
-            .with(port, |_, stack, now| ini.submit(now, stack, &c))
+            .with(port, |_, stack, now| {
+                let mut out = Vec::with_capacity(cmds.len());
+                for c in &cmds {
+                    let r = ini.submit(now, stack, c);
+                    let stop = r.is_err();
+                    out.push(r);
+                    if stop {
+                        break;
+                    }
+                }
+                out
+            })
             .map_err(|e| e.to_string())
     }
 
