@@ -1051,5 +1051,14 @@ pub fn serve(s: &mut Session, a: &NbdArgs, verbose: bool) -> Result<(), String> 
         for c in sv.s.take_done() {
             sv.complete(c.tag, c.result)?;
         }
+        if sv.s.ini.is_done() {
+            // The device is given up (dev_loss_tmo, or a loss with reconnects off): what
+            // was waiting fails, and the export goes with it.
+            for j in inbox.take() {
+                sv.accept(j);
+            }
+            sv.issue()?;
+            return Err(sv.s.why_down());
+        }
     }
 }

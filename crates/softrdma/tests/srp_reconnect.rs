@@ -17,6 +17,9 @@ struct Proc(Child);
 
 impl Proc {
     fn term(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return; // already reaped
+        }
         let _ = Command::new("kill").arg(self.0.id().to_string()).status();
         let _ = self.0.wait();
     }
@@ -257,4 +260,87 @@ fn the_device_is_given_up_after_dev_loss_tmo_and_io_fails_fast_after_fast_io_fai
             .any(|l| l.contains("fast_io_fail_tmo (1 s) passed")),
         "{text:#?}"
     );
+}
+
+#[test]
+fn an_nbd_client_rides_through_a_target_restart() {
+    let dir =
+        std::env::temp_dir().join(format!("softrdma-srp-reconnect-nbd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let img = dir.join("lun.img");
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(16 << 20))
+        .expect("LUN file");
+    let lun = format!("file:{}", img.display());
+    let ini = "127.0.93.2";
+    let (mut t, line) = srpt("127.0.93.1", &lun, ini);
+    let mut n = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args(["srp", "nbd", &format!("{line},src={ini}")])
+        .args(["--listen", "127.0.0.1:0", "--reconnect-delay", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn srp nbd");
+    let out = n.stdout.take().expect("stdout");
+    let err = n.stderr.take().expect("stderr");
+    let _n = Proc(n);
+    let mut uri = String::new();
+    let mut outl = BufReader::new(out).lines();
+    for l in outl.by_ref() {
+        let l = l.expect("utf8");
+        if let Some(i) = l.find("exported as ") {
+            uri = l[i + "exported as ".len()..].to_string();
+            break;
+        }
+    }
+    assert!(uri.starts_with("nbd://"), "no export line");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines() {
+            let Ok(l) = l else { break };
+            let _ = tx.send(l);
+        }
+    });
+    // fio writes 8 MiB at random through NBD, then reads it all back and checks it; the
+    // target goes away and comes back under it.
+    let fio = match Command::new("fio")
+        .args([
+            "--name=restart",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--rw=randwrite",
+            "--bs=4k",
+            "--iodepth=8",
+            "--size=8m",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_fatal=1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            panic!("fio is not installed: `apt-get install fio` (CI installs it in .ci/run)")
+        }
+        Err(e) => panic!("fio: {e}"),
+    };
+    std::thread::sleep(Duration::from_millis(700));
+    t.term();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_t2, _) = srpt("127.0.93.1", &lun, ini);
+    let o = fio.wait_with_output().expect("fio");
+    let said: Vec<String> = rx.try_iter().collect();
+    assert!(
+        o.status.success(),
+        "fio: {}{}\n{said:#?}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        said.iter().any(|l| l.contains("reconnect succeeded")),
+        "no reconnect under fio: {said:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
