@@ -18,7 +18,7 @@
 //! client's connection and nothing else.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -153,6 +153,25 @@ impl Write for Stream {
     }
 }
 
+/// A client's stream with its reads buffered (a client at queue depth 32 sends requests
+/// back to back: one read call takes several) and its writes passed straight through.
+struct Buffered(BufReader<Stream>);
+
+impl Read for Buffered {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(b)
+    }
+}
+
+impl Write for Buffered {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.get_mut().write(b)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.get_mut().flush()
+    }
+}
+
 /// Why a client's connection ended.
 #[derive(Debug)]
 enum ConnEnd {
@@ -175,7 +194,7 @@ impl From<std::io::Error> for ConnEnd {
 }
 
 fn opt_reply(
-    s: &mut Stream,
+    s: &mut Buffered,
     option: OptionCode,
     reply: ReplyType,
     data: &[u8],
@@ -186,7 +205,7 @@ fn opt_reply(
 
 /// The fixed newstyle handshake. `Ok(true)`: the client is in the transmission phase;
 /// `Ok(false)`: it aborted.
-fn handshake(s: &mut Stream, ex: &Export) -> Result<bool, ConnEnd> {
+fn handshake(s: &mut Buffered, ex: &Export) -> Result<bool, ConnEnd> {
     let g = GreetingRepr {
         handshake_flags: FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES,
     };
@@ -324,8 +343,10 @@ impl Inbox {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push_back(j);
-        self.nonempty.store(true, Ordering::SeqCst);
-        self.dev.wake();
+        // One wake-up for a run of jobs: the session thread takes them all at once.
+        if !self.nonempty.swap(true, Ordering::SeqCst) {
+            self.dev.wake();
+        }
     }
     fn take(&self) -> Vec<Job> {
         self.nonempty.store(false, Ordering::SeqCst);
@@ -382,7 +403,7 @@ fn check_request(r: &RequestRepr, ex: &Export) -> Option<Errno> {
 
 /// The transmission phase of one client: requests in, jobs out.
 fn read_requests(
-    s: &mut Stream,
+    s: &mut Buffered,
     ex: &Export,
     inbox: &Inbox,
     tx: &mpsc::Sender<Vec<u8>>,
@@ -428,17 +449,25 @@ fn read_requests(
     }
 }
 
-fn serve_client(mut s: Stream, who: String, ex: Arc<Export>, inbox: Arc<Inbox>, verbose: bool) {
+fn serve_client(s: Stream, who: String, ex: Arc<Export>, inbox: Arc<Inbox>, verbose: bool) {
+    let mut s = Buffered(BufReader::with_capacity(256 << 10, s));
     let end = match handshake(&mut s, &ex) {
         Ok(true) => {
             if verbose {
                 eprintln!("softrdma srp nbd: {who}: in the transmission phase");
             }
             let (tx, rx) = mpsc::channel::<Vec<u8>>();
-            let writer = match s.try_clone() {
-                Ok(mut w) => std::thread::spawn(move || {
-                    for m in rx {
-                        if w.write_all(&m).is_err() {
+            let writer = match s.0.get_ref().try_clone() {
+                Ok(w) => std::thread::spawn(move || {
+                    // Replies that are ready together leave in one write: buffered until
+                    // nothing more is waiting, then flushed.
+                    let mut w = std::io::BufWriter::with_capacity(256 << 10, w);
+                    while let Ok(m) = rx.recv() {
+                        let mut ok = w.write_all(&m).is_ok();
+                        while let (true, Ok(m)) = (ok, rx.try_recv()) {
+                            ok = w.write_all(&m).is_ok();
+                        }
+                        if !ok || w.flush().is_err() {
                             break;
                         }
                     }
@@ -469,7 +498,7 @@ fn serve_client(mut s: Stream, who: String, ex: Arc<Export>, inbox: Arc<Inbox>, 
         }
         Err(ConnEnd::Io(e)) => eprintln!("softrdma srp nbd: {who}: {e}"),
     }
-    s.shutdown();
+    s.0.get_ref().shutdown();
 }
 
 // -------------------------------------------------------------------------------------
