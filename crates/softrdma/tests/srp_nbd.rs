@@ -187,6 +187,8 @@ fn qemu_img_nbdcopy_and_fio_through_srp_nbd() {
             "--verify=crc32c",
             "--do_verify=1",
             "--verify_fatal=1",
+            // No verify state file left in the working directory.
+            "--verify_state_save=0",
             "--output-format=json",
         ],
     );

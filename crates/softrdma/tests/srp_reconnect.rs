@@ -315,6 +315,8 @@ fn an_nbd_client_rides_through_a_target_restart() {
             "--verify=crc32c",
             "--do_verify=1",
             "--verify_fatal=1",
+            // No verify state file left in the working directory.
+            "--verify_state_save=0",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
