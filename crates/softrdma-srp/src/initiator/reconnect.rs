@@ -28,8 +28,7 @@
 //! A timer that is `None` is "off", as writing `off` to its sysfs file makes it: with
 //! `reconnect_delay` off nothing is retried, with `fast_io_fail_tmo` off commands stay
 //! held until `dev_loss_tmo`, with `dev_loss_tmo` off the device is never given up.
-//! `srp_tmo_valid`'s rule holds too: `fast_io_fail_tmo` must be below `dev_loss_tmo`
-//! ([`validate_tmo`]).
+//! `srp_tmo_valid`'s rules hold too ([`validate_tmo`]).
 
 use softrdma_core::rdma_cm::RdmaCm;
 use softrdma_core::time::{Duration, Instant};
@@ -46,21 +45,47 @@ pub const SRP_RECONNECT_DELAY: Duration = Duration::from_secs(10);
 pub const SRP_FAST_IO_FAIL_TMO: Duration = Duration::from_secs(15);
 pub const SRP_DEV_LOSS_TMO: Duration = Duration::from_secs(600);
 
-/// `srp_tmo_valid`: `fast_io_fail_tmo` below `dev_loss_tmo` when both are on, and at least
-/// one of `reconnect_delay` and `fast_io_fail_tmo` on when `dev_loss_tmo` is (else I/O
-/// would hang until the device is lost with no attempt to get it back... ib_srp refuses
-/// only the first; the second it allows, and so do we).
+/// `SCSI_DEVICE_BLOCK_MAX_TIMEOUT`: the longest a SCSI device may stay blocked.
+pub const SCSI_DEVICE_BLOCK_MAX_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// `srp_tmo_valid`'s rules: `reconnect_delay` not 0; `fast_io_fail_tmo` at most
+/// `SCSI_DEVICE_BLOCK_MAX_TIMEOUT` (commands are held that long at most); with
+/// `fast_io_fail_tmo` off, `dev_loss_tmo` at most that too; `fast_io_fail_tmo` below
+/// `dev_loss_tmo` when both are on. Where the kernel refuses all three off, we take it to
+/// mean no transport timers (the engine's default: a lost target fails the session).
 pub fn validate_tmo(
-    _reconnect_delay: Option<Duration>,
+    reconnect_delay: Option<Duration>,
     fast_io_fail_tmo: Option<Duration>,
     dev_loss_tmo: Option<Duration>,
 ) -> Result<(), String> {
+    let secs = |d: Duration| d.total_millis() as f64 / 1e3;
+    let max = SCSI_DEVICE_BLOCK_MAX_TIMEOUT;
+    if reconnect_delay == Some(Duration::from_secs(0)) {
+        return Err("reconnect_delay must be above 0 (or off)".into());
+    }
+    if let Some(f) = fast_io_fail_tmo.filter(|f| *f > max) {
+        return Err(format!(
+            "fast_io_fail_tmo ({} s) must be at most {} s (SCSI_DEVICE_BLOCK_MAX_TIMEOUT)",
+            secs(f),
+            secs(max)
+        ));
+    }
+    if let (None, Some(d)) = (fast_io_fail_tmo, dev_loss_tmo) {
+        if d > max {
+            return Err(format!(
+                "with fast_io_fail_tmo off, dev_loss_tmo ({} s) must be at most {} s: \
+                 commands would be held longer than a SCSI device may be blocked",
+                secs(d),
+                secs(max)
+            ));
+        }
+    }
     if let (Some(f), Some(d)) = (fast_io_fail_tmo, dev_loss_tmo) {
         if f >= d {
             return Err(format!(
                 "fast_io_fail_tmo ({} s) must be below dev_loss_tmo ({} s)",
-                f.total_millis() as f64 / 1e3,
-                d.total_millis() as f64 / 1e3
+                secs(f),
+                secs(d)
             ));
         }
     }
@@ -271,5 +296,24 @@ impl SrpInitiator {
             self.events
                 .push_back(InitiatorEvent::Reconnected { attempt, down_for });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers_are_checked_as_srp_tmo_valid_does() {
+        let s = |n| Some(Duration::from_secs(n));
+        // ib_srp's defaults, and all off.
+        assert!(validate_tmo(s(10), s(15), s(600)).is_ok());
+        assert!(validate_tmo(None, None, None).is_ok());
+        assert!(validate_tmo(s(0), s(15), s(600)).is_err());
+        assert!(validate_tmo(s(10), s(601), None).is_err());
+        assert!(validate_tmo(s(10), None, s(601)).is_err());
+        assert!(validate_tmo(s(10), None, s(600)).is_ok());
+        assert!(validate_tmo(s(10), s(15), s(15)).is_err());
+        assert!(validate_tmo(s(10), s(15), None).is_ok());
     }
 }
