@@ -139,6 +139,15 @@ impl World {
             if self.sim.now > end {
                 return false;
             }
+            // The initiator's own timer first when it comes before anything on the wire or
+            // in a stack (the reconnect timers run while the network is quiet).
+            self.sim.flush();
+            if let Some(t) = self.i.engine.poll_timeout() {
+                if t > self.sim.now && self.sim.next_event().is_none_or(|n| n > t) {
+                    self.sim.now = t;
+                    continue;
+                }
+            }
             if !self.sim.step() {
                 // Nothing on the wire and no node timer: the initiator's own.
                 match self.i.engine.poll_timeout() {
@@ -842,4 +851,150 @@ fn a_target_that_dies_mid_run_gives_a_clear_error() {
     // New commands are refused at once.
     let tur = cdb::test_unit_ready();
     assert_eq!(w.submit(&Command::new(0, &tur)), Err(SubmitError::NotLive));
+}
+
+/// ib_srp's transport timers on: reconnect every second, fail fast after 5 s, give the
+/// device up after 12 s.
+fn world_reconnecting() -> World {
+    world_with(
+        NetConfig::PERFECT,
+        false,
+        |s| target_line(s, ",ch_count=2"),
+        |_| {},
+        |c| {
+            c.reconnect_delay = Some(Duration::from_secs(1));
+            c.fast_io_fail_tmo = Some(Duration::from_secs(5));
+            c.dev_loss_tmo = Some(Duration::from_secs(12));
+        },
+    )
+}
+
+/// The target's host goes away under eight writes; the time their channel went down.
+fn lose_target(w: &mut World) -> (Vec<u64>, softrdma_core::time::Instant) {
+    let (c, n) = cdb::rw(true, 0, 16);
+    let mut tags = Vec::new();
+    for k in 0..8u64 {
+        let s = w.seg(k * 8192, 8192);
+        tags.push(
+            w.submit(&Command::new(0, &c[..n]).write_from(&[s]))
+                .expect("submit"),
+        );
+    }
+    w.sim.down[1] = true;
+    w.t.frozen = true;
+    assert!(w.run(|w| tags.iter().all(|t| w.i.done.iter().any(|d| d.tag == *t))));
+    (tags, w.sim.now)
+}
+
+#[test]
+fn a_lost_target_is_reconnected_as_ib_srp_does() {
+    let mut w = world_reconnecting();
+    w.login();
+    w.ready();
+    let (_, lost) = lose_target(&mut w);
+    // The commands ended for the caller to retry; new ones are held (Busy), not refused.
+    for d in w.i.done.drain(..) {
+        assert!(matches!(&d.result, Err(IoError::ChannelDown(_))), "{d:?}");
+    }
+    assert!(w.i.engine.will_retry());
+    assert!(
+        matches!(w.i.engine.state(), SessionState::Blocked(_)),
+        "{:?}",
+        w.i.engine.state()
+    );
+    let tur = cdb::test_unit_ready();
+    assert_eq!(w.submit(&Command::new(0, &tur)), Err(SubmitError::Busy));
+    assert!(w
+        .i
+        .events
+        .iter()
+        .any(|e| matches!(e, InitiatorEvent::TransportFailed { .. })));
+    // Attempts every reconnect_delay while the target is away.
+    let t_attempt2 = lost + Duration::from_millis(2500);
+    assert!(w.run_for(Duration::from_secs(4), |w| w.sim.now >= t_attempt2));
+    let attempts =
+        w.i.events
+            .iter()
+            .filter(|e| matches!(e, InitiatorEvent::ReconnectAttempt { .. }))
+            .count();
+    assert!(attempts >= 2, "{:?}", w.i.events);
+    // The target's host is back (before fast_io_fail_tmo): the next attempt logs in both
+    // channels again, and I/O works.
+    w.sim.down[1] = false;
+    w.t.frozen = false;
+    let back = w.sim.now;
+    assert!(w.run_for(Duration::from_secs(10), |w| w.i.engine.is_live()));
+    assert!(
+        w.sim.now - back <= Duration::from_millis(1100),
+        "reconnected {} after the target was back",
+        w.sim.now - back
+    );
+    assert!(w
+        .i
+        .events
+        .iter()
+        .any(|e| matches!(e, InitiatorEvent::Reconnected { .. })));
+    assert_eq!(w.i.engine.channels().len(), 2);
+    assert!(!w.i.engine.will_retry());
+    let payload = pattern(8192, 9);
+    w.put(0, &payload);
+    let (c, n) = cdb::rw(true, 64, 16);
+    let s = w.seg(0, 8192);
+    let mut r = w.exec(&Command::new(0, &c[..n]).write_from(&[s]));
+    // A unit attention first, perhaps (the nexus is new to the target), as after a login.
+    if matches!(&r.result, Ok(x) if x.status == ScsiStatus::CHECK_CONDITION) {
+        r = w.exec(&Command::new(0, &c[..n]).write_from(&[s]));
+    }
+    assert_eq!(r.result.expect("write").status, ScsiStatus::GOOD);
+    let (c, n) = cdb::rw(false, 64, 16);
+    let s = w.seg(65536, 8192);
+    let r = w.exec(&Command::new(0, &c[..n]).read_into(&[s]));
+    assert_eq!(r.result.expect("read").status, ScsiStatus::GOOD);
+    assert_eq!(w.get(65536, 8192), payload);
+    w.logout();
+}
+
+#[test]
+fn a_target_that_stays_away_fails_fast_then_is_given_up() {
+    let mut w = world_reconnecting();
+    w.login();
+    w.ready();
+    let (_, lost) = lose_target(&mut w);
+    // fast_io_fail_tmo (5 s): commands fail at once from then on, reconnects go on.
+    assert!(w.run_for(Duration::from_secs(8), |w| matches!(
+        w.i.engine.state(),
+        SessionState::FailFast(_)
+    )));
+    let ff = w.sim.now - lost;
+    assert!(
+        ff >= Duration::from_secs(5) && ff <= Duration::from_millis(5100),
+        "failed fast {ff} after the loss"
+    );
+    assert!(!w.i.engine.will_retry());
+    let tur = cdb::test_unit_ready();
+    assert_eq!(w.submit(&Command::new(0, &tur)), Err(SubmitError::NotLive));
+    // dev_loss_tmo (12 s): the device is given up, resources released, no more attempts.
+    assert!(w.run_for(Duration::from_secs(10), |w| w.i.engine.is_done()));
+    let gone = w.sim.now - lost;
+    assert!(
+        gone >= Duration::from_secs(12) && gone <= Duration::from_millis(12100),
+        "given up {gone} after the loss"
+    );
+    let SessionState::Failed(DownReason::DevLossTmo { after_secs, .. }) =
+        w.i.engine.state().clone()
+    else {
+        panic!("{:?}", w.i.engine.state())
+    };
+    assert_eq!(after_secs, 12);
+    let attempts =
+        w.i.events
+            .iter()
+            .filter(|e| matches!(e, InitiatorEvent::ReconnectAttempt { .. }))
+            .count();
+    assert!((10..=12).contains(&attempts), "{attempts} attempts");
+    assert!(
+        w.i.engine.cq().is_none(),
+        "resources kept after the device was lost"
+    );
+    assert_eq!(w.i.engine.poll_timeout(), None);
 }

@@ -11,7 +11,7 @@ use crate::link::{EthernetRepr, Ipv4Repr, Ipv6Repr, LinkType, Sll2Repr, SllRepr,
 
 /// The fuzz targets, by name (the names of `fuzz/fuzz_targets/*.rs` and `fuzz/corpus/*`).
 pub const TARGETS: &[&str] = &[
-    "link", "pcap", "frame", "roce", "icrc", "mad", "cm", "rdma_cm", "dm", "srp", "scsi",
+    "link", "pcap", "frame", "roce", "icrc", "mad", "cm", "rdma_cm", "dm", "srp", "scsi", "nbd",
 ];
 
 /// Runs the body of the target `name` on `data`. Unknown names panic (a test bug).
@@ -28,6 +28,7 @@ pub fn run(name: &str, data: &[u8]) {
         "dm" => dm(data),
         "srp" => srp(data),
         "scsi" => scsi(data),
+        "nbd" => nbd(data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -201,5 +202,28 @@ pub fn scsi(data: &[u8]) {
         let b = c.to_bytes();
         assert_eq!(crate::scsi::Cdb::parse(&b).ok(), Some(c.clone()));
         let _ = c.to_tree().to_text(0);
+    }
+}
+
+/// The NBD handshake and transmission structures (what `softrdma srp nbd` reads from its
+/// clients); the first byte picks the structure, so the fuzzer reaches each one.
+pub fn nbd(data: &[u8]) {
+    use crate::nbd::*;
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    match sel % 7 {
+        0 => round_trip!(GreetingRepr, rest),
+        1 => round_trip!(OptionRepr, rest),
+        2 => round_trip!(OptionReplyRepr, rest),
+        3 => round_trip!(InfoRequestRepr, rest),
+        4 => round_trip!(InfoRepr, rest),
+        5 => round_trip!(RequestRepr, rest),
+        _ => {
+            round_trip!(SimpleReplyRepr, rest);
+            if let Ok(r) = ExportNameReplyRepr::parse(rest) {
+                assert_eq!(ExportNameReplyRepr::parse(&r.to_bytes()).ok(), Some(r));
+            }
+        }
     }
 }

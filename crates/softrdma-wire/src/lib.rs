@@ -38,6 +38,7 @@ pub mod fuzzing;
 pub mod icrc;
 pub mod link;
 pub mod mad;
+pub mod nbd;
 pub mod pcap;
 pub mod rdma_cm;
 pub mod roce;

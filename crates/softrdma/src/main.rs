@@ -17,6 +17,7 @@ mod rping;
 mod run;
 mod srp;
 mod srp_bench;
+mod srp_nbd;
 mod srpt;
 mod ucmatose;
 mod udaddy;

@@ -4,6 +4,10 @@
 //! run: 4 KiB random read and write at queue depth 32, 1 MiB sequential read and write, each
 //! test's runs interleaved (ours, theirs, ours, theirs…), then the medians and the ratios.
 //!
+//! With fio, a third row per run: `fio --ioengine=nbd` → `softrdma srp nbd` (a child
+//! process, initiator on `--nbd-initiator`) → the same target over RoCEv2: what an NBD client
+//! of an SRP LUN gets, against the same fio → nbdkit.
+//!
 //! Both sides measure latency from submission to completion (fio's `lat`, asked for with
 //! `--lat_percentiles=1`). fio and nbdkit are Debian's packages (`apt-get install -y fio
 //! nbdkit`); without them, only ours runs.
@@ -54,6 +58,9 @@ pub struct Plan2 {
     /// The initiator's address (ours).
     #[arg(long, default_value = "127.0.0.2")]
     pub initiator: IpAddr,
+    /// The address of `softrdma srp nbd`'s initiator (the fio → srp nbd row).
+    #[arg(long, default_value = "127.0.0.3")]
+    pub nbd_initiator: IpAddr,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -165,14 +172,81 @@ fn pid_cpu(pid: u32) -> Option<Duration> {
     Some(Duration::from_secs_f64(ticks as f64 / hz as f64))
 }
 
-fn fio(t: &Test, nbd: &Nbdkit, size: u64, runtime: f64) -> Result<Figures, String> {
-    let port = nbd.port;
-    let server_cpu0 = pid_cpu(nbd.child.id());
+/// `softrdma srp nbd` (this binary) logged in to `line`; killed on drop.
+struct SrpNbd {
+    child: Child,
+    uri: String,
+}
+
+impl Drop for SrpNbd {
+    fn drop(&mut self) {
+        // SIGTERM: it logs out (DREQ) before it exits, as an operator's ^C would.
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn srp_nbd(line: &str) -> Result<SrpNbd, String> {
+    use std::io::BufRead;
+    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    let mut child = Command::new(exe)
+        .args([
+            "srp",
+            "nbd",
+            line,
+            "--listen",
+            "127.0.0.1:0",
+            "--login-timeout",
+            "10",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("softrdma srp nbd: {e}"))?;
+    let out = child.stdout.take().ok_or("softrdma srp nbd: no stdout")?;
+    let mut n = SrpNbd {
+        child,
+        uri: String::new(),
+    };
+    let mut lines = std::io::BufReader::new(out).lines();
+    for l in lines.by_ref() {
+        let l = l.map_err(|e| format!("softrdma srp nbd: {e}"))?;
+        if let Some(i) = l.find("exported as ") {
+            n.uri = l[i + "exported as ".len()..].trim().to_string();
+            break;
+        }
+    }
+    if n.uri.is_empty() {
+        return Err("softrdma srp nbd exited before exporting the LUN".into());
+    }
+    // It prints nothing more, but a closed pipe must not kill it if it does.
+    std::thread::spawn(move || lines.for_each(drop));
+    Ok(n)
+}
+
+/// fio through nbdkit (`server` its process) or through `softrdma srp nbd` (then the
+/// target's CPU, in this process, counts too).
+fn fio(
+    t: &Test,
+    uri: &str,
+    server: u32,
+    with_self: bool,
+    size: u64,
+    runtime: f64,
+) -> Result<Figures, String> {
+    let me = std::process::id();
+    let cpu = || -> Option<Duration> {
+        let s = pid_cpu(server)?;
+        Some(if with_self { s + pid_cpu(me)? } else { s })
+    };
+    let server_cpu0 = cpu();
     let out = Command::new("fio")
         .args([
             "--name=nbd",
             "--ioengine=nbd",
-            &format!("--uri=nbd://127.0.0.1:{port}/"),
+            &format!("--uri={uri}"),
             &format!("--rw={}", t.rw.name()),
             &format!("--bs={}", t.bs),
             &format!("--iodepth={}", t.iodepth),
@@ -199,9 +273,9 @@ fn fio(t: &Test, nbd: &Nbdkit, size: u64, runtime: f64) -> Result<Figures, Strin
         }
         return Err(format!("fio failed ({st}): {}", e.trim()));
     }
-    let server_cpu = match (server_cpu0, pid_cpu(nbd.child.id())) {
+    let server_cpu = match (server_cpu0, cpu()) {
         (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => return Err("nbdkit's CPU time: /proc/PID/stat unreadable".into()),
+        _ => return Err("the server's CPU time: /proc/PID/stat unreadable".into()),
     };
     let j: serde_json::Value =
         serde_json::from_str(s.get(s.find('{').unwrap_or(0)..).unwrap_or(""))
@@ -358,6 +432,20 @@ fn perf(p: &Plan2) -> Result<(), String> {
     };
     let mut s = Session::open(line.parse().map_err(|e| format!("{e}"))?, &o)?;
     let server = if fio_ok { Some(nbdkit(p.size)?) } else { None };
+    let via_nbd = if fio_ok {
+        Some(srp_nbd(&format!(
+            "{},src={},ch_count={}",
+            target.line, p.nbd_initiator, p.ch_count
+        ))?)
+    } else {
+        None
+    };
+    if via_nbd.is_some() {
+        println!(
+            "  and, in rows marked \"via nbd\": fio --ioengine=nbd -> softrdma srp nbd (initiator {}) -> the same target",
+            p.nbd_initiator
+        );
+    }
     println!(
         "\ncpu/io: CPU microseconds per I/O, every thread of the side (ours: initiator and target; \
          theirs: fio and nbdkit); last columns: ours / theirs (IOPS: higher is better, CPU: lower)"
@@ -382,16 +470,29 @@ fn perf(p: &Plan2) -> Result<(), String> {
 
     let mut summary = Vec::new();
     for t in &tests {
-        let (mut ours_runs, mut theirs_runs) = (Vec::new(), Vec::new());
+        let (mut ours_runs, mut theirs_runs, mut nbd_runs) = (Vec::new(), Vec::new(), Vec::new());
+        let nbd_name = format!("{} via nbd", t.name);
         for run in 1..=p.runs.max(1) {
             let before = p.verbose.then(|| crate::perf_cm::snapshot((&s.dev, &s.cm)));
             let a = ours(&mut s, t, runtime)?;
             let counted = before.map(|b| (b, crate::perf_cm::snapshot((&s.dev, &s.cm))));
             let b = match &server {
-                Some(n) => Some(fio(t, n, p.size, runtime)?),
+                Some(n) => Some(fio(
+                    t,
+                    &format!("nbd://127.0.0.1:{}/", n.port),
+                    n.child.id(),
+                    false,
+                    p.size,
+                    runtime,
+                )?),
                 None => None,
             };
             row(&t.name, &run.to_string(), &a, b.as_ref());
+            if let Some(n) = &via_nbd {
+                let c = fio(t, &n.uri, n.child.id(), true, p.size, runtime)?;
+                row(&nbd_name, &run.to_string(), &c, b.as_ref());
+                nbd_runs.push(c);
+            }
             if let Some((before, after)) = &counted {
                 crate::perf_cm::print_moved("initiator", before, after);
             }
@@ -402,8 +503,14 @@ fn perf(p: &Plan2) -> Result<(), String> {
         let b = (!theirs_runs.is_empty()).then(|| Figures::median_of(&theirs_runs));
         row(&t.name, "median", &a, b.as_ref());
         summary.push((t.name.clone(), a, b));
+        if !nbd_runs.is_empty() {
+            let c = Figures::median_of(&nbd_runs);
+            row(&nbd_name, "median", &c, b.as_ref());
+            summary.push((nbd_name, c, b));
+        }
     }
     let _ = s.logout();
+    drop(via_nbd);
     drop(server);
     drop(target);
     println!("\nsummary (medians; ratio = ours / fio+nbdkit):");

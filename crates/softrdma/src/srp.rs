@@ -42,6 +42,7 @@ use softrdma_wire::Gid;
 
 use crate::cmtool::{self, signals, SIGNAL_SLICE};
 use crate::srp_bench;
+use crate::srp_nbd;
 
 /// `softrdma srp`.
 #[derive(Debug, Parser)]
@@ -70,6 +71,36 @@ pub struct Conn {
     /// CM gives up on its REQ, after about 98 s).
     #[arg(long, value_name = "SECS")]
     pub login_timeout: Option<u64>,
+    /// ib_srp's reconnect_delay: after a lost channel (QP error, DREQ, target restart), try
+    /// to log in again every SECS seconds; `off`: no reconnect.
+    #[arg(long, value_name = "SECS|off", default_value = "10", value_parser = parse_tmo)]
+    pub reconnect_delay: Tmo,
+    /// ib_srp's fast_io_fail_tmo: SECS after the loss, commands held since then fail, and
+    /// new ones fail at once (reconnects go on); `off`: held until dev_loss_tmo.
+    #[arg(long, value_name = "SECS|off", default_value = "15", value_parser = parse_tmo)]
+    pub fast_io_fail_tmo: Tmo,
+    /// ib_srp's dev_loss_tmo: SECS after the loss with no reconnect, the device is given up
+    /// (the command exits); `off`: never.
+    #[arg(long, value_name = "SECS|off", default_value = "600", value_parser = parse_tmo)]
+    pub dev_loss_tmo: Tmo,
+}
+
+/// A transport timer: seconds, or off (`None`), as ib_srp's sysfs files take them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tmo(pub Option<Duration>);
+
+fn parse_tmo(s: &str) -> Result<Tmo, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("off") {
+        return Ok(Tmo(None));
+    }
+    let secs: f64 = t
+        .parse()
+        .map_err(|_| format!("{s}: seconds (a number) or off"))?;
+    if !(0.0..=86_400.0 * 365.0).contains(&secs) || secs.is_nan() {
+        return Err(format!("{s}: seconds from 0 to a year, or off"));
+    }
+    Ok(Tmo(Some(Duration::from_secs_f64(secs))))
 }
 
 #[derive(Debug, Subcommand)]
@@ -116,6 +147,14 @@ pub enum SrpCmd {
         conn: Conn,
         #[command(flatten)]
         spec: srp_bench::BenchArgs,
+    },
+    /// Serve a LUN as an NBD export (fixed newstyle; READ, WRITE with FUA, FLUSH, TRIM as
+    /// UNMAP, WRITE_ZEROES as WRITE SAME; several clients at once) until SIGINT/SIGTERM.
+    Nbd {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        nbd: srp_nbd::NbdArgs,
     },
     /// Device management queries over QP1 (IOUnitInfo, IOControllerProfile,
     /// ServiceEntries): one add_target line per SRP service found, in the IB form as
@@ -185,6 +224,11 @@ pub struct SessionOpts {
     /// Say on stderr that the login is under way (`softrdma srp`: a target that does not
     /// answer is not a silent wait).
     pub announce: bool,
+    /// ib_srp's transport timers (`None`: off; all off, the default, fails the session
+    /// when its target is lost).
+    pub reconnect_delay: Option<Duration>,
+    pub fast_io_fail_tmo: Option<Duration>,
+    pub dev_loss_tmo: Option<Duration>,
 }
 
 /// A logged-in initiator on its device, run from the caller's thread.
@@ -238,6 +282,17 @@ impl Session {
             cfg.cmd_timeout = softrdma_core::time::Duration::from_millis(t.as_millis() as u64);
         }
         cfg.seed = cmtool::seed();
+        let core = |d: Option<Duration>| {
+            d.map(|d| softrdma_core::time::Duration::from_micros(d.as_micros() as u64))
+        };
+        cfg.reconnect_delay = core(o.reconnect_delay);
+        cfg.fast_io_fail_tmo = core(o.fast_io_fail_tmo);
+        cfg.dev_loss_tmo = core(o.dev_loss_tmo);
+        softrdma_srp::initiator::validate_tmo(
+            cfg.reconnect_delay,
+            cfg.fast_io_fail_tmo,
+            cfg.dev_loss_tmo,
+        )?;
         let mut ini = SrpInitiator::new(cfg);
         let buf_len = o.buffer.max(1 << 20);
         let buf = d
@@ -314,7 +369,17 @@ impl Session {
 
     fn log(&mut self) {
         while let Some(e) = self.ini.poll_event() {
-            if self.verbose {
+            // The transport layer's news is always said, as ib_srp's is in the kernel log.
+            let tl = matches!(
+                e,
+                InitiatorEvent::TransportFailed { .. }
+                    | InitiatorEvent::ReconnectAttempt { .. }
+                    | InitiatorEvent::ReconnectFailed { .. }
+                    | InitiatorEvent::Reconnected { .. }
+                    | InitiatorEvent::FastIoFail { .. }
+                    | InitiatorEvent::DeviceLost { .. }
+            );
+            if self.verbose || tl {
                 eprintln!("{}: {}", self.tool, event_text(&e));
             }
             if self.keep_events {
@@ -359,6 +424,12 @@ impl Session {
     /// One turn: wait (at most `max`) for completions or CM events, hand them over, run
     /// the timers.
     pub fn pump(&mut self, max: Duration) -> Result<(), String> {
+        self.pump_or(max, &|| false)
+    }
+
+    /// [`Session::pump`], also ending the wait when `wake` says so (another thread has work
+    /// for this one, after `Device::wake`).
+    pub fn pump_or(&mut self, max: Duration, wake: &dyn Fn() -> bool) -> Result<(), String> {
         self.dispatch();
         let wait = self.timer_wait(max);
         if let Some(cq) = self.ini.cq() {
@@ -366,7 +437,7 @@ impl Session {
             let cm = self.cm.clone();
             self.dev
                 .wait_cq_or(cq, &mut self.wcs, 64, Some(wait), &move || {
-                    cm.has_event() || signals::caught().is_some()
+                    cm.has_event() || signals::caught().is_some() || wake()
                 })
                 .map_err(|e| format!("ibv_poll_cq: {e}"))?;
         } else if !self
@@ -472,6 +543,9 @@ impl Session {
     pub fn why_down(&self) -> String {
         match self.ini.state() {
             SessionState::Failed(w) => format!("the target is gone: {w}"),
+            SessionState::FailFast(w) => format!(
+                "the target is unreachable since {w}; fast_io_fail_tmo passed (still reconnecting)"
+            ),
             s => format!("no live channel ({s:?})"),
         }
     }
@@ -502,16 +576,22 @@ impl Session {
             addr: IOVA,
             len: len as u32,
         }];
-        for _ in 0..5 {
+        let mut attentions = 0;
+        while attentions < 5 {
             let mut c = Command::new(lun, cdb);
             if len > 0 {
                 c.dir = dir;
                 c.segs = &seg;
             }
-            let r = self
-                .exec(&c)?
-                .map_err(|e| format!("{}: {e}", cdb_name(cdb[0])))?;
+            let r = match self.exec(&c)? {
+                Ok(r) => r,
+                // Its channel was lost and a reconnect is under way: again, as the midlayer
+                // retries a DID_RESET (it waits while the session is blocked).
+                Err(IoError::ChannelDown(_)) if self.ini.will_retry() => continue,
+                Err(e) => return Err(format!("{}: {e}", cdb_name(cdb[0]))),
+            };
             if r.status == ScsiStatus::CHECK_CONDITION && r.sense_key().map(|s| s.0) == Some(6) {
+                attentions += 1;
                 continue;
             }
             let mut data = Vec::new();
@@ -635,6 +715,39 @@ pub fn event_text(e: &InitiatorEvent) -> String {
             Some(c) => format!("channel {channel}: {function} answered, RSP_CODE {c}"),
             None => format!("channel {channel}: {function} not answered in time"),
         },
+        InitiatorEvent::TransportFailed {
+            why,
+            reconnect_delay,
+            fast_io_fail_tmo,
+            dev_loss_tmo,
+        } => {
+            let s = |d: &Option<softrdma_core::time::Duration>| match d {
+                Some(d) => format!("{} s", d.total_millis() as f64 / 1e3),
+                None => "off".into(),
+            };
+            format!(
+                "lost the target: {why}; commands held; reconnect_delay {}, fast_io_fail_tmo {}, dev_loss_tmo {}",
+                s(reconnect_delay),
+                s(fast_io_fail_tmo),
+                s(dev_loss_tmo)
+            )
+        }
+        InitiatorEvent::ReconnectAttempt { attempt } => format!("reconnect attempt {attempt}"),
+        InitiatorEvent::ReconnectFailed { attempt, error } => {
+            format!("reconnect attempt {attempt} failed: {error}")
+        }
+        InitiatorEvent::Reconnected { attempt, down_for } => format!(
+            "reconnect succeeded (attempt {attempt}, {:.3} s after the loss)",
+            down_for.total_micros() as f64 / 1e6
+        ),
+        InitiatorEvent::FastIoFail { after } => format!(
+            "fast_io_fail_tmo ({} s) passed: commands fail until a reconnect succeeds",
+            after.total_millis() as f64 / 1e3
+        ),
+        InitiatorEvent::DeviceLost { after, attempts } => format!(
+            "dev_loss_tmo ({} s) passed after {attempts} reconnect attempt(s): the device is given up",
+            after.total_millis() as f64 / 1e3
+        ),
         InitiatorEvent::LateResponse { channel, tag } => {
             format!("channel {channel}: SRP_RSP for tag {tag:#x} after its command ended")
         }
@@ -844,6 +957,9 @@ fn opts(c: &Conn, buffer: usize) -> SessionOpts {
         keep_events: false,
         login_timeout: c.login_timeout.map(|s| Duration::from_secs(s.max(1))),
         announce: true,
+        reconnect_delay: c.reconnect_delay.0,
+        fast_io_fail_tmo: c.fast_io_fail_tmo.0,
+        dev_loss_tmo: c.dev_loss_tmo.0,
     }
 }
 
@@ -865,6 +981,11 @@ pub fn run(args: Args) -> ExitCode {
             input,
         } => write(&conn, lun, offset, input),
         SrpCmd::Bench { conn, spec } => bench(&conn, &spec),
+        SrpCmd::Nbd { conn, nbd } => parse_target(&conn.target).and_then(|t| {
+            with_session(t, &opts(&conn, srp_nbd::BUFFER), |s| {
+                srp_nbd::serve(s, &nbd, conn.verbose)
+            })
+        }),
         SrpCmd::Discover {
             addr,
             src,

@@ -255,6 +255,8 @@ struct Slot {
     generation: u64,
     start: Instant,
     tag: u64,
+    /// UNIT ATTENTIONs this command has had (retried up to 5 times, as the midlayer does).
+    attentions: u8,
 }
 
 struct Rng(u64);
@@ -307,6 +309,12 @@ struct Runner<'a> {
     rng: Rng,
     res: BenchResult,
     scratch: Vec<u8>,
+    /// Slots whose command ended with its channel lost while a reconnect is under way:
+    /// submitted again (as they were: a write's data is still in its slot) once the
+    /// session takes commands, as the midlayer retries a `DID_RESET`.
+    retry: Vec<usize>,
+    /// Commands submitted again after a lost channel.
+    pub retried: u64,
 }
 
 impl Runner<'_> {
@@ -383,6 +391,7 @@ impl Runner<'_> {
                 generation: prepared[k].3,
                 start,
                 tag,
+                attentions: 0,
             };
         }
         Ok(tags.len())
@@ -399,6 +408,27 @@ impl Runner<'_> {
             };
             if !sl.busy || sl.tag != d.tag {
                 continue;
+            }
+            if matches!(d.result, Err(softrdma_srp::IoError::ChannelDown(_)))
+                && self.s.ini.will_retry()
+            {
+                // Still busy: the same command goes again after the reconnect.
+                sl.tag = u64::MAX;
+                self.retry.push(slot);
+                continue;
+            }
+            // UNIT ATTENTION (a restarted target's power-on reset, a LUN change): again, as
+            // the midlayer retries it.
+            if let Ok(r) = &d.result {
+                if r.status == ScsiStatus::CHECK_CONDITION
+                    && r.sense_key().map(|k| k.0) == Some(6)
+                    && sl.attentions < 5
+                {
+                    sl.attentions += 1;
+                    sl.tag = u64::MAX;
+                    self.retry.push(slot);
+                    continue;
+                }
             }
             sl.busy = false;
             let lat = sl.start.elapsed().as_nanos() as u64;
@@ -437,7 +467,50 @@ impl Runner<'_> {
                 st.lat_ns.push(lat);
             }
         }
+        self.resubmit()?;
         Ok(n)
+    }
+
+    /// Submits again what a lost channel ended (see `retry`); what the session does not
+    /// take yet (blocked) waits for the next turn.
+    fn resubmit(&mut self) -> Result<(), String> {
+        if self.retry.is_empty() {
+            return Ok(());
+        }
+        let slots = std::mem::take(&mut self.retry);
+        let prepared: Vec<_> = slots
+            .iter()
+            .map(|&slot| {
+                let sl = &self.slots[slot];
+                let lba = (self.first_block + sl.block) * self.lba_per_block;
+                let (c, n) = cdb::rw(sl.write, lba, self.lba_per_block as u32);
+                (c, n, self.seg(slot), sl.write)
+            })
+            .collect();
+        let cmds: Vec<Command<'_>> = slots
+            .iter()
+            .zip(&prepared)
+            .map(|(&slot, (c, n, seg, write))| {
+                let cmd = Command::new(self.plan.lun, &c[..*n]).user(slot as u64);
+                if *write {
+                    cmd.write_from(seg)
+                } else {
+                    cmd.read_into(seg)
+                }
+            })
+            .collect();
+        let tags = self.s.submit_many(&cmds)?;
+        drop(cmds);
+        for (k, &slot) in slots.iter().enumerate() {
+            match tags.get(k) {
+                Some(&t) => {
+                    self.slots[slot].tag = t;
+                    self.retried += 1;
+                }
+                None => self.retry.push(slot),
+            }
+        }
+        Ok(())
     }
 
     fn check(&mut self, slot: usize, block: u64) -> Result<(), String> {
@@ -593,6 +666,7 @@ pub fn run_keep(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchRes
                 generation: 0,
                 start: Instant::now(),
                 tag: 0,
+                attentions: 0,
             })
             .collect(),
         next_seq: 0,
@@ -600,6 +674,8 @@ pub fn run_keep(s: &mut Session, plan: &Plan, progress: bool) -> Result<BenchRes
         rng: Rng(0x9e37_79b9_7f4a_7c15 ^ crate::cmtool::seed() | 1),
         res: BenchResult::default(),
         scratch: Vec::new(),
+        retry: Vec::new(),
+        retried: 0,
     };
     if plan.verify && plan.rw.reads() && !plan.rw.writes() {
         if progress {

@@ -77,6 +77,43 @@ pub fn rw(write: bool, lba: u64, blocks: u32) -> ([u8; 16], usize) {
     (c, n)
 }
 
+/// WRITE(10/16) with FUA (force unit access: on stable media before GOOD), what `sd`
+/// sends for a REQ_FUA write.
+pub fn write_fua(lba: u64, blocks: u32) -> ([u8; 16], usize) {
+    let (mut c, n) = rw(true, lba, blocks);
+    c[1] |= ReadWriteRepr::FUA;
+    (c, n)
+}
+
+/// UNMAP (SBC-3 §5.28) of one range: the CDB, and its 24-byte parameter list (an 8-byte
+/// header and one block descriptor), the data-out `sd_setup_unmap_cmnd` sends.
+pub fn unmap(lba: u64, blocks: u32) -> ([u8; 10], [u8; 24]) {
+    let mut c = [0u8; 10];
+    c[0] = 0x42;
+    c[7..9].copy_from_slice(&24u16.to_be_bytes());
+    let mut p = [0u8; 24];
+    // UNMAP DATA LENGTH (the bytes after it) and BLOCK DESCRIPTOR DATA LENGTH.
+    p[0..2].copy_from_slice(&22u16.to_be_bytes());
+    p[2..4].copy_from_slice(&16u16.to_be_bytes());
+    p[8..16].copy_from_slice(&lba.to_be_bytes());
+    p[16..20].copy_from_slice(&blocks.to_be_bytes());
+    (c, p)
+}
+
+/// WRITE SAME(16) (SBC-3 §5.42): one block of data-out written to `blocks` blocks from
+/// `lba`; with `unmap` the target may deallocate them instead (`sd`'s REQ_OP_WRITE_ZEROES
+/// without REQ_NOUNMAP sets it).
+pub fn write_same16(lba: u64, blocks: u32, unmap: bool) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x93;
+    if unmap {
+        c[1] = 0x08;
+    }
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[10..14].copy_from_slice(&blocks.to_be_bytes());
+    c
+}
+
 /// SYNCHRONIZE CACHE(10).
 pub fn sync_cache() -> [u8; 10] {
     let mut c = [0; 10];

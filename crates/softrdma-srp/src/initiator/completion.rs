@@ -49,6 +49,10 @@ impl SrpInitiator {
         let Some(c) = self.channels.get_mut(k) else {
             return;
         };
+        if wc.qp_num != c.qpn {
+            // Flushed from a QP of before a reconnect: its channel index is reused.
+            return;
+        }
         if kind == WrKind::Send {
             c.sq_avail += 1;
             c.free_tx(idx);

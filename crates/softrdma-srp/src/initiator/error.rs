@@ -108,6 +108,9 @@ pub enum LoginError {
     InitQp(RdmaCmError),
     /// A channel's login before [`crate::SrpInitiator::start`] set up the PD, CQ and port.
     NotStarted,
+    /// A reconnect attempt's login still unanswered when the next attempt was due (after
+    /// `reconnect_delay`): dropped for a fresh one.
+    UnansweredWithin { millis: u64 },
 }
 
 /// Why the QP could not follow the IB CM's REP.
@@ -170,6 +173,11 @@ impl fmt::Display for LoginError {
             LoginError::Resources(e) => write!(f, "{RES}: {e}"),
             LoginError::InitQp(e) => write!(f, "{RES}: {e}"),
             LoginError::NotStarted => write!(f, "{RES}: not started"),
+            LoginError::UnansweredWithin { millis } => write!(
+                f,
+                "no answer to the login within reconnect_delay ({} s)",
+                *millis as f64 / 1e3
+            ),
         }
     }
 }
@@ -195,6 +203,12 @@ pub enum DownReason {
     LoggedOut,
     /// Every channel is down and none said why.
     EveryChannel,
+    /// `dev_loss_tmo` passed after `first` without a successful reconnect: the device is
+    /// given up (`SRP_RPORT_LOST`).
+    DevLossTmo {
+        after_secs: u64,
+        first: Box<DownReason>,
+    },
 }
 
 impl fmt::Display for DownReason {
@@ -216,6 +230,10 @@ impl fmt::Display for DownReason {
             ),
             DownReason::LoggedOut => f.write_str("logged out"),
             DownReason::EveryChannel => f.write_str("every channel is down"),
+            DownReason::DevLossTmo { after_secs, first } => write!(
+                f,
+                "no reconnect within dev_loss_tmo ({after_secs} s) after: {first}; the device is given up"
+            ),
         }
     }
 }

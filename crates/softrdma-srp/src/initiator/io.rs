@@ -14,7 +14,7 @@ use crate::iu::{self, CmdData, SRP_IMM_DATA_OFFSET};
 
 use super::completion::post_send;
 use super::{
-    wire_tag, Channel, ChannelState, IoError, Req, Slot, SrpInitiator, SubmitError,
+    wire_tag, Channel, ChannelState, IoError, Req, SessionState, Slot, SrpInitiator, SubmitError,
     SRP_MAX_IMM_SGE, SRP_TSK_MGMT_SQ_SIZE,
 };
 
@@ -178,8 +178,11 @@ impl SrpInitiator {
         if cmd.dir != DataDir::None && cmd.segs.is_empty() {
             return Err(SubmitError::NoBuffers);
         }
-        if !self.is_live() {
-            return Err(SubmitError::NotLive);
+        match self.state {
+            SessionState::Live => {}
+            // Reconnecting: the command waits (scsi_block_targets), as a busy host's would.
+            SessionState::Blocked(_) => return Err(SubmitError::Busy),
+            _ => return Err(SubmitError::NotLive),
         }
         let k = self.pick_channel(cmd.channel)?;
         let max_sg = self.cmd_sg_cnt as usize;

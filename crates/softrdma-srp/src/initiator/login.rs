@@ -238,6 +238,19 @@ impl SrpInitiator {
         if let Some(c) = self.channels.get_mut(k) {
             c.state = ChannelState::Closed;
         }
+        if let Some(tl) = &mut self.tl {
+            // A reconnect attempt's login: the attempt failed (after_change releases its
+            // channels); the session stays blocked for the next.
+            if tl.attempting {
+                tl.attempting = false;
+                let attempt = tl.attempts;
+                self.events.push_back(InitiatorEvent::ReconnectFailed {
+                    attempt,
+                    error: e.clone(),
+                });
+            }
+            return Err(e);
+        }
         if k == 0 {
             self.state = SessionState::LoginFailed(e.clone());
             Err(e)
@@ -350,6 +363,40 @@ impl SrpInitiator {
 
     /// After a channel changed: log in the next one, or settle the session's state.
     pub(super) fn after_change(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack) {
+        if let Some(tl) = &self.tl {
+            if tl.attempting {
+                // A reconnect: the next channel after a live one (MULTI), then success.
+                let next = self.channels.len();
+                let last_live = self
+                    .channels
+                    .last()
+                    .is_some_and(|c| c.state == ChannelState::Live);
+                let any_down = self
+                    .channels
+                    .iter()
+                    .any(|c| c.state >= ChannelState::Disconnecting);
+                if any_down {
+                    self.reconnect_failed(now, rdma, stack, LoginError::Unreachable);
+                } else if last_live && next < self.ch_count {
+                    let _ = self.connect_channel(now, rdma, stack, next);
+                }
+                self.reconnect_progress(now);
+            } else {
+                // Between attempts: what is left of a failed one goes.
+                for k in 0..self.channels.len() {
+                    if self.channels[k].state == ChannelState::Closed
+                        && self.channels[k].conn.is_some()
+                    {
+                        self.release_channel(now, rdma, stack, k);
+                    }
+                }
+            }
+            if self.state == SessionState::LoggingOut {
+                self.tl = None;
+            } else {
+                return;
+            }
+        }
         if self.state == SessionState::LoggingIn {
             let done = self
                 .channels
@@ -368,6 +415,19 @@ impl SrpInitiator {
                 } else {
                     self.state = SessionState::Live;
                 }
+            }
+        }
+        if matches!(self.state, SessionState::Live) && self.cfg.transport_timers() {
+            // Any channel lost takes the target port down and starts the reconnects.
+            let lost = self
+                .channels
+                .iter()
+                .take(self.ch_count)
+                .any(|c| c.state >= ChannelState::Disconnecting);
+            if lost {
+                let why = self.last_down.clone().unwrap_or(DownReason::EveryChannel);
+                self.start_tl_fail_timers(now, rdma, stack, why);
+                return;
             }
         }
         if matches!(self.state, SessionState::Live) {

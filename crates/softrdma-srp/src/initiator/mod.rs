@@ -45,6 +45,7 @@ mod error;
 mod io;
 mod lifecycle;
 mod login;
+mod reconnect;
 mod tmf;
 
 use std::collections::VecDeque;
@@ -64,6 +65,8 @@ use crate::iu::{SRP_CMD_LEN, SRP_IMM_DATA_OFFSET};
 
 pub use error::{DownReason, IoError, LoginError, QpTransitionError, Reject, SubmitError, Warning};
 pub use io::{Command, Completion, DataDir, ScsiResult, Segment};
+use reconnect::Tl;
+pub use reconnect::{validate_tmo, SRP_DEV_LOSS_TMO, SRP_FAST_IO_FAIL_TMO, SRP_RECONNECT_DELAY};
 use tmf::{Tmf, TmfKind};
 
 /// `SRP_DEFAULT_QUEUE_SIZE`: the rings of a channel.
@@ -120,6 +123,13 @@ pub struct InitiatorConfig {
     pub abort_timeout: Duration,
     /// Seeds the IB CM's starting PSNs.
     pub seed: u64,
+    /// `reconnect_delay`: seconds between reconnect attempts after a lost channel (`None`:
+    /// off, no reconnect). See the `reconnect` module for the three timers.
+    pub reconnect_delay: Option<Duration>,
+    /// `fast_io_fail_tmo`: after a failure, held commands fail at once from then on.
+    pub fast_io_fail_tmo: Option<Duration>,
+    /// `dev_loss_tmo`: after a failure, the device is given up.
+    pub dev_loss_tmo: Option<Duration>,
 }
 
 impl InitiatorConfig {
@@ -132,6 +142,11 @@ impl InitiatorConfig {
             cmd_timeout: SCSI_CMD_TIMEOUT,
             abort_timeout: SRP_ABORT_TIMEOUT,
             seed: 0x5352_5049,
+            // Off: a lost target fails the session at once (what a program that logs in,
+            // does one thing and logs out wants); `softrdma srp` sets ib_srp's defaults.
+            reconnect_delay: None,
+            fast_io_fail_tmo: None,
+            dev_loss_tmo: None,
         }
     }
 }
@@ -149,8 +164,15 @@ pub enum SessionState {
     Closed,
     /// The first channel's login failed.
     LoginFailed(LoginError),
-    /// The target went away (every channel down): why.
+    /// The target went away (every channel down, and no reconnect, or `dev_loss_tmo`
+    /// passed): why.
     Failed(DownReason),
+    /// A channel was lost; commands are held while reconnects are tried
+    /// (`SRP_RPORT_BLOCKED`).
+    Blocked(DownReason),
+    /// Still reconnecting, but `fast_io_fail_tmo` has passed: commands fail at once
+    /// (`SRP_RPORT_FAIL_FAST`).
+    FailFast(DownReason),
 }
 
 /// A channel's state.
@@ -226,6 +248,24 @@ pub enum InitiatorEvent {
     CreditRequest { channel: usize, delta: u32 },
     /// SRP_AER_REQ answered ("ignoring AER").
     AsyncEvent { channel: usize, lun: u64 },
+    /// A channel of the live session was lost: the transport layer's timers started
+    /// (`srp_start_tl_fail_timers`); `None` timers are off.
+    TransportFailed {
+        why: DownReason,
+        reconnect_delay: Option<Duration>,
+        fast_io_fail_tmo: Option<Duration>,
+        dev_loss_tmo: Option<Duration>,
+    },
+    /// A reconnect attempt began (`srp_reconnect_rport`).
+    ReconnectAttempt { attempt: u32 },
+    /// It failed ("reconnect attempt %d failed").
+    ReconnectFailed { attempt: u32, error: LoginError },
+    /// Every channel is live again ("reconnect succeeded").
+    Reconnected { attempt: u32, down_for: Duration },
+    /// `fast_io_fail_tmo` passed: held commands fail from now on.
+    FastIoFail { after: Duration },
+    /// `dev_loss_tmo` passed: the device is given up.
+    DeviceLost { after: Duration, attempts: u32 },
     /// Something unexpected.
     Warning {
         channel: Option<usize>,
@@ -380,6 +420,8 @@ pub struct SrpInitiator {
     descs: Vec<DirectBuf>,
     /// Why the last channel went down.
     last_down: Option<DownReason>,
+    /// After a lost channel, with transport timers on: the reconnect state.
+    tl: Option<Tl>,
 }
 
 impl fmt::Debug for SrpInitiator {
@@ -436,6 +478,7 @@ impl SrpInitiator {
             scratch: Vec::new(),
             descs: Vec::new(),
             last_down: None,
+            tl: None,
         }
     }
 

@@ -38,6 +38,9 @@ impl SrpInitiator {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
         let mut min = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
+        if let Some(x) = self.tl_timeout() {
+            min(x);
+        }
         for c in &self.channels {
             if c.state != ChannelState::Live {
                 continue;
@@ -57,6 +60,7 @@ impl SrpInitiator {
     /// Command deadlines (ABORT TASK) and task management timeouts (LUN RESET, then the
     /// target is given up on).
     pub fn handle_timeout(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack) {
+        self.handle_tl_timeout(now, rdma, stack);
         for k in 0..self.channels.len() {
             if self.channels[k].state != ChannelState::Live {
                 continue;

@@ -1,0 +1,348 @@
+//! `softrdma srp` reconnects as ib_srp does: a verified `srp bench` survives `softrdma srpt`
+//! being killed and restarted under it (the reconnect comes within `reconnect_delay` of the
+//! target being back, the commands the loss ended are done again, 0 verify errors), and
+//! when the target stays away the initiator fails fast after `fast_io_fail_tmo` and gives
+//! the device up after `dev_loss_tmo`, exiting with the reason.
+//!
+//! The target is started with an explicit ACL for the initiator's address (`--allow`), so
+//! these tests keep working with a target that is closed by default.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A child process killed (SIGTERM) and reaped when dropped.
+struct Proc(Child);
+
+impl Proc {
+    fn term(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return; // already reaped
+        }
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.term();
+    }
+}
+
+/// `softrdma srpt` on `addr` with `lun`, allowing `ini`; returns it and its add_target line.
+fn srpt(addr: &str, lun: &str, ini: &str) -> (Proc, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args(["srpt", "-a", addr, "--lun", lun, "--allow", ini])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn srpt");
+    let mut lines = BufReader::new(c.stdout.take().expect("stdout")).lines();
+    let mut line = String::new();
+    for l in lines.by_ref() {
+        if let Some(t) = l.expect("utf8").strip_prefix("add_target: ") {
+            line = t.to_string();
+            break;
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    let p = Proc(c);
+    assert!(!line.is_empty(), "srpt printed no add_target line");
+    (p, line)
+}
+
+/// `softrdma srp bench` with `args`; its stderr lines arrive on the channel with the time
+/// each was read.
+fn bench(target: &str, args: &[&str]) -> (Proc, mpsc::Receiver<(Instant, String)>) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args(["srp", "bench", target])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn bench");
+    let err = c.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines() {
+            let Ok(l) = l else { break };
+            eprintln!("{l}");
+            let _ = tx.send((Instant::now(), l));
+        }
+    });
+    (Proc(c), rx)
+}
+
+/// Waits for the child's exit (at most `limit`): its status and stdout.
+fn finish(p: &mut Proc, limit: Duration) -> (std::process::ExitStatus, String, Instant) {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(st) = p.0.try_wait().expect("wait") {
+            let at = Instant::now();
+            let mut out = String::new();
+            if let Some(mut o) = p.0.stdout.take() {
+                let _ = std::io::Read::read_to_string(&mut o, &mut out);
+            }
+            return (st, out, at);
+        }
+        assert!(
+            Instant::now() < end,
+            "the bench did not end within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lines(rx: &mpsc::Receiver<(Instant, String)>) -> Vec<(Instant, String)> {
+    rx.try_iter().collect()
+}
+
+#[test]
+fn a_verified_bench_survives_a_target_restart() {
+    let dir = std::env::temp_dir().join(format!("softrdma-srp-reconnect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let img = dir.join("lun.img");
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(16 << 20))
+        .expect("LUN file");
+    // A file LUN: what was written before the restart is there after it, so every read
+    // is checked against every write of the run.
+    let lun = format!("file:{}", img.display());
+    let ini = "127.0.89.2";
+    let (mut t, line) = srpt("127.0.89.1", &lun, ini);
+    let reconnect_delay = 1.0;
+    let (mut b, rx) = bench(
+        &format!("{line},src={ini}"),
+        &[
+            "--rw",
+            "randrw",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "8",
+            "--runtime",
+            "8",
+            "--verify",
+            "--json",
+            "--reconnect-delay",
+            "1",
+            "--fast-io-fail-tmo",
+            "20",
+            "--dev-loss-tmo",
+            "40",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    // Killed (SIGTERM: it disconnects its sessions as it goes), away a while, back.
+    t.term();
+    std::thread::sleep(Duration::from_millis(1500));
+    let back = Instant::now();
+    let (_t2, _) = srpt("127.0.89.1", &lun, ini);
+    let (st, out, _) = finish(&mut b, Duration::from_secs(60));
+    let err = lines(&rx);
+    let text: Vec<&str> = err.iter().map(|(_, l)| l.as_str()).collect();
+    assert!(st.success(), "bench failed: {text:#?}\n{out}");
+    assert!(
+        text.iter().any(|l| l.contains("lost the target")),
+        "no loss reported: {text:#?}"
+    );
+    let (at, l) = err
+        .iter()
+        .find(|(_, l)| l.contains("reconnect succeeded"))
+        .unwrap_or_else(|| panic!("no reconnect: {text:#?}"));
+    // Within reconnect_delay of the target being back (plus its start-up and the login,
+    // on a loaded machine).
+    let after = at.saturating_duration_since(back).as_secs_f64();
+    assert!(
+        after <= reconnect_delay + 2.0,
+        "reconnected {after:.2} s after the target was back ({l})"
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&out[out.find('{').unwrap_or(0)..]).expect("json");
+    assert_eq!(j["verify"]["errors"], 0, "{j}");
+    assert!(
+        j["verify"]["checked"].as_u64().unwrap_or(0) > 0,
+        "nothing verified: {j}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_device_is_given_up_after_dev_loss_tmo_and_io_fails_fast_after_fast_io_fail_tmo() {
+    let ini = "127.0.90.2";
+    // fast_io_fail_tmo off: commands are held until dev_loss_tmo, then the device goes.
+    let (mut t, line) = srpt("127.0.90.1", "mem:8M", ini);
+    let (mut b, rx) = bench(
+        &format!("{line},src={ini}"),
+        &[
+            "--rw",
+            "randwrite",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "60",
+            "--reconnect-delay",
+            "1",
+            "--fast-io-fail-tmo",
+            "off",
+            "--dev-loss-tmo",
+            "3",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let gone = Instant::now();
+    t.term();
+    let (st, _, at) = finish(&mut b, Duration::from_secs(30));
+    let err = lines(&rx);
+    let text: Vec<&str> = err.iter().map(|(_, l)| l.as_str()).collect();
+    assert_eq!(st.code(), Some(1), "{text:#?}");
+    let took = at.saturating_duration_since(gone).as_secs_f64();
+    assert!(
+        (2.9..=8.0).contains(&took),
+        "gave up {took:.2} s after the target went (dev_loss_tmo 3 s): {text:#?}"
+    );
+    assert!(
+        text.iter()
+            .any(|l| l.contains("reconnect attempt 1 failed"))
+            && text.iter().any(|l| l.contains("reconnect attempt 2")),
+        "reconnects were not tried every reconnect_delay: {text:#?}"
+    );
+    assert!(
+        text.iter()
+            .any(|l| l.contains("dev_loss_tmo (3 s) passed") && l.contains("given up")),
+        "{text:#?}"
+    );
+    assert!(
+        text.last()
+            .is_some_and(|l| l.contains("dev_loss_tmo (3 s)")),
+        "the last word is not why: {text:#?}"
+    );
+
+    // fast_io_fail_tmo 1 s: the workload fails a second after the loss, well before
+    // dev_loss_tmo, saying so.
+    let (mut t, line) = srpt("127.0.90.1", "mem:8M", ini);
+    let (mut b, rx) = bench(
+        &format!("{line},src={ini}"),
+        &[
+            "--rw",
+            "randwrite",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "60",
+            "--reconnect-delay",
+            "5",
+            "--fast-io-fail-tmo",
+            "1",
+            "--dev-loss-tmo",
+            "60",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let gone = Instant::now();
+    t.term();
+    let (st, _, at) = finish(&mut b, Duration::from_secs(30));
+    let text: Vec<String> = lines(&rx).into_iter().map(|(_, l)| l).collect();
+    assert_eq!(st.code(), Some(1), "{text:#?}");
+    let took = at.saturating_duration_since(gone).as_secs_f64();
+    assert!(
+        (0.9..=5.0).contains(&took),
+        "failed {took:.2} s after the target went (fast_io_fail_tmo 1 s): {text:#?}"
+    );
+    assert!(
+        text.iter()
+            .any(|l| l.contains("fast_io_fail_tmo (1 s) passed")),
+        "{text:#?}"
+    );
+}
+
+#[test]
+fn an_nbd_client_rides_through_a_target_restart() {
+    let dir =
+        std::env::temp_dir().join(format!("softrdma-srp-reconnect-nbd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let img = dir.join("lun.img");
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(16 << 20))
+        .expect("LUN file");
+    let lun = format!("file:{}", img.display());
+    let ini = "127.0.93.2";
+    let (mut t, line) = srpt("127.0.93.1", &lun, ini);
+    let mut n = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args(["srp", "nbd", &format!("{line},src={ini}")])
+        .args(["--listen", "127.0.0.1:0", "--reconnect-delay", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn srp nbd");
+    let out = n.stdout.take().expect("stdout");
+    let err = n.stderr.take().expect("stderr");
+    let _n = Proc(n);
+    let mut uri = String::new();
+    let mut outl = BufReader::new(out).lines();
+    for l in outl.by_ref() {
+        let l = l.expect("utf8");
+        if let Some(i) = l.find("exported as ") {
+            uri = l[i + "exported as ".len()..].to_string();
+            break;
+        }
+    }
+    assert!(uri.starts_with("nbd://"), "no export line");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines() {
+            let Ok(l) = l else { break };
+            let _ = tx.send(l);
+        }
+    });
+    // fio writes 8 MiB at random through NBD, then reads it all back and checks it; the
+    // target goes away and comes back under it.
+    let fio = match Command::new("fio")
+        .args([
+            "--name=restart",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--rw=randwrite",
+            "--bs=4k",
+            "--iodepth=8",
+            "--size=8m",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_fatal=1",
+            // No verify state file left in the working directory.
+            "--verify_state_save=0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            panic!("fio is not installed: `apt-get install fio` (CI installs it in .ci/run)")
+        }
+        Err(e) => panic!("fio: {e}"),
+    };
+    std::thread::sleep(Duration::from_millis(700));
+    t.term();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_t2, _) = srpt("127.0.93.1", &lun, ini);
+    let o = fio.wait_with_output().expect("fio");
+    let said: Vec<String> = rx.try_iter().collect();
+    assert!(
+        o.status.success(),
+        "fio: {}{}\n{said:#?}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        said.iter().any(|l| l.contains("reconnect succeeded")),
+        "no reconnect under fio: {said:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
