@@ -146,6 +146,23 @@ pub(crate) enum Op {
         sync: bool,
     },
     Verify,
+    /// UNMAP: the parameter list is the data-out; byte 1 of the CDB (ANCHOR) must be zero.
+    Unmap {
+        byte1: u8,
+    },
+    /// WRITE SAME(10)/(16): the data-out block written to `blocks` blocks from `lba`, or
+    /// with `unmap` those blocks deallocated.
+    WriteSame {
+        lba: u64,
+        blocks: u64,
+        unmap: bool,
+    },
+    /// COMPARE AND WRITE: the data-out is `blocks` blocks to compare, then as many to write.
+    CompareAndWrite {
+        lba: u64,
+        blocks: u64,
+        sync: bool,
+    },
     SyncCache,
     StartStop {
         cdb: [u8; 5],

@@ -49,6 +49,7 @@ pub(crate) fn inquiry(
         (0x83, _) => id.device_identification(target).to_bytes(),
         (0xb0, Some(lu)) => lu.block_limits().to_bytes(),
         (0xb1, Some(lu)) => lu.block_characteristics().to_bytes(),
+        (0xb2, Some(lu)) => lu.logical_block_provisioning().to_bytes(),
         _ => return Err(SenseReason::InvalidCdbField),
     };
     Ok(put(out, &bytes))

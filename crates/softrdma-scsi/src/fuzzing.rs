@@ -26,9 +26,11 @@
 //! | 6 | first unregister (or re-register) the second nexus |
 //! | 7 | record the command as a task in flight (tag `cdb_len`); if that tag is in flight already, finish it instead |
 //!
-//! `len` is the expected data transfer length; the data-out is `len` bytes of a pattern.
+//! `len` is the expected data transfer length; the data-out is `len` bytes of a pattern,
+//! led by the record's bytes past the CDB length the opcode implies (so an UNMAP parameter
+//! list, or the blocks a COMPARE AND WRITE compares, can come from the input).
 
-use softrdma_wire::scsi::{ScsiStatus, SenseRepr};
+use softrdma_wire::scsi::{ScsiOpcode, ScsiStatus, SenseRepr};
 
 use crate::store::Memory;
 
@@ -199,13 +201,31 @@ fn command(
                     r
                 }
                 (None, DataDir::Out) => {
-                    let data: Vec<u8> = (0..len).map(|i| (i as u8) ^ cdb.len() as u8).collect();
-                    t.execute(&cmd, Data::Out(&data))
-                        .unwrap_or_else(|e| panic!("{e}"))
+                    let mut data: Vec<u8> = (0..len).map(|i| (i as u8) ^ cdb.len() as u8).collect();
+                    // The record's bytes past the opcode's CDB length lead the data-out (an
+                    // UNMAP parameter list, a COMPARE AND WRITE's blocks).
+                    let op_len = cdb
+                        .first()
+                        .and_then(|o| ScsiOpcode(*o).cdb_len())
+                        .unwrap_or(cdb.len());
+                    if let Some(extra) = cdb.get(op_len..) {
+                        let n = extra.len().min(data.len());
+                        data[..n].copy_from_slice(&extra[..n]);
+                    }
+                    match medium {
+                        // UNMAP, WRITE SAME, COMPARE AND WRITE on the lent medium.
+                        Some(m) if t.needs_medium(&cmd) => {
+                            t.execute_on_medium(&cmd, Data::Out(&data), m)
+                        }
+                        _ => t.execute(&cmd, Data::Out(&data)),
+                    }
+                    .unwrap_or_else(|e| panic!("{e}"))
                 }
-                (None, DataDir::None) => t
-                    .execute(&cmd, Data::None)
-                    .unwrap_or_else(|e| panic!("{e}")),
+                (None, DataDir::None) => match medium {
+                    Some(m) if t.needs_medium(&cmd) => t.execute_on_medium(&cmd, Data::None, m),
+                    _ => t.execute(&cmd, Data::None),
+                }
+                .unwrap_or_else(|e| panic!("{e}")),
             };
             if cmd.data_dir() != DataDir::In {
                 assert_eq!(r.data_len, 0);
@@ -391,6 +411,39 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             ]),
         ),
         (
+            "provisioning",
+            rec(&[
+                (0, 0, tur.clone()),
+                (IN, 64, inq(1, 0xb0, 64)),
+                (IN, 64, inq(1, 0xb2, 64)),
+                (OUT, 2048, r10(0x2a, 0, 0, 4)),
+                // UNMAP of blocks 1..3: the CDB, then the parameter list's header and one
+                // descriptor (its last two reserved bytes from the pattern).
+                (OUT, 24, {
+                    let mut c = vec![0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0];
+                    c.extend_from_slice(&[0, 22, 0, 16, 0, 0, 0, 0]);
+                    c.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0]);
+                    c
+                }),
+                // WRITE SAME(10) of 4 blocks, WRITE SAME(16) with UNMAP of 2.
+                (OUT, 512, r10(0x41, 0, 8, 4)),
+                (OUT, 512, {
+                    let mut c = r16(0x93, 12, 0);
+                    c[1] = 0x08;
+                    c[13] = 2;
+                    c
+                }),
+                // COMPARE AND WRITE of one block (compare, then write).
+                (OUT, 1024, {
+                    let mut c = r16(0x89, 8, 0);
+                    c[13] = 1;
+                    c
+                }),
+                (0, 0, vec![0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+                (OUT | 1, 24, vec![0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0]),
+            ]),
+        ),
+        (
             "task-management",
             rec(&[
                 (0x80 | IN, 512, r10(0x28, 0, 0, 1)),
@@ -421,6 +474,11 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 (0x41, "read-write-4k-in-place"),
             ],
             "task-management" => &[(0, name), (0x40, "task-management-in-place")],
+            "provisioning" => &[
+                (0, "provisioning"),
+                (3, "provisioning-4k-wce"),
+                (0x40, "provisioning-in-place"),
+            ],
             "login-scan" => &[(0, "login-scan"), (4 | 0x18, "login-scan-virtual-lun0")],
             _ => &[(0, name)],
         };

@@ -51,6 +51,7 @@
 mod cmd;
 mod emulate;
 pub mod lun;
+mod provisioning;
 pub mod sense;
 pub mod store;
 mod target;
@@ -62,6 +63,7 @@ pub mod fuzzing;
 
 pub use cmd::{Cmd, Data, DataDir, Decoded, Residual, Response};
 pub use lun::{LogicalUnit, LunConfig, LunId};
+pub use provisioning::{parse_unmap_list, UnmapDescriptor};
 pub use sense::{Sense, SenseReason};
 pub use store::{BackingStore, BlockSize, FileStore, MemStore, StoreError};
 pub use target::{

@@ -4,7 +4,7 @@
 use softrdma_wire::field::{write_u16, write_u32, write_u64};
 use softrdma_wire::scsi::{
     BlockDescriptor, BlockDeviceCharacteristicsVpd, BlockLimitsVpd, Designator, DeviceType,
-    ReadCapacity10Data, ReadCapacity16Data, StandardInquiry, VpdPage,
+    ReadCapacity10Data, ReadCapacity16Data, StandardInquiry, VpdPage, VpdPageCode,
 };
 
 use crate::store::BackingStore;
@@ -79,6 +79,19 @@ pub struct LunConfig {
     /// TAS in the control mode page: tasks another I_T nexus aborts (CLEAR TASK SET, LUN
     /// RESET) end with TASK ABORTED status (LIO's `emulate_tas`, on by default).
     pub tas: bool,
+    /// Logical block provisioning (LIO's `emulate_tpu` and `emulate_tpws`): UNMAP and WRITE
+    /// SAME with UNMAP deallocate, READ CAPACITY(16) says LBPME and LBPRZ (unmapped blocks
+    /// read as zeroes: a file's holes, a memory store's zeroes), VPD page 0xB0 is the long
+    /// one with the UNMAP limits and page 0xB2 lists UNMAP and WRITE SAME. On by default,
+    /// so that Linux sends discards (LIO defaults it off; targetcli users turn it on).
+    pub thin_provisioning: bool,
+    /// MAXIMUM UNMAP LBA COUNT: the most blocks one UNMAP block descriptor may name (LIO
+    /// FILEIO: 0x2000).
+    pub max_unmap_lba_count: u32,
+    /// MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT (LIO FILEIO: 1, "hardcoded to 1 in Linux").
+    pub max_unmap_block_descriptors: u32,
+    /// MAXIMUM WRITE SAME LENGTH in blocks (LIO FILEIO: 0x1000).
+    pub max_write_same_len: u32,
 }
 
 impl Default for LunConfig {
@@ -93,6 +106,10 @@ impl Default for LunConfig {
             relative_port_id: 1,
             max_transfer_bytes: 8 << 20,
             tas: true,
+            thin_provisioning: true,
+            max_unmap_lba_count: 0x2000,
+            max_unmap_block_descriptors: 1,
+            max_write_same_len: 0x1000,
         }
     }
 }
@@ -165,6 +182,11 @@ impl LogicalUnit {
         self.write_cache()
     }
 
+    /// UNMAP and WRITE SAME with UNMAP deallocate (LBPME); off on a read-only LUN.
+    pub fn thin_provisioning(&self) -> bool {
+        self.config.thin_provisioning && !self.read_only()
+    }
+
     /// MAXIMUM TRANSFER LENGTH in blocks.
     pub fn max_transfer_blocks(&self) -> u32 {
         (self.config.max_transfer_bytes / self.block_size()).max(1)
@@ -202,14 +224,19 @@ impl LogicalUnit {
     }
 
     /// READ CAPACITY(16) data (`sbc_emulate_readcapacity_16`): no protection, one logical
-    /// block per physical block, no thin provisioning.
+    /// block per physical block; with thin provisioning LBPME and LBPRZ (every store reads
+    /// unmapped blocks as zeroes, LIO's `unmap_zeroes_data`).
     pub(crate) fn read_capacity16(&self) -> [u8; 32] {
         let d = ReadCapacity16Data {
             last_lba: self.blocks().saturating_sub(1),
             block_length: self.block_size(),
             prot: 0,
             exponents: 0,
-            lbp_alignment: 0,
+            lbp_alignment: if self.thin_provisioning() {
+                0x8000 | 0x4000 // LBPME | LBPRZ
+            } else {
+                0
+            },
         };
         let mut b = [0u8; 32];
         d.emit(&mut b);
@@ -281,20 +308,55 @@ impl LogicalUnit {
         b
     }
 
-    /// VPD page 0xB0 (`spc_emulate_evpd_b0` without thin provisioning: the 0x10-long page).
+    /// VPD page 0xB0 (`spc_emulate_evpd_b0`): WSNZ, COMPARE AND WRITE of one block, the
+    /// transfer lengths; with thin provisioning the 0x3C-long page with the UNMAP limits
+    /// (granularity 1, no alignment) and MAXIMUM WRITE SAME LENGTH, else the 0x10-long one.
     pub(crate) fn block_limits(&self) -> BlockLimitsVpd {
         let max = self.max_transfer_blocks();
+        let tp = self.thin_provisioning();
         BlockLimitsVpd {
             peripheral: DeviceType::DISK.0,
-            long: false,
+            long: tp,
             wsnz: true,
-            // LIO says 1 (COMPARE AND WRITE of one block); we have no COMPARE AND WRITE.
-            max_compare_and_write_len: 0,
+            max_compare_and_write_len: 1,
             opt_transfer_len_granularity: 1,
             max_transfer_len: max,
             opt_transfer_len: max,
+            max_unmap_lba_count: if tp {
+                self.config.max_unmap_lba_count
+            } else {
+                0
+            },
+            max_unmap_block_descriptor_count: if tp {
+                self.config.max_unmap_block_descriptors
+            } else {
+                0
+            },
+            opt_unmap_granularity: u32::from(tp),
+            max_write_same_len: if tp {
+                u64::from(self.config.max_write_same_len)
+            } else {
+                0
+            },
             ..BlockLimitsVpd::default()
         }
+    }
+
+    /// VPD page 0xB2, Logical Block Provisioning (`spc_emulate_evpd_b2`, SBC-4 §6.6.6):
+    /// PAGE LENGTH 4, THRESHOLD EXPONENT 0; with thin provisioning LBPU (UNMAP), LBPWS and
+    /// LBPWS10 (WRITE SAME(16)/(10) with UNMAP), LBPRZ 001b (unmapped blocks read as zeroes)
+    /// and PROVISIONING TYPE 010b (thin); without, all zero (fully provisioned).
+    pub(crate) fn logical_block_provisioning(&self) -> VpdPage {
+        let mut p = vec![0u8; 4];
+        if self.thin_provisioning() {
+            p[1] = 0x80 | 0x40 | 0x20 | (1 << 2);
+            p[2] = 0x02;
+        }
+        VpdPage::new(
+            DeviceType::DISK.0,
+            VpdPageCode::LOGICAL_BLOCK_PROVISIONING,
+            p,
+        )
     }
 
     /// VPD page 0xB1 (`spc_emulate_evpd_b1`): MEDIUM ROTATION RATE 1 for a non-rotating
@@ -350,7 +412,7 @@ fn transport_version_descriptor(protocol_id: u8) -> u16 {
 }
 
 /// The VPD pages we answer, in page 0x00's order.
-pub(crate) const VPD_PAGES: [u8; 5] = [0x00, 0x80, 0x83, 0xb0, 0xb1];
+pub(crate) const VPD_PAGES: [u8; 6] = [0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2];
 
 impl Identity<'_> {
     /// Standard INQUIRY data, 96 bytes (ADDITIONAL LENGTH 91) as `spc_emulate_inquiry_std`

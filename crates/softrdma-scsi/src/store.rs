@@ -122,6 +122,12 @@ pub trait BackingStore {
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StoreError>;
     /// Makes every completed write durable.
     fn flush(&mut self) -> Result<(), StoreError>;
+    /// Deallocates `len` bytes at `offset` (UNMAP, WRITE SAME with UNMAP): afterwards they
+    /// read as zeroes (the LBPRZ the core reports). The default writes zeroes; a store
+    /// that can free the space (a file's holes) does that instead.
+    fn unmap(&mut self, offset: u64, len: u64) -> Result<(), StoreError> {
+        write_zeroes(self, offset, len)
+    }
     /// A store whose medium is plain memory hands its bytes over, so that the transport can
     /// keep them where its device reaches them (an MR) and move READ and WRITE data straight
     /// between them and the wire: the copy into or out of a bounce buffer disappears. Until
@@ -138,6 +144,24 @@ pub trait BackingStore {
             block_size: self.block_size().bytes(),
         })
     }
+}
+
+/// Writes `len` zero bytes at `offset` through [`BackingStore::write_at`], a block of zeroes
+/// at a time (no buffer the size of the range).
+pub(crate) fn write_zeroes<S: BackingStore + ?Sized>(
+    store: &mut S,
+    offset: u64,
+    len: u64,
+) -> Result<(), StoreError> {
+    const CHUNK: u64 = 64 * 1024;
+    let zeroes = vec![0u8; CHUNK.min(len) as usize];
+    let mut done = 0;
+    while done < len {
+        let n = CHUNK.min(len - done) as usize;
+        store.write_at(offset + done, &zeroes[..n])?;
+        done += n as u64;
+    }
+    Ok(())
 }
 
 fn check_size(size: u64, block_size: BlockSize) -> Result<(), StoreError> {
@@ -265,6 +289,23 @@ impl BackingStore for MemStore {
     fn flush(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
+    fn unmap(&mut self, offset: u64, len: u64) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        if self.lent {
+            return Err(StoreError::Lent);
+        }
+        let n = usize::try_from(len).map_err(|_| StoreError::OutOfRange {
+            offset,
+            len: usize::MAX,
+            size: self.size,
+        })?;
+        check_range(offset, n, self.size)?;
+        let o = offset as usize;
+        self.data[o..o + n].fill(0);
+        Ok(())
+    }
     fn lend(&mut self) -> Option<Memory> {
         if self.lent {
             return None;
@@ -377,5 +418,27 @@ impl BackingStore for FileStore {
         }
         self.file.sync_data()?;
         Ok(())
+    }
+    /// Punches a hole (`fallocate(PUNCH_HOLE | KEEP_SIZE)`, what LIO's FILEIO does for a
+    /// file on a filesystem, `fd_execute_unmap`): the blocks are freed and read back as
+    /// zeroes, the file keeps its length. A filesystem that cannot punch holes gets zeroes
+    /// written instead, so the range reads as zeroes either way.
+    fn unmap(&mut self, offset: u64, len: u64) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        let n = usize::try_from(len).unwrap_or(usize::MAX);
+        check_range(offset, n, self.size)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mode = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
+        match rustix::fs::fallocate(&self.file, mode, offset, len) {
+            Ok(()) => Ok(()),
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+                write_zeroes(self, offset, len)
+            }
+            Err(e) => Err(StoreError::Io(e.into())),
+        }
     }
 }

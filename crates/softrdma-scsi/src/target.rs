@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use softrdma_mem::Memory;
+use softrdma_wire::field::{read_u16, read_u32, read_u64};
 
 use softrdma_wire::scsi::{
     AscAscq, InquiryRepr, ModeSelectRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr,
@@ -15,6 +16,7 @@ use softrdma_wire::scsi::{
 use crate::cmd::{Cmd, Data, DataDir, Decoded, Op, Residual, Response, Xfer};
 use crate::emulate::{self, Done};
 use crate::lun::{LogicalUnit, LunConfig, LunId};
+use crate::provisioning::{self, Geometry, Medium};
 use crate::sense::SenseReason;
 use crate::tmf::TaskTable;
 use crate::ua::UaQueue;
@@ -695,6 +697,52 @@ impl Target {
                 };
                 Parsed::new(Op::Verify, dir, size)
             }
+            ScsiOpcode::UNMAP => {
+                // LIO: without emulate_tpu UNMAP is an unsupported opcode.
+                if !lu.config.thin_provisioning {
+                    return Err(SenseReason::UnsupportedOpcode);
+                }
+                if lu.read_only() {
+                    return Err(SenseReason::WriteProtected);
+                }
+                Parsed::new(
+                    Op::Unmap { byte1: cdb[1] },
+                    DataDir::Out,
+                    u64::from(read_u16(cdb, 7)),
+                )
+            }
+            ScsiOpcode::WRITE_SAME_10 | ScsiOpcode::WRITE_SAME_16 => {
+                let (lba, blocks) = if opcode == ScsiOpcode::WRITE_SAME_10 {
+                    (u64::from(read_u32(cdb, 2)), u64::from(read_u16(cdb, 7)))
+                } else {
+                    (read_u64(cdb, 2), u64::from(read_u32(cdb, 10)))
+                };
+                Self::parse_write_same(lu, cdb[1], lba, blocks)?
+            }
+            ScsiOpcode::COMPARE_AND_WRITE => {
+                if lu.read_only() {
+                    return Err(SenseReason::WriteProtected);
+                }
+                // LIO (and our VPD page 0xB0) take one block at a time.
+                let blocks = u64::from(cdb[13]);
+                if blocks > 1 {
+                    return Err(SenseReason::InvalidCdbField);
+                }
+                Self::check_dpofua(cdb[1], lu)?;
+                let lba = read_u64(cdb, 2);
+                check_lba(lba, blocks, lu)?;
+                Parsed {
+                    op: Op::CompareAndWrite {
+                        lba,
+                        blocks,
+                        sync: cdb[1] & ReadWriteRepr::FUA != 0 && lu.write_cache(),
+                    },
+                    dir: DataDir::Out,
+                    // The blocks to compare, then the blocks to write.
+                    size: 2 * blocks * bs,
+                    data_cdb: true,
+                }
+            }
             ScsiOpcode::SYNCHRONIZE_CACHE_10 | ScsiOpcode::SYNCHRONIZE_CACHE_16 => {
                 let r = SyncCacheRepr::parse(cdb).map_err(bad)?;
                 check_lba(r.lba, u64::from(r.blocks), lu)?;
@@ -708,6 +756,48 @@ impl Target {
             }
             _ => return Err(SenseReason::UnsupportedOpcode),
         })
+    }
+
+    /// WRITE SAME(10)/(16) (`sbc_setup_write_same`), in LIO's order: NUMBER OF LOGICAL
+    /// BLOCKS 0 is INVALID FIELD IN CDB (WSNZ: we never mean "to the end"); PBDATA or LBDATA
+    /// is an unsupported opcode; more than MAXIMUM WRITE SAME LENGTH blocks is INVALID FIELD
+    /// IN CDB; the LBA range; ANCHOR is INVALID FIELD IN CDB (no ANC_SUP); UNMAP without
+    /// thin provisioning is an unsupported opcode; WRPROTECT is INVALID FIELD IN CDB. The
+    /// data-out is one block.
+    fn parse_write_same(
+        lu: &LogicalUnit,
+        flags: u8,
+        lba: u64,
+        blocks: u64,
+    ) -> Result<Parsed, SenseReason> {
+        if lu.read_only() {
+            return Err(SenseReason::WriteProtected);
+        }
+        if blocks == 0 {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        if flags & 0x06 != 0 {
+            return Err(SenseReason::UnsupportedOpcode);
+        }
+        if blocks > u64::from(lu.config.max_write_same_len) {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        check_lba(lba, blocks, lu)?;
+        if flags & 0x10 != 0 {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        let unmap = flags & 0x08 != 0;
+        if unmap && !lu.thin_provisioning() {
+            return Err(SenseReason::UnsupportedOpcode);
+        }
+        if !unmap && flags >> 5 != 0 {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        Ok(Parsed::new(
+            Op::WriteSame { lba, blocks, unmap },
+            DataDir::Out,
+            u64::from(lu.block_size()),
+        ))
     }
 
     /// `sbc_check_dpofua`: DPO (bit 4) or FUA (bit 3) on a LUN that does not advertise
@@ -742,6 +832,49 @@ impl Target {
     /// ATTENTION and the highest-precedence ASC/ASCQ, and all pending UAs of the nexus on
     /// the LUN are cleared (`core_scsi3_ua_for_check_condition`).
     pub fn execute(&mut self, cmd: &Cmd, data: Data<'_>) -> Result<Response, CoreError> {
+        if self.needs_medium(cmd) {
+            return Err(CoreError::MediumLent(cmd.lun));
+        }
+        self.run(cmd, data, None)
+    }
+
+    /// UNMAP, WRITE SAME and COMPARE AND WRITE: commands that touch the medium other than
+    /// through a READ's or WRITE's data phase.
+    fn medium_op(cmd: &Cmd) -> bool {
+        !cmd.virtual_lun0
+            && matches!(
+                cmd.op,
+                Op::Unmap { .. } | Op::WriteSame { .. } | Op::CompareAndWrite { .. }
+            )
+    }
+
+    /// Whether the command works on its LUN's medium while the medium is lent (UNMAP, WRITE
+    /// SAME, COMPARE AND WRITE on a LUN after [`Target::lend_medium`]): then the transport
+    /// runs it with [`Target::execute_on_medium`], handing over the medium's bytes.
+    pub fn needs_medium(&self, cmd: &Cmd) -> bool {
+        Self::medium_op(cmd) && self.luns.get(&cmd.lun.0).is_some_and(|l| l.lent)
+    }
+
+    /// [`Target::execute`] for a command that [`Target::needs_medium`]: `medium` is the LUN's
+    /// lent medium (what [`Target::lend_medium`] gave, as the transport holds it).
+    pub fn execute_on_medium(
+        &mut self,
+        cmd: &Cmd,
+        data: Data<'_>,
+        medium: &mut [u8],
+    ) -> Result<Response, CoreError> {
+        if !self.needs_medium(cmd) {
+            return Err(CoreError::NotLent(cmd.lun));
+        }
+        self.run(cmd, data, Some(medium))
+    }
+
+    fn run(
+        &mut self,
+        cmd: &Cmd,
+        data: Data<'_>,
+        lent: Option<&mut [u8]>,
+    ) -> Result<Response, CoreError> {
         if !self.nexuses.contains_key(&cmd.nexus) {
             return Err(CoreError::UnknownNexus(cmd.nexus));
         }
@@ -775,7 +908,7 @@ impl Target {
         } else if let Some(asc) = self.take_ua_for(cmd) {
             Err(SenseReason::UnitAttention(asc))
         } else {
-            self.execute_lun(cmd, inb, outb)
+            self.execute_lun(cmd, inb, outb, lent)
         };
         Ok(match result {
             Ok(done) => {
@@ -908,7 +1041,13 @@ impl Target {
         }
     }
 
-    fn execute_lun(&mut self, cmd: &Cmd, inb: &mut [u8], outb: &[u8]) -> Result<Done, SenseReason> {
+    fn execute_lun(
+        &mut self,
+        cmd: &Cmd,
+        inb: &mut [u8],
+        outb: &[u8],
+        lent: Option<&mut [u8]>,
+    ) -> Result<Done, SenseReason> {
         match cmd.op {
             Op::ReportLuns => return Ok(emulate::report_luns(self.luns.keys().copied(), inb)),
             Op::RequestSense { desc } => {
@@ -928,6 +1067,29 @@ impl Target {
         };
         let io = |_| SenseReason::LogicalUnitCommunicationFailure;
         let bs = u64::from(lu.block_size());
+        let geometry = Geometry {
+            blocks: lu.blocks(),
+            block_size: lu.block_size(),
+            max_unmap_descriptors: lu.config.max_unmap_block_descriptors,
+            max_unmap_lba_count: lu.config.max_unmap_lba_count,
+        };
+        if Self::medium_op(cmd) {
+            let mut medium = match lent {
+                Some(m) => Medium::Lent(m),
+                None => Medium::Store(lu.store.as_mut()),
+            };
+            match cmd.op {
+                Op::Unmap { byte1 } => provisioning::unmap(geometry, &mut medium, byte1, outb)?,
+                Op::WriteSame { lba, blocks, unmap } => {
+                    provisioning::write_same(geometry, &mut medium, lba, blocks, unmap, outb)?
+                }
+                Op::CompareAndWrite { lba, blocks, sync } => {
+                    provisioning::compare_and_write(geometry, &mut medium, lba, blocks, sync, outb)?
+                }
+                _ => {}
+            }
+            return Ok(Done::NoData);
+        }
         match cmd.op {
             Op::TestUnitReady | Op::Noop | Op::Verify => Ok(Done::NoData),
             Op::Inquiry { evpd, page } => {
@@ -970,7 +1132,11 @@ impl Target {
                 emulate::start_stop(&cdb)?;
                 Ok(Done::NoData)
             }
-            Op::ReportLuns | Op::RequestSense { .. } => Ok(Done::NoData),
+            Op::ReportLuns
+            | Op::RequestSense { .. }
+            | Op::Unmap { .. }
+            | Op::WriteSame { .. }
+            | Op::CompareAndWrite { .. } => Ok(Done::NoData),
         }
     }
 }

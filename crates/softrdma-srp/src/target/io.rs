@@ -15,7 +15,7 @@ use crate::channel::ChannelState;
 use crate::iu::{self, CmdIu, DataPhase, DescError, Direction, RspResidual};
 
 use super::completion::Arrived;
-use super::media::medium_of;
+use super::media::{execute_on_medium, medium_of};
 use super::{post_recv_slot, Channel, ChannelId, SrpEvent, SrpTarget};
 use crate::wr_id::{WrId, WrKind};
 
@@ -261,8 +261,16 @@ impl SrpTarget {
                 let n = cmd.transfer_len();
                 match (cmd.data_dir(), imm) {
                     (DataDir::None, _) => {
-                        let r = self.scsi.execute(&cmd, Data::None);
-                        x.respond(r.unwrap_or_else(|_| internal()));
+                        let r = match medium {
+                            Some(m) if self.scsi.needs_medium(&cmd) => {
+                                execute_on_medium(&mut self.scsi, stack, &cmd, m, None)
+                            }
+                            _ => self
+                                .scsi
+                                .execute(&cmd, Data::None)
+                                .unwrap_or_else(|_| internal()),
+                        };
+                        x.respond(r);
                     }
                     (DataDir::Out, Some((a, _))) => {
                         let started = match medium {
@@ -290,7 +298,19 @@ impl SrpTarget {
                                 .mr(recv.lkey)
                                 .and_then(|m| Ok(m.slice(a, n as usize)?))
                             {
-                                Ok(b) => self.scsi.execute(&cmd, Data::Out(b)),
+                                Ok(b) => match medium {
+                                    Some(m) if self.scsi.needs_medium(&cmd) => {
+                                        let d = b.to_vec();
+                                        Ok(execute_on_medium(
+                                            &mut self.scsi,
+                                            stack,
+                                            &cmd,
+                                            m,
+                                            Some(d),
+                                        ))
+                                    }
+                                    _ => self.scsi.execute(&cmd, Data::Out(b)),
+                                },
                                 Err(_) => Ok(internal()),
                             },
                         };
@@ -353,11 +373,18 @@ impl SrpTarget {
                 .unwrap_or_else(|_| internal()),
             DataAt::Buf(b) => {
                 let lkey = c.bufs[b].keys.lkey;
+                let lent = medium_of(&self.media, c.port, cmd.lun());
                 match stack.verbs.mr(lkey).and_then(|m| Ok(m.slice(0, n)?)) {
-                    Ok(d) => self
-                        .scsi
-                        .execute(&cmd, Data::Out(d))
-                        .unwrap_or_else(|_| internal()),
+                    Ok(d) => match lent {
+                        Some(m) if self.scsi.needs_medium(&cmd) => {
+                            let d = d.to_vec();
+                            execute_on_medium(&mut self.scsi, stack, &cmd, m, Some(d))
+                        }
+                        _ => self
+                            .scsi
+                            .execute(&cmd, Data::Out(d))
+                            .unwrap_or_else(|_| internal()),
+                    },
                     Err(_) => internal(),
                 }
             }
