@@ -164,6 +164,19 @@ pub(crate) enum Op {
         sync: bool,
     },
     SyncCache,
+    /// PERSISTENT RESERVE IN: the service action.
+    PrIn {
+        sa: u8,
+    },
+    /// PERSISTENT RESERVE OUT: service action, SCOPE and TYPE.
+    PrOut {
+        sa: u8,
+        scope_type: u8,
+    },
+    /// RESERVE(6)/(10).
+    Reserve,
+    /// RELEASE(6)/(10).
+    Release,
     StartStop {
         cdb: [u8; 5],
     },
@@ -253,9 +266,22 @@ impl Response {
     }
 
     pub(crate) fn check(reason: SenseReason, residual: Residual) -> Response {
+        if reason == SenseReason::ReservationConflict {
+            return Response::conflict(residual);
+        }
         Response {
             status: ScsiStatus::CHECK_CONDITION,
             sense: Some(reason.sense()),
+            data_len: 0,
+            residual,
+        }
+    }
+
+    /// RESERVATION CONFLICT: no sense data (SPC-4 §5.13.1).
+    pub(crate) fn conflict(residual: Residual) -> Response {
+        Response {
+            status: ScsiStatus::RESERVATION_CONFLICT,
+            sense: None,
             data_len: 0,
             residual,
         }

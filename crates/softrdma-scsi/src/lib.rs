@@ -51,6 +51,7 @@
 mod cmd;
 mod emulate;
 pub mod lun;
+pub mod pr;
 mod provisioning;
 pub mod sense;
 pub mod store;
@@ -63,6 +64,7 @@ pub mod fuzzing;
 
 pub use cmd::{Cmd, Data, DataDir, Decoded, Residual, Response};
 pub use lun::{LogicalUnit, LunConfig, LunId};
+pub use pr::{ItNexus, PrState, PrType};
 pub use provisioning::{parse_unmap_list, UnmapDescriptor};
 pub use sense::{Sense, SenseReason};
 pub use store::{BackingStore, BlockSize, FileStore, MemStore, StoreError};

@@ -7,6 +7,7 @@ use softrdma_wire::scsi::{
     ReadCapacity10Data, ReadCapacity16Data, StandardInquiry, VpdPage, VpdPageCode,
 };
 
+use crate::pr::PrState;
 use crate::store::BackingStore;
 
 /// A LUN as the 8-byte SAM LUN field carries it, converted the way LIO converts it: Linux's
@@ -120,6 +121,10 @@ pub struct LogicalUnit {
     pub(crate) config: LunConfig,
     /// The store's medium is lent to the transport ([`crate::Target::lend_medium`]).
     pub(crate) lent: bool,
+    /// Reservations: persistent (registrations, the reservation) and SPC-2.
+    pub(crate) pr: PrState,
+    /// Why the kept persistent reservation state could not be read, if it could not.
+    pub(crate) pr_load_error: Option<String>,
 }
 
 impl std::fmt::Debug for LogicalUnit {
@@ -134,12 +139,35 @@ impl std::fmt::Debug for LogicalUnit {
 }
 
 impl LogicalUnit {
+    /// A LU over `store`. A store that keeps reservations across a restart (APTPL; a file
+    /// store's state file beside it) has them read back here.
     pub fn new(store: Box<dyn BackingStore + Send>, config: LunConfig) -> LogicalUnit {
+        let (pr, pr_load_error) = match store.load_reservations() {
+            Ok(Some(text)) => match PrState::from_aptpl_text(&text) {
+                Ok(pr) => (pr, None),
+                Err(e) => (PrState::default(), Some(e.to_string())),
+            },
+            Ok(None) => (PrState::default(), None),
+            Err(e) => (PrState::default(), Some(e.to_string())),
+        };
         LogicalUnit {
             store,
             config,
             lent: false,
+            pr,
+            pr_load_error,
         }
+    }
+
+    /// The LU's reservations.
+    pub fn reservations(&self) -> &PrState {
+        &self.pr
+    }
+
+    /// Why the reservations kept across a restart could not be read back (they start
+    /// empty then), if so.
+    pub fn reservations_load_error(&self) -> Option<&str> {
+        self.pr_load_error.as_deref()
     }
 
     pub fn config(&self) -> &LunConfig {

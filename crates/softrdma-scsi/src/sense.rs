@@ -86,6 +86,13 @@ pub enum SenseReason {
     /// FAILURE (08h/00h), what LIO's FILEIO answers when the file read or write fails (NOT
     /// READY rather than an error key, so initiators retry).
     LogicalUnitCommunicationFailure,
+    /// `TCM_INVALID_PARAMETER_LIST` as `core_scsi3_emulate_pro_release` answers a RELEASE
+    /// whose type differs from the reservation's: ILLEGAL REQUEST, INVALID RELEASE OF
+    /// PERSISTENT RESERVATION (26h/04h, SPC-4 §5.13.11.2.2).
+    InvalidReleaseOfPersistentReservation,
+    /// `TCM_RESERVATION_CONFLICT`: not sense data but the status RESERVATION CONFLICT
+    /// (the response carries no sense; [`SenseReason::sense`] gives NO SENSE for it).
+    ReservationConflict,
     /// `TCM_MISCOMPARE_VERIFY`: MISCOMPARE, MISCOMPARE DURING VERIFY OPERATION (1Dh/00h),
     /// with the offset of the first byte that differs in the INFORMATION field (SBC-4
     /// §5.3: COMPARE AND WRITE; LIO since 5.x sets `sense_info` to it).
@@ -129,6 +136,8 @@ impl SenseReason {
                 (SenseKey::NOT_READY, AscAscq::LUN_COMMUNICATION_FAILURE)
             }
             UnitAttention(a) => (SenseKey::UNIT_ATTENTION, a),
+            ReservationConflict => (SenseKey::NO_SENSE, AscAscq::NO_ADDITIONAL_SENSE),
+            InvalidReleaseOfPersistentReservation => (SenseKey::ILLEGAL_REQUEST, AscAscq(0x2604)),
             Miscompare { offset } => {
                 return Sense {
                     information: Some(offset),

@@ -14,7 +14,7 @@ use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use softrdma_mem::Memory;
 
@@ -127,6 +127,20 @@ pub trait BackingStore {
     /// that can free the space (a file's holes) does that instead.
     fn unmap(&mut self, offset: u64, len: u64) -> Result<(), StoreError> {
         write_zeroes(self, offset, len)
+    }
+    /// Whether the store keeps persistent reservations across a restart (PTPL_C: APTPL
+    /// registrations are accepted). The default: no.
+    fn keeps_reservations(&self) -> bool {
+        false
+    }
+    /// The reservation state kept with the store (what [`BackingStore::save_reservations`]
+    /// wrote), if any.
+    fn load_reservations(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+    /// Keeps the reservation state (empty: nothing to keep, forget it).
+    fn save_reservations(&mut self, _text: &str) -> Result<(), StoreError> {
+        Err(StoreError::Io(io::Error::from(io::ErrorKind::Unsupported)))
     }
     /// A store whose medium is plain memory hands its bytes over, so that the transport can
     /// keep them where its device reaches them (an MR) and move READ and WRITE data straight
@@ -331,6 +345,8 @@ impl BackingStore for MemStore {
 #[derive(Debug)]
 pub struct FileStore {
     file: File,
+    /// The backing file's path: the reservation state lives beside it.
+    path: PathBuf,
     size: u64,
     block_size: BlockSize,
     read_only: bool,
@@ -344,12 +360,17 @@ impl FileStore {
         block_size: BlockSize,
         read_only: bool,
     ) -> Result<FileStore, StoreError> {
-        let file = OpenOptions::new().read(true).write(!read_only).open(path)?;
+        let path = path.as_ref().to_path_buf();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!read_only)
+            .open(&path)?;
         let len = file.metadata()?.len();
         let size = len - len % u64::from(block_size.bytes());
         check_size(size, block_size)?;
         Ok(FileStore {
             file,
+            path,
             size,
             block_size,
             read_only,
@@ -363,15 +384,17 @@ impl FileStore {
         block_size: BlockSize,
     ) -> Result<FileStore, StoreError> {
         check_size(size, block_size)?;
+        let path = path.as_ref().to_path_buf();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .open(path)?;
+            .open(&path)?;
         file.set_len(size)?;
         Ok(FileStore {
             file,
+            path,
             size,
             block_size,
             read_only: false,
@@ -379,7 +402,48 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// Where the persistent reservations of an APTPL registration are kept: beside the
+    /// backing file, its name with `.pr` appended (`lun.img` → `lun.img.pr`).
+    pub fn reservations_path(&self) -> PathBuf {
+        let mut name = self.path.as_os_str().to_owned();
+        name.push(".pr");
+        PathBuf::from(name)
+    }
+}
+
 impl BackingStore for FileStore {
+    fn keeps_reservations(&self) -> bool {
+        !self.read_only
+    }
+    fn load_reservations(&self) -> Result<Option<String>, StoreError> {
+        match std::fs::read_to_string(self.reservations_path()) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+    /// Written to a temporary file, synced and renamed over the state file, so a crash
+    /// leaves the old state or the new one; empty text removes the file.
+    fn save_reservations(&mut self, text: &str) -> Result<(), StoreError> {
+        let path = self.reservations_path();
+        if text.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e.into()),
+                _ => Ok(()),
+            };
+        }
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        {
+            let mut f = File::create(&tmp)?;
+            io::Write::write_all(&mut f, text.as_bytes())?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    }
     fn size(&self) -> u64 {
         self.size
     }

@@ -16,6 +16,7 @@ use softrdma_wire::scsi::{
 use crate::cmd::{Cmd, Data, DataDir, Decoded, Op, Residual, Response, Xfer};
 use crate::emulate::{self, Done};
 use crate::lun::{LogicalUnit, LunConfig, LunId};
+use crate::pr::{Access, ItNexus, PrError};
 use crate::provisioning::{self, Geometry, Medium};
 use crate::sense::SenseReason;
 use crate::tmf::TaskTable;
@@ -185,6 +186,17 @@ pub enum InPlace {
 #[derive(Debug, Clone)]
 pub(crate) struct Nexus {
     pub initiator: InitiatorId,
+    /// RELATIVE TARGET PORT IDENTIFIER of the port the nexus came through.
+    pub port: u16,
+}
+
+impl Nexus {
+    pub fn it(&self) -> ItNexus {
+        ItNexus {
+            initiator: self.initiator,
+            port: self.port,
+        }
+    }
 }
 
 /// The SCSI target core: LUNs, nexuses, unit attentions, tasks. Sans-IO: the transport
@@ -195,6 +207,8 @@ pub struct Target {
     pub(crate) nexuses: BTreeMap<NexusId, Nexus>,
     pub(crate) ua: BTreeMap<(NexusId, u64), UaQueue>,
     pub(crate) tasks: TaskTable,
+    /// Tasks a PREEMPT AND ABORT aborted, for the transport ([`Target::take_preempted`]).
+    preempted: Vec<crate::AbortedTask>,
     next_nexus: u32,
     virtual_lun0_config: LunConfig,
 }
@@ -209,6 +223,10 @@ impl fmt::Debug for Target {
             .finish()
     }
 }
+
+/// RESERVE(10) and RELEASE(10) (SPC-2; not in the wire crate's opcode list).
+const RESERVE_10: ScsiOpcode = ScsiOpcode(0x56);
+const RELEASE_10: ScsiOpcode = ScsiOpcode(0x57);
 
 /// LBA range check of `sbc_parse_cdb`: `lba + blocks` may reach the end of the medium, not
 /// pass it (nor wrap).
@@ -249,6 +267,7 @@ impl Target {
             nexuses: BTreeMap::new(),
             ua: BTreeMap::new(),
             tasks: TaskTable::default(),
+            preempted: Vec::new(),
             next_nexus: 1,
             virtual_lun0_config: LunConfig {
                 product: Some("RAMDISK-MCP".into()),
@@ -379,9 +398,16 @@ impl Target {
     /// Registers an I_T nexus (an SRP login). With [`TargetConfig::power_on_ua`] every LUN
     /// holds POWER ON, RESET, OR BUS DEVICE RESET OCCURRED for it.
     pub fn register_nexus(&mut self, initiator: InitiatorId) -> NexusId {
+        self.register_nexus_on(initiator, 1)
+    }
+
+    /// [`Target::register_nexus`] through the target port of RELATIVE TARGET PORT
+    /// IDENTIFIER `port`: the I_T nexus of persistent reservations is (initiator port,
+    /// target port), so the same initiator through two ports is two I_T nexuses.
+    pub fn register_nexus_on(&mut self, initiator: InitiatorId, port: u16) -> NexusId {
         let id = NexusId(self.next_nexus);
         self.next_nexus = self.next_nexus.wrapping_add(1);
-        self.nexuses.insert(id, Nexus { initiator });
+        self.nexuses.insert(id, Nexus { initiator, port });
         if self.config.power_on_ua {
             for l in self.luns.keys() {
                 self.ua
@@ -396,15 +422,35 @@ impl Target {
     /// Forgets a nexus (logout, channel loss): its unit attentions and tasks go; the tasks
     /// are returned for the transport to drop.
     pub fn unregister_nexus(&mut self, id: NexusId) -> Result<Vec<crate::AbortedTask>, CoreError> {
-        self.nexuses
+        let gone = self
+            .nexuses
             .remove(&id)
-            .ok_or(CoreError::UnknownNexus(id))?;
+            .ok_or(CoreError::UnknownNexus(id))?
+            .it();
         self.ua.retain(|(n, _), _| *n != id);
+        // I_T nexus loss releases an SPC-2 reservation (LIO: on session shutdown) when no
+        // other login is the same I_T nexus; persistent reservations stay.
+        if !self.nexuses.values().any(|n| n.it() == gone) {
+            for lu in self.luns.values_mut() {
+                lu.pr.release_spc2(gone);
+            }
+        }
         Ok(self.tasks.abort_where(|n, _| n == id, |_| false))
     }
 
     pub fn initiator(&self, id: NexusId) -> Option<InitiatorId> {
         self.nexuses.get(&id).map(|n| n.initiator)
+    }
+
+    /// The I_T nexus identity (initiator port, relative target port) of a nexus.
+    pub fn it_nexus(&self, id: NexusId) -> Option<ItNexus> {
+        self.nexuses.get(&id).map(Nexus::it)
+    }
+
+    /// The tasks PREEMPT AND ABORT commands aborted since the last call: the transport
+    /// stops them as it stops a task management function's (without a response).
+    pub fn take_preempted(&mut self) -> Vec<crate::AbortedTask> {
+        std::mem::take(&mut self.preempted)
     }
 
     /// The unit attentions pending for a nexus on a LUN, highest precedence first.
@@ -482,6 +528,13 @@ impl Target {
             Ok(p) => p,
             Err(r) => return fail(r),
         };
+        // target_check_reservation, at setup, before the data phase (and before the unit
+        // attention check in execute).
+        if let (Some(lu), Some(n)) = (lu, self.nexuses.get(&nexus)) {
+            if lu.pr.conflicts(n.it(), Self::access(cdb)) {
+                return Ok(Decoded::Done(Response::conflict(Residual::None)));
+            }
+        }
         // Opposite directions (a READ with data-out buffers): LIO would move data the way
         // the transport says; we refuse.
         if dir != DataDir::None && p.dir != DataDir::None && dir != p.dir {
@@ -503,6 +556,42 @@ impl Target {
             op: p.op,
             virtual_lun0,
         }))
+    }
+
+    /// How a command stands to a reservation (SPC-4 table 64; LIO's
+    /// `core_scsi3_pr_seq_non_holder`): what finds and describes the LU and the
+    /// reservation commands themselves are always allowed, reads of the medium or its mode
+    /// pages are allowed under the write-exclusive types, the rest are writes.
+    fn access(cdb: &[u8]) -> Access {
+        match cdb.first().map(|b| ScsiOpcode(*b)) {
+            Some(
+                ScsiOpcode::INQUIRY
+                | ScsiOpcode::REPORT_LUNS
+                | ScsiOpcode::REQUEST_SENSE
+                | ScsiOpcode::TEST_UNIT_READY
+                | ScsiOpcode::READ_CAPACITY_10
+                | ScsiOpcode::SERVICE_ACTION_IN_16
+                | ScsiOpcode::PERSISTENT_RESERVE_IN
+                | ScsiOpcode::PERSISTENT_RESERVE_OUT
+                | ScsiOpcode::MAINTENANCE_IN
+                | ScsiOpcode::RELEASE_6
+                | RELEASE_10,
+            ) => Access::Always,
+            Some(
+                ScsiOpcode::READ_6
+                | ScsiOpcode::READ_10
+                | ScsiOpcode::READ_12
+                | ScsiOpcode::READ_16
+                | ScsiOpcode::VERIFY_10
+                | ScsiOpcode::VERIFY_16
+                | ScsiOpcode::MODE_SENSE_6
+                | ScsiOpcode::MODE_SENSE_10
+                | ScsiOpcode::SEEK_6
+                | ScsiOpcode::SEEK_10
+                | ScsiOpcode::REZERO_UNIT,
+            ) => Access::Read,
+            _ => Access::Write,
+        }
     }
 
     /// The virtual LUN 0 answers what lets an initiator find the real LUNs.
@@ -742,6 +831,32 @@ impl Target {
                     size: 2 * blocks * bs,
                     data_cdb: true,
                 }
+            }
+            ScsiOpcode::PERSISTENT_RESERVE_IN => Parsed::new(
+                Op::PrIn { sa: cdb[1] & 0x1f },
+                DataDir::In,
+                u64::from(read_u16(cdb, 7)),
+            ),
+            ScsiOpcode::PERSISTENT_RESERVE_OUT => Parsed::new(
+                Op::PrOut {
+                    sa: cdb[1] & 0x1f,
+                    scope_type: cdb[2],
+                },
+                DataDir::Out,
+                u64::from(read_u32(cdb, 5)),
+            ),
+            ScsiOpcode::RESERVE_6 | ScsiOpcode::RELEASE_6 | RESERVE_10 | RELEASE_10 => {
+                // RESERVE/RELEASE(10) with 3RDPTY (a third party's reservation): LIO
+                // refuses them too.
+                if matches!(opcode, RESERVE_10 | RELEASE_10) && cdb[1] & 0x10 != 0 {
+                    return Err(SenseReason::InvalidCdbField);
+                }
+                let op = if matches!(opcode, ScsiOpcode::RESERVE_6 | RESERVE_10) {
+                    Op::Reserve
+                } else {
+                    Op::Release
+                };
+                Parsed::new(op, DataDir::None, 0)
             }
             ScsiOpcode::SYNCHRONIZE_CACHE_10 | ScsiOpcode::SYNCHRONIZE_CACHE_16 => {
                 let r = SyncCacheRepr::parse(cdb).map_err(bad)?;
@@ -1041,6 +1156,73 @@ impl Target {
         }
     }
 
+    /// PERSISTENT RESERVE OUT, RESERVE, RELEASE: the LU's reservation state changes; unit
+    /// attentions go to every login of the I_T nexuses concerned, PREEMPT AND ABORT's tasks
+    /// are aborted, and a store that keeps the state (APTPL) is told the new one.
+    fn reservation_out(&mut self, cmd: &Cmd, outb: &[u8]) -> Result<Done, SenseReason> {
+        let it = self
+            .nexuses
+            .get(&cmd.nexus)
+            .map(Nexus::it)
+            .ok_or(SenseReason::NonExistentLun)?;
+        let lu = self
+            .luns
+            .get_mut(&cmd.lun.0)
+            .ok_or(SenseReason::NonExistentLun)?;
+        let conflict = |e: PrError| match e {
+            PrError::Conflict => SenseReason::ReservationConflict,
+            PrError::Sense(r) => r,
+        };
+        let fx = match cmd.op {
+            Op::Reserve => {
+                lu.pr.reserve_spc2(it).map_err(conflict)?;
+                return Ok(Done::NoData);
+            }
+            Op::Release => {
+                lu.pr.release_spc2(it);
+                return Ok(Done::NoData);
+            }
+            Op::PrOut { sa, scope_type } => {
+                let persist = lu.store.keeps_reservations();
+                let was_kept = lu.pr.aptpl;
+                let fx = lu
+                    .pr
+                    .out(it, sa, scope_type, outb, persist)
+                    .map_err(conflict)?;
+                if persist && (was_kept || lu.pr.aptpl) {
+                    // The state changed in memory; a failure to keep it is reported (LIO
+                    // only logs it).
+                    lu.store
+                        .save_reservations(&lu.pr.to_aptpl_text())
+                        .map_err(|_| SenseReason::LogicalUnitCommunicationFailure)?;
+                }
+                fx
+            }
+            _ => return Ok(Done::NoData),
+        };
+        let lun = cmd.lun;
+        for (who, asc) in fx.ua {
+            for (n, x) in &self.nexuses {
+                if x.it() == who {
+                    self.ua.entry((*n, lun.0)).or_default().push(asc);
+                }
+            }
+        }
+        if !fx.abort.is_empty() {
+            let nexuses = &self.nexuses;
+            let aborted = self.tasks.abort_where(
+                |n, l| {
+                    l == lun
+                        && n != cmd.nexus
+                        && nexuses.get(&n).is_some_and(|x| fx.abort.contains(&x.it()))
+                },
+                |_| false,
+            );
+            self.preempted.extend(aborted);
+        }
+        Ok(Done::NoData)
+    }
+
     fn execute_lun(
         &mut self,
         cmd: &Cmd,
@@ -1049,6 +1231,9 @@ impl Target {
         lent: Option<&mut [u8]>,
     ) -> Result<Done, SenseReason> {
         match cmd.op {
+            Op::PrOut { .. } | Op::Reserve | Op::Release => {
+                return self.reservation_out(cmd, outb);
+            }
             Op::ReportLuns => return Ok(emulate::report_luns(self.luns.keys().copied(), inb)),
             Op::RequestSense { desc } => {
                 if desc {
@@ -1104,6 +1289,11 @@ impl Target {
                 Ok(emulate::put(inb, &lu.read_capacity10()))
             }
             Op::ReadCapacity16 => Ok(emulate::put(inb, &lu.read_capacity16())),
+            Op::PrIn { sa } => {
+                let persist = lu.store.keeps_reservations();
+                let data = lu.pr.read(sa, persist, self.config.protocol_id)?;
+                Ok(emulate::put(inb, &data))
+            }
             Op::ModeSense {
                 ten,
                 dbd,
@@ -1134,6 +1324,9 @@ impl Target {
             }
             Op::ReportLuns
             | Op::RequestSense { .. }
+            | Op::PrOut { .. }
+            | Op::Reserve
+            | Op::Release
             | Op::Unmap { .. }
             | Op::WriteSame { .. }
             | Op::CompareAndWrite { .. } => Ok(Done::NoData),

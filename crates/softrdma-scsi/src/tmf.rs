@@ -219,6 +219,11 @@ impl Target {
                 let aborted = self
                     .tasks
                     .abort_where(|_, l| l == lun, |n| tas && n != nexus);
+                // LIO's core_tmr_lun_reset releases an SPC-2 reservation; persistent ones
+                // stay (SPC-4 §5.13.1).
+                if let Some(lu) = self.luns.get_mut(&lun.0) {
+                    lu.pr.spc2 = None;
+                }
                 let policy = self.config.lun_reset_ua;
                 let bdr = AscAscq::new(0x29, 0x03);
                 for n in self.nexuses.keys() {

@@ -935,13 +935,10 @@ fn request_sense() {
 fn unsupported_opcodes() {
     let (mut t, n) = rig();
     // LOG SENSE, MAINTENANCE IN (REPORT SUPPORTED OPERATION CODES: LIO 6.1 answers 20h/00h
-    // too, f_srp.pcap frame 65), RESERVE(6), PERSISTENT RESERVE IN, PREVENT ALLOW MEDIUM
-    // REMOVAL, a vendor-specific opcode.
+    // too, f_srp.pcap frame 65), PREVENT ALLOW MEDIUM REMOVAL, a vendor-specific opcode.
     for cdb in [
         cdb10(0x4d, 0, 0, 0x100).to_vec(),
         vec![0xa3, 0x0c, 1, 0x12, 0, 0, 0, 0, 0, 0x0a, 0, 0],
-        vec![0x16, 0, 0, 0, 0, 0],
-        cdb10(0x5e, 0, 0, 0).to_vec(),
         vec![0x1e, 0, 0, 0, 1, 0],
         vec![0xc0, 0, 0, 0, 0, 0],
         vec![0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0],

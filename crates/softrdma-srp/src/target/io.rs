@@ -424,7 +424,11 @@ impl SrpTarget {
         ch: u32,
         i: u32,
     ) {
-        let _ = (now, &rdma);
+        // A PREEMPT AND ABORT executed since the last turn: its victims' tasks stop as a
+        // task management function's do (no response, the credit back).
+        for a in self.scsi.take_preempted() {
+            self.abort_task(now, rdma, stack, a.nexus, a.tag, a.task_aborted_status);
+        }
         loop {
             let Some(c) = self.channels.get_mut(&ch) else {
                 return;

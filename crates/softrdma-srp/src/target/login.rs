@@ -213,9 +213,13 @@ impl SrpTarget {
         let nexus = match self.nexuses.get_mut(&key) {
             Some(n) => n.scsi,
             None => {
-                let scsi = self
-                    .scsi
-                    .register_nexus(InitiatorId(u128::from_be_bytes(req.initiator_port_id)));
+                // The I_T nexus of persistent reservations: the 16-byte initiator port
+                // identifier (initiator_ext included) and the target port, whose relative
+                // port identifier is its index + 1.
+                let scsi = self.scsi.register_nexus_on(
+                    InitiatorId(u128::from_be_bytes(req.initiator_port_id)),
+                    u16::try_from(port + 1).unwrap_or(u16::MAX),
+                );
                 self.nexuses.insert(
                     key,
                     NexusEntry {
