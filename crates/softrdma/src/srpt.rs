@@ -70,9 +70,15 @@ pub struct Args {
     /// A TOML configuration file (see docs/srp-target.md).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Allow only these initiators (port identifier 0x + 32 hex digits, or source address).
-    #[arg(long = "allow")]
+    /// Allow this initiator to log in: its port identifier (32 hex digits, or fewer for
+    /// initiator_ext 0, with or without 0x), its GUID (aaaa:bbbb:cccc:dddd, any
+    /// initiator_ext) or its source address. Without --allow (or [acl] in --config) every
+    /// login is refused, as LIO refuses initiators without a node ACL.
+    #[arg(long = "allow", value_name = "INITIATOR")]
     allow: Vec<String>,
+    /// Let any initiator log in (LIO's demo mode, generate_node_acls=1).
+    #[arg(long)]
+    demo: bool,
     /// srp_max_req_size: the largest initiator-to-target IU.
     #[arg(long)]
     max_req_size: Option<u32>,
@@ -97,8 +103,26 @@ struct FileConfig {
     lun: Vec<LunSpec>,
     #[serde(default)]
     acl: Option<AclSpec>,
+    /// Any initiator may log in (LIO's demo mode); otherwise only the ACL's.
+    #[serde(default)]
+    demo_mode: bool,
     #[serde(default)]
     limits: Limits,
+    /// ib_srpt's TPG attributes.
+    #[serde(default)]
+    tpg: TpgAttrib,
+}
+
+/// ib_srpt's TPG attributes (`/sys/kernel/config/target/srpt/<port>/tpgt_1/attrib/`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TpgAttrib {
+    /// Advertised in the DM IOControllerProfile (RDMATransferSize), 65536 by default.
+    srp_max_rdma_size: Option<u32>,
+    /// The send buffer of one response (SRP_RSP and its sense), 256 by default.
+    srp_max_rsp_size: Option<u32>,
+    /// The channel's send queue is half of it (ib_srpt sizes its SQ so), 1024 by default here.
+    srp_sq_size: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -221,20 +245,41 @@ fn make_lun(l: &LunSpec) -> Result<LogicalUnit, String> {
     }
 }
 
-fn parse_acl(s: &str) -> Result<AclEntry, String> {
+/// An ACL entry in the forms LIO's ib_srpt takes for a node ACL name
+/// (`srpt_parse_i_port_id`, `srpt_parse_guid`, an address for RDMA CM logins): the
+/// initiator port identifier as 1 to 32 hex digits, with or without `0x` (fewer than 32 are
+/// the low digits: `505400fffe77000a` is initiator_ext 0 and that GUID), the GUID as
+/// `aaaa:bbbb:cccc:dddd` (any initiator_ext), or an IPv4/IPv6 address.
+pub fn parse_acl(s: &str) -> Result<AclEntry, String> {
+    let s = s.trim();
     if let Ok(ip) = s.parse::<IpAddr>() {
         return Ok(AclEntry::Addr(ip));
     }
-    let h = s.strip_prefix("0x").unwrap_or(s);
-    if h.len() == 32 && h.bytes().all(|c| c.is_ascii_hexdigit()) {
-        let mut id = [0u8; 16];
-        for (i, b) in id.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    if s.contains(':') {
+        let groups: Vec<&str> = s.split(':').collect();
+        if groups.len() == 4
+            && groups
+                .iter()
+                .all(|g| (1..=4).contains(&g.len()) && g.bytes().all(|c| c.is_ascii_hexdigit()))
+        {
+            let mut g: u64 = 0;
+            for x in groups {
+                g = g << 16 | u64::from(u16::from_str_radix(x, 16).map_err(|e| e.to_string())?);
+            }
+            return Ok(AclEntry::Guid(g));
         }
-        return Ok(AclEntry::PortId(id));
+    }
+    let h = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    if (1..=32).contains(&h.len()) && h.bytes().all(|c| c.is_ascii_hexdigit()) {
+        let v = u128::from_str_radix(h, 16).map_err(|e| e.to_string())?;
+        return Ok(AclEntry::PortId(v.to_be_bytes()));
     }
     Err(format!(
-        "{s}: an initiator is a port identifier (0x + 32 hex digits) or an IP address"
+        "{s}: an initiator is a port identifier (up to 32 hex digits, 0x optional), a GUID \
+         (aaaa:bbbb:cccc:dddd) or an IP address"
     ))
 }
 
@@ -293,8 +338,12 @@ pub struct Setup {
     pub listen: Vec<SocketAddr>,
     pub guid: Option<String>,
     pub luns: Vec<LunSpec>,
+    /// `None`: any initiator (demo mode); `Some` of an empty list: nobody.
     pub acl: Option<Vec<AclEntry>>,
     pub max_req_size: Option<u32>,
+    pub max_rsp_size: Option<u32>,
+    pub max_rdma_size: Option<u32>,
+    pub sq_size: Option<u32>,
     pub rq_size: Option<u32>,
     pub channels_per_initiator: Option<u32>,
     pub ib_cm: bool,
@@ -305,7 +354,9 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// A target on `listen` with one memory LUN of `size` bytes (512-byte blocks).
+    /// A target on `listen` with one memory LUN of `size` bytes (512-byte blocks), open to
+    /// any initiator (demo mode: the in-process benchmarks' target; `softrdma demo` gives its
+    /// initiator an ACL instead).
     pub fn memory(listen: SocketAddr, size: u64) -> Setup {
         Setup {
             listen: vec![listen],
@@ -316,6 +367,9 @@ impl Setup {
             }],
             acl: None,
             max_req_size: None,
+            max_rsp_size: None,
+            max_rdma_size: None,
+            sq_size: None,
             rq_size: None,
             channels_per_initiator: None,
             ib_cm: false,
@@ -361,24 +415,32 @@ fn setup_from(args: &Args) -> Result<Setup, String> {
     if luns.is_empty() {
         return Err("give at least one LUN (--lun mem:SIZE or --lun file:PATH)".into());
     }
-    let mut acl: Option<Vec<AclEntry>> = file
-        .acl
-        .map(|a| a.allow.iter().map(|s| parse_acl(s)).collect())
-        .transpose()?;
-    if !args.allow.is_empty() {
-        let extra: Vec<AclEntry> = args
+    // Closed by default, as LIO: no ACL entry, no login. Demo mode opens it to anyone.
+    let mut entries: Vec<AclEntry> = match &file.acl {
+        Some(a) => a
             .allow
             .iter()
             .map(|s| parse_acl(s))
-            .collect::<Result<_, _>>()?;
-        acl.get_or_insert_with(Vec::new).extend(extra);
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
+    for s in &args.allow {
+        entries.push(parse_acl(s).map_err(|e| format!("--allow {e}"))?);
     }
+    let acl = if args.demo || file.demo_mode {
+        None
+    } else {
+        Some(entries)
+    };
     Ok(Setup {
         listen,
         guid: args.guid.clone().or(file.guid),
         luns,
         acl,
         max_req_size: args.max_req_size.or(file.limits.max_req_size),
+        max_rsp_size: file.tpg.srp_max_rsp_size,
+        max_rdma_size: file.tpg.srp_max_rdma_size,
+        sq_size: file.tpg.srp_sq_size,
         rq_size: file.limits.rq_size,
         channels_per_initiator: file.limits.channels_per_initiator,
         ib_cm: file.ib_cm || args.ib_cm,
@@ -406,6 +468,9 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         luns,
         acl,
         max_req_size,
+        max_rsp_size,
+        max_rdma_size,
+        sq_size,
         rq_size,
         channels_per_initiator,
         ib_cm,
@@ -469,6 +534,26 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         cfg.login.rq_size = n;
     }
     cfg.login.channels_per_initiator = channels_per_initiator;
+    if let Some(n) = max_rsp_size {
+        // An SRP_RSP (36 bytes) with the 18 bytes of fixed-format sense must fit.
+        if !(64..=65536).contains(&n) {
+            return Err(format!("srp_max_rsp_size {n}: 64 ..= 65536"));
+        }
+        cfg.login.max_rsp_size = n;
+    }
+    if let Some(n) = sq_size {
+        if !(16..=65536).contains(&n) {
+            return Err(format!("srp_sq_size {n}: 16 ..= 65536"));
+        }
+        cfg.sq_size = n / 2;
+    }
+    let max_rdma_size = match max_rdma_size {
+        Some(n) if !(4096..=(1 << 24)).contains(&n) => {
+            return Err(format!("srp_max_rdma_size {n}: 4096 ..= 16777216"))
+        }
+        Some(n) => n,
+        None => DEFAULT_MAX_RDMA_SIZE,
+    };
 
     let mut scsi = Target::new(TargetConfig {
         port_name: colon_guid(guid),
@@ -476,6 +561,9 @@ pub fn start(setup: Setup) -> Result<Served, String> {
     });
     for (i, l) in luns.iter().enumerate() {
         let lu = make_lun(l)?;
+        if let Some(e) = lu.reservations_load_error() {
+            warn!(lun = i, "{e}: starting without persistent reservations");
+        }
         info!(
             lun = i,
             blocks = lu.blocks(),
@@ -485,6 +573,16 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         );
         scsi.add_lun(LunId(i as u64), lu)
             .map_err(|e| format!("LUN {i}: {e}"))?;
+    }
+    // Said once the configuration is known good (a refusal stays one line).
+    match &cfg.login.acl {
+        None => info!("demo mode: any initiator may log in"),
+        Some(a) if a.is_empty() => warn!(
+            "no ACL: every login is refused (SRP_LOGIN_REJ reason 0x00010006), as LIO refuses \
+             initiators without a node ACL; allow initiators with --allow (or [acl] allow in \
+             --config), or any with --demo (demo_mode = true)"
+        ),
+        Some(a) => info!(entries = a.len(), "ACL: only these initiators may log in"),
     }
     let mut engine = SrpTarget::new(cfg.clone(), scsi);
 
@@ -502,7 +600,7 @@ pub fn start(setup: Setup) -> Result<Served, String> {
             device_version: attr.hw_ver as u16,
             send_queue_depth: cfg.login.rq_size.min(attr.max_qp_wr) as u16,
             send_size: cfg.login.max_req_size,
-            max_rdma_size: DEFAULT_MAX_RDMA_SIZE,
+            max_rdma_size,
         };
         dev.attach_mad_client(|mad, _| {
             let agent = mad.register_methods(
@@ -855,5 +953,87 @@ fn log_events(engine: &mut SrpTarget) {
                 None => warn!("{what}"),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acl_forms_lio_takes() {
+        let id = |h: u128| AclEntry::PortId(h.to_be_bytes());
+        let full = 0x0000_0000_0000_0001_5054_00ff_fe77_000a_u128;
+        assert_eq!(
+            parse_acl("0x0000000000000001505400fffe77000a"),
+            Ok(id(full))
+        );
+        assert_eq!(parse_acl("0000000000000001505400fffe77000a"), Ok(id(full)));
+        // The short form: the low digits, initiator_ext 0.
+        assert_eq!(parse_acl("505400fffe77000a"), Ok(id(0x5054_00ff_fe77_000a)));
+        assert_eq!(
+            parse_acl("0x505400FFFE77000A"),
+            Ok(id(0x5054_00ff_fe77_000a))
+        );
+        assert_eq!(
+            parse_acl("5054:00ff:fe77:000a"),
+            Ok(AclEntry::Guid(0x5054_00ff_fe77_000a))
+        );
+        assert_eq!(
+            parse_acl("10.77.0.10"),
+            Ok(AclEntry::Addr(
+                "10.77.0.10".parse().unwrap_or(IpAddr::from([0; 4]))
+            ))
+        );
+        assert!(matches!(parse_acl("fd77::10"), Ok(AclEntry::Addr(_))));
+        for bad in [
+            "",
+            "0x",
+            "nobody",
+            "0x123456789012345678901234567890123",
+            "1:2:3",
+        ] {
+            assert!(parse_acl(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn args(extra: &[&str]) -> Args {
+        let mut v = vec!["srpt", "-a", "127.0.0.1", "--lun", "mem:1M"];
+        v.extend_from_slice(extra);
+        Args::parse_from(v)
+    }
+
+    #[test]
+    fn closed_unless_allowed_or_demo() {
+        let s = setup_from(&args(&[])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl, Some(Vec::new()));
+        let s = setup_from(&args(&["--allow", "127.0.0.2"])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl.map(|a| a.len()), Some(1));
+        let s = setup_from(&args(&["--demo"])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl, None);
+    }
+
+    #[test]
+    fn config_demo_mode_and_tpg_attributes() {
+        let dir = std::env::temp_dir().join(format!("softrdma-srpt-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.join("t.toml");
+        std::fs::write(
+            &p,
+            "demo_mode = true\n[tpg]\nsrp_max_rdma_size = 131072\nsrp_max_rsp_size = 512\nsrp_sq_size = 2048\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let path = p.display().to_string();
+        let s = setup_from(&args(&["--config", &path])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl, None);
+        assert_eq!(
+            (s.max_rdma_size, s.max_rsp_size, s.sq_size),
+            (Some(131072), Some(512), Some(2048))
+        );
+        std::fs::write(&p, "[acl]\nallow = [\"5054:00ff:fe77:000a\"]\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let s = setup_from(&args(&["--config", &path])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl, Some(vec![AclEntry::Guid(0x5054_00ff_fe77_000a)]));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -91,3 +91,84 @@ fn prints_add_target_and_exits_0_on_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A target serving until dropped (SIGTERM, then waited for); its add_target line.
+struct Serving {
+    child: std::process::Child,
+    line: String,
+}
+
+impl Serving {
+    fn start(args: &[&str]) -> Serving {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+            .arg("srpt")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let out = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(out).lines();
+        let line = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("add_target: ").map(str::to_string))
+            .expect("add_target line");
+        // Keep draining stdout: a closed pipe would end the target.
+        std::thread::spawn(move || for _ in lines {});
+        Serving { child, line }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn login(target: &str, src: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args([
+            "srp",
+            "login",
+            &format!("{target},src={src}"),
+            "--login-timeout",
+            "20",
+        ])
+        .output()
+        .expect("run softrdma srp")
+}
+
+/// Closed by default, as LIO: no ACL, every login refused with reason 0x00010006; an ACL
+/// entry (the initiator's address, or its port identifier in the short form) lets it in,
+/// and so does --demo.
+#[test]
+fn closed_by_default_allow_and_demo() {
+    let t = Serving::start(&["-a", "127.0.84.1", "--lun", "mem:1M"]);
+    let o = login(&t.line, "127.0.84.2");
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("0x00010006"), "{e}");
+    drop(t);
+    let t = Serving::start(&[
+        "-a",
+        "127.0.84.1",
+        "--lun",
+        "mem:1M",
+        "--allow",
+        "127.0.84.9",
+        "--allow",
+        "127.0.84.2",
+    ]);
+    let o = login(&t.line, "127.0.84.2");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = login(&t.line, "127.0.84.3");
+    assert_eq!(o.status.code(), Some(1));
+    drop(t);
+    let t = Serving::start(&["-a", "127.0.84.1", "--lun", "mem:1M", "--demo"]);
+    let o = login(&t.line, "127.0.84.3");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
