@@ -164,6 +164,10 @@ pub(crate) enum Op {
         sync: bool,
     },
     SyncCache,
+    /// REPORT TARGET PORT GROUPS (MAINTENANCE IN, service action 0Ah).
+    ReportTargetPortGroups {
+        extended: bool,
+    },
     /// PERSISTENT RESERVE IN: the service action.
     PrIn {
         sa: u8,

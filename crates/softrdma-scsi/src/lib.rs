@@ -69,6 +69,7 @@ pub use provisioning::{parse_unmap_list, UnmapDescriptor};
 pub use sense::{Sense, SenseReason};
 pub use store::{BackingStore, BlockSize, FileStore, MemStore, StoreError};
 pub use target::{
-    CoreError, InPlace, InitiatorId, LunResetUa, NexusId, Placement, Target, TargetConfig,
+    AluaState, CoreError, InPlace, InitiatorId, LunResetUa, NexusId, Placement, PortGroup, Target,
+    TargetConfig,
 };
 pub use tmf::{AbortedTask, TmfKind, TmfOutcome, TmfResponse};

@@ -91,7 +91,9 @@ pub struct LunConfig {
     pub max_unmap_lba_count: u32,
     /// MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT (LIO FILEIO: 1, "hardcoded to 1 in Linux").
     pub max_unmap_block_descriptors: u32,
-    /// MAXIMUM WRITE SAME LENGTH in blocks (LIO FILEIO: 0x1000).
+    /// MAXIMUM WRITE SAME LENGTH in blocks: 0xFFFF, LIO IBLOCK's (FILEIO says 0x1000).
+    /// Linux sends discards as WRITE SAME(16) with UNMAP of 0xFFFF blocks when the LUN lists
+    /// no VPD pages (no unit serial), so a smaller limit would fail them.
     pub max_write_same_len: u32,
 }
 
@@ -110,7 +112,7 @@ impl Default for LunConfig {
             thin_provisioning: true,
             max_unmap_lba_count: 0x2000,
             max_unmap_block_descriptors: 1,
-            max_write_same_len: 0x1000,
+            max_write_same_len: 0xffff,
         }
     }
 }
@@ -235,6 +237,7 @@ impl LogicalUnit {
             rtpi: self.config.relative_port_id,
             protocol_id: target.protocol_id,
             disk: true,
+            tpgs: !target.port_groups.is_empty(),
         }
     }
 
@@ -415,6 +418,8 @@ pub(crate) struct Identity<'a> {
     pub protocol_id: u8,
     /// A direct-access block device (SBC-3 version descriptor, block VPD pages).
     pub disk: bool,
+    /// TPGS 01b in the standard INQUIRY data: implicit ALUA (target port groups configured).
+    pub tpgs: bool,
 }
 
 /// `s` as an ASCII field of `N` bytes, left aligned, space padded (SPC-4 §4.4.1).
@@ -466,9 +471,10 @@ impl Identity<'_> {
             version: 6,
             byte3: 2,
             additional_len: 91,
-            // No SCCS, TPGS, 3PC or PROTECT: we have no REPORT TARGET PORT GROUPS, EXTENDED
-            // COPY or protection information (LIO sets SCCS, TPGS 3 and 3PC).
-            byte5: 0,
+            // TPGS 01b (implicit ALUA) with target port groups; no SCCS, 3PC or PROTECT: we
+            // have no SET TARGET PORT GROUPS, EXTENDED COPY or protection information (LIO
+            // sets SCCS, TPGS 3 and 3PC).
+            byte5: if self.tpgs { 0x10 } else { 0 },
             byte6: 0,
             byte7: 0x02, // CMDQUE
             vendor: ascii_field(self.vendor),
@@ -651,6 +657,7 @@ mod tests {
             rtpi: 1,
             protocol_id: cfg.protocol_id,
             disk: true,
+            tpgs: false,
         };
         // Non-hex characters (a UUID's dashes) are skipped; short serials leave zeroes;
         // long ones stop at 25 digits.

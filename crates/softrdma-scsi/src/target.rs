@@ -75,6 +75,30 @@ pub struct TargetConfig {
     /// initiator sees it. LIO 6.1 raises none at login.
     pub power_on_ua: bool,
     pub lun_reset_ua: LunResetUa,
+    /// ALUA target port groups (SPC-4 §5.16): with any, the standard INQUIRY data says TPGS
+    /// 01b (implicit ALUA), VPD page 0x83 names the nexus's target port and its group, and
+    /// REPORT TARGET PORT GROUPS lists them. Empty: no ALUA (TPGS 0; REPORT TARGET PORT
+    /// GROUPS is an unsupported command).
+    pub port_groups: Vec<PortGroup>,
+}
+
+/// ASYMMETRIC ACCESS STATE of a target port group (SPC-4 table 176); both take every
+/// command, the difference is the path an initiator prefers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AluaState {
+    ActiveOptimized,
+    ActiveNonOptimized,
+}
+
+/// A target port group: its identifier, its state and the relative target port identifiers
+/// of its ports (LIO's `tg_pt_gp`; `default_tg_pt_gp` is id 0 with every port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortGroup {
+    pub id: u16,
+    pub state: AluaState,
+    /// PREF: the preferred group.
+    pub preferred: bool,
+    pub ports: Vec<u16>,
 }
 
 impl Default for TargetConfig {
@@ -88,6 +112,7 @@ impl Default for TargetConfig {
             virtual_lun0: Some(0x3f),
             power_on_ua: true,
             lun_reset_ua: LunResetUa::AllNexuses,
+            port_groups: Vec::new(),
         }
     }
 }
@@ -521,7 +546,7 @@ impl Target {
             return fail(SenseReason::WriteProtected);
         }
         let parsed = match lu {
-            Some(lu) => Self::parse(cdb, lu),
+            Some(lu) => Self::parse(cdb, lu, self.config.port_groups.is_empty()),
             None => Self::parse_virtual(cdb),
         };
         let p = match parsed {
@@ -641,7 +666,7 @@ impl Target {
     }
 
     /// `sbc_parse_cdb` (with `spc_parse_cdb` behind it) for a real LUN.
-    fn parse(cdb: &[u8], lu: &LogicalUnit) -> Result<Parsed, SenseReason> {
+    fn parse(cdb: &[u8], lu: &LogicalUnit, port_groups_empty: bool) -> Result<Parsed, SenseReason> {
         let Some(&op0) = cdb.first() else {
             return Err(SenseReason::InvalidCdbField);
         };
@@ -831,6 +856,20 @@ impl Target {
                     size: 2 * blocks * bs,
                     data_cdb: true,
                 }
+            }
+            ScsiOpcode::MAINTENANCE_IN if cdb[1] & 0x1f == 0x0a => {
+                // REPORT TARGET PORT GROUPS; PARAMETER DATA FORMAT 001b is the extended
+                // header.
+                if port_groups_empty {
+                    return Err(SenseReason::UnsupportedOpcode);
+                }
+                Parsed::new(
+                    Op::ReportTargetPortGroups {
+                        extended: cdb[1] >> 5 == 1,
+                    },
+                    DataDir::In,
+                    u64::from(read_u32(cdb, 6)),
+                )
             }
             ScsiOpcode::PERSISTENT_RESERVE_IN => Parsed::new(
                 Op::PrIn { sa: cdb[1] & 0x1f },
@@ -1142,6 +1181,7 @@ impl Target {
             rtpi: self.virtual_lun0_config.relative_port_id,
             protocol_id: self.config.protocol_id,
             disk: false,
+            tpgs: false,
         };
         match cmd.op {
             Op::Inquiry { evpd, page } => {
@@ -1247,6 +1287,12 @@ impl Target {
             }
             _ => {}
         }
+        // With ALUA the relative target port VPD page 0x83 names is the nexus's.
+        let nexus_port = if self.config.port_groups.is_empty() {
+            None
+        } else {
+            self.nexuses.get(&cmd.nexus).map(|n| n.port)
+        };
         let Some(lu) = self.luns.get_mut(&cmd.lun.0) else {
             return Err(SenseReason::NonExistentLun);
         };
@@ -1278,8 +1324,20 @@ impl Target {
         match cmd.op {
             Op::TestUnitReady | Op::Noop | Op::Verify => Ok(Done::NoData),
             Op::Inquiry { evpd, page } => {
-                let id = lu.identity(&self.config);
-                emulate::inquiry(&id, Some(lu), &self.config, evpd, page, inb)
+                let mut id = lu.identity(&self.config);
+                let Some(port) = nexus_port else {
+                    return emulate::inquiry(&id, Some(lu), &self.config, evpd, page, inb);
+                };
+                // ALUA: the nexus's port and its group in VPD page 0x83.
+                id.rtpi = port;
+                let mut config = self.config.clone();
+                config.target_port_group = self
+                    .config
+                    .port_groups
+                    .iter()
+                    .find(|g| g.ports.contains(&port))
+                    .map(|g| g.id);
+                emulate::inquiry(&id, Some(lu), &config, evpd, page, inb)
             }
             Op::ReadCapacity10 { pmi, lba } => {
                 // SBC-2: PMI clear with a non-zero LBA is INVALID FIELD IN CDB.
@@ -1289,6 +1347,10 @@ impl Target {
                 Ok(emulate::put(inb, &lu.read_capacity10()))
             }
             Op::ReadCapacity16 => Ok(emulate::put(inb, &lu.read_capacity16())),
+            Op::ReportTargetPortGroups { extended } => Ok(emulate::put(
+                inb,
+                &emulate::report_target_port_groups(&self.config.port_groups, extended),
+            )),
             Op::PrIn { sa } => {
                 let persist = lu.store.keeps_reservations();
                 let data = lu.pr.read(sa, persist, self.config.protocol_id)?;

@@ -132,7 +132,7 @@ fn inquiry_vpd_pages() {
     assert_eq!(ds[4].designator, b"softrdma\0\0\0\0");
     // Block limits with thin provisioning: the 0x3C-long page; WSNZ, COMPARE AND WRITE of
     // one block, 8 MiB in 512-byte blocks; the UNMAP limits and MAXIMUM WRITE SAME LENGTH
-    // of LIO's FILEIO (0x2000 blocks, one descriptor, granularity 1, 0x1000 blocks).
+    // of LIO's FILEIO (0x2000 blocks, one descriptor, granularity 1) and IBLOCK's 0xFFFF.
     let b0 = vpd(&mut t, L0, 0xb0);
     assert_eq!(b0.len(), 64);
     assert_eq!(&b0[2..12], &[0, 0x3c, 1, 1, 0, 1, 0, 0, 0x40, 0]);
@@ -141,7 +141,7 @@ fn inquiry_vpd_pages() {
         &b0[20..36],
         &[0, 0, 0x20, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]
     );
-    assert_eq!(&b0[36..44], &[0, 0, 0, 0, 0, 0, 0x10, 0]);
+    assert_eq!(&b0[36..44], &[0, 0, 0, 0, 0, 0, 0xff, 0xff]);
     // ... and in 4096-byte blocks, read-only: no thin provisioning, the 0x10-long page.
     let b0 = vpd(&mut t, L1, 0xb0);
     assert_eq!(b0.len(), 20);

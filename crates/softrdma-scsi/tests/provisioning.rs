@@ -189,18 +189,26 @@ fn write_same_errors_as_lio() {
             AscAscq::INVALID_COMMAND_OPERATION_CODE,
         );
     }
-    // More than MAXIMUM WRITE SAME LENGTH (0x1000).
-    let (mut t2, n2) = rig_with(mem(0x2000, BlockSize::B512), cfg());
+    // More than MAXIMUM WRITE SAME LENGTH (0xFFFF); Linux's WRITE SAME(16) discard of
+    // 0xFFFF blocks (what it sends without VPD pages) is taken.
+    let (mut t2, n2) = rig_with(mem(0x10001, BlockSize::B512), cfg());
     illegal(
-        &run_out(&mut t2, n2, L0, &cdb16(0x93, 0, 0, 0x1001), &block),
+        &run_out(&mut t2, n2, L0, &cdb16(0x93, 0, 0, 0x10000), &block),
         AscAscq::INVALID_FIELD_IN_CDB,
     );
     good(&run_out(
         &mut t2,
         n2,
         L0,
-        &cdb16(0x93, 0, 0, 0x1000),
+        &cdb16(0x93, 0, 0, 0xffff),
         &block,
+    ));
+    good(&run_out(
+        &mut t2,
+        n2,
+        L0,
+        &cdb16(0x93, 0x08, 1, 0xffff),
+        &[0; 512],
     ));
     // ANCHOR; WRPROTECT without protection information.
     illegal(

@@ -25,7 +25,8 @@ use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::mad::{MadClient, PortCtx};
 use softrdma_driver::{Device, DeviceConfig, PollMode, Progress};
 use softrdma_scsi::{
-    BlockSize, FileStore, LogicalUnit, LunConfig, LunId, MemStore, Target, TargetConfig,
+    AluaState, BlockSize, FileStore, LogicalUnit, LunConfig, LunId, MemStore, PortGroup, Target,
+    TargetConfig,
 };
 use softrdma_srp::dm::{self, DmInfo};
 use softrdma_srp::guid::{colon_guid, parse_guid};
@@ -218,7 +219,23 @@ fn parse_lun(spec: &str) -> Result<LunSpec, String> {
     Ok(l)
 }
 
-fn make_lun(l: &LunSpec) -> Result<LogicalUnit, String> {
+/// A LUN's unit serial number, as targetcli gives every LIO backstore one (`vpd_unit_serial`):
+/// without it LIO lists no VPD pages and Linux reads neither the block limits (0xB0) nor the
+/// provisioning page (0xB2), so it would not know to send UNMAP. Stable across restarts: the
+/// target GUID, the LUN number and (FNV-1a of) the backing file's path.
+fn unit_serial(guid: u64, lun: usize, l: &LunSpec) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let what = match &l.file {
+        Some(p) => p.display().to_string(),
+        None => "mem".to_string(),
+    };
+    for b in what.bytes().chain((lun as u64).to_be_bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{guid:016x}{h:016x}")
+}
+
+fn make_lun(l: &LunSpec, serial: String) -> Result<LogicalUnit, String> {
     let bs = match l.block_size.unwrap_or(512) {
         512 => BlockSize::B512,
         4096 => BlockSize::B4096,
@@ -226,6 +243,7 @@ fn make_lun(l: &LunSpec) -> Result<LogicalUnit, String> {
     };
     let cfg = LunConfig {
         read_only: l.read_only,
+        unit_serial: Some(serial),
         ..LunConfig::default()
     };
     match (&l.mem, &l.file) {
@@ -555,12 +573,24 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         None => DEFAULT_MAX_RDMA_SIZE,
     };
 
+    // ALUA as LIO's default_tg_pt_gp: one target port group (id 0), active/optimized, with
+    // every target port (one per address; relative port identifier = index + 1), so a
+    // multipath initiator sees each address as an optimized path to the same LUs.
+    let ports_count = ports.len();
     let mut scsi = Target::new(TargetConfig {
         port_name: colon_guid(guid),
+        port_groups: vec![PortGroup {
+            id: 0,
+            state: AluaState::ActiveOptimized,
+            preferred: false,
+            ports: (1..=ports_count)
+                .map(|p| u16::try_from(p).unwrap_or(u16::MAX))
+                .collect(),
+        }],
         ..TargetConfig::default()
     });
     for (i, l) in luns.iter().enumerate() {
-        let lu = make_lun(l)?;
+        let lu = make_lun(l, unit_serial(guid, i, l))?;
         if let Some(e) = lu.reservations_load_error() {
             warn!(lun = i, "{e}: starting without persistent reservations");
         }
