@@ -227,6 +227,19 @@ pub fn precheck(p: &LoginPolicy, req: &LoginRequest) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Whether an ACL (`None`: demo mode, anyone) admits the initiator with this port identifier
+/// from this source address.
+pub fn admits(acl: Option<&[AclEntry]>, port_id: &[u8; 16], source: Option<IpAddr>) -> bool {
+    let Some(acl) = acl else {
+        return true;
+    };
+    acl.iter().any(|e| match e {
+        AclEntry::PortId(id) => id == port_id,
+        AclEntry::Guid(g) => port_id[8..] == g.to_be_bytes(),
+        AclEntry::Addr(a) => Some(*a) == source,
+    })
+}
+
 /// The session check after the resources: the ACL (by port identifier or source address),
 /// then the channel limit of the nexus. `other_channels` is the number of channels the nexus
 /// keeps after this login (0 for a SINGLE login, which terminates the others).
@@ -236,15 +249,8 @@ pub fn session_check(
     source: Option<IpAddr>,
     other_channels: usize,
 ) -> Result<(), Refusal> {
-    if let Some(acl) = &p.acl {
-        let ok = acl.iter().any(|e| match e {
-            AclEntry::PortId(id) => *id == req.initiator_port_id,
-            AclEntry::Guid(g) => req.initiator_port_id[8..] == g.to_be_bytes(),
-            AclEntry::Addr(a) => Some(*a) == source,
-        });
-        if !ok {
-            return Err(Refusal::NotInAcl);
-        }
+    if !admits(p.acl.as_deref(), &req.initiator_port_id, source) {
+        return Err(Refusal::NotInAcl);
     }
     if let Some(limit) = p.channels_per_initiator {
         if other_channels as u64 >= u64::from(limit) {

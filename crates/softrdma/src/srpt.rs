@@ -39,7 +39,8 @@ use softrdma_wire::mad::{Method, MgmtClass};
 #[derive(Debug, Parser)]
 #[command(
     about = "A userspace SRP target (ib_srpt's logins, channels and I/O) that Linux's ib_srp mounts",
-    override_usage = "softrdma srpt -a ADDR --lun SPEC... [OPTIONS]\n       softrdma srpt --config FILE [OPTIONS]",
+    override_usage = "softrdma srpt -a ADDR --lun SPEC... [OPTIONS]\n       softrdma srpt --config FILE [OPTIONS]\n       softrdma srpt ctl SOCKET COMMAND...",
+    args_conflicts_with_subcommands = true,
     after_help = "LUN specs: mem:SIZE (K/M/G suffixes) or file:PATH, each with optional ,ro and ,bs=4096.\n\
                   The log goes to stderr (RUST_LOG=debug for more); the add_target line to stdout."
 )]
@@ -89,6 +90,24 @@ pub struct Args {
     /// Record the devices' traffic to this pcap file.
     #[arg(long)]
     pcap: Option<PathBuf>,
+    /// Take management commands on this Unix socket while serving (`softrdma srpt ctl`).
+    #[arg(long, value_name = "SOCKET")]
+    ctl: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Option<SrptCmd>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SrptCmd {
+    /// Change a running target (started with --ctl SOCKET): `show`, `lun add N SPEC`, `lun
+    /// remove N`, `acl add INITIATOR`, `acl remove INITIATOR` (its sessions end).
+    Ctl {
+        /// The target's --ctl socket.
+        socket: PathBuf,
+        /// The command and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        words: Vec<String>,
+    },
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -104,6 +123,8 @@ struct FileConfig {
     lun: Vec<LunSpec>,
     #[serde(default)]
     acl: Option<AclSpec>,
+    /// The management socket (`--ctl`).
+    ctl: Option<PathBuf>,
     /// Any initiator may log in (LIO's demo mode); otherwise only the ACL's.
     #[serde(default)]
     demo_mode: bool,
@@ -342,6 +363,9 @@ pub fn run(args: Args) -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+    if let Some(SrptCmd::Ctl { socket, words }) = &args.cmd {
+        return ctl_client(socket, words);
+    }
     match serve(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -473,6 +497,8 @@ pub struct Served {
     engine: SrpTarget,
     tports: Vec<Port>,
     listeners: Vec<softrdma_core::rdma_cm::RdmaCmId>,
+    /// The management socket (`--ctl`), polled between turns.
+    ctl: Option<std::os::unix::net::UnixListener>,
     pub guid: u64,
     pub listen: Vec<SocketAddr>,
     pub ib_cm: bool,
@@ -685,6 +711,7 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         engine,
         tports,
         listeners,
+        ctl: None,
         guid,
         listen,
         ib_cm,
@@ -712,14 +739,36 @@ impl Served {
         self.cm.counters()
     }
 
+    /// Takes management commands on a Unix socket at `path` (a stale socket file nobody
+    /// listens on is replaced; one a running target holds is refused).
+    pub fn listen_ctl(&mut self, path: &std::path::Path) -> Result<(), String> {
+        use std::os::unix::net::{UnixListener, UnixStream};
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(format!(
+                    "--ctl {}: another target is listening there",
+                    path.display()
+                ));
+            }
+            let _ = std::fs::remove_file(path);
+        }
+        let l = UnixListener::bind(path).map_err(|e| format!("--ctl {}: {e}", path.display()))?;
+        l.set_nonblocking(true)
+            .map_err(|e| format!("--ctl {}: {e}", path.display()))?;
+        self.ctl = Some(l);
+        Ok(())
+    }
+
     /// Serves until `term`; then disconnects every channel (up to 5 s for the DREPs),
     /// flushes the file LUNs and closes the listeners.
     pub fn run(&mut self, term: &AtomicBool) {
+        let guid = self.guid;
         let Served {
             cm,
             engine,
             tports,
             listeners,
+            ctl,
             ..
         } = self;
         let mut wcs = Vec::with_capacity(64);
@@ -742,6 +791,11 @@ impl Served {
             }
             while let Some(ev) = cm.poll_event() {
                 handle_event(cm, engine, tports, ev);
+            }
+            if let (Some(l), None) = (ctl.as_ref(), shutting) {
+                while let Ok((conn, _)) = l.accept() {
+                    ctl_serve(conn, cm, engine, tports, guid);
+                }
             }
             log_events(engine);
             if let Some(t) = shutting {
@@ -862,8 +916,210 @@ fn serve(args: Args) -> Result<(), String> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
 
+    let ctl_path = args
+        .ctl
+        .clone()
+        .or_else(|| setup_ctl_from_config(&args).ok().flatten());
+    if let Some(p) = &ctl_path {
+        served.listen_ctl(p)?;
+        info!(socket = %p.display(), "management commands: softrdma srpt ctl SOCKET ...");
+    }
     served.run(&term);
+    if let Some(p) = &ctl_path {
+        let _ = std::fs::remove_file(p);
+    }
     Ok(())
+}
+
+/// The `ctl` path of the configuration file, if it names one.
+fn setup_ctl_from_config(args: &Args) -> Result<Option<PathBuf>, String> {
+    let Some(p) = &args.config else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let f: FileConfig = toml::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(f.ctl)
+}
+
+/// `softrdma srpt ctl SOCKET WORDS...`: one command line to the target, its answer printed;
+/// exit status 1 when the target refused it (an answer starting `error:`).
+fn ctl_client(socket: &std::path::Path, words: &[String]) -> ExitCode {
+    use std::io::{Read, Write};
+    let mut conn = match std::os::unix::net::UnixStream::connect(socket) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "softrdma srpt ctl: {}: {e} (is a target running with --ctl {}?)",
+                socket.display(),
+                socket.display()
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let line = format!("{}\n", words.join(" "));
+    let mut answer = String::new();
+    let r = conn
+        .write_all(line.as_bytes())
+        .and_then(|_| conn.shutdown(std::net::Shutdown::Write))
+        .and_then(|_| conn.read_to_string(&mut answer));
+    if let Err(e) = r {
+        eprintln!("softrdma srpt ctl: {}: {e}", socket.display());
+        return ExitCode::from(1);
+    }
+    if let Some(e) = answer.strip_prefix("error: ") {
+        eprint!("softrdma srpt ctl: {e}");
+        return ExitCode::from(1);
+    }
+    print!("{answer}");
+    ExitCode::SUCCESS
+}
+
+/// One management connection: a command line in, the answer out (`error: ...` when
+/// refused), closed.
+fn ctl_serve(
+    conn: std::os::unix::net::UnixStream,
+    cm: &Cm,
+    engine: &mut SrpTarget,
+    ports: &[Port],
+    guid: u64,
+) {
+    use std::io::{BufRead, Write};
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut line = String::new();
+    let mut r = std::io::BufReader::new(&conn);
+    if r.read_line(&mut line).is_err() {
+        return;
+    }
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let answer = match ctl_command(&words, cm, engine, ports, guid) {
+        Ok(a) => a,
+        Err(e) => format!("error: {e}\n"),
+    };
+    info!(command = %line.trim(), answer = %answer.trim(), "ctl");
+    let mut w = &conn;
+    let _ = w.write_all(answer.as_bytes());
+}
+
+/// A management command; the answer's text.
+fn ctl_command(
+    words: &[&str],
+    cm: &Cm,
+    engine: &mut SrpTarget,
+    ports: &[Port],
+    guid: u64,
+) -> Result<String, String> {
+    const USAGE: &str =
+        "commands: show | lun add N SPEC | lun remove N | acl add INITIATOR | acl remove INITIATOR";
+    let lun_no = |s: &str| -> Result<LunId, String> {
+        s.parse::<u16>()
+            .map(|n| LunId(u64::from(n)))
+            .map_err(|_| format!("{s}: a LUN number (0 ..= 65535)"))
+    };
+    match words {
+        ["show"] => {
+            let mut out = String::new();
+            let ids: Vec<LunId> = engine.scsi().lun_ids().collect();
+            for id in ids {
+                if let Some(lu) = engine.scsi().lun(id) {
+                    out.push_str(&format!(
+                        "lun {id}: {} blocks of {} bytes{}{}\n",
+                        lu.blocks(),
+                        lu.block_size(),
+                        if lu.read_only() { ", read-only" } else { "" },
+                        if lu.medium_lent() {
+                            ", in the device"
+                        } else {
+                            ""
+                        },
+                    ));
+                }
+            }
+            match engine.acl() {
+                None => out.push_str("acl: demo mode (any initiator)\n"),
+                Some([]) => out.push_str("acl: none (every login refused)\n"),
+                Some(a) => {
+                    for e in a {
+                        out.push_str(&format!("acl: {}\n", acl_text(e)));
+                    }
+                }
+            }
+            for (ch, st) in engine.channels() {
+                out.push_str(&format!(
+                    "channel {ch}: {st}, initiator {}\n",
+                    engine.channel_initiator(ch).unwrap_or("?")
+                ));
+            }
+            Ok(out)
+        }
+        ["lun", "add", n, spec] => {
+            let id = lun_no(n)?;
+            let l = parse_lun(spec)?;
+            let lu = make_lun(&l, unit_serial(guid, id.0 as usize, &l))?;
+            engine.add_lun(id, lu).map_err(|e| e.to_string())?;
+            Ok(format!("lun {id} added\n"))
+        }
+        ["lun", "remove", n] => {
+            let id = lun_no(n)?;
+            let p = ports.first().ok_or("no port")?;
+            let r = cm
+                .with(p.cm_port, |rdma, stack, now| {
+                    engine.remove_lun(now, rdma, stack, id)
+                })
+                .map_err(|e| e.to_string())?;
+            r.map_err(|e| e.to_string())?;
+            Ok(format!("lun {id} removed\n"))
+        }
+        ["acl", op @ ("add" | "remove"), who] => {
+            let e = parse_acl(who)?;
+            let mut acl = match engine.acl() {
+                Some(a) => a.to_vec(),
+                None => return Err(
+                    "demo mode: every initiator may log in; restart without --demo to use an ACL"
+                        .into(),
+                ),
+            };
+            if *op == "add" {
+                if !acl.contains(&e) {
+                    acl.push(e.clone());
+                }
+                engine.set_acl(Some(acl));
+                return Ok(format!("acl {} added\n", acl_text(&e)));
+            }
+            let before = acl.len();
+            acl.retain(|x| *x != e);
+            if acl.len() == before {
+                return Err(format!("{who}: not in the ACL"));
+            }
+            engine.set_acl(Some(acl));
+            let mut ended = 0;
+            for p in ports {
+                ended += cm
+                    .with(p.cm_port, |rdma, stack, now| {
+                        engine.logout_refused(now, rdma, stack, p.tport)
+                    })
+                    .unwrap_or(0);
+            }
+            Ok(format!(
+                "acl {} removed; {ended} channel(s) logged out\n",
+                acl_text(&e)
+            ))
+        }
+        _ => Err(format!("{}: unknown command; {USAGE}", words.join(" "))),
+    }
+}
+
+/// An ACL entry as `--allow` takes it.
+fn acl_text(e: &AclEntry) -> String {
+    match e {
+        AclEntry::PortId(id) => format!(
+            "0x{}",
+            id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ),
+        AclEntry::Guid(g) => colon_guid(*g),
+        AclEntry::Addr(a) => a.to_string(),
+    }
 }
 
 fn handle_event(cm: &Cm, engine: &mut SrpTarget, ports: &[Port], ev: Event) {

@@ -172,3 +172,107 @@ fn closed_by_default_allow_and_demo() {
     let o = login(&t.line, "127.0.84.3");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+fn ctl(socket: &str, words: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args(["srpt", "ctl", socket])
+        .args(words)
+        .output()
+        .expect("run softrdma srpt ctl")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `softrdma srpt ctl`: LUNs added and removed while the target serves (a login sees the
+/// new LUN), and an ACL entry removed ends that initiator's session.
+#[test]
+fn ctl_luns_and_acl_while_serving() {
+    let dir = std::env::temp_dir().join(format!("softrdma-srpt-ctl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let sock = dir.join("ctl.sock");
+    let s = sock.to_str().expect("path");
+    let t = Serving::start(&[
+        "-a",
+        "127.0.85.1",
+        "--lun",
+        "mem:4M",
+        "--allow",
+        "127.0.85.2",
+        "--ctl",
+        s,
+    ]);
+    let o = ctl(s, &["show"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("lun 0: 8192 blocks of 512 bytes"), "{out}");
+    assert!(out.contains("acl: 127.0.85.2"), "{out}");
+    // A LUN added while serving is there at the next login.
+    let o = ctl(s, &["lun", "add", "3", "mem:1M"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = login(&t.line, "127.0.85.2");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("LUN 3:"), "{out}");
+    assert!(ctl(s, &["lun", "remove", "3"]).status.success());
+    assert!(!text(&ctl(s, &["show"]).stdout).contains("lun 3"));
+    // Refusals: exit 1, one line.
+    for bad in [
+        &["lun", "remove", "9"][..],
+        &["lun", "add", "0", "mem:1M"],
+        &["frobnicate"],
+    ] {
+        let o = ctl(s, bad);
+        assert_eq!(o.status.code(), Some(1), "{bad:?}");
+        assert_eq!(text(&o.stderr).trim_end().lines().count(), 1, "{bad:?}");
+    }
+    // A session running a workload; removing its ACL entry ends it.
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args([
+            "srp",
+            "bench",
+            &format!("{},src=127.0.85.2", t.line),
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "30",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("bench");
+    let end = Instant::now() + Duration::from_secs(20);
+    while !text(&ctl(s, &["show"]).stdout).contains("channel") {
+        assert!(Instant::now() < end, "no session");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = ctl(s, &["acl", "remove", "127.0.85.2"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("logged out"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(
+        !text(&o.stdout).contains(" 0 channel"),
+        "{}",
+        text(&o.stdout)
+    );
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        if bench.try_wait().expect("wait").is_some() {
+            break;
+        }
+        assert!(Instant::now() < end, "the session did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // And the initiator cannot log in again.
+    assert_eq!(login(&t.line, "127.0.85.2").status.code(), Some(1));
+    drop(t);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -244,6 +244,7 @@ impl SrpTarget {
             key,
             nexus,
             initiator: initiator.clone(),
+            source,
             max_ti_iu_len: req.it_iu_len,
             imm_data_offset: req.accepted_imm_data_offset(),
             max_req: lp.max_req_size,

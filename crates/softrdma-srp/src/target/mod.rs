@@ -18,11 +18,13 @@ mod completion;
 mod io;
 mod lifecycle;
 mod login;
+mod manage;
 mod media;
 mod tmf;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::net::IpAddr;
 
 use softrdma_core::cm::{CmId, CmIdRef, CmPort};
 use softrdma_core::rdma_cm::{RdmaCm, RdmaCmId, RdmaId};
@@ -39,6 +41,7 @@ use crate::login::{LoginPolicy, Refusal};
 use crate::wr_id::{WrId, WrKind};
 
 use io::{DataBuf, Io};
+pub use manage::ManageError;
 pub use media::MediaError;
 use media::Medium;
 
@@ -196,6 +199,8 @@ struct Channel {
     key: NexusKey,
     nexus: NexusId,
     initiator: String,
+    /// The initiator's address (RDMA CM logins), for address ACL entries.
+    source: Option<IpAddr>,
     max_ti_iu_len: u32,
     imm_data_offset: u16,
     max_req: u32,
