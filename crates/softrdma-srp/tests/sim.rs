@@ -743,6 +743,84 @@ fn provisioning_offloads_through_srp() {
     }
 }
 
+/// Persistent reservations between two I_T nexuses of one initiator: two logins whose
+/// initiator port identifiers differ only in `initiator_ext` register, one reserves Write
+/// Exclusive, the other's WRITE gets RESERVATION CONFLICT and its READ goes through; PREEMPT
+/// AND ABORT takes the reservation over.
+#[test]
+fn persistent_reservations_between_two_initiator_exts() {
+    let mut w = world();
+    let (a, _) = logged_in(&mut w, true, 0);
+    let mut second = login_req(true);
+    second.initiator_port_id[7] = 0x12; // initiator_ext differs
+    let (b, ev) = dial(&mut w, &second, 20);
+    assert_eq!(ev.event, T::Established);
+    assert!(w.run(|w| w
+        .t
+        .engine
+        .channels()
+        .iter()
+        .filter(|(_, s)| *s == ChannelState::Live)
+        .count()
+        == 2));
+    tur(&mut w, &a);
+    tur(&mut w, &b);
+    let key = w.i.data.rkey;
+    let pr_out = |tag: u64, sa: u8, ty: u8, k: u64, sk: u64| {
+        let mut c = [0u8; 16];
+        c[0] = 0x5f;
+        c[1] = sa;
+        c[2] = ty;
+        c[8] = 24;
+        let mut p = vec![0u8; 24];
+        p[..8].copy_from_slice(&k.to_be_bytes());
+        p[8..16].copy_from_slice(&sk.to_be_bytes());
+        let mut r = cmd(tag, c);
+        r.set_immediate_data(68, &p);
+        r.to_bytes()
+    };
+    send_iu(&mut w, &a, 1, &pr_out(20, 0, 0, 0, 0xa));
+    assert_eq!(next_rsp(&mut w, &a).status, ScsiStatus::GOOD);
+    send_iu(&mut w, &b, 1, &pr_out(21, 0, 0, 0, 0xb));
+    assert_eq!(next_rsp(&mut w, &b).status, ScsiStatus::GOOD);
+    send_iu(&mut w, &a, 1, &pr_out(22, 1, 1, 0xa, 0));
+    assert_eq!(next_rsp(&mut w, &a).status, ScsiStatus::GOOD);
+    // b's WRITE (immediate data): RESERVATION CONFLICT; its READ: GOOD.
+    let mut wr = cmd(23, rw10(0x2a, 0, 1));
+    wr.set_immediate_data(68, &[1; 512]);
+    send_iu(&mut w, &b, 1, &wr.to_bytes());
+    let r = next_rsp(&mut w, &b);
+    assert_eq!(r.status, ScsiStatus::RESERVATION_CONFLICT);
+    assert!(!r.flags.snsvalid());
+    send_iu(
+        &mut w,
+        &b,
+        1,
+        &CmdRepr {
+            data_in: DataDescriptor::Direct(direct(0, 512, key)),
+            ..cmd(24, rw10(0x28, 0, 1))
+        }
+        .to_bytes(),
+    );
+    assert_eq!(next_rsp(&mut w, &b).status, ScsiStatus::GOOD);
+    // b preempts a's key and aborts: b holds it now, a's WRITE conflicts.
+    send_iu(&mut w, &b, 1, &pr_out(25, 5, 1, 0xb, 0xa));
+    assert_eq!(next_rsp(&mut w, &b).status, ScsiStatus::GOOD);
+    send_iu(&mut w, &b, 1, &wr.to_bytes());
+    assert_eq!(next_rsp(&mut w, &b).status, ScsiStatus::GOOD);
+    // a: first its unit attention (REGISTRATIONS PREEMPTED), then the conflict.
+    send_iu(&mut w, &a, 1, &wr.to_bytes());
+    let r = next_rsp(&mut w, &a);
+    assert_eq!(r.status, ScsiStatus::RESERVATION_CONFLICT);
+    send_iu(&mut w, &a, 1, &cmd(26, [0; 16]).to_bytes());
+    let r = next_rsp(&mut w, &a);
+    assert_eq!(r.status, ScsiStatus::CHECK_CONDITION);
+    assert_eq!(
+        (r.sense_data[2], r.sense_data[12], r.sense_data[13]),
+        (6, 0x2a, 0x05)
+    );
+}
+
 #[test]
 fn task_management() {
     let mut w = world();
