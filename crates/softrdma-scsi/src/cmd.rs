@@ -194,7 +194,10 @@ pub(crate) enum Op {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cmd {
     pub(crate) nexus: NexusId,
+    /// The logical unit (after the nexus's LUN map).
     pub(crate) lun: LunId,
+    /// The LUN number the initiator addressed.
+    pub(crate) mapped: LunId,
     pub(crate) opcode: ScsiOpcode,
     pub(crate) dir: DataDir,
     pub(crate) xfer: Xfer,
@@ -207,8 +210,14 @@ impl Cmd {
     pub fn nexus(&self) -> NexusId {
         self.nexus
     }
+    /// The logical unit the command reaches (its number in the target, after the nexus's
+    /// LUN map: what [`crate::Target::lend_medium`] and [`crate::Placement`] name).
     pub fn lun(&self) -> LunId {
         self.lun
+    }
+    /// The LUN number the initiator addressed.
+    pub fn mapped_lun(&self) -> LunId {
+        self.mapped
     }
     pub fn opcode(&self) -> ScsiOpcode {
         self.opcode

@@ -123,6 +123,7 @@ const MODE_BUF: usize = 512;
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn mode_sense(
     lu: &LogicalUnit,
+    wp: bool,
     ten: bool,
     dbd: bool,
     llbaa: bool,
@@ -170,8 +171,8 @@ pub(crate) fn mode_sense(
         len += n;
     }
     let mut device_specific = 0u8;
-    if lu.read_only() {
-        device_specific |= 0x80; // WP
+    if wp {
+        device_specific |= 0x80; // WP: the LU, or the nexus's mapping of it, is read-only
     }
     if lu.dpofua() {
         device_specific |= 0x10; // DPOFUA

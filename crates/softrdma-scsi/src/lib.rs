@@ -69,7 +69,7 @@ pub use provisioning::{parse_unmap_list, UnmapDescriptor};
 pub use sense::{Sense, SenseReason};
 pub use store::{BackingStore, BlockSize, FileStore, MemStore, StoreError};
 pub use target::{
-    AluaState, CoreError, InPlace, InitiatorId, LunResetUa, NexusId, Placement, PortGroup, Target,
-    TargetConfig,
+    AluaState, CoreError, InPlace, InitiatorId, LunMapping, LunResetUa, NexusId, Placement,
+    PortGroup, Target, TargetConfig,
 };
 pub use tmf::{AbortedTask, TmfKind, TmfOutcome, TmfResponse};

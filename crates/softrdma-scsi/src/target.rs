@@ -22,6 +22,15 @@ use crate::sense::SenseReason;
 use crate::tmf::TaskTable;
 use crate::ua::UaQueue;
 
+/// What an initiator's LUN number maps to (LIO's mapped LUN, `se_dev_entry`): a logical
+/// unit of the target and whether writes through this mapping are refused
+/// (`lun_access_ro`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LunMapping {
+    pub lun: LunId,
+    pub read_only: bool,
+}
+
 /// An I_T nexus the target knows, as [`Target::register_nexus`] numbered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NexusId(pub(crate) u32);
@@ -234,6 +243,9 @@ pub struct Target {
     pub(crate) tasks: TaskTable,
     /// Tasks a PREEMPT AND ABORT aborted, for the transport ([`Target::take_preempted`]).
     preempted: Vec<crate::AbortedTask>,
+    /// Per-nexus LUN maps ([`Target::set_lun_map`]); a nexus without one sees every LU at
+    /// its own number.
+    lun_maps: BTreeMap<NexusId, BTreeMap<u64, LunMapping>>,
     next_nexus: u32,
     virtual_lun0_config: LunConfig,
 }
@@ -293,6 +305,7 @@ impl Target {
             ua: BTreeMap::new(),
             tasks: TaskTable::default(),
             preempted: Vec::new(),
+            lun_maps: BTreeMap::new(),
             next_nexus: 1,
             virtual_lun0_config: LunConfig {
                 product: Some("RAMDISK-MCP".into()),
@@ -453,6 +466,7 @@ impl Target {
             .ok_or(CoreError::UnknownNexus(id))?
             .it();
         self.ua.retain(|(n, _), _| *n != id);
+        self.lun_maps.remove(&id);
         // I_T nexus loss releases an SPC-2 reservation (LIO: on session shutdown) when no
         // other login is the same I_T nexus; persistent reservations stay.
         if !self.nexuses.values().any(|n| n.it() == gone) {
@@ -470,6 +484,67 @@ impl Target {
     /// The I_T nexus identity (initiator port, relative target port) of a nexus.
     pub fn it_nexus(&self, id: NexusId) -> Option<ItNexus> {
         self.nexuses.get(&id).map(Nexus::it)
+    }
+
+    /// Gives a nexus its own LUN numbers (LIO's mapped LUNs of a node ACL): initiator LUN →
+    /// [`LunMapping`]. The nexus then sees only these (REPORT LUNS lists them; others are
+    /// LOGICAL UNIT NOT SUPPORTED), and a read-only mapping refuses writes as a read-only LU
+    /// does (WRITE PROTECTED, WP in MODE SENSE). `None`: every LU at its own number. Each
+    /// mapped LU gets REPORTED LUNS DATA HAS CHANGED on the nexus.
+    pub fn set_lun_map(
+        &mut self,
+        nexus: NexusId,
+        map: Option<BTreeMap<LunId, LunMapping>>,
+    ) -> Result<(), CoreError> {
+        if !self.nexuses.contains_key(&nexus) {
+            return Err(CoreError::UnknownNexus(nexus));
+        }
+        let Some(map) = map else {
+            self.lun_maps.remove(&nexus);
+            return Ok(());
+        };
+        for (mapped, m) in &map {
+            if !mapped.is_single_level() {
+                return Err(CoreError::BadLunId(*mapped));
+            }
+            if !self.luns.contains_key(&m.lun.0) {
+                return Err(CoreError::NoSuchLun(m.lun));
+            }
+        }
+        for m in map.values() {
+            self.ua
+                .entry((nexus, m.lun.0))
+                .or_default()
+                .push(AscAscq::REPORTED_LUNS_DATA_HAS_CHANGED);
+        }
+        self.lun_maps
+            .insert(nexus, map.into_iter().map(|(k, v)| (k.0, v)).collect());
+        Ok(())
+    }
+
+    /// The logical unit an initiator's LUN number reaches on a nexus, and whether the
+    /// mapping is read-only; `None` when it reaches none.
+    pub fn resolve_lun(&self, nexus: NexusId, lun: LunId) -> Option<(LunId, bool)> {
+        match self.lun_maps.get(&nexus) {
+            Some(map) => map.get(&lun.0).map(|m| (m.lun, m.read_only)),
+            None => self.luns.contains_key(&lun.0).then_some((lun, false)),
+        }
+    }
+
+    /// The LUN numbers a nexus sees, ascending.
+    fn visible_luns(&self, nexus: NexusId) -> Vec<u64> {
+        match self.lun_maps.get(&nexus) {
+            Some(map) => map.keys().copied().collect(),
+            None => self.luns.keys().copied().collect(),
+        }
+    }
+
+    /// Whether a mapping makes the command's LU read-only for its nexus.
+    fn mapped_read_only(&self, cmd: &Cmd) -> bool {
+        self.lun_maps
+            .get(&cmd.nexus)
+            .and_then(|m| m.get(&cmd.mapped.0))
+            .is_some_and(|m| m.read_only)
     }
 
     /// The tasks PREEMPT AND ABORT commands aborted since the last call: the transport
@@ -535,18 +610,22 @@ impl Target {
             expected_len
         };
         let fail = |r: SenseReason| Ok(Decoded::Done(Response::check(r, Residual::None)));
-        let lu = self.luns.get(&lun.0);
-        let virtual_lun0 = lu.is_none() && lun.0 == 0 && self.config.virtual_lun0.is_some();
+        let mapped = lun;
+        let resolved = self.resolve_lun(nexus, mapped);
+        let (lun, mapped_ro) = resolved.unwrap_or((mapped, false));
+        let lu = resolved.and_then(|(l, _)| self.luns.get(&l.0));
+        let virtual_lun0 = lu.is_none() && mapped.0 == 0 && self.config.virtual_lun0.is_some();
         if lu.is_none() && !virtual_lun0 {
             return fail(SenseReason::NonExistentLun);
         }
+        let read_only = lu.is_none_or(|l| l.read_only() || mapped_ro);
         // transport_lookup_cmd_lun: a data-out to a read-only mapping, or to the virtual
         // LUN 0, is WRITE PROTECTED whatever the CDB.
-        if dir == DataDir::Out && lu.is_none_or(LogicalUnit::read_only) {
+        if dir == DataDir::Out && read_only {
             return fail(SenseReason::WriteProtected);
         }
         let parsed = match lu {
-            Some(lu) => Self::parse(cdb, lu, self.config.port_groups.is_empty()),
+            Some(lu) => Self::parse(cdb, lu, read_only, self.config.port_groups.is_empty()),
             None => Self::parse_virtual(cdb),
         };
         let p = match parsed {
@@ -575,6 +654,7 @@ impl Target {
         Ok(Decoded::Ready(Cmd {
             nexus,
             lun,
+            mapped,
             opcode: ScsiOpcode(cdb[0]),
             dir,
             xfer,
@@ -666,7 +746,12 @@ impl Target {
     }
 
     /// `sbc_parse_cdb` (with `spc_parse_cdb` behind it) for a real LUN.
-    fn parse(cdb: &[u8], lu: &LogicalUnit, port_groups_empty: bool) -> Result<Parsed, SenseReason> {
+    fn parse(
+        cdb: &[u8],
+        lu: &LogicalUnit,
+        read_only: bool,
+        port_groups_empty: bool,
+    ) -> Result<Parsed, SenseReason> {
         let Some(&op0) = cdb.first() else {
             return Err(SenseReason::InvalidCdbField);
         };
@@ -738,7 +823,7 @@ impl Target {
             | ScsiOpcode::WRITE_16 => {
                 let r = ReadWriteRepr::parse(cdb).map_err(bad)?;
                 let write = r.kind.is_write();
-                if write && lu.read_only() {
+                if write && read_only {
                     return Err(SenseReason::WriteProtected);
                 }
                 if r.kind.cdb_len() > 6 {
@@ -768,7 +853,7 @@ impl Target {
             ScsiOpcode::WRITE_AND_VERIFY_10 | ScsiOpcode::WRITE_AND_VERIFY_16 => {
                 // LIO treats WRITE AND VERIFY as WRITE (BYTCHK ignored, no verify).
                 let r = VerifyRepr::parse(cdb).map_err(bad)?;
-                if lu.read_only() {
+                if read_only {
                     return Err(SenseReason::WriteProtected);
                 }
                 Self::check_dpofua(cdb[1], lu)?;
@@ -816,7 +901,7 @@ impl Target {
                 if !lu.config.thin_provisioning {
                     return Err(SenseReason::UnsupportedOpcode);
                 }
-                if lu.read_only() {
+                if read_only {
                     return Err(SenseReason::WriteProtected);
                 }
                 Parsed::new(
@@ -831,10 +916,10 @@ impl Target {
                 } else {
                     (read_u64(cdb, 2), u64::from(read_u32(cdb, 10)))
                 };
-                Self::parse_write_same(lu, cdb[1], lba, blocks)?
+                Self::parse_write_same(lu, read_only, cdb[1], lba, blocks)?
             }
             ScsiOpcode::COMPARE_AND_WRITE => {
-                if lu.read_only() {
+                if read_only {
                     return Err(SenseReason::WriteProtected);
                 }
                 // LIO (and our VPD page 0xB0) take one block at a time.
@@ -920,11 +1005,12 @@ impl Target {
     /// data-out is one block.
     fn parse_write_same(
         lu: &LogicalUnit,
+        read_only: bool,
         flags: u8,
         lba: u64,
         blocks: u64,
     ) -> Result<Parsed, SenseReason> {
-        if lu.read_only() {
+        if read_only {
             return Err(SenseReason::WriteProtected);
         }
         if blocks == 0 {
@@ -1188,7 +1274,10 @@ impl Target {
                 id.disk = false;
                 emulate::inquiry(&id, None, &self.config, evpd, page, inb)
             }
-            Op::ReportLuns => Ok(emulate::report_luns(self.luns.keys().copied(), inb)),
+            Op::ReportLuns => Ok(emulate::report_luns(
+                self.visible_luns(cmd.nexus).into_iter(),
+                inb,
+            )),
             // No unit attentions on the virtual LUN (LIO keeps none without a mapping).
             Op::RequestSense { desc } => emulate::request_sense(desc, None, inb),
             Op::TestUnitReady => Ok(Done::NoData),
@@ -1274,7 +1363,12 @@ impl Target {
             Op::PrOut { .. } | Op::Reserve | Op::Release => {
                 return self.reservation_out(cmd, outb);
             }
-            Op::ReportLuns => return Ok(emulate::report_luns(self.luns.keys().copied(), inb)),
+            Op::ReportLuns => {
+                return Ok(emulate::report_luns(
+                    self.visible_luns(cmd.nexus).into_iter(),
+                    inb,
+                ))
+            }
             Op::RequestSense { desc } => {
                 if desc {
                     return Err(SenseReason::InvalidCdbField);
@@ -1287,6 +1381,7 @@ impl Target {
             }
             _ => {}
         }
+        let mapped_ro = self.mapped_read_only(cmd);
         // With ALUA the relative target port VPD page 0x83 names is the nexus's.
         let nexus_port = if self.config.port_groups.is_empty() {
             None
@@ -1363,7 +1458,10 @@ impl Target {
                 changeable,
                 page,
                 subpage,
-            } => emulate::mode_sense(lu, ten, dbd, llbaa, changeable, page, subpage, inb),
+            } => {
+                let wp = lu.read_only() || mapped_ro;
+                emulate::mode_sense(lu, wp, ten, dbd, llbaa, changeable, page, subpage, inb)
+            }
             Op::ModeSelect { ten, pf } => emulate::mode_select(lu, ten, pf, outb),
             Op::Read { lba } => {
                 lu.store.read_at(lba * bs, inb).map_err(io)?;

@@ -127,6 +127,8 @@ impl Target {
         if self.tasks.tasks.contains_key(&(nexus, tag)) {
             return Err(CoreError::TagInUse { nexus, tag });
         }
+        // Tasks are kept by logical unit (after the nexus's LUN map).
+        let lun = self.resolve_lun(nexus, lun).map_or(lun, |(l, _)| l);
         self.tasks.tasks.insert((nexus, tag), lun);
         Ok(())
     }
@@ -171,6 +173,10 @@ impl Target {
         if !self.nexuses.contains_key(&nexus) {
             return Err(CoreError::UnknownNexus(nexus));
         }
+        // The LUN the initiator named, through its LUN map.
+        let Some((lun, _)) = self.resolve_lun(nexus, lun) else {
+            return Ok(TmfOutcome::only(TmfResponse::LunDoesNotExist));
+        };
         let Some(lu) = self.luns.get(&lun.0) else {
             return Ok(TmfOutcome::only(TmfResponse::LunDoesNotExist));
         };

@@ -253,7 +253,11 @@ impl SrpTarget {
         let decoded = self
             .scsi
             .decode(nexus, lun, &cdb[..cdb_len], scsi_dir, total);
-        let medium = medium_of(&self.media, c.port, lun);
+        // The lent medium of the logical unit the LUN reaches (through the nexus's map).
+        let medium = self
+            .scsi
+            .resolve_lun(nexus, lun)
+            .and_then(|(l, _)| medium_of(&self.media, c.port, l));
         let (qpn, recv, max_req) = (c.qpn, c.recv, c.max_req);
         match decoded {
             Ok(Decoded::Done(rsp)) => x.respond(rsp),
@@ -437,8 +441,8 @@ impl SrpTarget {
                 return;
             }
             match c.ios[i as usize].state {
-                IoState::NeedBuf { .. } => {
-                    let (lun, port) = (c.ios[i as usize].lun, c.port);
+                IoState::NeedBuf { ref cmd } => {
+                    let (lun, port) = (cmd.lun(), c.port);
                     if let Some(m) = medium_of(&self.media, port, lun) {
                         if self.place_io(ch, i, m) {
                             continue;
