@@ -7,6 +7,7 @@
 //! engine under the device's and the CM's locks (`Cm::with`). DM MADs are answered in the
 //! device loops by a [`MadClient`] on QP1.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,8 +26,8 @@ use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::mad::{MadClient, PortCtx};
 use softrdma_driver::{Device, DeviceConfig, PollMode, Progress};
 use softrdma_scsi::{
-    AluaState, BlockSize, FileStore, LogicalUnit, LunConfig, LunId, MemStore, PortGroup, Target,
-    TargetConfig,
+    AluaState, BlockSize, FileStore, LogicalUnit, LunConfig, LunId, LunMapping, MemStore,
+    PortGroup, Target, TargetConfig,
 };
 use softrdma_srp::dm::{self, DmInfo};
 use softrdma_srp::guid::{colon_guid, parse_guid};
@@ -125,6 +126,10 @@ struct FileConfig {
     acl: Option<AclSpec>,
     /// The management socket (`--ctl`).
     ctl: Option<PathBuf>,
+    /// Node ACLs with their own LUN numbers (LIO's mapped LUNs); each also admits its
+    /// initiator.
+    #[serde(default)]
+    node_acl: Vec<NodeAcl>,
     /// Any initiator may log in (LIO's demo mode); otherwise only the ACL's.
     #[serde(default)]
     demo_mode: bool,
@@ -133,6 +138,27 @@ struct FileConfig {
     /// ib_srpt's TPG attributes.
     #[serde(default)]
     tpg: TpgAttrib,
+}
+
+/// A node ACL (`/sys/kernel/config/target/srpt/<port>/tpgt_1/acls/<initiator>/`): the
+/// initiator in any `--allow` form and its mapped LUNs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeAcl {
+    initiator: String,
+    #[serde(default)]
+    mapped_lun: Vec<MappedLun>,
+}
+
+/// `lun_N` of a node ACL: the initiator's LUN number `lun` reaches the target's LUN
+/// `tpg_lun`, read-only with `read_only` (LIO's `write_protect`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MappedLun {
+    lun: u16,
+    tpg_lun: u16,
+    #[serde(default)]
+    read_only: bool,
 }
 
 /// ib_srpt's TPG attributes (`/sys/kernel/config/target/srpt/<port>/tpgt_1/attrib/`).
@@ -382,6 +408,8 @@ pub struct Setup {
     pub luns: Vec<LunSpec>,
     /// `None`: any initiator (demo mode); `Some` of an empty list: nobody.
     pub acl: Option<Vec<AclEntry>>,
+    /// Node ACLs with mapped LUNs.
+    pub lun_maps: Vec<(AclEntry, BTreeMap<LunId, LunMapping>)>,
     pub max_req_size: Option<u32>,
     pub max_rsp_size: Option<u32>,
     pub max_rdma_size: Option<u32>,
@@ -408,6 +436,7 @@ impl Setup {
                 ..LunSpec::default()
             }],
             acl: None,
+            lun_maps: Vec::new(),
             max_req_size: None,
             max_rsp_size: None,
             max_rdma_size: None,
@@ -469,6 +498,27 @@ fn setup_from(args: &Args) -> Result<Setup, String> {
     for s in &args.allow {
         entries.push(parse_acl(s).map_err(|e| format!("--allow {e}"))?);
     }
+    let mut lun_maps = Vec::new();
+    for n in &file.node_acl {
+        let e = parse_acl(&n.initiator).map_err(|e| format!("[[node_acl]] {e}"))?;
+        if !n.mapped_lun.is_empty() {
+            let mut map = BTreeMap::new();
+            for m in &n.mapped_lun {
+                let mapping = LunMapping {
+                    lun: LunId(u64::from(m.tpg_lun)),
+                    read_only: m.read_only,
+                };
+                if map.insert(LunId(u64::from(m.lun)), mapping).is_some() {
+                    return Err(format!(
+                        "[[node_acl]] {}: LUN {} mapped twice",
+                        n.initiator, m.lun
+                    ));
+                }
+            }
+            lun_maps.push((e.clone(), map));
+        }
+        entries.push(e);
+    }
     let acl = if args.demo || file.demo_mode {
         None
     } else {
@@ -479,6 +529,7 @@ fn setup_from(args: &Args) -> Result<Setup, String> {
         guid: args.guid.clone().or(file.guid),
         luns,
         acl,
+        lun_maps,
         max_req_size: args.max_req_size.or(file.limits.max_req_size),
         max_rsp_size: file.tpg.srp_max_rsp_size,
         max_rdma_size: file.tpg.srp_max_rdma_size,
@@ -511,6 +562,7 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         guid,
         luns,
         acl,
+        lun_maps,
         max_req_size,
         max_rsp_size,
         max_rdma_size,
@@ -630,6 +682,18 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         scsi.add_lun(LunId(i as u64), lu)
             .map_err(|e| format!("LUN {i}: {e}"))?;
     }
+    for (e, map) in &lun_maps {
+        for (l, m) in map {
+            if scsi.lun(m.lun).is_none() {
+                return Err(format!(
+                    "[[node_acl]] {}: LUN {l} maps to tpg_lun {}, which is not configured",
+                    acl_text(e),
+                    m.lun
+                ));
+            }
+        }
+    }
+    cfg.lun_maps = lun_maps;
     // Said once the configuration is known good (a refusal stays one line).
     match &cfg.login.acl {
         None => info!("demo mode: any initiator may log in"),

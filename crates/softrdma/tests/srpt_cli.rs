@@ -276,3 +276,42 @@ fn ctl_luns_and_acl_while_serving() {
     drop(t);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A node ACL with mapped LUNs (`[[node_acl]]` in --config): the initiator sees its own LUN
+/// numbers; another initiator admitted by `--allow` sees the target's.
+#[test]
+fn node_acl_mapped_luns() {
+    let dir = std::env::temp_dir().join(format!("softrdma-srpt-nacl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let cfg = dir.join("t.toml");
+    std::fs::write(
+        &cfg,
+        "[[lun]]\nmem = \"1M\"\n[[lun]]\nmem = \"2M\"\n\
+         [[node_acl]]\ninitiator = \"127.0.86.2\"\n\
+         mapped_lun = [{ lun = 7, tpg_lun = 1, read_only = true }]\n",
+    )
+    .expect("config");
+    let c = cfg.to_str().expect("path");
+    let t = Serving::start(&["-a", "127.0.86.1", "--config", c, "--allow", "127.0.86.3"]);
+    let o = login(&t.line, "127.0.86.2");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("LUN 7:"), "{out}");
+    assert!(!out.contains("LUN 0:"), "{out}");
+    let o = login(&t.line, "127.0.86.3");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("LUN 0:") && out.contains("LUN 1:"), "{out}");
+    drop(t);
+    // A mapping to a LUN the target does not have: refused at start, one line.
+    std::fs::write(
+        &cfg,
+        "[[lun]]\nmem = \"1M\"\n[[node_acl]]\ninitiator = \"127.0.86.2\"\n\
+         mapped_lun = [{ lun = 0, tpg_lun = 4 }]\n",
+    )
+    .expect("config");
+    let o = srpt(&["-a", "127.0.86.1", "--config", c]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("tpg_lun 4"), "{}", text(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -220,6 +220,22 @@ impl SrpTarget {
                     InitiatorId(u128::from_be_bytes(req.initiator_port_id)),
                     u16::try_from(port + 1).unwrap_or(u16::MAX),
                 );
+                // A node ACL with mapped LUNs gives the nexus its own LUN numbers.
+                let map = self.cfg.lun_maps.iter().find(|(e, _)| {
+                    crate::login::admits(
+                        Some(std::slice::from_ref(e)),
+                        &req.initiator_port_id,
+                        source,
+                    )
+                });
+                if let Some((_, m)) = map {
+                    if let Err(e) = self.scsi.set_lun_map(scsi, Some(m.clone())) {
+                        self.events.push_back(SrpEvent::Warning {
+                            channel: None,
+                            what: format!("the node ACL's LUN map does not apply: {e}"),
+                        });
+                    }
+                }
                 self.nexuses.insert(
                     key,
                     NexusEntry {
