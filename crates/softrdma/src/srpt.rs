@@ -1074,8 +1074,9 @@ fn ctl_command(
     ports: &[Port],
     guid: u64,
 ) -> Result<String, String> {
-    const USAGE: &str =
-        "commands: show | lun add N SPEC | lun remove N | acl add INITIATOR | acl remove INITIATOR";
+    const USAGE: &str = "commands: show | lun add N SPEC | lun remove N | acl add INITIATOR | \
+                         acl remove INITIATOR | map add INITIATOR LUN TPG_LUN [ro] | \
+                         map remove INITIATOR LUN";
     let lun_no = |s: &str| -> Result<LunId, String> {
         s.parse::<u16>()
             .map(|n| LunId(u64::from(n)))
@@ -1169,6 +1170,47 @@ fn ctl_command(
                 "acl {} removed; {ended} channel(s) logged out\n",
                 acl_text(&e)
             ))
+        }
+        ["map", "add", who, lun, tpg_lun, rest @ ..] => {
+            let e = parse_acl(who)?;
+            let read_only = match rest {
+                [] => false,
+                ["ro"] => true,
+                _ => {
+                    return Err(format!(
+                        "{}: the last word is ro or nothing",
+                        rest.join(" ")
+                    ))
+                }
+            };
+            let mut map = engine.lun_map(&e).cloned().unwrap_or_default();
+            map.insert(
+                lun_no(lun)?,
+                LunMapping {
+                    lun: lun_no(tpg_lun)?,
+                    read_only,
+                },
+            );
+            let n = engine
+                .set_lun_map(e, Some(map))
+                .map_err(|e| e.to_string())?;
+            Ok(format!("mapped; {n} session(s) see it now\n"))
+        }
+        ["map", "remove", who, lun] => {
+            let e = parse_acl(who)?;
+            let id = lun_no(lun)?;
+            let mut map = engine
+                .lun_map(&e)
+                .cloned()
+                .ok_or_else(|| format!("{who}: no mapped LUNs"))?;
+            if map.remove(&id).is_none() {
+                return Err(format!("{who}: LUN {id} is not mapped"));
+            }
+            // An empty map still hides every LUN (LIO: a node ACL without mapped LUNs).
+            let n = engine
+                .set_lun_map(e, Some(map))
+                .map_err(|e| e.to_string())?;
+            Ok(format!("unmapped; {n} session(s) changed\n"))
         }
         _ => Err(format!("{}: unknown command; {USAGE}", words.join(" "))),
     }

@@ -292,7 +292,18 @@ fn node_acl_mapped_luns() {
     )
     .expect("config");
     let c = cfg.to_str().expect("path");
-    let t = Serving::start(&["-a", "127.0.86.1", "--config", c, "--allow", "127.0.86.3"]);
+    let sock = dir.join("ctl.sock");
+    let s = sock.to_str().expect("path");
+    let t = Serving::start(&[
+        "-a",
+        "127.0.86.1",
+        "--config",
+        c,
+        "--allow",
+        "127.0.86.3",
+        "--ctl",
+        s,
+    ]);
     let o = login(&t.line, "127.0.86.2");
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
@@ -302,6 +313,18 @@ fn node_acl_mapped_luns() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(out.contains("LUN 0:") && out.contains("LUN 1:"), "{out}");
+    // A mapped LUN given to it while serving: from then on it sees only that.
+    let o = ctl(s, &["map", "add", "127.0.86.3", "4", "1", "ro"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = login(&t.line, "127.0.86.3");
+    let out = text(&o.stdout);
+    assert!(out.contains("LUN 4:") && !out.contains("LUN 0:"), "{out}");
+    assert_eq!(
+        ctl(s, &["map", "add", "127.0.86.3", "5", "9"])
+            .status
+            .code(),
+        Some(1)
+    );
     drop(t);
     // A mapping to a LUN the target does not have: refused at start, one line.
     std::fs::write(

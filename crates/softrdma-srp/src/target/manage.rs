@@ -3,12 +3,13 @@
 //! (`core_tpg_del_initiator_node_acl`), a LUN added or removed raises REPORTED LUNS DATA HAS
 //! CHANGED on the sessions (`core_enable/disable_device_list_for_node`).
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use softrdma_core::rdma_cm::RdmaCm;
 use softrdma_core::time::Instant;
 use softrdma_core::Stack;
-use softrdma_scsi::{CoreError, LogicalUnit, LunId};
+use softrdma_scsi::{CoreError, LogicalUnit, LunId, LunMapping};
 
 use crate::channel::ChannelState;
 use crate::login::{admits, AclEntry};
@@ -92,6 +93,54 @@ impl SrpTarget {
         }
         self.poll_port(now, rdma, stack, port.0);
         n
+    }
+
+    /// The LUN map a node ACL entry gives (see [`SrpConfig::lun_maps`](super::SrpConfig)).
+    pub fn lun_map(&self, entry: &AclEntry) -> Option<&BTreeMap<LunId, LunMapping>> {
+        self.cfg
+            .lun_maps
+            .iter()
+            .find(|(e, _)| e == entry)
+            .map(|(_, m)| m)
+    }
+
+    /// Sets (or with `None` removes) a node ACL entry's LUN map, for the logins to come and
+    /// for the I_T nexuses of that initiator logged in now: their LUNs change at once and
+    /// each mapped LU reports REPORTED LUNS DATA HAS CHANGED (LIO: a mapped LUN added to or
+    /// removed from a node ACL with sessions). Returns how many nexuses changed.
+    pub fn set_lun_map(
+        &mut self,
+        entry: AclEntry,
+        map: Option<BTreeMap<LunId, LunMapping>>,
+    ) -> Result<usize, ManageError> {
+        if let Some(m) = &map {
+            for l in m.values() {
+                if self.scsi.lun(l.lun).is_none() {
+                    return Err(CoreError::NoSuchLun(l.lun).into());
+                }
+            }
+        }
+        self.cfg.lun_maps.retain(|(e, _)| *e != entry);
+        if let Some(m) = &map {
+            self.cfg.lun_maps.push((entry.clone(), m.clone()));
+        }
+        let one = std::slice::from_ref(&entry);
+        let nexuses: Vec<_> = self
+            .nexuses
+            .iter()
+            .filter(|(key, n)| {
+                n.channels.iter().any(|ch| {
+                    self.channels
+                        .get(ch)
+                        .is_some_and(|c| admits(Some(one), &key.0, c.source))
+                })
+            })
+            .map(|(_, n)| n.scsi)
+            .collect();
+        for n in &nexuses {
+            self.scsi.set_lun_map(*n, map.clone())?;
+        }
+        Ok(nexuses.len())
     }
 
     /// Adds a LUN while sessions run; every session's other LUNs report REPORTED LUNS DATA
