@@ -101,7 +101,8 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 enum SrptCmd {
     /// Change a running target (started with --ctl SOCKET): `show`, `lun add N SPEC`, `lun
-    /// remove N`, `acl add INITIATOR`, `acl remove INITIATOR` (its sessions end).
+    /// remove N`, `acl add INITIATOR`, `acl remove INITIATOR` (its sessions end), `map add
+    /// INITIATOR LUN TPG_LUN [ro]`, `map remove INITIATOR LUN`.
     Ctl {
         /// The target's --ctl socket.
         socket: PathBuf,
