@@ -146,7 +146,41 @@ pub(crate) enum Op {
         sync: bool,
     },
     Verify,
+    /// UNMAP: the parameter list is the data-out; byte 1 of the CDB (ANCHOR) must be zero.
+    Unmap {
+        byte1: u8,
+    },
+    /// WRITE SAME(10)/(16): the data-out block written to `blocks` blocks from `lba`, or
+    /// with `unmap` those blocks deallocated.
+    WriteSame {
+        lba: u64,
+        blocks: u64,
+        unmap: bool,
+    },
+    /// COMPARE AND WRITE: the data-out is `blocks` blocks to compare, then as many to write.
+    CompareAndWrite {
+        lba: u64,
+        blocks: u64,
+        sync: bool,
+    },
     SyncCache,
+    /// REPORT TARGET PORT GROUPS (MAINTENANCE IN, service action 0Ah).
+    ReportTargetPortGroups {
+        extended: bool,
+    },
+    /// PERSISTENT RESERVE IN: the service action.
+    PrIn {
+        sa: u8,
+    },
+    /// PERSISTENT RESERVE OUT: service action, SCOPE and TYPE.
+    PrOut {
+        sa: u8,
+        scope_type: u8,
+    },
+    /// RESERVE(6)/(10).
+    Reserve,
+    /// RELEASE(6)/(10).
+    Release,
     StartStop {
         cdb: [u8; 5],
     },
@@ -160,7 +194,10 @@ pub(crate) enum Op {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cmd {
     pub(crate) nexus: NexusId,
+    /// The logical unit (after the nexus's LUN map).
     pub(crate) lun: LunId,
+    /// The LUN number the initiator addressed.
+    pub(crate) mapped: LunId,
     pub(crate) opcode: ScsiOpcode,
     pub(crate) dir: DataDir,
     pub(crate) xfer: Xfer,
@@ -173,8 +210,14 @@ impl Cmd {
     pub fn nexus(&self) -> NexusId {
         self.nexus
     }
+    /// The logical unit the command reaches (its number in the target, after the nexus's
+    /// LUN map: what [`crate::Target::lend_medium`] and [`crate::Placement`] name).
     pub fn lun(&self) -> LunId {
         self.lun
+    }
+    /// The LUN number the initiator addressed.
+    pub fn mapped_lun(&self) -> LunId {
+        self.mapped
     }
     pub fn opcode(&self) -> ScsiOpcode {
         self.opcode
@@ -236,9 +279,22 @@ impl Response {
     }
 
     pub(crate) fn check(reason: SenseReason, residual: Residual) -> Response {
+        if reason == SenseReason::ReservationConflict {
+            return Response::conflict(residual);
+        }
         Response {
             status: ScsiStatus::CHECK_CONDITION,
             sense: Some(reason.sense()),
+            data_len: 0,
+            residual,
+        }
+    }
+
+    /// RESERVATION CONFLICT: no sense data (SPC-4 §5.13.1).
+    pub(crate) fn conflict(residual: Residual) -> Response {
+        Response {
+            status: ScsiStatus::RESERVATION_CONFLICT,
+            sense: None,
             data_len: 0,
             residual,
         }

@@ -49,6 +49,7 @@ pub(crate) fn inquiry(
         (0x83, _) => id.device_identification(target).to_bytes(),
         (0xb0, Some(lu)) => lu.block_limits().to_bytes(),
         (0xb1, Some(lu)) => lu.block_characteristics().to_bytes(),
+        (0xb2, Some(lu)) => lu.logical_block_provisioning().to_bytes(),
         _ => return Err(SenseReason::InvalidCdbField),
     };
     Ok(put(out, &bytes))
@@ -122,6 +123,7 @@ const MODE_BUF: usize = 512;
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn mode_sense(
     lu: &LogicalUnit,
+    wp: bool,
     ten: bool,
     dbd: bool,
     llbaa: bool,
@@ -169,8 +171,8 @@ pub(crate) fn mode_sense(
         len += n;
     }
     let mut device_specific = 0u8;
-    if lu.read_only() {
-        device_specific |= 0x80; // WP
+    if wp {
+        device_specific |= 0x80; // WP: the LU, or the nexus's mapping of it, is read-only
     }
     if lu.dpofua() {
         device_specific |= 0x10; // DPOFUA
@@ -264,4 +266,38 @@ pub(crate) fn start_stop(cdb: &[u8; 5]) -> Result<(), SenseReason> {
         return Err(SenseReason::InvalidCdbField);
     }
     Ok(())
+}
+
+/// REPORT TARGET PORT GROUPS (`core_emulate_report_target_port_groups`, SPC-4 §6.37):
+/// RETURN DATA LENGTH (and with the extended header FORMAT TYPE 1 and IMPLICIT TRANSITION
+/// TIME 0), then per group: PREF and ASYMMETRIC ACCESS STATE, the supported states (AO and
+/// AN: we have no others), the group id, STATUS CODE 0, the port count and each port's
+/// RELATIVE TARGET PORT IDENTIFIER.
+pub(crate) fn report_target_port_groups(groups: &[crate::PortGroup], extended: bool) -> Vec<u8> {
+    let hdr = if extended { 8 } else { 4 };
+    let mut out = vec![0u8; hdr];
+    for g in groups {
+        let state = match g.state {
+            crate::AluaState::ActiveOptimized => 0,
+            crate::AluaState::ActiveNonOptimized => 1,
+        };
+        out.push(if g.preferred { 0x80 } else { 0 } | state);
+        out.push(0x02 | 0x01); // AN_SUP, AO_SUP
+        out.extend_from_slice(&g.id.to_be_bytes());
+        out.push(0);
+        out.push(0); // STATUS CODE: no status available
+        out.push(0);
+        out.push(u8::try_from(g.ports.len()).unwrap_or(u8::MAX));
+        for p in g.ports.iter().take(255) {
+            out.extend_from_slice(&[0, 0]);
+            out.extend_from_slice(&p.to_be_bytes());
+        }
+    }
+    let len = u32::try_from(out.len() - 4).unwrap_or(u32::MAX);
+    write_u32(&mut out, 0, len);
+    if extended {
+        out[4] = 0x10; // FORMAT TYPE 001b
+        out[5] = 0; // IMPLICIT TRANSITION TIME
+    }
+    out
 }

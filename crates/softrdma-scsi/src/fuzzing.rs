@@ -14,7 +14,7 @@
 //! bit 2: no LUN 0, so the virtual LUN 0 answers; bit 3: no power-on unit attentions;
 //! bits 4–5: the LUN RESET unit attention policy; bit 6: LUN 0's medium is lent, so its
 //! READs and WRITEs run in place and every placement must lie inside it). Then records of
-//! `sel, len_lo, len_hi, cdb_len, cdb[cdb_len]` (a short last record takes what is left),
+//! `sel, len_lo, len_hi, cdb_len, cdb[cdb_len % 49]` (a short last record takes what is left),
 //! at most [`MAX_RECORDS`]:
 //!
 //! | `sel` bits | meaning |
@@ -26,9 +26,11 @@
 //! | 6 | first unregister (or re-register) the second nexus |
 //! | 7 | record the command as a task in flight (tag `cdb_len`); if that tag is in flight already, finish it instead |
 //!
-//! `len` is the expected data transfer length; the data-out is `len` bytes of a pattern.
+//! `len` is the expected data transfer length; the data-out is `len` bytes of a pattern,
+//! led by the record's bytes past the CDB length the opcode implies (so an UNMAP parameter
+//! list, or the blocks a COMPARE AND WRITE compares, can come from the input).
 
-use softrdma_wire::scsi::{ScsiStatus, SenseRepr};
+use softrdma_wire::scsi::{ScsiOpcode, ScsiStatus, SenseRepr};
 
 use crate::store::Memory;
 
@@ -159,7 +161,10 @@ fn command(
 ) {
     let rsp = match t.decode(n, lun, cdb, dir, expected) {
         Ok(Decoded::Done(r)) => {
-            assert_eq!(r.status, ScsiStatus::CHECK_CONDITION);
+            assert!(
+                r.status == ScsiStatus::CHECK_CONDITION
+                    || r.status == ScsiStatus::RESERVATION_CONFLICT
+            );
             assert_eq!(r.data_len, 0);
             r
         }
@@ -199,13 +204,31 @@ fn command(
                     r
                 }
                 (None, DataDir::Out) => {
-                    let data: Vec<u8> = (0..len).map(|i| (i as u8) ^ cdb.len() as u8).collect();
-                    t.execute(&cmd, Data::Out(&data))
-                        .unwrap_or_else(|e| panic!("{e}"))
+                    let mut data: Vec<u8> = (0..len).map(|i| (i as u8) ^ cdb.len() as u8).collect();
+                    // The record's bytes past the opcode's CDB length lead the data-out (an
+                    // UNMAP parameter list, a COMPARE AND WRITE's blocks).
+                    let op_len = cdb
+                        .first()
+                        .and_then(|o| ScsiOpcode(*o).cdb_len())
+                        .unwrap_or(cdb.len());
+                    if let Some(extra) = cdb.get(op_len..) {
+                        let n = extra.len().min(data.len());
+                        data[..n].copy_from_slice(&extra[..n]);
+                    }
+                    match medium {
+                        // UNMAP, WRITE SAME, COMPARE AND WRITE on the lent medium.
+                        Some(m) if t.needs_medium(&cmd) => {
+                            t.execute_on_medium(&cmd, Data::Out(&data), m)
+                        }
+                        _ => t.execute(&cmd, Data::Out(&data)),
+                    }
+                    .unwrap_or_else(|e| panic!("{e}"))
                 }
-                (None, DataDir::None) => t
-                    .execute(&cmd, Data::None)
-                    .unwrap_or_else(|e| panic!("{e}")),
+                (None, DataDir::None) => match medium {
+                    Some(m) if t.needs_medium(&cmd) => t.execute_on_medium(&cmd, Data::None, m),
+                    _ => t.execute(&cmd, Data::None),
+                }
+                .unwrap_or_else(|e| panic!("{e}")),
             };
             if cmd.data_dir() != DataDir::In {
                 assert_eq!(r.data_len, 0);
@@ -221,7 +244,9 @@ fn command(
             let p = SenseRepr::parse(&s.to_fixed()).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!((p.sense_key(), p.asc_ascq()), (s.key, s.asc_ascq));
         }
-        None => assert_eq!(rsp.status, ScsiStatus::GOOD),
+        None => assert!(
+            rsp.status == ScsiStatus::GOOD || rsp.status == ScsiStatus::RESERVATION_CONFLICT
+        ),
     }
 }
 
@@ -245,7 +270,7 @@ pub fn target(data: &[u8]) {
         let (sel, expected, cdb_len) = (
             rest[0],
             u32::from(u16::from_le_bytes([rest[1], rest[2]])),
-            usize::from(rest[3] % 33),
+            usize::from(rest[3] % 49),
         );
         rest = &rest[4..];
         let cdb = &rest[..cdb_len.min(rest.len())];
@@ -341,6 +366,16 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut luns = vec![0u8; 12];
     luns[0] = 0xa0;
     luns[8] = 0x10;
+    // PERSISTENT RESERVE OUT with its 24-byte parameter list after the CDB (the data-out
+    // comes from the record's bytes past the CDB), and PERSISTENT RESERVE IN.
+    let pr_out = |sa: u8, ty: u8, key: u64, sa_key: u64| {
+        let mut c = vec![0x5f, sa, ty, 0, 0, 0, 0, 0, 24, 0];
+        c.extend_from_slice(&key.to_be_bytes());
+        c.extend_from_slice(&sa_key.to_be_bytes());
+        c.extend_from_slice(&[0; 8]);
+        c
+    };
+    let pr_in = |sa: u8, len: u8| vec![0x5e, sa, 0, 0, 0, 0, 0, 0, len, 0];
     let mut seeds = vec![
         (
             "login-scan",
@@ -391,6 +426,66 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             ]),
         ),
         (
+            "provisioning",
+            rec(&[
+                (0, 0, tur.clone()),
+                (IN, 64, inq(1, 0xb0, 64)),
+                (IN, 64, inq(1, 0xb2, 64)),
+                (OUT, 2048, r10(0x2a, 0, 0, 4)),
+                // UNMAP of blocks 1..3: the CDB, then the parameter list's header and one
+                // descriptor (its last two reserved bytes from the pattern).
+                (OUT, 24, {
+                    let mut c = vec![0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0];
+                    c.extend_from_slice(&[0, 22, 0, 16, 0, 0, 0, 0]);
+                    c.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0]);
+                    c
+                }),
+                // WRITE SAME(10) of 4 blocks, WRITE SAME(16) with UNMAP of 2.
+                (OUT, 512, r10(0x41, 0, 8, 4)),
+                (OUT, 512, {
+                    let mut c = r16(0x93, 12, 0);
+                    c[1] = 0x08;
+                    c[13] = 2;
+                    c
+                }),
+                // COMPARE AND WRITE of one block (compare, then write).
+                (OUT, 1024, {
+                    let mut c = r16(0x89, 8, 0);
+                    c[13] = 1;
+                    c
+                }),
+                (0, 0, vec![0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+                (OUT | 1, 24, vec![0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0]),
+            ]),
+        ),
+        (
+            // Two nexuses register, the first reserves (write exclusive), the second's WRITE
+            // conflicts and its READ does not; READ KEYS, READ FULL STATUS; the second
+            // preempts and aborts; SPC-2 RESERVE/RELEASE.
+            "reservations",
+            rec(&[
+                (0, 0, tur.clone()),
+                (0x10, 0, tur.clone()),
+                (OUT, 24, pr_out(0, 0, 0, 0xaa)),
+                (OUT | 0x10, 24, pr_out(6, 0, 0, 0xbb)),
+                (OUT, 24, pr_out(1, 1, 0xaa, 0)),
+                (OUT | 0x10, 512, r10(0x2a, 0, 0, 1)),
+                (IN | 0x10, 512, r10(0x28, 0, 0, 1)),
+                (IN, 64, pr_in(0, 64)),
+                (IN, 64, pr_in(1, 64)),
+                (IN, 8, pr_in(2, 8)),
+                (IN, 255, pr_in(3, 255)),
+                (0x80 | IN, 512, r10(0x28, 0, 0, 1)),
+                (OUT | 0x10, 24, pr_out(5, 3, 0xbb, 0xaa)),
+                (0, 0, tur.clone()),
+                (OUT | 0x10, 24, pr_out(3, 0, 0xbb, 0)),
+                (0, 0, vec![0x16, 0, 0, 0, 0, 0]),
+                (0x10 | IN, 512, r10(0x28, 0, 0, 1)),
+                (0x40, 0, Vec::new()),
+                (0, 0, vec![0x17, 0, 0, 0, 0, 0]),
+            ]),
+        ),
+        (
             "task-management",
             rec(&[
                 (0x80 | IN, 512, r10(0x28, 0, 0, 1)),
@@ -421,6 +516,12 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 (0x41, "read-write-4k-in-place"),
             ],
             "task-management" => &[(0, name), (0x40, "task-management-in-place")],
+            "reservations" => &[(0, "reservations"), (0x40, "reservations-in-place")],
+            "provisioning" => &[
+                (0, "provisioning"),
+                (3, "provisioning-4k-wce"),
+                (0x40, "provisioning-in-place"),
+            ],
             "login-scan" => &[(0, "login-scan"), (4 | 0x18, "login-scan-virtual-lun0")],
             _ => &[(0, name)],
         };
@@ -431,4 +532,31 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         }
     }
     out
+}
+
+/// Fuzz body of the `pr_state` target: the APTPL state file's parser (what a file LU reads
+/// back at start) must never panic, and what it accepts must write back as itself.
+pub fn pr_state(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(st) = crate::pr::PrState::from_aptpl_text(&text) {
+        let again = st.to_aptpl_text();
+        let back = crate::pr::PrState::from_aptpl_text(&again)
+            .unwrap_or_else(|e| panic!("{e}: {again:?}"));
+        assert_eq!(back.to_aptpl_text(), again);
+    }
+}
+
+/// Seed inputs of the `pr_state` target.
+pub fn pr_state_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("empty", Vec::new()),
+        (
+            "registrations",
+            b"softrdma-pr 1\ngeneration 7\nregister 0000000000000000505400fffe770002 1 00000000000000aa\nregister 0001020304050607505400fffe770002 2 00000000000000bb\n".to_vec(),
+        ),
+        (
+            "reserved",
+            b"softrdma-pr 1\ngeneration 3\nregister 0000000000000000505400fffe770002 1 00000000000000aa\nreserve 0000000000000000505400fffe770002 1 1\n".to_vec(),
+        ),
+    ]
 }

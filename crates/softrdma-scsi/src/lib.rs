@@ -51,6 +51,8 @@
 mod cmd;
 mod emulate;
 pub mod lun;
+pub mod pr;
+mod provisioning;
 pub mod sense;
 pub mod store;
 mod target;
@@ -62,9 +64,12 @@ pub mod fuzzing;
 
 pub use cmd::{Cmd, Data, DataDir, Decoded, Residual, Response};
 pub use lun::{LogicalUnit, LunConfig, LunId};
+pub use pr::{ItNexus, PrState, PrType};
+pub use provisioning::{parse_unmap_list, UnmapDescriptor};
 pub use sense::{Sense, SenseReason};
 pub use store::{BackingStore, BlockSize, FileStore, MemStore, StoreError};
 pub use target::{
-    CoreError, InPlace, InitiatorId, LunResetUa, NexusId, Placement, Target, TargetConfig,
+    AluaState, CoreError, InPlace, InitiatorId, LunMapping, LunResetUa, NexusId, Placement,
+    PortGroup, Target, TargetConfig,
 };
 pub use tmf::{AbortedTask, TmfKind, TmfOutcome, TmfResponse};

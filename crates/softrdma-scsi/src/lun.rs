@@ -4,9 +4,10 @@
 use softrdma_wire::field::{write_u16, write_u32, write_u64};
 use softrdma_wire::scsi::{
     BlockDescriptor, BlockDeviceCharacteristicsVpd, BlockLimitsVpd, Designator, DeviceType,
-    ReadCapacity10Data, ReadCapacity16Data, StandardInquiry, VpdPage,
+    ReadCapacity10Data, ReadCapacity16Data, StandardInquiry, VpdPage, VpdPageCode,
 };
 
+use crate::pr::PrState;
 use crate::store::BackingStore;
 
 /// A LUN as the 8-byte SAM LUN field carries it, converted the way LIO converts it: Linux's
@@ -79,6 +80,21 @@ pub struct LunConfig {
     /// TAS in the control mode page: tasks another I_T nexus aborts (CLEAR TASK SET, LUN
     /// RESET) end with TASK ABORTED status (LIO's `emulate_tas`, on by default).
     pub tas: bool,
+    /// Logical block provisioning (LIO's `emulate_tpu` and `emulate_tpws`): UNMAP and WRITE
+    /// SAME with UNMAP deallocate, READ CAPACITY(16) says LBPME and LBPRZ (unmapped blocks
+    /// read as zeroes: a file's holes, a memory store's zeroes), VPD page 0xB0 is the long
+    /// one with the UNMAP limits and page 0xB2 lists UNMAP and WRITE SAME. On by default,
+    /// so that Linux sends discards (LIO defaults it off; targetcli users turn it on).
+    pub thin_provisioning: bool,
+    /// MAXIMUM UNMAP LBA COUNT: the most blocks one UNMAP block descriptor may name (LIO
+    /// FILEIO: 0x2000).
+    pub max_unmap_lba_count: u32,
+    /// MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT (LIO FILEIO: 1, "hardcoded to 1 in Linux").
+    pub max_unmap_block_descriptors: u32,
+    /// MAXIMUM WRITE SAME LENGTH in blocks: 0xFFFF, LIO IBLOCK's (FILEIO says 0x1000).
+    /// Linux sends discards as WRITE SAME(16) with UNMAP of 0xFFFF blocks when the LUN lists
+    /// no VPD pages (no unit serial), so a smaller limit would fail them.
+    pub max_write_same_len: u32,
 }
 
 impl Default for LunConfig {
@@ -93,6 +109,10 @@ impl Default for LunConfig {
             relative_port_id: 1,
             max_transfer_bytes: 8 << 20,
             tas: true,
+            thin_provisioning: true,
+            max_unmap_lba_count: 0x2000,
+            max_unmap_block_descriptors: 1,
+            max_write_same_len: 0xffff,
         }
     }
 }
@@ -103,6 +123,10 @@ pub struct LogicalUnit {
     pub(crate) config: LunConfig,
     /// The store's medium is lent to the transport ([`crate::Target::lend_medium`]).
     pub(crate) lent: bool,
+    /// Reservations: persistent (registrations, the reservation) and SPC-2.
+    pub(crate) pr: PrState,
+    /// Why the kept persistent reservation state could not be read, if it could not.
+    pub(crate) pr_load_error: Option<String>,
 }
 
 impl std::fmt::Debug for LogicalUnit {
@@ -117,12 +141,35 @@ impl std::fmt::Debug for LogicalUnit {
 }
 
 impl LogicalUnit {
+    /// A LU over `store`. A store that keeps reservations across a restart (APTPL; a file
+    /// store's state file beside it) has them read back here.
     pub fn new(store: Box<dyn BackingStore + Send>, config: LunConfig) -> LogicalUnit {
+        let (pr, pr_load_error) = match store.load_reservations() {
+            Ok(Some(text)) => match PrState::from_aptpl_text(&text) {
+                Ok(pr) => (pr, None),
+                Err(e) => (PrState::default(), Some(e.to_string())),
+            },
+            Ok(None) => (PrState::default(), None),
+            Err(e) => (PrState::default(), Some(e.to_string())),
+        };
         LogicalUnit {
             store,
             config,
             lent: false,
+            pr,
+            pr_load_error,
         }
+    }
+
+    /// The LU's reservations.
+    pub fn reservations(&self) -> &PrState {
+        &self.pr
+    }
+
+    /// Why the reservations kept across a restart could not be read back (they start
+    /// empty then), if so.
+    pub fn reservations_load_error(&self) -> Option<&str> {
+        self.pr_load_error.as_deref()
     }
 
     pub fn config(&self) -> &LunConfig {
@@ -165,6 +212,11 @@ impl LogicalUnit {
         self.write_cache()
     }
 
+    /// UNMAP and WRITE SAME with UNMAP deallocate (LBPME); off on a read-only LUN.
+    pub fn thin_provisioning(&self) -> bool {
+        self.config.thin_provisioning && !self.read_only()
+    }
+
     /// MAXIMUM TRANSFER LENGTH in blocks.
     pub fn max_transfer_blocks(&self) -> u32 {
         (self.config.max_transfer_bytes / self.block_size()).max(1)
@@ -185,6 +237,7 @@ impl LogicalUnit {
             rtpi: self.config.relative_port_id,
             protocol_id: target.protocol_id,
             disk: true,
+            tpgs: !target.port_groups.is_empty(),
         }
     }
 
@@ -202,14 +255,19 @@ impl LogicalUnit {
     }
 
     /// READ CAPACITY(16) data (`sbc_emulate_readcapacity_16`): no protection, one logical
-    /// block per physical block, no thin provisioning.
+    /// block per physical block; with thin provisioning LBPME and LBPRZ (every store reads
+    /// unmapped blocks as zeroes, LIO's `unmap_zeroes_data`).
     pub(crate) fn read_capacity16(&self) -> [u8; 32] {
         let d = ReadCapacity16Data {
             last_lba: self.blocks().saturating_sub(1),
             block_length: self.block_size(),
             prot: 0,
             exponents: 0,
-            lbp_alignment: 0,
+            lbp_alignment: if self.thin_provisioning() {
+                0x8000 | 0x4000 // LBPME | LBPRZ
+            } else {
+                0
+            },
         };
         let mut b = [0u8; 32];
         d.emit(&mut b);
@@ -281,20 +339,55 @@ impl LogicalUnit {
         b
     }
 
-    /// VPD page 0xB0 (`spc_emulate_evpd_b0` without thin provisioning: the 0x10-long page).
+    /// VPD page 0xB0 (`spc_emulate_evpd_b0`): WSNZ, COMPARE AND WRITE of one block, the
+    /// transfer lengths; with thin provisioning the 0x3C-long page with the UNMAP limits
+    /// (granularity 1, no alignment) and MAXIMUM WRITE SAME LENGTH, else the 0x10-long one.
     pub(crate) fn block_limits(&self) -> BlockLimitsVpd {
         let max = self.max_transfer_blocks();
+        let tp = self.thin_provisioning();
         BlockLimitsVpd {
             peripheral: DeviceType::DISK.0,
-            long: false,
+            long: tp,
             wsnz: true,
-            // LIO says 1 (COMPARE AND WRITE of one block); we have no COMPARE AND WRITE.
-            max_compare_and_write_len: 0,
+            max_compare_and_write_len: 1,
             opt_transfer_len_granularity: 1,
             max_transfer_len: max,
             opt_transfer_len: max,
+            max_unmap_lba_count: if tp {
+                self.config.max_unmap_lba_count
+            } else {
+                0
+            },
+            max_unmap_block_descriptor_count: if tp {
+                self.config.max_unmap_block_descriptors
+            } else {
+                0
+            },
+            opt_unmap_granularity: u32::from(tp),
+            max_write_same_len: if tp {
+                u64::from(self.config.max_write_same_len)
+            } else {
+                0
+            },
             ..BlockLimitsVpd::default()
         }
+    }
+
+    /// VPD page 0xB2, Logical Block Provisioning (`spc_emulate_evpd_b2`, SBC-4 §6.6.6):
+    /// PAGE LENGTH 4, THRESHOLD EXPONENT 0; with thin provisioning LBPU (UNMAP), LBPWS and
+    /// LBPWS10 (WRITE SAME(16)/(10) with UNMAP), LBPRZ 001b (unmapped blocks read as zeroes)
+    /// and PROVISIONING TYPE 010b (thin); without, all zero (fully provisioned).
+    pub(crate) fn logical_block_provisioning(&self) -> VpdPage {
+        let mut p = vec![0u8; 4];
+        if self.thin_provisioning() {
+            p[1] = 0x80 | 0x40 | 0x20 | (1 << 2);
+            p[2] = 0x02;
+        }
+        VpdPage::new(
+            DeviceType::DISK.0,
+            VpdPageCode::LOGICAL_BLOCK_PROVISIONING,
+            p,
+        )
     }
 
     /// VPD page 0xB1 (`spc_emulate_evpd_b1`): MEDIUM ROTATION RATE 1 for a non-rotating
@@ -325,6 +418,8 @@ pub(crate) struct Identity<'a> {
     pub protocol_id: u8,
     /// A direct-access block device (SBC-3 version descriptor, block VPD pages).
     pub disk: bool,
+    /// TPGS 01b in the standard INQUIRY data: implicit ALUA (target port groups configured).
+    pub tpgs: bool,
 }
 
 /// `s` as an ASCII field of `N` bytes, left aligned, space padded (SPC-4 §4.4.1).
@@ -350,7 +445,7 @@ fn transport_version_descriptor(protocol_id: u8) -> u16 {
 }
 
 /// The VPD pages we answer, in page 0x00's order.
-pub(crate) const VPD_PAGES: [u8; 5] = [0x00, 0x80, 0x83, 0xb0, 0xb1];
+pub(crate) const VPD_PAGES: [u8; 6] = [0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2];
 
 impl Identity<'_> {
     /// Standard INQUIRY data, 96 bytes (ADDITIONAL LENGTH 91) as `spc_emulate_inquiry_std`
@@ -376,9 +471,10 @@ impl Identity<'_> {
             version: 6,
             byte3: 2,
             additional_len: 91,
-            // No SCCS, TPGS, 3PC or PROTECT: we have no REPORT TARGET PORT GROUPS, EXTENDED
-            // COPY or protection information (LIO sets SCCS, TPGS 3 and 3PC).
-            byte5: 0,
+            // TPGS 01b (implicit ALUA) with target port groups; no SCCS, 3PC or PROTECT: we
+            // have no SET TARGET PORT GROUPS, EXTENDED COPY or protection information (LIO
+            // sets SCCS, TPGS 3 and 3PC).
+            byte5: if self.tpgs { 0x10 } else { 0 },
             byte6: 0,
             byte7: 0x02, // CMDQUE
             vendor: ascii_field(self.vendor),
@@ -561,6 +657,7 @@ mod tests {
             rtpi: 1,
             protocol_id: cfg.protocol_id,
             disk: true,
+            tpgs: false,
         };
         // Non-hex characters (a UUID's dashes) are skipped; short serials leave zeroes;
         // long ones stop at 25 digits.

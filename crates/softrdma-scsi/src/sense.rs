@@ -6,7 +6,7 @@
 //! `target_core_transport.c`, used by `transport_send_check_condition_and_sense`), so every
 //! key/ASC/ASCQ below is the one LIO sends for the same condition.
 
-use softrdma_wire::scsi::{AscAscq, SenseKey, SenseRepr};
+use softrdma_wire::scsi::{AscAscq, FixedSense, SenseKey, SenseRepr};
 
 /// Sense data: key, ASC/ASCQ. Sent as 18 bytes of fixed-format, current sense data
 /// (response code 0x70), as LIO does with the control mode page's D_SENSE bit clear.
@@ -14,6 +14,9 @@ use softrdma_wire::scsi::{AscAscq, SenseKey, SenseRepr};
 pub struct Sense {
     pub key: SenseKey,
     pub asc_ascq: AscAscq,
+    /// The INFORMATION field, with VALID set (a MISCOMPARE's offset of the first byte that
+    /// differs); `None`: VALID clear, INFORMATION zero.
+    pub information: Option<u32>,
 }
 
 impl Sense {
@@ -21,19 +24,33 @@ impl Sense {
     pub const FIXED_LEN: usize = 18;
 
     pub const fn new(key: SenseKey, asc_ascq: AscAscq) -> Sense {
-        Sense { key, asc_ascq }
+        Sense {
+            key,
+            asc_ascq,
+            information: None,
+        }
     }
 
     /// The fixed-format sense data: 0x70, key, ADDITIONAL SENSE LENGTH 10, ASC, ASCQ.
+    /// With [`Sense::information`], VALID and the INFORMATION field.
     pub fn to_fixed(&self) -> [u8; Sense::FIXED_LEN] {
         let mut b = [0u8; Sense::FIXED_LEN];
-        SenseRepr::fixed(self.key, self.asc_ascq).emit(&mut b);
+        self.to_repr().emit(&mut b);
         b
     }
 
     /// The same as the wire crate's representation (for dissection and tests).
     pub fn to_repr(&self) -> SenseRepr {
-        SenseRepr::fixed(self.key, self.asc_ascq)
+        match self.information {
+            None => SenseRepr::fixed(self.key, self.asc_ascq),
+            Some(info) => SenseRepr::Fixed(FixedSense {
+                valid: true,
+                information: info,
+                sense_key: self.key,
+                asc_ascq: self.asc_ascq,
+                ..FixedSense::default()
+            }),
+        }
     }
 }
 
@@ -69,6 +86,17 @@ pub enum SenseReason {
     /// FAILURE (08h/00h), what LIO's FILEIO answers when the file read or write fails (NOT
     /// READY rather than an error key, so initiators retry).
     LogicalUnitCommunicationFailure,
+    /// `TCM_INVALID_PARAMETER_LIST` as `core_scsi3_emulate_pro_release` answers a RELEASE
+    /// whose type differs from the reservation's: ILLEGAL REQUEST, INVALID RELEASE OF
+    /// PERSISTENT RESERVATION (26h/04h, SPC-4 §5.13.11.2.2).
+    InvalidReleaseOfPersistentReservation,
+    /// `TCM_RESERVATION_CONFLICT`: not sense data but the status RESERVATION CONFLICT
+    /// (the response carries no sense; [`SenseReason::sense`] gives NO SENSE for it).
+    ReservationConflict,
+    /// `TCM_MISCOMPARE_VERIFY`: MISCOMPARE, MISCOMPARE DURING VERIFY OPERATION (1Dh/00h),
+    /// with the offset of the first byte that differs in the INFORMATION field (SBC-4
+    /// §5.3: COMPARE AND WRITE; LIO since 5.x sets `sense_info` to it).
+    Miscompare { offset: u32 },
     /// `TCM_CHECK_CONDITION_UNIT_ATTENTION`: UNIT ATTENTION with the ASC/ASCQ of the
     /// condition reported (`core_scsi3_ua_for_check_condition`).
     UnitAttention(AscAscq),
@@ -108,6 +136,14 @@ impl SenseReason {
                 (SenseKey::NOT_READY, AscAscq::LUN_COMMUNICATION_FAILURE)
             }
             UnitAttention(a) => (SenseKey::UNIT_ATTENTION, a),
+            ReservationConflict => (SenseKey::NO_SENSE, AscAscq::NO_ADDITIONAL_SENSE),
+            InvalidReleaseOfPersistentReservation => (SenseKey::ILLEGAL_REQUEST, AscAscq(0x2604)),
+            Miscompare { offset } => {
+                return Sense {
+                    information: Some(offset),
+                    ..Sense::new(SenseKey::MISCOMPARE, AscAscq::MISCOMPARE_DURING_VERIFY)
+                }
+            }
         };
         Sense::new(key, asc)
     }

@@ -14,7 +14,7 @@ use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use softrdma_mem::Memory;
 
@@ -122,6 +122,26 @@ pub trait BackingStore {
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StoreError>;
     /// Makes every completed write durable.
     fn flush(&mut self) -> Result<(), StoreError>;
+    /// Deallocates `len` bytes at `offset` (UNMAP, WRITE SAME with UNMAP): afterwards they
+    /// read as zeroes (the LBPRZ the core reports). The default writes zeroes; a store
+    /// that can free the space (a file's holes) does that instead.
+    fn unmap(&mut self, offset: u64, len: u64) -> Result<(), StoreError> {
+        write_zeroes(self, offset, len)
+    }
+    /// Whether the store keeps persistent reservations across a restart (PTPL_C: APTPL
+    /// registrations are accepted). The default: no.
+    fn keeps_reservations(&self) -> bool {
+        false
+    }
+    /// The reservation state kept with the store (what [`BackingStore::save_reservations`]
+    /// wrote), if any.
+    fn load_reservations(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+    /// Keeps the reservation state (empty: nothing to keep, forget it).
+    fn save_reservations(&mut self, _text: &str) -> Result<(), StoreError> {
+        Err(StoreError::Io(io::Error::from(io::ErrorKind::Unsupported)))
+    }
     /// A store whose medium is plain memory hands its bytes over, so that the transport can
     /// keep them where its device reaches them (an MR) and move READ and WRITE data straight
     /// between them and the wire: the copy into or out of a bounce buffer disappears. Until
@@ -138,6 +158,24 @@ pub trait BackingStore {
             block_size: self.block_size().bytes(),
         })
     }
+}
+
+/// Writes `len` zero bytes at `offset` through [`BackingStore::write_at`], a block of zeroes
+/// at a time (no buffer the size of the range).
+pub(crate) fn write_zeroes<S: BackingStore + ?Sized>(
+    store: &mut S,
+    offset: u64,
+    len: u64,
+) -> Result<(), StoreError> {
+    const CHUNK: u64 = 64 * 1024;
+    let zeroes = vec![0u8; CHUNK.min(len) as usize];
+    let mut done = 0;
+    while done < len {
+        let n = CHUNK.min(len - done) as usize;
+        store.write_at(offset + done, &zeroes[..n])?;
+        done += n as u64;
+    }
+    Ok(())
 }
 
 fn check_size(size: u64, block_size: BlockSize) -> Result<(), StoreError> {
@@ -265,6 +303,23 @@ impl BackingStore for MemStore {
     fn flush(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
+    fn unmap(&mut self, offset: u64, len: u64) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        if self.lent {
+            return Err(StoreError::Lent);
+        }
+        let n = usize::try_from(len).map_err(|_| StoreError::OutOfRange {
+            offset,
+            len: usize::MAX,
+            size: self.size,
+        })?;
+        check_range(offset, n, self.size)?;
+        let o = offset as usize;
+        self.data[o..o + n].fill(0);
+        Ok(())
+    }
     fn lend(&mut self) -> Option<Memory> {
         if self.lent {
             return None;
@@ -290,6 +345,8 @@ impl BackingStore for MemStore {
 #[derive(Debug)]
 pub struct FileStore {
     file: File,
+    /// The backing file's path: the reservation state lives beside it.
+    path: PathBuf,
     size: u64,
     block_size: BlockSize,
     read_only: bool,
@@ -303,12 +360,17 @@ impl FileStore {
         block_size: BlockSize,
         read_only: bool,
     ) -> Result<FileStore, StoreError> {
-        let file = OpenOptions::new().read(true).write(!read_only).open(path)?;
+        let path = path.as_ref().to_path_buf();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!read_only)
+            .open(&path)?;
         let len = file.metadata()?.len();
         let size = len - len % u64::from(block_size.bytes());
         check_size(size, block_size)?;
         Ok(FileStore {
             file,
+            path,
             size,
             block_size,
             read_only,
@@ -322,15 +384,17 @@ impl FileStore {
         block_size: BlockSize,
     ) -> Result<FileStore, StoreError> {
         check_size(size, block_size)?;
+        let path = path.as_ref().to_path_buf();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .open(path)?;
+            .open(&path)?;
         file.set_len(size)?;
         Ok(FileStore {
             file,
+            path,
             size,
             block_size,
             read_only: false,
@@ -338,7 +402,48 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// Where the persistent reservations of an APTPL registration are kept: beside the
+    /// backing file, its name with `.pr` appended (`lun.img` → `lun.img.pr`).
+    pub fn reservations_path(&self) -> PathBuf {
+        let mut name = self.path.as_os_str().to_owned();
+        name.push(".pr");
+        PathBuf::from(name)
+    }
+}
+
 impl BackingStore for FileStore {
+    fn keeps_reservations(&self) -> bool {
+        !self.read_only
+    }
+    fn load_reservations(&self) -> Result<Option<String>, StoreError> {
+        match std::fs::read_to_string(self.reservations_path()) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+    /// Written to a temporary file, synced and renamed over the state file, so a crash
+    /// leaves the old state or the new one; empty text removes the file.
+    fn save_reservations(&mut self, text: &str) -> Result<(), StoreError> {
+        let path = self.reservations_path();
+        if text.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e.into()),
+                _ => Ok(()),
+            };
+        }
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        {
+            let mut f = File::create(&tmp)?;
+            io::Write::write_all(&mut f, text.as_bytes())?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    }
     fn size(&self) -> u64 {
         self.size
     }
@@ -377,5 +482,27 @@ impl BackingStore for FileStore {
         }
         self.file.sync_data()?;
         Ok(())
+    }
+    /// Punches a hole (`fallocate(PUNCH_HOLE | KEEP_SIZE)`, what LIO's FILEIO does for a
+    /// file on a filesystem, `fd_execute_unmap`): the blocks are freed and read back as
+    /// zeroes, the file keeps its length. A filesystem that cannot punch holes gets zeroes
+    /// written instead, so the range reads as zeroes either way.
+    fn unmap(&mut self, offset: u64, len: u64) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        let n = usize::try_from(len).unwrap_or(usize::MAX);
+        check_range(offset, n, self.size)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mode = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
+        match rustix::fs::fallocate(&self.file, mode, offset, len) {
+            Ok(()) => Ok(()),
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+                write_zeroes(self, offset, len)
+            }
+            Err(e) => Err(StoreError::Io(e.into())),
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use softrdma_mem::Memory;
+use softrdma_wire::field::{read_u16, read_u32, read_u64};
 
 use softrdma_wire::scsi::{
     AscAscq, InquiryRepr, ModeSelectRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr,
@@ -15,9 +16,20 @@ use softrdma_wire::scsi::{
 use crate::cmd::{Cmd, Data, DataDir, Decoded, Op, Residual, Response, Xfer};
 use crate::emulate::{self, Done};
 use crate::lun::{LogicalUnit, LunConfig, LunId};
+use crate::pr::{Access, ItNexus, PrError};
+use crate::provisioning::{self, Geometry, Medium};
 use crate::sense::SenseReason;
 use crate::tmf::TaskTable;
 use crate::ua::UaQueue;
+
+/// What an initiator's LUN number maps to (LIO's mapped LUN, `se_dev_entry`): a logical
+/// unit of the target and whether writes through this mapping are refused
+/// (`lun_access_ro`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LunMapping {
+    pub lun: LunId,
+    pub read_only: bool,
+}
 
 /// An I_T nexus the target knows, as [`Target::register_nexus`] numbered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,6 +84,30 @@ pub struct TargetConfig {
     /// initiator sees it. LIO 6.1 raises none at login.
     pub power_on_ua: bool,
     pub lun_reset_ua: LunResetUa,
+    /// ALUA target port groups (SPC-4 §5.16): with any, the standard INQUIRY data says TPGS
+    /// 01b (implicit ALUA), VPD page 0x83 names the nexus's target port and its group, and
+    /// REPORT TARGET PORT GROUPS lists them. Empty: no ALUA (TPGS 0; REPORT TARGET PORT
+    /// GROUPS is an unsupported command).
+    pub port_groups: Vec<PortGroup>,
+}
+
+/// ASYMMETRIC ACCESS STATE of a target port group (SPC-4 table 176); both take every
+/// command, the difference is the path an initiator prefers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AluaState {
+    ActiveOptimized,
+    ActiveNonOptimized,
+}
+
+/// A target port group: its identifier, its state and the relative target port identifiers
+/// of its ports (LIO's `tg_pt_gp`; `default_tg_pt_gp` is id 0 with every port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortGroup {
+    pub id: u16,
+    pub state: AluaState,
+    /// PREF: the preferred group.
+    pub preferred: bool,
+    pub ports: Vec<u16>,
 }
 
 impl Default for TargetConfig {
@@ -85,6 +121,7 @@ impl Default for TargetConfig {
             virtual_lun0: Some(0x3f),
             power_on_ua: true,
             lun_reset_ua: LunResetUa::AllNexuses,
+            port_groups: Vec::new(),
         }
     }
 }
@@ -183,6 +220,17 @@ pub enum InPlace {
 #[derive(Debug, Clone)]
 pub(crate) struct Nexus {
     pub initiator: InitiatorId,
+    /// RELATIVE TARGET PORT IDENTIFIER of the port the nexus came through.
+    pub port: u16,
+}
+
+impl Nexus {
+    pub fn it(&self) -> ItNexus {
+        ItNexus {
+            initiator: self.initiator,
+            port: self.port,
+        }
+    }
 }
 
 /// The SCSI target core: LUNs, nexuses, unit attentions, tasks. Sans-IO: the transport
@@ -193,6 +241,11 @@ pub struct Target {
     pub(crate) nexuses: BTreeMap<NexusId, Nexus>,
     pub(crate) ua: BTreeMap<(NexusId, u64), UaQueue>,
     pub(crate) tasks: TaskTable,
+    /// Tasks a PREEMPT AND ABORT aborted, for the transport ([`Target::take_preempted`]).
+    preempted: Vec<crate::AbortedTask>,
+    /// Per-nexus LUN maps ([`Target::set_lun_map`]); a nexus without one sees every LU at
+    /// its own number.
+    lun_maps: BTreeMap<NexusId, BTreeMap<u64, LunMapping>>,
     next_nexus: u32,
     virtual_lun0_config: LunConfig,
 }
@@ -207,6 +260,10 @@ impl fmt::Debug for Target {
             .finish()
     }
 }
+
+/// RESERVE(10) and RELEASE(10) (SPC-2; not in the wire crate's opcode list).
+const RESERVE_10: ScsiOpcode = ScsiOpcode(0x56);
+const RELEASE_10: ScsiOpcode = ScsiOpcode(0x57);
 
 /// LBA range check of `sbc_parse_cdb`: `lba + blocks` may reach the end of the medium, not
 /// pass it (nor wrap).
@@ -247,6 +304,8 @@ impl Target {
             nexuses: BTreeMap::new(),
             ua: BTreeMap::new(),
             tasks: TaskTable::default(),
+            preempted: Vec::new(),
+            lun_maps: BTreeMap::new(),
             next_nexus: 1,
             virtual_lun0_config: LunConfig {
                 product: Some("RAMDISK-MCP".into()),
@@ -377,9 +436,16 @@ impl Target {
     /// Registers an I_T nexus (an SRP login). With [`TargetConfig::power_on_ua`] every LUN
     /// holds POWER ON, RESET, OR BUS DEVICE RESET OCCURRED for it.
     pub fn register_nexus(&mut self, initiator: InitiatorId) -> NexusId {
+        self.register_nexus_on(initiator, 1)
+    }
+
+    /// [`Target::register_nexus`] through the target port of RELATIVE TARGET PORT
+    /// IDENTIFIER `port`: the I_T nexus of persistent reservations is (initiator port,
+    /// target port), so the same initiator through two ports is two I_T nexuses.
+    pub fn register_nexus_on(&mut self, initiator: InitiatorId, port: u16) -> NexusId {
         let id = NexusId(self.next_nexus);
         self.next_nexus = self.next_nexus.wrapping_add(1);
-        self.nexuses.insert(id, Nexus { initiator });
+        self.nexuses.insert(id, Nexus { initiator, port });
         if self.config.power_on_ua {
             for l in self.luns.keys() {
                 self.ua
@@ -394,15 +460,97 @@ impl Target {
     /// Forgets a nexus (logout, channel loss): its unit attentions and tasks go; the tasks
     /// are returned for the transport to drop.
     pub fn unregister_nexus(&mut self, id: NexusId) -> Result<Vec<crate::AbortedTask>, CoreError> {
-        self.nexuses
+        let gone = self
+            .nexuses
             .remove(&id)
-            .ok_or(CoreError::UnknownNexus(id))?;
+            .ok_or(CoreError::UnknownNexus(id))?
+            .it();
         self.ua.retain(|(n, _), _| *n != id);
+        self.lun_maps.remove(&id);
+        // I_T nexus loss releases an SPC-2 reservation (LIO: on session shutdown) when no
+        // other login is the same I_T nexus; persistent reservations stay.
+        if !self.nexuses.values().any(|n| n.it() == gone) {
+            for lu in self.luns.values_mut() {
+                lu.pr.release_spc2(gone);
+            }
+        }
         Ok(self.tasks.abort_where(|n, _| n == id, |_| false))
     }
 
     pub fn initiator(&self, id: NexusId) -> Option<InitiatorId> {
         self.nexuses.get(&id).map(|n| n.initiator)
+    }
+
+    /// The I_T nexus identity (initiator port, relative target port) of a nexus.
+    pub fn it_nexus(&self, id: NexusId) -> Option<ItNexus> {
+        self.nexuses.get(&id).map(Nexus::it)
+    }
+
+    /// Gives a nexus its own LUN numbers (LIO's mapped LUNs of a node ACL): initiator LUN →
+    /// [`LunMapping`]. The nexus then sees only these (REPORT LUNS lists them; others are
+    /// LOGICAL UNIT NOT SUPPORTED), and a read-only mapping refuses writes as a read-only LU
+    /// does (WRITE PROTECTED, WP in MODE SENSE). `None`: every LU at its own number. Each
+    /// mapped LU gets REPORTED LUNS DATA HAS CHANGED on the nexus.
+    pub fn set_lun_map(
+        &mut self,
+        nexus: NexusId,
+        map: Option<BTreeMap<LunId, LunMapping>>,
+    ) -> Result<(), CoreError> {
+        if !self.nexuses.contains_key(&nexus) {
+            return Err(CoreError::UnknownNexus(nexus));
+        }
+        let Some(map) = map else {
+            self.lun_maps.remove(&nexus);
+            return Ok(());
+        };
+        for (mapped, m) in &map {
+            if !mapped.is_single_level() {
+                return Err(CoreError::BadLunId(*mapped));
+            }
+            if !self.luns.contains_key(&m.lun.0) {
+                return Err(CoreError::NoSuchLun(m.lun));
+            }
+        }
+        for m in map.values() {
+            self.ua
+                .entry((nexus, m.lun.0))
+                .or_default()
+                .push(AscAscq::REPORTED_LUNS_DATA_HAS_CHANGED);
+        }
+        self.lun_maps
+            .insert(nexus, map.into_iter().map(|(k, v)| (k.0, v)).collect());
+        Ok(())
+    }
+
+    /// The logical unit an initiator's LUN number reaches on a nexus, and whether the
+    /// mapping is read-only; `None` when it reaches none.
+    pub fn resolve_lun(&self, nexus: NexusId, lun: LunId) -> Option<(LunId, bool)> {
+        match self.lun_maps.get(&nexus) {
+            Some(map) => map.get(&lun.0).map(|m| (m.lun, m.read_only)),
+            None => self.luns.contains_key(&lun.0).then_some((lun, false)),
+        }
+    }
+
+    /// The LUN numbers a nexus sees, ascending.
+    fn visible_luns(&self, nexus: NexusId) -> Vec<u64> {
+        match self.lun_maps.get(&nexus) {
+            Some(map) => map.keys().copied().collect(),
+            None => self.luns.keys().copied().collect(),
+        }
+    }
+
+    /// Whether a mapping makes the command's LU read-only for its nexus.
+    fn mapped_read_only(&self, cmd: &Cmd) -> bool {
+        self.lun_maps
+            .get(&cmd.nexus)
+            .and_then(|m| m.get(&cmd.mapped.0))
+            .is_some_and(|m| m.read_only)
+    }
+
+    /// The tasks PREEMPT AND ABORT commands aborted since the last call: the transport
+    /// stops them as it stops a task management function's (without a response).
+    pub fn take_preempted(&mut self) -> Vec<crate::AbortedTask> {
+        std::mem::take(&mut self.preempted)
     }
 
     /// The unit attentions pending for a nexus on a LUN, highest precedence first.
@@ -462,24 +610,35 @@ impl Target {
             expected_len
         };
         let fail = |r: SenseReason| Ok(Decoded::Done(Response::check(r, Residual::None)));
-        let lu = self.luns.get(&lun.0);
-        let virtual_lun0 = lu.is_none() && lun.0 == 0 && self.config.virtual_lun0.is_some();
+        let mapped = lun;
+        let resolved = self.resolve_lun(nexus, mapped);
+        let (lun, mapped_ro) = resolved.unwrap_or((mapped, false));
+        let lu = resolved.and_then(|(l, _)| self.luns.get(&l.0));
+        let virtual_lun0 = lu.is_none() && mapped.0 == 0 && self.config.virtual_lun0.is_some();
         if lu.is_none() && !virtual_lun0 {
             return fail(SenseReason::NonExistentLun);
         }
+        let read_only = lu.is_none_or(|l| l.read_only() || mapped_ro);
         // transport_lookup_cmd_lun: a data-out to a read-only mapping, or to the virtual
         // LUN 0, is WRITE PROTECTED whatever the CDB.
-        if dir == DataDir::Out && lu.is_none_or(LogicalUnit::read_only) {
+        if dir == DataDir::Out && read_only {
             return fail(SenseReason::WriteProtected);
         }
         let parsed = match lu {
-            Some(lu) => Self::parse(cdb, lu),
+            Some(lu) => Self::parse(cdb, lu, read_only, self.config.port_groups.is_empty()),
             None => Self::parse_virtual(cdb),
         };
         let p = match parsed {
             Ok(p) => p,
             Err(r) => return fail(r),
         };
+        // target_check_reservation, at setup, before the data phase (and before the unit
+        // attention check in execute).
+        if let (Some(lu), Some(n)) = (lu, self.nexuses.get(&nexus)) {
+            if lu.pr.conflicts(n.it(), Self::access(cdb)) {
+                return Ok(Decoded::Done(Response::conflict(Residual::None)));
+            }
+        }
         // Opposite directions (a READ with data-out buffers): LIO would move data the way
         // the transport says; we refuse.
         if dir != DataDir::None && p.dir != DataDir::None && dir != p.dir {
@@ -495,12 +654,49 @@ impl Target {
         Ok(Decoded::Ready(Cmd {
             nexus,
             lun,
+            mapped,
             opcode: ScsiOpcode(cdb[0]),
             dir,
             xfer,
             op: p.op,
             virtual_lun0,
         }))
+    }
+
+    /// How a command stands to a reservation (SPC-4 table 64; LIO's
+    /// `core_scsi3_pr_seq_non_holder`): what finds and describes the LU and the
+    /// reservation commands themselves are always allowed, reads of the medium or its mode
+    /// pages are allowed under the write-exclusive types, the rest are writes.
+    fn access(cdb: &[u8]) -> Access {
+        match cdb.first().map(|b| ScsiOpcode(*b)) {
+            Some(
+                ScsiOpcode::INQUIRY
+                | ScsiOpcode::REPORT_LUNS
+                | ScsiOpcode::REQUEST_SENSE
+                | ScsiOpcode::TEST_UNIT_READY
+                | ScsiOpcode::READ_CAPACITY_10
+                | ScsiOpcode::SERVICE_ACTION_IN_16
+                | ScsiOpcode::PERSISTENT_RESERVE_IN
+                | ScsiOpcode::PERSISTENT_RESERVE_OUT
+                | ScsiOpcode::MAINTENANCE_IN
+                | ScsiOpcode::RELEASE_6
+                | RELEASE_10,
+            ) => Access::Always,
+            Some(
+                ScsiOpcode::READ_6
+                | ScsiOpcode::READ_10
+                | ScsiOpcode::READ_12
+                | ScsiOpcode::READ_16
+                | ScsiOpcode::VERIFY_10
+                | ScsiOpcode::VERIFY_16
+                | ScsiOpcode::MODE_SENSE_6
+                | ScsiOpcode::MODE_SENSE_10
+                | ScsiOpcode::SEEK_6
+                | ScsiOpcode::SEEK_10
+                | ScsiOpcode::REZERO_UNIT,
+            ) => Access::Read,
+            _ => Access::Write,
+        }
     }
 
     /// The virtual LUN 0 answers what lets an initiator find the real LUNs.
@@ -550,7 +746,12 @@ impl Target {
     }
 
     /// `sbc_parse_cdb` (with `spc_parse_cdb` behind it) for a real LUN.
-    fn parse(cdb: &[u8], lu: &LogicalUnit) -> Result<Parsed, SenseReason> {
+    fn parse(
+        cdb: &[u8],
+        lu: &LogicalUnit,
+        read_only: bool,
+        port_groups_empty: bool,
+    ) -> Result<Parsed, SenseReason> {
         let Some(&op0) = cdb.first() else {
             return Err(SenseReason::InvalidCdbField);
         };
@@ -622,7 +823,7 @@ impl Target {
             | ScsiOpcode::WRITE_16 => {
                 let r = ReadWriteRepr::parse(cdb).map_err(bad)?;
                 let write = r.kind.is_write();
-                if write && lu.read_only() {
+                if write && read_only {
                     return Err(SenseReason::WriteProtected);
                 }
                 if r.kind.cdb_len() > 6 {
@@ -652,7 +853,7 @@ impl Target {
             ScsiOpcode::WRITE_AND_VERIFY_10 | ScsiOpcode::WRITE_AND_VERIFY_16 => {
                 // LIO treats WRITE AND VERIFY as WRITE (BYTCHK ignored, no verify).
                 let r = VerifyRepr::parse(cdb).map_err(bad)?;
-                if lu.read_only() {
+                if read_only {
                     return Err(SenseReason::WriteProtected);
                 }
                 Self::check_dpofua(cdb[1], lu)?;
@@ -695,6 +896,92 @@ impl Target {
                 };
                 Parsed::new(Op::Verify, dir, size)
             }
+            ScsiOpcode::UNMAP => {
+                // LIO: without emulate_tpu UNMAP is an unsupported opcode.
+                if !lu.config.thin_provisioning {
+                    return Err(SenseReason::UnsupportedOpcode);
+                }
+                if read_only {
+                    return Err(SenseReason::WriteProtected);
+                }
+                Parsed::new(
+                    Op::Unmap { byte1: cdb[1] },
+                    DataDir::Out,
+                    u64::from(read_u16(cdb, 7)),
+                )
+            }
+            ScsiOpcode::WRITE_SAME_10 | ScsiOpcode::WRITE_SAME_16 => {
+                let (lba, blocks) = if opcode == ScsiOpcode::WRITE_SAME_10 {
+                    (u64::from(read_u32(cdb, 2)), u64::from(read_u16(cdb, 7)))
+                } else {
+                    (read_u64(cdb, 2), u64::from(read_u32(cdb, 10)))
+                };
+                Self::parse_write_same(lu, read_only, cdb[1], lba, blocks)?
+            }
+            ScsiOpcode::COMPARE_AND_WRITE => {
+                if read_only {
+                    return Err(SenseReason::WriteProtected);
+                }
+                // LIO (and our VPD page 0xB0) take one block at a time.
+                let blocks = u64::from(cdb[13]);
+                if blocks > 1 {
+                    return Err(SenseReason::InvalidCdbField);
+                }
+                Self::check_dpofua(cdb[1], lu)?;
+                let lba = read_u64(cdb, 2);
+                check_lba(lba, blocks, lu)?;
+                Parsed {
+                    op: Op::CompareAndWrite {
+                        lba,
+                        blocks,
+                        sync: cdb[1] & ReadWriteRepr::FUA != 0 && lu.write_cache(),
+                    },
+                    dir: DataDir::Out,
+                    // The blocks to compare, then the blocks to write.
+                    size: 2 * blocks * bs,
+                    data_cdb: true,
+                }
+            }
+            ScsiOpcode::MAINTENANCE_IN if cdb[1] & 0x1f == 0x0a => {
+                // REPORT TARGET PORT GROUPS; PARAMETER DATA FORMAT 001b is the extended
+                // header.
+                if port_groups_empty {
+                    return Err(SenseReason::UnsupportedOpcode);
+                }
+                Parsed::new(
+                    Op::ReportTargetPortGroups {
+                        extended: cdb[1] >> 5 == 1,
+                    },
+                    DataDir::In,
+                    u64::from(read_u32(cdb, 6)),
+                )
+            }
+            ScsiOpcode::PERSISTENT_RESERVE_IN => Parsed::new(
+                Op::PrIn { sa: cdb[1] & 0x1f },
+                DataDir::In,
+                u64::from(read_u16(cdb, 7)),
+            ),
+            ScsiOpcode::PERSISTENT_RESERVE_OUT => Parsed::new(
+                Op::PrOut {
+                    sa: cdb[1] & 0x1f,
+                    scope_type: cdb[2],
+                },
+                DataDir::Out,
+                u64::from(read_u32(cdb, 5)),
+            ),
+            ScsiOpcode::RESERVE_6 | ScsiOpcode::RELEASE_6 | RESERVE_10 | RELEASE_10 => {
+                // RESERVE/RELEASE(10) with 3RDPTY (a third party's reservation): LIO
+                // refuses them too.
+                if matches!(opcode, RESERVE_10 | RELEASE_10) && cdb[1] & 0x10 != 0 {
+                    return Err(SenseReason::InvalidCdbField);
+                }
+                let op = if matches!(opcode, ScsiOpcode::RESERVE_6 | RESERVE_10) {
+                    Op::Reserve
+                } else {
+                    Op::Release
+                };
+                Parsed::new(op, DataDir::None, 0)
+            }
             ScsiOpcode::SYNCHRONIZE_CACHE_10 | ScsiOpcode::SYNCHRONIZE_CACHE_16 => {
                 let r = SyncCacheRepr::parse(cdb).map_err(bad)?;
                 check_lba(r.lba, u64::from(r.blocks), lu)?;
@@ -708,6 +995,49 @@ impl Target {
             }
             _ => return Err(SenseReason::UnsupportedOpcode),
         })
+    }
+
+    /// WRITE SAME(10)/(16) (`sbc_setup_write_same`), in LIO's order: NUMBER OF LOGICAL
+    /// BLOCKS 0 is INVALID FIELD IN CDB (WSNZ: we never mean "to the end"); PBDATA or LBDATA
+    /// is an unsupported opcode; more than MAXIMUM WRITE SAME LENGTH blocks is INVALID FIELD
+    /// IN CDB; the LBA range; ANCHOR is INVALID FIELD IN CDB (no ANC_SUP); UNMAP without
+    /// thin provisioning is an unsupported opcode; WRPROTECT is INVALID FIELD IN CDB. The
+    /// data-out is one block.
+    fn parse_write_same(
+        lu: &LogicalUnit,
+        read_only: bool,
+        flags: u8,
+        lba: u64,
+        blocks: u64,
+    ) -> Result<Parsed, SenseReason> {
+        if read_only {
+            return Err(SenseReason::WriteProtected);
+        }
+        if blocks == 0 {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        if flags & 0x06 != 0 {
+            return Err(SenseReason::UnsupportedOpcode);
+        }
+        if blocks > u64::from(lu.config.max_write_same_len) {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        check_lba(lba, blocks, lu)?;
+        if flags & 0x10 != 0 {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        let unmap = flags & 0x08 != 0;
+        if unmap && !lu.thin_provisioning() {
+            return Err(SenseReason::UnsupportedOpcode);
+        }
+        if !unmap && flags >> 5 != 0 {
+            return Err(SenseReason::InvalidCdbField);
+        }
+        Ok(Parsed::new(
+            Op::WriteSame { lba, blocks, unmap },
+            DataDir::Out,
+            u64::from(lu.block_size()),
+        ))
     }
 
     /// `sbc_check_dpofua`: DPO (bit 4) or FUA (bit 3) on a LUN that does not advertise
@@ -742,6 +1072,49 @@ impl Target {
     /// ATTENTION and the highest-precedence ASC/ASCQ, and all pending UAs of the nexus on
     /// the LUN are cleared (`core_scsi3_ua_for_check_condition`).
     pub fn execute(&mut self, cmd: &Cmd, data: Data<'_>) -> Result<Response, CoreError> {
+        if self.needs_medium(cmd) {
+            return Err(CoreError::MediumLent(cmd.lun));
+        }
+        self.run(cmd, data, None)
+    }
+
+    /// UNMAP, WRITE SAME and COMPARE AND WRITE: commands that touch the medium other than
+    /// through a READ's or WRITE's data phase.
+    fn medium_op(cmd: &Cmd) -> bool {
+        !cmd.virtual_lun0
+            && matches!(
+                cmd.op,
+                Op::Unmap { .. } | Op::WriteSame { .. } | Op::CompareAndWrite { .. }
+            )
+    }
+
+    /// Whether the command works on its LUN's medium while the medium is lent (UNMAP, WRITE
+    /// SAME, COMPARE AND WRITE on a LUN after [`Target::lend_medium`]): then the transport
+    /// runs it with [`Target::execute_on_medium`], handing over the medium's bytes.
+    pub fn needs_medium(&self, cmd: &Cmd) -> bool {
+        Self::medium_op(cmd) && self.luns.get(&cmd.lun.0).is_some_and(|l| l.lent)
+    }
+
+    /// [`Target::execute`] for a command that [`Target::needs_medium`]: `medium` is the LUN's
+    /// lent medium (what [`Target::lend_medium`] gave, as the transport holds it).
+    pub fn execute_on_medium(
+        &mut self,
+        cmd: &Cmd,
+        data: Data<'_>,
+        medium: &mut [u8],
+    ) -> Result<Response, CoreError> {
+        if !self.needs_medium(cmd) {
+            return Err(CoreError::NotLent(cmd.lun));
+        }
+        self.run(cmd, data, Some(medium))
+    }
+
+    fn run(
+        &mut self,
+        cmd: &Cmd,
+        data: Data<'_>,
+        lent: Option<&mut [u8]>,
+    ) -> Result<Response, CoreError> {
         if !self.nexuses.contains_key(&cmd.nexus) {
             return Err(CoreError::UnknownNexus(cmd.nexus));
         }
@@ -775,7 +1148,7 @@ impl Target {
         } else if let Some(asc) = self.take_ua_for(cmd) {
             Err(SenseReason::UnitAttention(asc))
         } else {
-            self.execute_lun(cmd, inb, outb)
+            self.execute_lun(cmd, inb, outb, lent)
         };
         Ok(match result {
             Ok(done) => {
@@ -894,13 +1267,17 @@ impl Target {
             rtpi: self.virtual_lun0_config.relative_port_id,
             protocol_id: self.config.protocol_id,
             disk: false,
+            tpgs: false,
         };
         match cmd.op {
             Op::Inquiry { evpd, page } => {
                 id.disk = false;
                 emulate::inquiry(&id, None, &self.config, evpd, page, inb)
             }
-            Op::ReportLuns => Ok(emulate::report_luns(self.luns.keys().copied(), inb)),
+            Op::ReportLuns => Ok(emulate::report_luns(
+                self.visible_luns(cmd.nexus).into_iter(),
+                inb,
+            )),
             // No unit attentions on the virtual LUN (LIO keeps none without a mapping).
             Op::RequestSense { desc } => emulate::request_sense(desc, None, inb),
             Op::TestUnitReady => Ok(Done::NoData),
@@ -908,9 +1285,90 @@ impl Target {
         }
     }
 
-    fn execute_lun(&mut self, cmd: &Cmd, inb: &mut [u8], outb: &[u8]) -> Result<Done, SenseReason> {
+    /// PERSISTENT RESERVE OUT, RESERVE, RELEASE: the LU's reservation state changes; unit
+    /// attentions go to every login of the I_T nexuses concerned, PREEMPT AND ABORT's tasks
+    /// are aborted, and a store that keeps the state (APTPL) is told the new one.
+    fn reservation_out(&mut self, cmd: &Cmd, outb: &[u8]) -> Result<Done, SenseReason> {
+        let it = self
+            .nexuses
+            .get(&cmd.nexus)
+            .map(Nexus::it)
+            .ok_or(SenseReason::NonExistentLun)?;
+        let lu = self
+            .luns
+            .get_mut(&cmd.lun.0)
+            .ok_or(SenseReason::NonExistentLun)?;
+        let conflict = |e: PrError| match e {
+            PrError::Conflict => SenseReason::ReservationConflict,
+            PrError::Sense(r) => r,
+        };
+        let fx = match cmd.op {
+            Op::Reserve => {
+                lu.pr.reserve_spc2(it).map_err(conflict)?;
+                return Ok(Done::NoData);
+            }
+            Op::Release => {
+                lu.pr.release_spc2(it);
+                return Ok(Done::NoData);
+            }
+            Op::PrOut { sa, scope_type } => {
+                let persist = lu.store.keeps_reservations();
+                let was_kept = lu.pr.aptpl;
+                let fx = lu
+                    .pr
+                    .out(it, sa, scope_type, outb, persist)
+                    .map_err(conflict)?;
+                if persist && (was_kept || lu.pr.aptpl) {
+                    // The state changed in memory; a failure to keep it is reported (LIO
+                    // only logs it).
+                    lu.store
+                        .save_reservations(&lu.pr.to_aptpl_text())
+                        .map_err(|_| SenseReason::LogicalUnitCommunicationFailure)?;
+                }
+                fx
+            }
+            _ => return Ok(Done::NoData),
+        };
+        let lun = cmd.lun;
+        for (who, asc) in fx.ua {
+            for (n, x) in &self.nexuses {
+                if x.it() == who {
+                    self.ua.entry((*n, lun.0)).or_default().push(asc);
+                }
+            }
+        }
+        if !fx.abort.is_empty() {
+            let nexuses = &self.nexuses;
+            let aborted = self.tasks.abort_where(
+                |n, l| {
+                    l == lun
+                        && n != cmd.nexus
+                        && nexuses.get(&n).is_some_and(|x| fx.abort.contains(&x.it()))
+                },
+                |_| false,
+            );
+            self.preempted.extend(aborted);
+        }
+        Ok(Done::NoData)
+    }
+
+    fn execute_lun(
+        &mut self,
+        cmd: &Cmd,
+        inb: &mut [u8],
+        outb: &[u8],
+        lent: Option<&mut [u8]>,
+    ) -> Result<Done, SenseReason> {
         match cmd.op {
-            Op::ReportLuns => return Ok(emulate::report_luns(self.luns.keys().copied(), inb)),
+            Op::PrOut { .. } | Op::Reserve | Op::Release => {
+                return self.reservation_out(cmd, outb);
+            }
+            Op::ReportLuns => {
+                return Ok(emulate::report_luns(
+                    self.visible_luns(cmd.nexus).into_iter(),
+                    inb,
+                ))
+            }
             Op::RequestSense { desc } => {
                 if desc {
                     return Err(SenseReason::InvalidCdbField);
@@ -923,16 +1381,58 @@ impl Target {
             }
             _ => {}
         }
+        let mapped_ro = self.mapped_read_only(cmd);
+        // With ALUA the relative target port VPD page 0x83 names is the nexus's.
+        let nexus_port = if self.config.port_groups.is_empty() {
+            None
+        } else {
+            self.nexuses.get(&cmd.nexus).map(|n| n.port)
+        };
         let Some(lu) = self.luns.get_mut(&cmd.lun.0) else {
             return Err(SenseReason::NonExistentLun);
         };
         let io = |_| SenseReason::LogicalUnitCommunicationFailure;
         let bs = u64::from(lu.block_size());
+        let geometry = Geometry {
+            blocks: lu.blocks(),
+            block_size: lu.block_size(),
+            max_unmap_descriptors: lu.config.max_unmap_block_descriptors,
+            max_unmap_lba_count: lu.config.max_unmap_lba_count,
+        };
+        if Self::medium_op(cmd) {
+            let mut medium = match lent {
+                Some(m) => Medium::Lent(m),
+                None => Medium::Store(lu.store.as_mut()),
+            };
+            match cmd.op {
+                Op::Unmap { byte1 } => provisioning::unmap(geometry, &mut medium, byte1, outb)?,
+                Op::WriteSame { lba, blocks, unmap } => {
+                    provisioning::write_same(geometry, &mut medium, lba, blocks, unmap, outb)?
+                }
+                Op::CompareAndWrite { lba, blocks, sync } => {
+                    provisioning::compare_and_write(geometry, &mut medium, lba, blocks, sync, outb)?
+                }
+                _ => {}
+            }
+            return Ok(Done::NoData);
+        }
         match cmd.op {
             Op::TestUnitReady | Op::Noop | Op::Verify => Ok(Done::NoData),
             Op::Inquiry { evpd, page } => {
-                let id = lu.identity(&self.config);
-                emulate::inquiry(&id, Some(lu), &self.config, evpd, page, inb)
+                let mut id = lu.identity(&self.config);
+                let Some(port) = nexus_port else {
+                    return emulate::inquiry(&id, Some(lu), &self.config, evpd, page, inb);
+                };
+                // ALUA: the nexus's port and its group in VPD page 0x83.
+                id.rtpi = port;
+                let mut config = self.config.clone();
+                config.target_port_group = self
+                    .config
+                    .port_groups
+                    .iter()
+                    .find(|g| g.ports.contains(&port))
+                    .map(|g| g.id);
+                emulate::inquiry(&id, Some(lu), &config, evpd, page, inb)
             }
             Op::ReadCapacity10 { pmi, lba } => {
                 // SBC-2: PMI clear with a non-zero LBA is INVALID FIELD IN CDB.
@@ -942,6 +1442,15 @@ impl Target {
                 Ok(emulate::put(inb, &lu.read_capacity10()))
             }
             Op::ReadCapacity16 => Ok(emulate::put(inb, &lu.read_capacity16())),
+            Op::ReportTargetPortGroups { extended } => Ok(emulate::put(
+                inb,
+                &emulate::report_target_port_groups(&self.config.port_groups, extended),
+            )),
+            Op::PrIn { sa } => {
+                let persist = lu.store.keeps_reservations();
+                let data = lu.pr.read(sa, persist, self.config.protocol_id)?;
+                Ok(emulate::put(inb, &data))
+            }
             Op::ModeSense {
                 ten,
                 dbd,
@@ -949,7 +1458,10 @@ impl Target {
                 changeable,
                 page,
                 subpage,
-            } => emulate::mode_sense(lu, ten, dbd, llbaa, changeable, page, subpage, inb),
+            } => {
+                let wp = lu.read_only() || mapped_ro;
+                emulate::mode_sense(lu, wp, ten, dbd, llbaa, changeable, page, subpage, inb)
+            }
             Op::ModeSelect { ten, pf } => emulate::mode_select(lu, ten, pf, outb),
             Op::Read { lba } => {
                 lu.store.read_at(lba * bs, inb).map_err(io)?;
@@ -970,7 +1482,14 @@ impl Target {
                 emulate::start_stop(&cdb)?;
                 Ok(Done::NoData)
             }
-            Op::ReportLuns | Op::RequestSense { .. } => Ok(Done::NoData),
+            Op::ReportLuns
+            | Op::RequestSense { .. }
+            | Op::PrOut { .. }
+            | Op::Reserve
+            | Op::Release
+            | Op::Unmap { .. }
+            | Op::WriteSame { .. }
+            | Op::CompareAndWrite { .. } => Ok(Done::NoData),
         }
     }
 }

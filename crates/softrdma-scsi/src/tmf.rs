@@ -127,6 +127,8 @@ impl Target {
         if self.tasks.tasks.contains_key(&(nexus, tag)) {
             return Err(CoreError::TagInUse { nexus, tag });
         }
+        // Tasks are kept by logical unit (after the nexus's LUN map).
+        let lun = self.resolve_lun(nexus, lun).map_or(lun, |(l, _)| l);
         self.tasks.tasks.insert((nexus, tag), lun);
         Ok(())
     }
@@ -171,6 +173,10 @@ impl Target {
         if !self.nexuses.contains_key(&nexus) {
             return Err(CoreError::UnknownNexus(nexus));
         }
+        // The LUN the initiator named, through its LUN map.
+        let Some((lun, _)) = self.resolve_lun(nexus, lun) else {
+            return Ok(TmfOutcome::only(TmfResponse::LunDoesNotExist));
+        };
         let Some(lu) = self.luns.get(&lun.0) else {
             return Ok(TmfOutcome::only(TmfResponse::LunDoesNotExist));
         };
@@ -219,6 +225,11 @@ impl Target {
                 let aborted = self
                     .tasks
                     .abort_where(|_, l| l == lun, |n| tas && n != nexus);
+                // LIO's core_tmr_lun_reset releases an SPC-2 reservation; persistent ones
+                // stay (SPC-4 §5.13.1).
+                if let Some(lu) = self.luns.get_mut(&lun.0) {
+                    lu.pr.spc2 = None;
+                }
                 let policy = self.config.lun_reset_ua;
                 let bdr = AscAscq::new(0x29, 0x03);
                 for n in self.nexuses.keys() {

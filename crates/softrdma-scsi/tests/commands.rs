@@ -62,7 +62,7 @@ fn inquiry_errors() {
     let (r, _) = run_in(&mut t, n, L0, &[0x12, 0, 0x80, 0, 36, 0], 36);
     illegal(&r, AscAscq::INVALID_FIELD_IN_CDB);
     // A VPD page we do not have (LIO has 0x86; we do not).
-    for page in [0x86u8, 0xb2, 0xb3, 0x01, 0xff] {
+    for page in [0x86u8, 0xb3, 0x01, 0xff] {
         let (r, _) = run_in(&mut t, n, L0, &[0x12, 1, page, 0, 255, 0], 255);
         illegal(&r, AscAscq::INVALID_FIELD_IN_CDB);
     }
@@ -83,7 +83,7 @@ fn inquiry_vpd_pages() {
     };
     assert_eq!(
         vpd(&mut t, L0, 0x00),
-        [0, 0, 0, 5, 0x00, 0x80, 0x83, 0xb0, 0xb1]
+        [0, 0, 0, 6, 0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2]
     );
     let p80 = vpd(&mut t, L0, 0x80);
     assert_eq!(p80[3] as usize, SERIAL.len() + 1);
@@ -130,14 +130,27 @@ fn inquiry_vpd_pages() {
     assert_eq!(ds[3].designator, b"softrdma,t,0x0001\0\0\0");
     assert_eq!((ds[4].code_set, ds[4].association), (3, 2));
     assert_eq!(ds[4].designator, b"softrdma\0\0\0\0");
-    // Block limits: the 0x10-long page; 8 MiB in 512-byte blocks.
+    // Block limits with thin provisioning: the 0x3C-long page; WSNZ, COMPARE AND WRITE of
+    // one block, 8 MiB in 512-byte blocks; the UNMAP limits and MAXIMUM WRITE SAME LENGTH
+    // of LIO's FILEIO (0x2000 blocks, one descriptor, granularity 1) and IBLOCK's 0xFFFF.
     let b0 = vpd(&mut t, L0, 0xb0);
-    assert_eq!(b0.len(), 20);
-    assert_eq!(&b0[2..12], &[0, 0x10, 1, 0, 0, 1, 0, 0, 0x40, 0]);
+    assert_eq!(b0.len(), 64);
+    assert_eq!(&b0[2..12], &[0, 0x3c, 1, 1, 0, 1, 0, 0, 0x40, 0]);
     assert_eq!(&b0[12..16], &[0, 0, 0x40, 0]);
-    // ... and in 4096-byte blocks.
+    assert_eq!(
+        &b0[20..36],
+        &[0, 0, 0x20, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]
+    );
+    assert_eq!(&b0[36..44], &[0, 0, 0, 0, 0, 0, 0xff, 0xff]);
+    // ... and in 4096-byte blocks, read-only: no thin provisioning, the 0x10-long page.
     let b0 = vpd(&mut t, L1, 0xb0);
+    assert_eq!(b0.len(), 20);
     assert_eq!(&b0[8..12], &[0, 0, 0x08, 0]);
+    // Logical block provisioning: LBPU, LBPWS, LBPWS10, LBPRZ 001b, thin; none read-only.
+    let b2 = vpd(&mut t, L0, 0xb2);
+    assert_eq!(b2, [0, 0xb2, 0, 4, 0, 0xe4, 0x02, 0]);
+    let b2 = vpd(&mut t, L1, 0xb2);
+    assert_eq!(b2, [0, 0xb2, 0, 4, 0, 0, 0, 0]);
     // Block device characteristics: a memory store is non-rotating.
     let b1 = vpd(&mut t, L0, 0xb1);
     assert_eq!(b1.len(), 64);
@@ -214,7 +227,11 @@ fn read_capacity() {
     let mut want = [0u8; 32];
     want[7] = 63;
     want[10] = 2;
+    want[14] = 0xc0; // LBPME, LBPRZ: thin provisioned, unmapped blocks read as zeroes
     assert_eq!(d, want);
+    // A read-only LUN is not thin provisioned.
+    let (_, d) = run_in(&mut t, n, L1, &c16, 32);
+    assert_eq!(d[14], 0);
     // Allocation 64, expected 64: 32 bytes, underflow 32.
     c16[13] = 64;
     let (r, d) = run_in(&mut t, n, L0, &c16, 64);
@@ -918,16 +935,10 @@ fn request_sense() {
 fn unsupported_opcodes() {
     let (mut t, n) = rig();
     // LOG SENSE, MAINTENANCE IN (REPORT SUPPORTED OPERATION CODES: LIO 6.1 answers 20h/00h
-    // too, f_srp.pcap frame 65), RESERVE(6), PERSISTENT RESERVE IN, COMPARE AND WRITE,
-    // WRITE SAME(10), UNMAP, PREVENT ALLOW MEDIUM REMOVAL, a vendor-specific opcode.
+    // too, f_srp.pcap frame 65), PREVENT ALLOW MEDIUM REMOVAL, a vendor-specific opcode.
     for cdb in [
         cdb10(0x4d, 0, 0, 0x100).to_vec(),
         vec![0xa3, 0x0c, 1, 0x12, 0, 0, 0, 0, 0, 0x0a, 0, 0],
-        vec![0x16, 0, 0, 0, 0, 0],
-        cdb10(0x5e, 0, 0, 0).to_vec(),
-        cdb16(0x89, 0, 0, 1).to_vec(),
-        cdb10(0x41, 0, 0, 1).to_vec(),
-        cdb10(0x42, 0, 0, 0).to_vec(),
         vec![0x1e, 0, 0, 0, 1, 0],
         vec![0xc0, 0, 0, 0, 0, 0],
         vec![0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0],

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use softrdma_scsi::fuzzing::{seeds, target};
+use softrdma_scsi::fuzzing::{pr_state, pr_state_seeds, seeds, target};
 
 #[test]
 fn replay_scsi_target_corpus() {
@@ -51,7 +51,8 @@ fn random_inputs() {
         // Steer the CDB lengths and opcodes towards the ones we implement.
         let ops = [
             0x00u8, 0x03, 0x08, 0x0a, 0x12, 0x15, 0x1a, 0x1b, 0x25, 0x28, 0x2a, 0x2e, 0x2f, 0x35,
-            0x55, 0x5a, 0x88, 0x8a, 0x8e, 0x8f, 0x91, 0x9e, 0xa0, 0xa8, 0xaa,
+            0x55, 0x5a, 0x88, 0x8a, 0x8e, 0x8f, 0x91, 0x9e, 0xa0, 0xa8, 0xaa, 0x16, 0x17, 0x41,
+            0x42, 0x56, 0x57, 0x5e, 0x5f, 0x89, 0x93,
         ];
         let mut i = 1;
         while i + 4 < v.len() {
@@ -61,5 +62,40 @@ fn random_inputs() {
             i += 4 + cl;
         }
         target(&v);
+    }
+}
+
+/// The `pr_state` target's corpus (`fuzz/corpus/pr_state/*`) and seeds, as above.
+#[test]
+fn replay_pr_state_corpus() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/pr_state");
+    let seeds = pr_state_seeds();
+    for (name, input) in &seeds {
+        pr_state(input);
+        if std::env::var_os("FUZZ_SEED_CORPUS").is_some() {
+            std::fs::create_dir_all(&dir).expect("corpus dir");
+            std::fs::write(dir.join(format!("seed-{name}")), input).expect("write seed");
+        }
+    }
+    let mut files = 0;
+    for e in std::fs::read_dir(&dir).expect("corpus of pr_state") {
+        pr_state(&std::fs::read(e.expect("entry").path()).expect("corpus file"));
+        files += 1;
+    }
+    assert!(files >= seeds.len(), "{files}");
+    // Mutations of the seeds: never a panic.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for (_, s) in &seeds {
+        for _ in 0..200 {
+            let mut v = s.clone();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if !v.is_empty() {
+                let i = (x as usize) % v.len();
+                v[i] = (x >> 32) as u8;
+            }
+            pr_state(&v);
+        }
     }
 }

@@ -39,6 +39,6 @@ pub use initiator::{
 };
 pub use login::{AclEntry, LoginPolicy, LoginRequest, Refusal};
 pub use target::{
-    ChannelId, ConnId, LoginFailure, LogoutBy, MediaError, SrpConfig, SrpEvent, SrpTarget,
-    TargetPort,
+    ChannelId, ConnId, LoginFailure, LogoutBy, ManageError, MediaError, SrpConfig, SrpEvent,
+    SrpTarget, TargetPort,
 };

@@ -104,6 +104,9 @@ pub fn hex_port_id(id: &[u8; 16]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AclEntry {
     PortId([u8; 16]),
+    /// The initiator's GUID, whatever its `initiator_ext`: the low 8 bytes of the port
+    /// identifier (ib_srpt's `aaaa:bbbb:cccc:dddd` node ACL names).
+    Guid(u64),
     Addr(IpAddr),
 }
 
@@ -120,7 +123,8 @@ pub struct LoginPolicy {
     pub rq_size: u32,
     /// The send buffer of one response.
     pub max_rsp_size: u32,
-    /// `None`: any initiator; else only these.
+    /// `None`: any initiator (LIO's demo mode); else only these (an empty list refuses
+    /// everyone: LIO with no node ACL).
     pub acl: Option<Vec<AclEntry>>,
     /// Channels one I_T nexus may have at once (`None`: no limit, as ib_srpt).
     pub channels_per_initiator: Option<u32>,
@@ -223,6 +227,19 @@ pub fn precheck(p: &LoginPolicy, req: &LoginRequest) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Whether an ACL (`None`: demo mode, anyone) admits the initiator with this port identifier
+/// from this source address.
+pub fn admits(acl: Option<&[AclEntry]>, port_id: &[u8; 16], source: Option<IpAddr>) -> bool {
+    let Some(acl) = acl else {
+        return true;
+    };
+    acl.iter().any(|e| match e {
+        AclEntry::PortId(id) => id == port_id,
+        AclEntry::Guid(g) => port_id[8..] == g.to_be_bytes(),
+        AclEntry::Addr(a) => Some(*a) == source,
+    })
+}
+
 /// The session check after the resources: the ACL (by port identifier or source address),
 /// then the channel limit of the nexus. `other_channels` is the number of channels the nexus
 /// keeps after this login (0 for a SINGLE login, which terminates the others).
@@ -232,14 +249,8 @@ pub fn session_check(
     source: Option<IpAddr>,
     other_channels: usize,
 ) -> Result<(), Refusal> {
-    if let Some(acl) = &p.acl {
-        let ok = acl.iter().any(|e| match e {
-            AclEntry::PortId(id) => *id == req.initiator_port_id,
-            AclEntry::Addr(a) => Some(*a) == source,
-        });
-        if !ok {
-            return Err(Refusal::NotInAcl);
-        }
+    if !admits(p.acl.as_deref(), &req.initiator_port_id, source) {
+        return Err(Refusal::NotInAcl);
     }
     if let Some(limit) = p.channels_per_initiator {
         if other_channels as u64 >= u64::from(limit) {
@@ -337,6 +348,18 @@ mod tests {
             Ok(())
         );
         assert!(session_check(&p, &r, Some("10.0.0.3".parse().unwrap()), 0).is_err());
+        // The GUID form matches the low half of the port identifier, any initiator_ext.
+        p.acl = Some(vec![AclEntry::Guid(0x1111_1111_1111_1111)]);
+        assert_eq!(session_check(&p, &r, None, 0), Ok(()));
+        r.initiator_port_id[0] = 0x99;
+        assert_eq!(session_check(&p, &r, None, 0), Ok(()));
+        r.initiator_port_id[15] = 0x99;
+        assert_eq!(session_check(&p, &r, None, 0), Err(Refusal::NotInAcl));
+        // An empty ACL refuses everyone (closed, as LIO without node ACLs); none: anyone.
+        p.acl = Some(Vec::new());
+        assert_eq!(session_check(&p, &r, None, 0), Err(Refusal::NotInAcl));
+        p.acl = None;
+        assert_eq!(session_check(&p, &r, None, 0), Ok(()));
     }
 
     #[test]

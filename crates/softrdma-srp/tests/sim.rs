@@ -58,6 +58,11 @@ fn ip(w: &World, n: usize) -> IpAddr {
 }
 
 fn world_with(cfg: impl FnOnce(&mut SrpConfig)) -> World {
+    world_full(false, cfg)
+}
+
+/// A world whose target LUN's medium is lent to its device (`lend`), as in `softrdma srpt`.
+fn world_full(lend: bool, cfg: impl FnOnce(&mut SrpConfig)) -> World {
     let (ni, iport) = harness::node(0, 1);
     let (nt, tport) = harness::node(1, 2);
     let mut sim = Sim::with_hosts(vec![ni, nt], NetConfig::PERFECT, 7);
@@ -74,7 +79,7 @@ fn world_with(cfg: impl FnOnce(&mut SrpConfig)) -> World {
     let data = s0.verbs.reg_mr(pd, DATA_LEN, DATA, rw).expect("data mr");
     let mut c = SrpConfig::new(GUID);
     cfg(&mut c);
-    let t = TargetApp::new(&mut sim.stacks[1], tport, c, false);
+    let t = TargetApp::new(&mut sim.stacks[1], tport, c, lend);
     World {
         sim,
         t,
@@ -648,6 +653,172 @@ fn io_direct_indirect_immediate_and_splitting() {
     assert_eq!((r.sense_data[2], r.sense_data[12]), (5, 0x21));
     // Every response returned one credit.
     assert_eq!(r.req_lim_delta, 1);
+}
+
+/// UNMAP, WRITE SAME and COMPARE AND WRITE through SRP, on a LUN in the SCSI core and on a
+/// medium lent to the device (where the core works on the MR's bytes): data-out as
+/// immediate data and by RDMA READ, data-in read back.
+#[test]
+fn provisioning_offloads_through_srp() {
+    for lend in [false, true] {
+        let mut w = world_full(lend, |_| {});
+        let (c, _) = logged_in(&mut w, false, 0);
+        tur(&mut w, &c);
+        let key = w.i.data.rkey;
+        let mut r = cmd(10, rw10(0x2a, 0, 8));
+        r.set_immediate_data(68, &[0xab; 4096]);
+        send_iu(&mut w, &c, 1, &r.to_bytes());
+        assert_eq!(next_rsp(&mut w, &c).status, ScsiStatus::GOOD);
+        // UNMAP blocks 2..6, the parameter list as immediate data.
+        let mut list = vec![0, 22, 0, 16, 0, 0, 0, 0];
+        list.extend_from_slice(&2u64.to_be_bytes());
+        list.extend_from_slice(&4u32.to_be_bytes());
+        list.extend_from_slice(&[0; 4]);
+        let mut u = cmd(11, rw10(0x42, 0, 24));
+        u.set_immediate_data(68, &list);
+        send_iu(&mut w, &c, 1, &u.to_bytes());
+        assert_eq!(next_rsp(&mut w, &c).status, ScsiStatus::GOOD, "lend {lend}");
+        // WRITE SAME(10) of block 7 from one block fetched by RDMA READ.
+        put_data(&mut w, 0x2_0000, &[0x5c; 512]);
+        send_iu(
+            &mut w,
+            &c,
+            1,
+            &CmdRepr {
+                data_out: DataDescriptor::Direct(direct(0x2_0000, 512, key)),
+                ..cmd(12, rw10(0x41, 7, 1))
+            }
+            .to_bytes(),
+        );
+        assert_eq!(next_rsp(&mut w, &c).status, ScsiStatus::GOOD, "lend {lend}");
+        send_iu(
+            &mut w,
+            &c,
+            1,
+            &CmdRepr {
+                data_in: DataDescriptor::Direct(direct(0, 4096, key)),
+                ..cmd(13, rw10(0x28, 0, 8))
+            }
+            .to_bytes(),
+        );
+        assert_eq!(next_rsp(&mut w, &c).status, ScsiStatus::GOOD);
+        let d = get_data(&mut w, 0, 4096);
+        assert!(d[..1024].iter().all(|b| *b == 0xab), "lend {lend}");
+        assert!(d[1024..3072].iter().all(|b| *b == 0), "lend {lend}");
+        assert!(d[3072..3584].iter().all(|b| *b == 0xab), "lend {lend}");
+        assert!(d[3584..].iter().all(|b| *b == 0x5c), "lend {lend}");
+        // COMPARE AND WRITE of block 0 that differs at byte 10: MISCOMPARE, INFORMATION 10.
+        let mut caw = [0u8; 16];
+        caw[0] = 0x89;
+        caw[13] = 1;
+        let mut data = vec![0xab; 512];
+        data[10] = 0;
+        data.extend_from_slice(&[0x01; 512]);
+        let mut x = cmd(14, caw);
+        x.set_immediate_data(68, &data);
+        send_iu(&mut w, &c, 1, &x.to_bytes());
+        let r = next_rsp(&mut w, &c);
+        assert_eq!(r.status, ScsiStatus::CHECK_CONDITION);
+        assert_eq!(r.sense_data[0], 0xf0);
+        assert_eq!(&r.sense_data[3..7], &[0, 0, 0, 10]);
+        assert_eq!((r.sense_data[2], r.sense_data[12]), (0x0e, 0x1d));
+        // ... and one that matches writes.
+        data[10] = 0xab;
+        let mut x = cmd(15, caw);
+        x.set_immediate_data(68, &data);
+        send_iu(&mut w, &c, 1, &x.to_bytes());
+        assert_eq!(next_rsp(&mut w, &c).status, ScsiStatus::GOOD, "lend {lend}");
+        send_iu(
+            &mut w,
+            &c,
+            1,
+            &CmdRepr {
+                data_in: DataDescriptor::Direct(direct(0, 512, key)),
+                ..cmd(16, rw10(0x28, 0, 1))
+            }
+            .to_bytes(),
+        );
+        assert_eq!(next_rsp(&mut w, &c).status, ScsiStatus::GOOD);
+        assert!(get_data(&mut w, 0, 512).iter().all(|b| *b == 0x01));
+    }
+}
+
+/// Persistent reservations between two I_T nexuses of one initiator: two logins whose
+/// initiator port identifiers differ only in `initiator_ext` register, one reserves Write
+/// Exclusive, the other's WRITE gets RESERVATION CONFLICT and its READ goes through; PREEMPT
+/// AND ABORT takes the reservation over.
+#[test]
+fn persistent_reservations_between_two_initiator_exts() {
+    let mut w = world();
+    let (a, _) = logged_in(&mut w, true, 0);
+    let mut second = login_req(true);
+    second.initiator_port_id[7] = 0x12; // initiator_ext differs
+    let (b, ev) = dial(&mut w, &second, 20);
+    assert_eq!(ev.event, T::Established);
+    assert!(w.run(|w| w
+        .t
+        .engine
+        .channels()
+        .iter()
+        .filter(|(_, s)| *s == ChannelState::Live)
+        .count()
+        == 2));
+    tur(&mut w, &a);
+    tur(&mut w, &b);
+    let key = w.i.data.rkey;
+    let pr_out = |tag: u64, sa: u8, ty: u8, k: u64, sk: u64| {
+        let mut c = [0u8; 16];
+        c[0] = 0x5f;
+        c[1] = sa;
+        c[2] = ty;
+        c[8] = 24;
+        let mut p = vec![0u8; 24];
+        p[..8].copy_from_slice(&k.to_be_bytes());
+        p[8..16].copy_from_slice(&sk.to_be_bytes());
+        let mut r = cmd(tag, c);
+        r.set_immediate_data(68, &p);
+        r.to_bytes()
+    };
+    send_iu(&mut w, &a, 1, &pr_out(20, 0, 0, 0, 0xa));
+    assert_eq!(next_rsp(&mut w, &a).status, ScsiStatus::GOOD);
+    send_iu(&mut w, &b, 1, &pr_out(21, 0, 0, 0, 0xb));
+    assert_eq!(next_rsp(&mut w, &b).status, ScsiStatus::GOOD);
+    send_iu(&mut w, &a, 1, &pr_out(22, 1, 1, 0xa, 0));
+    assert_eq!(next_rsp(&mut w, &a).status, ScsiStatus::GOOD);
+    // b's WRITE (immediate data): RESERVATION CONFLICT; its READ: GOOD.
+    let mut wr = cmd(23, rw10(0x2a, 0, 1));
+    wr.set_immediate_data(68, &[1; 512]);
+    send_iu(&mut w, &b, 1, &wr.to_bytes());
+    let r = next_rsp(&mut w, &b);
+    assert_eq!(r.status, ScsiStatus::RESERVATION_CONFLICT);
+    assert!(!r.flags.snsvalid());
+    send_iu(
+        &mut w,
+        &b,
+        1,
+        &CmdRepr {
+            data_in: DataDescriptor::Direct(direct(0, 512, key)),
+            ..cmd(24, rw10(0x28, 0, 1))
+        }
+        .to_bytes(),
+    );
+    assert_eq!(next_rsp(&mut w, &b).status, ScsiStatus::GOOD);
+    // b preempts a's key and aborts: b holds it now, a's WRITE conflicts.
+    send_iu(&mut w, &b, 1, &pr_out(25, 5, 1, 0xb, 0xa));
+    assert_eq!(next_rsp(&mut w, &b).status, ScsiStatus::GOOD);
+    send_iu(&mut w, &b, 1, &wr.to_bytes());
+    assert_eq!(next_rsp(&mut w, &b).status, ScsiStatus::GOOD);
+    // a: first its unit attention (REGISTRATIONS PREEMPTED), then the conflict.
+    send_iu(&mut w, &a, 1, &wr.to_bytes());
+    let r = next_rsp(&mut w, &a);
+    assert_eq!(r.status, ScsiStatus::RESERVATION_CONFLICT);
+    send_iu(&mut w, &a, 1, &cmd(26, [0; 16]).to_bytes());
+    let r = next_rsp(&mut w, &a);
+    assert_eq!(r.status, ScsiStatus::CHECK_CONDITION);
+    assert_eq!(
+        (r.sense_data[2], r.sense_data[12], r.sense_data[13]),
+        (6, 0x2a, 0x05)
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use softrdma_core::cm::{CmCounterGroup, CmCounters};
-use softrdma_srp::InitiatorEvent;
+use softrdma_srp::{AclEntry, InitiatorEvent};
 use softrdma_wire::cm::AttrId;
 
 use crate::cmtool::signals;
@@ -108,8 +108,11 @@ fn demo(a: &Args) -> Result<bool, String> {
     println!(
         "softrdma demo: an SRP target and an SRP initiator in this process, over RoCEv2 (UDP 4791) on loopback\n"
     );
+    // `softrdma srpt` is closed by default (as LIO): the demo's initiator gets an ACL entry,
+    // its source address, like `softrdma srpt --allow ADDR`.
     let setup = Setup {
         addr_flag: "--target",
+        acl: Some(vec![AclEntry::Addr(a.initiator)]),
         ..Setup::memory(SocketAddr::new(a.target, 5555), a.size)
     };
     let target = Background::spawn(setup).map_err(|e| format!("target: {e}"))?;
@@ -119,6 +122,10 @@ fn demo(a: &Args) -> Result<bool, String> {
         human(a.size as f64)
     );
     println!("           add_target: {}", target.line);
+    println!(
+        "           ACL: {} (the initiator's address, as `--allow {}`; without one srpt refuses every login)",
+        a.initiator, a.initiator
+    );
     let line = format!(
         "{},src={},ch_count={}",
         target.line, a.initiator, a.ch_count

@@ -7,6 +7,7 @@
 //! engine under the device's and the CM's locks (`Cm::with`). DM MADs are answered in the
 //! device loops by a [`MadClient`] on QP1.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,7 +26,8 @@ use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::mad::{MadClient, PortCtx};
 use softrdma_driver::{Device, DeviceConfig, PollMode, Progress};
 use softrdma_scsi::{
-    BlockSize, FileStore, LogicalUnit, LunConfig, LunId, MemStore, Target, TargetConfig,
+    AluaState, BlockSize, FileStore, LogicalUnit, LunConfig, LunId, LunMapping, MemStore,
+    PortGroup, Target, TargetConfig,
 };
 use softrdma_srp::dm::{self, DmInfo};
 use softrdma_srp::guid::{colon_guid, parse_guid};
@@ -38,7 +40,8 @@ use softrdma_wire::mad::{Method, MgmtClass};
 #[derive(Debug, Parser)]
 #[command(
     about = "A userspace SRP target (ib_srpt's logins, channels and I/O) that Linux's ib_srp mounts",
-    override_usage = "softrdma srpt -a ADDR --lun SPEC... [OPTIONS]\n       softrdma srpt --config FILE [OPTIONS]",
+    override_usage = "softrdma srpt -a ADDR --lun SPEC... [OPTIONS]\n       softrdma srpt --config FILE [OPTIONS]\n       softrdma srpt ctl SOCKET COMMAND...",
+    args_conflicts_with_subcommands = true,
     after_help = "LUN specs: mem:SIZE (K/M/G suffixes) or file:PATH, each with optional ,ro and ,bs=4096.\n\
                   The log goes to stderr (RUST_LOG=debug for more); the add_target line to stdout."
 )]
@@ -70,9 +73,15 @@ pub struct Args {
     /// A TOML configuration file (see docs/srp-target.md).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Allow only these initiators (port identifier 0x + 32 hex digits, or source address).
-    #[arg(long = "allow")]
+    /// Allow this initiator to log in: its port identifier (32 hex digits, or fewer for
+    /// initiator_ext 0, with or without 0x), its GUID (aaaa:bbbb:cccc:dddd, any
+    /// initiator_ext) or its source address. Without --allow (or [acl] in --config) every
+    /// login is refused, as LIO refuses initiators without a node ACL.
+    #[arg(long = "allow", value_name = "INITIATOR")]
     allow: Vec<String>,
+    /// Let any initiator log in (LIO's demo mode, generate_node_acls=1).
+    #[arg(long)]
+    demo: bool,
     /// srp_max_req_size: the largest initiator-to-target IU.
     #[arg(long)]
     max_req_size: Option<u32>,
@@ -82,6 +91,25 @@ pub struct Args {
     /// Record the devices' traffic to this pcap file.
     #[arg(long)]
     pcap: Option<PathBuf>,
+    /// Take management commands on this Unix socket while serving (`softrdma srpt ctl`).
+    #[arg(long, value_name = "SOCKET")]
+    ctl: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Option<SrptCmd>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SrptCmd {
+    /// Change a running target (started with --ctl SOCKET): `show`, `lun add N SPEC`, `lun
+    /// remove N`, `acl add INITIATOR`, `acl remove INITIATOR` (its sessions end), `map add
+    /// INITIATOR LUN TPG_LUN [ro]`, `map remove INITIATOR LUN`.
+    Ctl {
+        /// The target's --ctl socket.
+        socket: PathBuf,
+        /// The command and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        words: Vec<String>,
+    },
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,8 +125,53 @@ struct FileConfig {
     lun: Vec<LunSpec>,
     #[serde(default)]
     acl: Option<AclSpec>,
+    /// The management socket (`--ctl`).
+    ctl: Option<PathBuf>,
+    /// Node ACLs with their own LUN numbers (LIO's mapped LUNs); each also admits its
+    /// initiator.
+    #[serde(default)]
+    node_acl: Vec<NodeAcl>,
+    /// Any initiator may log in (LIO's demo mode); otherwise only the ACL's.
+    #[serde(default)]
+    demo_mode: bool,
     #[serde(default)]
     limits: Limits,
+    /// ib_srpt's TPG attributes.
+    #[serde(default)]
+    tpg: TpgAttrib,
+}
+
+/// A node ACL (`/sys/kernel/config/target/srpt/<port>/tpgt_1/acls/<initiator>/`): the
+/// initiator in any `--allow` form and its mapped LUNs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeAcl {
+    initiator: String,
+    #[serde(default)]
+    mapped_lun: Vec<MappedLun>,
+}
+
+/// `lun_N` of a node ACL: the initiator's LUN number `lun` reaches the target's LUN
+/// `tpg_lun`, read-only with `read_only` (LIO's `write_protect`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MappedLun {
+    lun: u16,
+    tpg_lun: u16,
+    #[serde(default)]
+    read_only: bool,
+}
+
+/// ib_srpt's TPG attributes (`/sys/kernel/config/target/srpt/<port>/tpgt_1/attrib/`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TpgAttrib {
+    /// Advertised in the DM IOControllerProfile (RDMATransferSize), 65536 by default.
+    srp_max_rdma_size: Option<u32>,
+    /// The send buffer of one response (SRP_RSP and its sense), 256 by default.
+    srp_max_rsp_size: Option<u32>,
+    /// The channel's send queue is half of it (ib_srpt sizes its SQ so), 1024 by default here.
+    srp_sq_size: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -194,7 +267,23 @@ fn parse_lun(spec: &str) -> Result<LunSpec, String> {
     Ok(l)
 }
 
-fn make_lun(l: &LunSpec) -> Result<LogicalUnit, String> {
+/// A LUN's unit serial number, as targetcli gives every LIO backstore one (`vpd_unit_serial`):
+/// without it LIO lists no VPD pages and Linux reads neither the block limits (0xB0) nor the
+/// provisioning page (0xB2), so it would not know to send UNMAP. Stable across restarts: the
+/// target GUID, the LUN number and (FNV-1a of) the backing file's path.
+fn unit_serial(guid: u64, lun: usize, l: &LunSpec) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let what = match &l.file {
+        Some(p) => p.display().to_string(),
+        None => "mem".to_string(),
+    };
+    for b in what.bytes().chain((lun as u64).to_be_bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{guid:016x}{h:016x}")
+}
+
+fn make_lun(l: &LunSpec, serial: String) -> Result<LogicalUnit, String> {
     let bs = match l.block_size.unwrap_or(512) {
         512 => BlockSize::B512,
         4096 => BlockSize::B4096,
@@ -202,6 +291,7 @@ fn make_lun(l: &LunSpec) -> Result<LogicalUnit, String> {
     };
     let cfg = LunConfig {
         read_only: l.read_only,
+        unit_serial: Some(serial),
         ..LunConfig::default()
     };
     match (&l.mem, &l.file) {
@@ -221,20 +311,41 @@ fn make_lun(l: &LunSpec) -> Result<LogicalUnit, String> {
     }
 }
 
-fn parse_acl(s: &str) -> Result<AclEntry, String> {
+/// An ACL entry in the forms LIO's ib_srpt takes for a node ACL name
+/// (`srpt_parse_i_port_id`, `srpt_parse_guid`, an address for RDMA CM logins): the
+/// initiator port identifier as 1 to 32 hex digits, with or without `0x` (fewer than 32 are
+/// the low digits: `505400fffe77000a` is initiator_ext 0 and that GUID), the GUID as
+/// `aaaa:bbbb:cccc:dddd` (any initiator_ext), or an IPv4/IPv6 address.
+pub fn parse_acl(s: &str) -> Result<AclEntry, String> {
+    let s = s.trim();
     if let Ok(ip) = s.parse::<IpAddr>() {
         return Ok(AclEntry::Addr(ip));
     }
-    let h = s.strip_prefix("0x").unwrap_or(s);
-    if h.len() == 32 && h.bytes().all(|c| c.is_ascii_hexdigit()) {
-        let mut id = [0u8; 16];
-        for (i, b) in id.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    if s.contains(':') {
+        let groups: Vec<&str> = s.split(':').collect();
+        if groups.len() == 4
+            && groups
+                .iter()
+                .all(|g| (1..=4).contains(&g.len()) && g.bytes().all(|c| c.is_ascii_hexdigit()))
+        {
+            let mut g: u64 = 0;
+            for x in groups {
+                g = g << 16 | u64::from(u16::from_str_radix(x, 16).map_err(|e| e.to_string())?);
+            }
+            return Ok(AclEntry::Guid(g));
         }
-        return Ok(AclEntry::PortId(id));
+    }
+    let h = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    if (1..=32).contains(&h.len()) && h.bytes().all(|c| c.is_ascii_hexdigit()) {
+        let v = u128::from_str_radix(h, 16).map_err(|e| e.to_string())?;
+        return Ok(AclEntry::PortId(v.to_be_bytes()));
     }
     Err(format!(
-        "{s}: an initiator is a port identifier (0x + 32 hex digits) or an IP address"
+        "{s}: an initiator is a port identifier (up to 32 hex digits, 0x optional), a GUID \
+         (aaaa:bbbb:cccc:dddd) or an IP address"
     ))
 }
 
@@ -279,6 +390,9 @@ pub fn run(args: Args) -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+    if let Some(SrptCmd::Ctl { socket, words }) = &args.cmd {
+        return ctl_client(socket, words);
+    }
     match serve(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -293,8 +407,14 @@ pub struct Setup {
     pub listen: Vec<SocketAddr>,
     pub guid: Option<String>,
     pub luns: Vec<LunSpec>,
+    /// `None`: any initiator (demo mode); `Some` of an empty list: nobody.
     pub acl: Option<Vec<AclEntry>>,
+    /// Node ACLs with mapped LUNs.
+    pub lun_maps: Vec<(AclEntry, BTreeMap<LunId, LunMapping>)>,
     pub max_req_size: Option<u32>,
+    pub max_rsp_size: Option<u32>,
+    pub max_rdma_size: Option<u32>,
+    pub sq_size: Option<u32>,
     pub rq_size: Option<u32>,
     pub channels_per_initiator: Option<u32>,
     pub ib_cm: bool,
@@ -305,7 +425,9 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// A target on `listen` with one memory LUN of `size` bytes (512-byte blocks).
+    /// A target on `listen` with one memory LUN of `size` bytes (512-byte blocks), open to
+    /// any initiator (demo mode: the in-process benchmarks' target; `softrdma demo` gives its
+    /// initiator an ACL instead).
     pub fn memory(listen: SocketAddr, size: u64) -> Setup {
         Setup {
             listen: vec![listen],
@@ -315,7 +437,11 @@ impl Setup {
                 ..LunSpec::default()
             }],
             acl: None,
+            lun_maps: Vec::new(),
             max_req_size: None,
+            max_rsp_size: None,
+            max_rdma_size: None,
+            sq_size: None,
             rq_size: None,
             channels_per_initiator: None,
             ib_cm: false,
@@ -361,24 +487,54 @@ fn setup_from(args: &Args) -> Result<Setup, String> {
     if luns.is_empty() {
         return Err("give at least one LUN (--lun mem:SIZE or --lun file:PATH)".into());
     }
-    let mut acl: Option<Vec<AclEntry>> = file
-        .acl
-        .map(|a| a.allow.iter().map(|s| parse_acl(s)).collect())
-        .transpose()?;
-    if !args.allow.is_empty() {
-        let extra: Vec<AclEntry> = args
+    // Closed by default, as LIO: no ACL entry, no login. Demo mode opens it to anyone.
+    let mut entries: Vec<AclEntry> = match &file.acl {
+        Some(a) => a
             .allow
             .iter()
             .map(|s| parse_acl(s))
-            .collect::<Result<_, _>>()?;
-        acl.get_or_insert_with(Vec::new).extend(extra);
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
+    for s in &args.allow {
+        entries.push(parse_acl(s).map_err(|e| format!("--allow {e}"))?);
     }
+    let mut lun_maps = Vec::new();
+    for n in &file.node_acl {
+        let e = parse_acl(&n.initiator).map_err(|e| format!("[[node_acl]] {e}"))?;
+        if !n.mapped_lun.is_empty() {
+            let mut map = BTreeMap::new();
+            for m in &n.mapped_lun {
+                let mapping = LunMapping {
+                    lun: LunId(u64::from(m.tpg_lun)),
+                    read_only: m.read_only,
+                };
+                if map.insert(LunId(u64::from(m.lun)), mapping).is_some() {
+                    return Err(format!(
+                        "[[node_acl]] {}: LUN {} mapped twice",
+                        n.initiator, m.lun
+                    ));
+                }
+            }
+            lun_maps.push((e.clone(), map));
+        }
+        entries.push(e);
+    }
+    let acl = if args.demo || file.demo_mode {
+        None
+    } else {
+        Some(entries)
+    };
     Ok(Setup {
         listen,
         guid: args.guid.clone().or(file.guid),
         luns,
         acl,
+        lun_maps,
         max_req_size: args.max_req_size.or(file.limits.max_req_size),
+        max_rsp_size: file.tpg.srp_max_rsp_size,
+        max_rdma_size: file.tpg.srp_max_rdma_size,
+        sq_size: file.tpg.srp_sq_size,
         rq_size: file.limits.rq_size,
         channels_per_initiator: file.limits.channels_per_initiator,
         ib_cm: file.ib_cm || args.ib_cm,
@@ -393,6 +549,8 @@ pub struct Served {
     engine: SrpTarget,
     tports: Vec<Port>,
     listeners: Vec<softrdma_core::rdma_cm::RdmaCmId>,
+    /// The management socket (`--ctl`), polled between turns.
+    ctl: Option<std::os::unix::net::UnixListener>,
     pub guid: u64,
     pub listen: Vec<SocketAddr>,
     pub ib_cm: bool,
@@ -405,7 +563,11 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         guid,
         luns,
         acl,
+        lun_maps,
         max_req_size,
+        max_rsp_size,
+        max_rdma_size,
+        sq_size,
         rq_size,
         channels_per_initiator,
         ib_cm,
@@ -469,13 +631,48 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         cfg.login.rq_size = n;
     }
     cfg.login.channels_per_initiator = channels_per_initiator;
+    if let Some(n) = max_rsp_size {
+        // An SRP_RSP (36 bytes) with the 18 bytes of fixed-format sense must fit.
+        if !(64..=65536).contains(&n) {
+            return Err(format!("srp_max_rsp_size {n}: 64 ..= 65536"));
+        }
+        cfg.login.max_rsp_size = n;
+    }
+    if let Some(n) = sq_size {
+        if !(16..=65536).contains(&n) {
+            return Err(format!("srp_sq_size {n}: 16 ..= 65536"));
+        }
+        cfg.sq_size = n / 2;
+    }
+    let max_rdma_size = match max_rdma_size {
+        Some(n) if !(4096..=(1 << 24)).contains(&n) => {
+            return Err(format!("srp_max_rdma_size {n}: 4096 ..= 16777216"))
+        }
+        Some(n) => n,
+        None => DEFAULT_MAX_RDMA_SIZE,
+    };
 
+    // ALUA as LIO's default_tg_pt_gp: one target port group (id 0), active/optimized, with
+    // every target port (one per address; relative port identifier = index + 1), so a
+    // multipath initiator sees each address as an optimized path to the same LUs.
+    let ports_count = ports.len();
     let mut scsi = Target::new(TargetConfig {
         port_name: colon_guid(guid),
+        port_groups: vec![PortGroup {
+            id: 0,
+            state: AluaState::ActiveOptimized,
+            preferred: false,
+            ports: (1..=ports_count)
+                .map(|p| u16::try_from(p).unwrap_or(u16::MAX))
+                .collect(),
+        }],
         ..TargetConfig::default()
     });
     for (i, l) in luns.iter().enumerate() {
-        let lu = make_lun(l)?;
+        let lu = make_lun(l, unit_serial(guid, i, l))?;
+        if let Some(e) = lu.reservations_load_error() {
+            warn!(lun = i, "{e}: starting without persistent reservations");
+        }
         info!(
             lun = i,
             blocks = lu.blocks(),
@@ -485,6 +682,28 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         );
         scsi.add_lun(LunId(i as u64), lu)
             .map_err(|e| format!("LUN {i}: {e}"))?;
+    }
+    for (e, map) in &lun_maps {
+        for (l, m) in map {
+            if scsi.lun(m.lun).is_none() {
+                return Err(format!(
+                    "[[node_acl]] {}: LUN {l} maps to tpg_lun {}, which is not configured",
+                    acl_text(e),
+                    m.lun
+                ));
+            }
+        }
+    }
+    cfg.lun_maps = lun_maps;
+    // Said once the configuration is known good (a refusal stays one line).
+    match &cfg.login.acl {
+        None => info!("demo mode: any initiator may log in"),
+        Some(a) if a.is_empty() => warn!(
+            "no ACL: every login is refused (SRP_LOGIN_REJ reason 0x00010006), as LIO refuses \
+             initiators without a node ACL; allow initiators with --allow (or [acl] allow in \
+             --config), or any with --demo (demo_mode = true)"
+        ),
+        Some(a) => info!(entries = a.len(), "ACL: only these initiators may log in"),
     }
     let mut engine = SrpTarget::new(cfg.clone(), scsi);
 
@@ -502,7 +721,7 @@ pub fn start(setup: Setup) -> Result<Served, String> {
             device_version: attr.hw_ver as u16,
             send_queue_depth: cfg.login.rq_size.min(attr.max_qp_wr) as u16,
             send_size: cfg.login.max_req_size,
-            max_rdma_size: DEFAULT_MAX_RDMA_SIZE,
+            max_rdma_size,
         };
         dev.attach_mad_client(|mad, _| {
             let agent = mad.register_methods(
@@ -557,6 +776,7 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         engine,
         tports,
         listeners,
+        ctl: None,
         guid,
         listen,
         ib_cm,
@@ -584,14 +804,36 @@ impl Served {
         self.cm.counters()
     }
 
+    /// Takes management commands on a Unix socket at `path` (a stale socket file nobody
+    /// listens on is replaced; one a running target holds is refused).
+    pub fn listen_ctl(&mut self, path: &std::path::Path) -> Result<(), String> {
+        use std::os::unix::net::{UnixListener, UnixStream};
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(format!(
+                    "--ctl {}: another target is listening there",
+                    path.display()
+                ));
+            }
+            let _ = std::fs::remove_file(path);
+        }
+        let l = UnixListener::bind(path).map_err(|e| format!("--ctl {}: {e}", path.display()))?;
+        l.set_nonblocking(true)
+            .map_err(|e| format!("--ctl {}: {e}", path.display()))?;
+        self.ctl = Some(l);
+        Ok(())
+    }
+
     /// Serves until `term`; then disconnects every channel (up to 5 s for the DREPs),
     /// flushes the file LUNs and closes the listeners.
     pub fn run(&mut self, term: &AtomicBool) {
+        let guid = self.guid;
         let Served {
             cm,
             engine,
             tports,
             listeners,
+            ctl,
             ..
         } = self;
         let mut wcs = Vec::with_capacity(64);
@@ -614,6 +856,11 @@ impl Served {
             }
             while let Some(ev) = cm.poll_event() {
                 handle_event(cm, engine, tports, ev);
+            }
+            if let (Some(l), None) = (ctl.as_ref(), shutting) {
+                while let Ok((conn, _)) = l.accept() {
+                    ctl_serve(conn, cm, engine, tports, guid);
+                }
             }
             log_events(engine);
             if let Some(t) = shutting {
@@ -734,8 +981,252 @@ fn serve(args: Args) -> Result<(), String> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
 
+    let ctl_path = args
+        .ctl
+        .clone()
+        .or_else(|| setup_ctl_from_config(&args).ok().flatten());
+    if let Some(p) = &ctl_path {
+        served.listen_ctl(p)?;
+        info!(socket = %p.display(), "management commands: softrdma srpt ctl SOCKET ...");
+    }
     served.run(&term);
+    if let Some(p) = &ctl_path {
+        let _ = std::fs::remove_file(p);
+    }
     Ok(())
+}
+
+/// The `ctl` path of the configuration file, if it names one.
+fn setup_ctl_from_config(args: &Args) -> Result<Option<PathBuf>, String> {
+    let Some(p) = &args.config else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let f: FileConfig = toml::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(f.ctl)
+}
+
+/// `softrdma srpt ctl SOCKET WORDS...`: one command line to the target, its answer printed;
+/// exit status 1 when the target refused it (an answer starting `error:`).
+fn ctl_client(socket: &std::path::Path, words: &[String]) -> ExitCode {
+    use std::io::{Read, Write};
+    let mut conn = match std::os::unix::net::UnixStream::connect(socket) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "softrdma srpt ctl: {}: {e} (is a target running with --ctl {}?)",
+                socket.display(),
+                socket.display()
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let line = format!("{}\n", words.join(" "));
+    let mut answer = String::new();
+    let r = conn
+        .write_all(line.as_bytes())
+        .and_then(|_| conn.shutdown(std::net::Shutdown::Write))
+        .and_then(|_| conn.read_to_string(&mut answer));
+    if let Err(e) = r {
+        eprintln!("softrdma srpt ctl: {}: {e}", socket.display());
+        return ExitCode::from(1);
+    }
+    if let Some(e) = answer.strip_prefix("error: ") {
+        eprint!("softrdma srpt ctl: {e}");
+        return ExitCode::from(1);
+    }
+    print!("{answer}");
+    ExitCode::SUCCESS
+}
+
+/// One management connection: a command line in, the answer out (`error: ...` when
+/// refused), closed.
+fn ctl_serve(
+    conn: std::os::unix::net::UnixStream,
+    cm: &Cm,
+    engine: &mut SrpTarget,
+    ports: &[Port],
+    guid: u64,
+) {
+    use std::io::{BufRead, Write};
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut line = String::new();
+    let mut r = std::io::BufReader::new(&conn);
+    if r.read_line(&mut line).is_err() {
+        return;
+    }
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let answer = match ctl_command(&words, cm, engine, ports, guid) {
+        Ok(a) => a,
+        Err(e) => format!("error: {e}\n"),
+    };
+    info!(command = %line.trim(), answer = %answer.trim(), "ctl");
+    let mut w = &conn;
+    let _ = w.write_all(answer.as_bytes());
+}
+
+/// A management command; the answer's text.
+fn ctl_command(
+    words: &[&str],
+    cm: &Cm,
+    engine: &mut SrpTarget,
+    ports: &[Port],
+    guid: u64,
+) -> Result<String, String> {
+    const USAGE: &str = "commands: show | lun add N SPEC | lun remove N | acl add INITIATOR | \
+                         acl remove INITIATOR | map add INITIATOR LUN TPG_LUN [ro] | \
+                         map remove INITIATOR LUN";
+    let lun_no = |s: &str| -> Result<LunId, String> {
+        s.parse::<u16>()
+            .map(|n| LunId(u64::from(n)))
+            .map_err(|_| format!("{s}: a LUN number (0 ..= 65535)"))
+    };
+    match words {
+        ["show"] => {
+            let mut out = String::new();
+            let ids: Vec<LunId> = engine.scsi().lun_ids().collect();
+            for id in ids {
+                if let Some(lu) = engine.scsi().lun(id) {
+                    out.push_str(&format!(
+                        "lun {id}: {} blocks of {} bytes{}{}\n",
+                        lu.blocks(),
+                        lu.block_size(),
+                        if lu.read_only() { ", read-only" } else { "" },
+                        if lu.medium_lent() {
+                            ", in the device"
+                        } else {
+                            ""
+                        },
+                    ));
+                }
+            }
+            match engine.acl() {
+                None => out.push_str("acl: demo mode (any initiator)\n"),
+                Some([]) => out.push_str("acl: none (every login refused)\n"),
+                Some(a) => {
+                    for e in a {
+                        out.push_str(&format!("acl: {}\n", acl_text(e)));
+                    }
+                }
+            }
+            for (ch, st) in engine.channels() {
+                out.push_str(&format!(
+                    "channel {ch}: {st}, initiator {}\n",
+                    engine.channel_initiator(ch).unwrap_or("?")
+                ));
+            }
+            Ok(out)
+        }
+        ["lun", "add", n, spec] => {
+            let id = lun_no(n)?;
+            let l = parse_lun(spec)?;
+            let lu = make_lun(&l, unit_serial(guid, id.0 as usize, &l))?;
+            engine.add_lun(id, lu).map_err(|e| e.to_string())?;
+            Ok(format!("lun {id} added\n"))
+        }
+        ["lun", "remove", n] => {
+            let id = lun_no(n)?;
+            let p = ports.first().ok_or("no port")?;
+            let r = cm
+                .with(p.cm_port, |rdma, stack, now| {
+                    engine.remove_lun(now, rdma, stack, id)
+                })
+                .map_err(|e| e.to_string())?;
+            r.map_err(|e| e.to_string())?;
+            Ok(format!("lun {id} removed\n"))
+        }
+        ["acl", op @ ("add" | "remove"), who] => {
+            let e = parse_acl(who)?;
+            let mut acl = match engine.acl() {
+                Some(a) => a.to_vec(),
+                None => return Err(
+                    "demo mode: every initiator may log in; restart without --demo to use an ACL"
+                        .into(),
+                ),
+            };
+            if *op == "add" {
+                if !acl.contains(&e) {
+                    acl.push(e.clone());
+                }
+                engine.set_acl(Some(acl));
+                return Ok(format!("acl {} added\n", acl_text(&e)));
+            }
+            let before = acl.len();
+            acl.retain(|x| *x != e);
+            if acl.len() == before {
+                return Err(format!("{who}: not in the ACL"));
+            }
+            engine.set_acl(Some(acl));
+            let mut ended = 0;
+            for p in ports {
+                ended += cm
+                    .with(p.cm_port, |rdma, stack, now| {
+                        engine.logout_refused(now, rdma, stack, p.tport)
+                    })
+                    .unwrap_or(0);
+            }
+            Ok(format!(
+                "acl {} removed; {ended} channel(s) logged out\n",
+                acl_text(&e)
+            ))
+        }
+        ["map", "add", who, lun, tpg_lun, rest @ ..] => {
+            let e = parse_acl(who)?;
+            let read_only = match rest {
+                [] => false,
+                ["ro"] => true,
+                _ => {
+                    return Err(format!(
+                        "{}: the last word is ro or nothing",
+                        rest.join(" ")
+                    ))
+                }
+            };
+            let mut map = engine.lun_map(&e).cloned().unwrap_or_default();
+            map.insert(
+                lun_no(lun)?,
+                LunMapping {
+                    lun: lun_no(tpg_lun)?,
+                    read_only,
+                },
+            );
+            let n = engine
+                .set_lun_map(e, Some(map))
+                .map_err(|e| e.to_string())?;
+            Ok(format!("mapped; {n} session(s) see it now\n"))
+        }
+        ["map", "remove", who, lun] => {
+            let e = parse_acl(who)?;
+            let id = lun_no(lun)?;
+            let mut map = engine
+                .lun_map(&e)
+                .cloned()
+                .ok_or_else(|| format!("{who}: no mapped LUNs"))?;
+            if map.remove(&id).is_none() {
+                return Err(format!("{who}: LUN {id} is not mapped"));
+            }
+            // An empty map still hides every LUN (LIO: a node ACL without mapped LUNs).
+            let n = engine
+                .set_lun_map(e, Some(map))
+                .map_err(|e| e.to_string())?;
+            Ok(format!("unmapped; {n} session(s) changed\n"))
+        }
+        _ => Err(format!("{}: unknown command; {USAGE}", words.join(" "))),
+    }
+}
+
+/// An ACL entry as `--allow` takes it.
+fn acl_text(e: &AclEntry) -> String {
+    match e {
+        AclEntry::PortId(id) => format!(
+            "0x{}",
+            id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ),
+        AclEntry::Guid(g) => colon_guid(*g),
+        AclEntry::Addr(a) => a.to_string(),
+    }
 }
 
 fn handle_event(cm: &Cm, engine: &mut SrpTarget, ports: &[Port], ev: Event) {
@@ -855,5 +1346,87 @@ fn log_events(engine: &mut SrpTarget) {
                 None => warn!("{what}"),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acl_forms_lio_takes() {
+        let id = |h: u128| AclEntry::PortId(h.to_be_bytes());
+        let full = 0x0000_0000_0000_0001_5054_00ff_fe77_000a_u128;
+        assert_eq!(
+            parse_acl("0x0000000000000001505400fffe77000a"),
+            Ok(id(full))
+        );
+        assert_eq!(parse_acl("0000000000000001505400fffe77000a"), Ok(id(full)));
+        // The short form: the low digits, initiator_ext 0.
+        assert_eq!(parse_acl("505400fffe77000a"), Ok(id(0x5054_00ff_fe77_000a)));
+        assert_eq!(
+            parse_acl("0x505400FFFE77000A"),
+            Ok(id(0x5054_00ff_fe77_000a))
+        );
+        assert_eq!(
+            parse_acl("5054:00ff:fe77:000a"),
+            Ok(AclEntry::Guid(0x5054_00ff_fe77_000a))
+        );
+        assert_eq!(
+            parse_acl("10.77.0.10"),
+            Ok(AclEntry::Addr(
+                "10.77.0.10".parse().unwrap_or(IpAddr::from([0; 4]))
+            ))
+        );
+        assert!(matches!(parse_acl("fd77::10"), Ok(AclEntry::Addr(_))));
+        for bad in [
+            "",
+            "0x",
+            "nobody",
+            "0x123456789012345678901234567890123",
+            "1:2:3",
+        ] {
+            assert!(parse_acl(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn args(extra: &[&str]) -> Args {
+        let mut v = vec!["srpt", "-a", "127.0.0.1", "--lun", "mem:1M"];
+        v.extend_from_slice(extra);
+        Args::parse_from(v)
+    }
+
+    #[test]
+    fn closed_unless_allowed_or_demo() {
+        let s = setup_from(&args(&[])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl, Some(Vec::new()));
+        let s = setup_from(&args(&["--allow", "127.0.0.2"])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl.map(|a| a.len()), Some(1));
+        let s = setup_from(&args(&["--demo"])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl, None);
+    }
+
+    #[test]
+    fn config_demo_mode_and_tpg_attributes() {
+        let dir = std::env::temp_dir().join(format!("softrdma-srpt-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.join("t.toml");
+        std::fs::write(
+            &p,
+            "demo_mode = true\n[tpg]\nsrp_max_rdma_size = 131072\nsrp_max_rsp_size = 512\nsrp_sq_size = 2048\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let path = p.display().to_string();
+        let s = setup_from(&args(&["--config", &path])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl, None);
+        assert_eq!(
+            (s.max_rdma_size, s.max_rsp_size, s.sq_size),
+            (Some(131072), Some(512), Some(2048))
+        );
+        std::fs::write(&p, "[acl]\nallow = [\"5054:00ff:fe77:000a\"]\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let s = setup_from(&args(&["--config", &path])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.acl, Some(vec![AclEntry::Guid(0x5054_00ff_fe77_000a)]));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

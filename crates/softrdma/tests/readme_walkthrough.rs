@@ -287,8 +287,8 @@ fn readme_walkthrough_in_a_clean_directory_leaves_nothing_behind() {
     );
     assert!(out.contains("softrdma demo: OK in "), "{out}");
 
-    // softrdma srpt -a ADDR --lun mem:64M &  ...  kill $SRPT
-    let mut srpt = w.bg(&["srpt", "-a", &sa, "--lun", "mem:64M"]);
+    // softrdma srpt -a ADDR --lun mem:64M --demo &  ...  kill $SRPT
+    let mut srpt = w.bg(&["srpt", "-a", &sa, "--lun", "mem:64M", "--demo"]);
     srpt.wait_out("add_target: ", Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(50));
     let line = srpt

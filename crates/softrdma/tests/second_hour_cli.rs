@@ -63,7 +63,8 @@ impl Drop for Target {
 
 fn target(addr: &str, luns: &[&str], extra: &[&str]) -> Target {
     let mut cmd = bin();
-    cmd.args(["srpt", "-a", addr]);
+    // --demo: any initiator may log in (srpt is closed by default).
+    cmd.args(["srpt", "-a", addr, "--demo"]);
     for l in luns {
         cmd.args(["--lun", l]);
     }

@@ -22,7 +22,7 @@ impl Drop for Target {
 
 fn target(addr: &str, extra: &[&str]) -> Target {
     let mut child = Command::new(env!("CARGO_BIN_EXE_softrdma"))
-        .args(["srpt", "-a", addr, "--lun", "mem:8M"])
+        .args(["srpt", "-a", addr, "--lun", "mem:8M", "--demo"])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -8,6 +8,7 @@ expect "guest: reason 0x00010006 (ACL)" has $S/dmesg.txt 'SRP LOGIN REJECTED, re
 expect "guest: reason 0x00010003 (target port id)" has $S/dmesg.txt 'SRP LOGIN REJECTED, reason 0x00010003'
 expect "target logged the IU length refusal" has $S/srpt1.err 'reason 0x00010002'
 expect "target logged the ACL refusal" has $S/srpt2.err 'reason 0x00010006.*no ACL entry'
+expect "target said it is closed (no ACL)" has $S/srpt2.err 'no ACL: every login is refused'
 expect "target logged the port id refusal" has $S/srpt2.err 'reason 0x00010003.*target port identifier'
 expect "no disk" [ "$(grep -c 'UNEXPECTED DISK' $S/A.out)" = 0 ]
 attrs=$(mad_attrs | tr '\n' ' ')

@@ -1,6 +1,6 @@
 # ib_srp initiator in guest A -> `softrdma srpt` on the host: log in with the add_target line
 # the target printed, mke2fs, mount, write, unmount, log out, log in again, mount, compare
-# checksums, then raw direct I/O, and log out.
+# checksums, then raw direct I/O, blkdiscard of the second half, and log out.
 . ./lib.sh
 modprobe ib_srp
 wait_flag host.ready 60
@@ -50,6 +50,15 @@ cmp /tmp/pat /tmp/back && echo "RAW READBACK OK"
 dd if=/tmp/pat of=/dev/$DEV bs=512 count=1 seek=5 oflag=direct 2>&1 | tail -1
 dd if=/dev/$DEV of=/tmp/b512 bs=512 count=1 skip=5 iflag=direct 2>&1 | tail -1
 head -c 512 /tmp/pat | cmp - /tmp/b512 && echo "RAW 512 READBACK OK"
+# Thin provisioning: sd chose UNMAP for discards (LBPME, VPD B0h/B2h); blkdiscard of the
+# second half (where the raw write above landed) must punch it out of the host's file.
+stamp "blkdiscard"
+echo "provisioning_mode=$(cat /sys/block/$DEV/device/scsi_disk/*/provisioning_mode)"
+echo "discard_max_bytes=$(cat /sys/block/$DEV/queue/discard_max_bytes)"
+HALF=$(( $(cat /sys/block/$DEV/size) * 512 / 2 ))
+blkdiscard -o $HALF -l $HALF /dev/$DEV; echo "blkdiscard rc=$?"
+dd if=/dev/$DEV of=/tmp/z bs=64k skip=900 count=8 iflag=direct 2>&1 | tail -1
+head -c 524288 /dev/zero | cmp - /tmp/z && echo "DISCARDED READS ZEROES"
 logout
 dmesg | grep -iE 'srp|scsi|sd[a-z]' > dmesg.txt; cat dmesg.txt
 stamp done; touch A.done

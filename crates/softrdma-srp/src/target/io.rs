@@ -15,7 +15,7 @@ use crate::channel::ChannelState;
 use crate::iu::{self, CmdIu, DataPhase, DescError, Direction, RspResidual};
 
 use super::completion::Arrived;
-use super::media::medium_of;
+use super::media::{execute_on_medium, medium_of};
 use super::{post_recv_slot, Channel, ChannelId, SrpEvent, SrpTarget};
 use crate::wr_id::{WrId, WrKind};
 
@@ -253,7 +253,11 @@ impl SrpTarget {
         let decoded = self
             .scsi
             .decode(nexus, lun, &cdb[..cdb_len], scsi_dir, total);
-        let medium = medium_of(&self.media, c.port, lun);
+        // The lent medium of the logical unit the LUN reaches (through the nexus's map).
+        let medium = self
+            .scsi
+            .resolve_lun(nexus, lun)
+            .and_then(|(l, _)| medium_of(&self.media, c.port, l));
         let (qpn, recv, max_req) = (c.qpn, c.recv, c.max_req);
         match decoded {
             Ok(Decoded::Done(rsp)) => x.respond(rsp),
@@ -261,8 +265,16 @@ impl SrpTarget {
                 let n = cmd.transfer_len();
                 match (cmd.data_dir(), imm) {
                     (DataDir::None, _) => {
-                        let r = self.scsi.execute(&cmd, Data::None);
-                        x.respond(r.unwrap_or_else(|_| internal()));
+                        let r = match medium {
+                            Some(m) if self.scsi.needs_medium(&cmd) => {
+                                execute_on_medium(&mut self.scsi, stack, &cmd, m, None)
+                            }
+                            _ => self
+                                .scsi
+                                .execute(&cmd, Data::None)
+                                .unwrap_or_else(|_| internal()),
+                        };
+                        x.respond(r);
                     }
                     (DataDir::Out, Some((a, _))) => {
                         let started = match medium {
@@ -290,7 +302,19 @@ impl SrpTarget {
                                 .mr(recv.lkey)
                                 .and_then(|m| Ok(m.slice(a, n as usize)?))
                             {
-                                Ok(b) => self.scsi.execute(&cmd, Data::Out(b)),
+                                Ok(b) => match medium {
+                                    Some(m) if self.scsi.needs_medium(&cmd) => {
+                                        let d = b.to_vec();
+                                        Ok(execute_on_medium(
+                                            &mut self.scsi,
+                                            stack,
+                                            &cmd,
+                                            m,
+                                            Some(d),
+                                        ))
+                                    }
+                                    _ => self.scsi.execute(&cmd, Data::Out(b)),
+                                },
                                 Err(_) => Ok(internal()),
                             },
                         };
@@ -353,11 +377,18 @@ impl SrpTarget {
                 .unwrap_or_else(|_| internal()),
             DataAt::Buf(b) => {
                 let lkey = c.bufs[b].keys.lkey;
+                let lent = medium_of(&self.media, c.port, cmd.lun());
                 match stack.verbs.mr(lkey).and_then(|m| Ok(m.slice(0, n)?)) {
-                    Ok(d) => self
-                        .scsi
-                        .execute(&cmd, Data::Out(d))
-                        .unwrap_or_else(|_| internal()),
+                    Ok(d) => match lent {
+                        Some(m) if self.scsi.needs_medium(&cmd) => {
+                            let d = d.to_vec();
+                            execute_on_medium(&mut self.scsi, stack, &cmd, m, Some(d))
+                        }
+                        _ => self
+                            .scsi
+                            .execute(&cmd, Data::Out(d))
+                            .unwrap_or_else(|_| internal()),
+                    },
                     Err(_) => internal(),
                 }
             }
@@ -397,7 +428,11 @@ impl SrpTarget {
         ch: u32,
         i: u32,
     ) {
-        let _ = (now, &rdma);
+        // A PREEMPT AND ABORT executed since the last turn: its victims' tasks stop as a
+        // task management function's do (no response, the credit back).
+        for a in self.scsi.take_preempted() {
+            self.abort_task(now, rdma, stack, a.nexus, a.tag, a.task_aborted_status);
+        }
         loop {
             let Some(c) = self.channels.get_mut(&ch) else {
                 return;
@@ -406,8 +441,8 @@ impl SrpTarget {
                 return;
             }
             match c.ios[i as usize].state {
-                IoState::NeedBuf { .. } => {
-                    let (lun, port) = (c.ios[i as usize].lun, c.port);
+                IoState::NeedBuf { ref cmd } => {
+                    let (lun, port) = (cmd.lun(), c.port);
                     if let Some(m) = medium_of(&self.media, port, lun) {
                         if self.place_io(ch, i, m) {
                             continue;

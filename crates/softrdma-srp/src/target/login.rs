@@ -213,9 +213,29 @@ impl SrpTarget {
         let nexus = match self.nexuses.get_mut(&key) {
             Some(n) => n.scsi,
             None => {
-                let scsi = self
-                    .scsi
-                    .register_nexus(InitiatorId(u128::from_be_bytes(req.initiator_port_id)));
+                // The I_T nexus of persistent reservations: the 16-byte initiator port
+                // identifier (initiator_ext included) and the target port, whose relative
+                // port identifier is its index + 1.
+                let scsi = self.scsi.register_nexus_on(
+                    InitiatorId(u128::from_be_bytes(req.initiator_port_id)),
+                    u16::try_from(port + 1).unwrap_or(u16::MAX),
+                );
+                // A node ACL with mapped LUNs gives the nexus its own LUN numbers.
+                let map = self.cfg.lun_maps.iter().find(|(e, _)| {
+                    crate::login::admits(
+                        Some(std::slice::from_ref(e)),
+                        &req.initiator_port_id,
+                        source,
+                    )
+                });
+                if let Some((_, m)) = map {
+                    if let Err(e) = self.scsi.set_lun_map(scsi, Some(m.clone())) {
+                        self.events.push_back(SrpEvent::Warning {
+                            channel: None,
+                            what: format!("the node ACL's LUN map does not apply: {e}"),
+                        });
+                    }
+                }
                 self.nexuses.insert(
                     key,
                     NexusEntry {
@@ -240,6 +260,7 @@ impl SrpTarget {
             key,
             nexus,
             initiator: initiator.clone(),
+            source,
             max_ti_iu_len: req.it_iu_len,
             imm_data_offset: req.accepted_imm_data_offset(),
             max_req: lp.max_req_size,

@@ -5,7 +5,7 @@ use std::fmt;
 
 use softrdma_core::verbs::{AccessFlags, MrKeys, VerbsError};
 use softrdma_core::Stack;
-use softrdma_scsi::{InPlace, LunId};
+use softrdma_scsi::{Cmd, Data, InPlace, LunId, Response, Target};
 
 use crate::iu::Direction;
 
@@ -137,6 +137,28 @@ impl SrpTarget {
         });
         true
     }
+}
+
+/// Runs a command that works on a lent medium outside a READ's or WRITE's data phase
+/// (UNMAP, WRITE SAME, COMPARE AND WRITE: [`Target::needs_medium`]) on the medium's MR. Its
+/// data-out (a parameter list, one or two blocks) comes as a copy: it lies in another MR of
+/// the same table.
+pub(super) fn execute_on_medium(
+    scsi: &mut Target,
+    stack: &mut Stack,
+    cmd: &Cmd,
+    m: Medium,
+    data_out: Option<Vec<u8>>,
+) -> Response {
+    let Ok(mr) = stack.verbs.mr_mut(m.keys.lkey) else {
+        return internal();
+    };
+    let data = match &data_out {
+        Some(d) => Data::Out(d),
+        None => Data::None,
+    };
+    scsi.execute_on_medium(cmd, data, mr.as_mut_slice())
+        .unwrap_or_else(|_| internal())
 }
 
 /// The lent medium of `lun` on `port`, if any (a free function: callers hold a channel).

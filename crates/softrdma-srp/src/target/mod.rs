@@ -18,27 +18,30 @@ mod completion;
 mod io;
 mod lifecycle;
 mod login;
+mod manage;
 mod media;
 mod tmf;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::net::IpAddr;
 
 use softrdma_core::cm::{CmId, CmIdRef, CmPort};
 use softrdma_core::rdma_cm::{RdmaCm, RdmaCmId, RdmaId};
 use softrdma_core::time::Instant;
 use softrdma_core::verbs::{CqId, MrKeys, PdId, RecvWr, Sge, VerbsError, WorkCompletion};
 use softrdma_core::Stack;
-use softrdma_scsi::{NexusId, Target};
+use softrdma_scsi::{LunId, LunMapping, NexusId, Target};
 use softrdma_wire::cm::RejectReason;
 use softrdma_wire::srp::login::MultiChannelResult;
 use softrdma_wire::srp::LoginRejRepr;
 
 use crate::channel::ChannelState;
-use crate::login::{LoginPolicy, Refusal};
+use crate::login::{AclEntry, LoginPolicy, Refusal};
 use crate::wr_id::{WrId, WrKind};
 
 use io::{DataBuf, Io};
+pub use manage::ManageError;
 pub use media::MediaError;
 use media::Medium;
 
@@ -163,6 +166,10 @@ pub struct SrpConfig {
     pub sq_size: u32,
     /// The largest data buffer of one I/O (ib_srpt's `srp_max_rdma_size` cap, 16 MiB).
     pub max_io: u32,
+    /// Node ACLs with their own LUN numbers (LIO's mapped LUNs): the first entry that
+    /// admits a new I_T nexus gives it that map; an initiator no entry here admits sees
+    /// every LU at its own number.
+    pub lun_maps: Vec<(AclEntry, BTreeMap<LunId, LunMapping>)>,
 }
 
 impl SrpConfig {
@@ -171,6 +178,7 @@ impl SrpConfig {
             login: LoginPolicy::new(guid),
             sq_size: 512,
             max_io: 1 << 24,
+            lun_maps: Vec::new(),
         }
     }
 }
@@ -196,6 +204,8 @@ struct Channel {
     key: NexusKey,
     nexus: NexusId,
     initiator: String,
+    /// The initiator's address (RDMA CM logins), for address ACL entries.
+    source: Option<IpAddr>,
     max_ti_iu_len: u32,
     imm_data_offset: u16,
     max_req: u32,
