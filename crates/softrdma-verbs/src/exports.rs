@@ -297,7 +297,15 @@ fn ctx_rs<'a>(ctx: *const ibv_context) -> Result<&'a CtxRs, Errno> {
 
 /// Opens the driver device for `info`: binds its address, or on the IPv4 loopback the first
 /// free 127.0.0.x when another process holds it (see [`crate::devices`]).
-fn open_dev(info: &DevInfo) -> Result<Device, Errno> {
+/// `at`: exactly that address instead (the RDMA CM binding a loopback address, see
+/// [`crate::rdmacm`]), no fallback.
+fn open_dev(info: &DevInfo, at: Option<IpAddr>) -> Result<Device, Errno> {
+    if let Some(ip) = at {
+        let mut c = DeviceConfig::new(ip).with_interface_mtu();
+        c.name = info.name.clone();
+        c.mac = Some(info.mac);
+        return Device::open_with(c).map_err(|e| conv::dev_errno(&e));
+    }
     let ip = info.addr().ok_or(Errno::ENODEV)?;
     let config = |ip: IpAddr| {
         let mut c = DeviceConfig::new(ip).with_interface_mtu();
@@ -338,8 +346,32 @@ fn context_ops() -> ibv_context_ops {
 
 entry! {
     export null fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+        open_context(device, None)
+    }
+}
+
+// ----- what the RDMA CM (crate::rdmacm) needs of the devices -----
+
+/// The devices: `(ibv_device address, what it is)`.
+pub(crate) fn device_list() -> Vec<(usize, &'static DevInfo)> {
+    devices().list.iter().map(|(a, i)| (*a, i)).collect()
+}
+
+/// The driver device of a live context.
+pub(crate) fn context_device(ctx: *const ibv_context) -> Result<Device, Errno> {
+    Ok(ctx_rs(ctx)?.dev().clone())
+}
+
+/// The QP number of a live QP.
+pub(crate) fn qp_num(qp: *const ibv_qp) -> Result<u32, Errno> {
+    Ok(ptr::get::<ibv_qp, QpRs>(qp)?.qpn)
+}
+
+/// `ibv_open_device`, or with `at` a context bound at exactly that address.
+pub(crate) fn open_context(device: *mut ibv_device, at: Option<IpAddr>) -> Result<*mut ibv_context, Errno> {
+    {
         let (_, info) = device_info(device)?;
-        let dev = open_dev(info)?;
+        let dev = open_dev(info, at)?;
         let mut v = verbs_context {
             query_port: Some(op_query_port),
             ops: [None; 37],
@@ -378,6 +410,14 @@ entry! {
         // The watcher delivers completion-channel and asynchronous events.
         rs.watch();
         Ok(ptr::publish_ctx(v, rs))
+    }
+}
+
+entry! {
+    /// `SOFTRDMA_PRIVATE_1`: the RDMA CM's table for softrdma's librdmacm.so.1
+    /// ([`crate::cm_abi`]).
+    export value fn softrdma_rdmacm_ops() -> *const crate::cm_abi::CmOps {
+        crate::cm_exports::ops()
     }
 }
 
