@@ -147,6 +147,8 @@ impl Default for CmEventOut {
 #[derive(Clone, Copy, Debug)]
 pub struct CmQpOut {
     pub qp: *mut c_void,
+    /// The QP's number.
+    pub qp_num: u32,
     pub pd: *mut c_void,
     pub send_cq: *mut c_void,
     pub recv_cq: *mut c_void,

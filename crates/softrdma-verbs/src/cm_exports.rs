@@ -200,6 +200,7 @@ entry! {
         let mut a = unsafe { ptr::read_in(attr as *const ibv_qp_init_attr)? };
         let mut made = CmQpOut {
             qp: core::ptr::null_mut(),
+            qp_num: 0,
             pd: core::ptr::null_mut(),
             send_cq: core::ptr::null_mut(),
             recv_cq: core::ptr::null_mut(),
@@ -265,11 +266,12 @@ entry! {
                 unsafe { exports::ibv_destroy_qp(qp) };
                 return Err(e);
             }
-            Ok(qp)
+            Ok((qp, qpn))
         })();
         match r {
-            Ok(qp) => {
+            Ok((qp, qpn)) => {
                 made.qp = qp.cast();
+                made.qp_num = qpn;
                 // SAFETY: librdmacm's output struct (NULL is EINVAL).
                 unsafe { ptr::write_out(out, made) }
             }
