@@ -119,6 +119,31 @@ pub struct ibv_ah_attr {
     pub port_num: u8,
 }
 
+/// `struct ibv_qp_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr` (`rdma_create_qp`, `rdma_create_ep`: copied and its QP type
+/// set here, the rest read by libibverbs).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_qp_init_attr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut c_void,
+    pub recv_cq: *mut c_void,
+    pub srq: *mut c_void,
+    pub cap: ibv_qp_cap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+}
+
 /// `struct rdma_ud_param`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -227,6 +252,8 @@ layout! {
         flow_control, retry_count, rnr_retry_count, srq, qp_num }
     ibv_global_route { dgid, flow_label, sgid_index, hop_limit, traffic_class }
     ibv_ah_attr { grh, dlid, sl, src_path_bits, static_rate, is_global, port_num }
+    ibv_qp_cap { max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data }
+    ibv_qp_init_attr { qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all }
     rdma_ud_param { private_data, private_data_len, ah_attr, qp_num, qkey }
     rdma_cm_event { id, listen_id, event, status, param }
     rdma_addrinfo { ai_flags, ai_family, ai_qp_type, ai_port_space, ai_src_len, ai_dst_len,

@@ -107,13 +107,8 @@ struct MadeQp(CmQpOut);
 #[derive(Clone, Copy)]
 struct PassiveEp {
     pd: usize,
-    attr: Option<[u8; QP_INIT_ATTR_SIZE]>,
+    attr: Option<ibv_qp_init_attr>,
 }
-
-/// `sizeof(struct ibv_qp_init_attr)` (64 on LP64), copied as bytes: only libibverbs reads it.
-const QP_INIT_ATTR_SIZE: usize = 64;
-/// `offsetof(struct ibv_qp_init_attr, qp_type)`.
-const QP_INIT_ATTR_QP_TYPE: usize = 56;
 
 /// The ids by CM number (events name them so).
 fn ids() -> MutexGuard<'static, HashMap<u32, usize>> {
@@ -440,7 +435,7 @@ fn create_qp(id: *mut rdma_cm_id, pd: *mut c_void, attr: *mut c_void) -> Result<
     ok(unsafe { (o.create_qp)(r.h, pd, attr, &mut made) })?;
     *lock(&r.made) = Some(MadeQp(made));
     // SAFETY: the program's struct, which libibverbs just read: its QP type.
-    let qp_type: c_int = unsafe { ptr::read_in((attr as *const u8).add(QP_INIT_ATTR_QP_TYPE) as *const c_int)? };
+    let qp_type = unsafe { ptr::read_in(attr as *const ibv_qp_init_attr)? }.qp_type;
     let pd_now = if pd.is_null() { made.pd } else { pd };
     ptr::update_c::<_, IdRs>(id, |p| {
         // SAFETY: a live id of ours; our fields.
@@ -1057,10 +1052,8 @@ entry! {
                     None
                 } else {
                     // SAFETY: the program's `ibv_qp_init_attr`.
-                    let b = unsafe { ptr::read_bytes(qp_init_attr as *const u8, QP_INIT_ATTR_SIZE)? };
-                    let mut a = [0u8; QP_INIT_ATTR_SIZE];
-                    a.copy_from_slice(&b);
-                    a[QP_INIT_ATTR_QP_TYPE..QP_INIT_ATTR_QP_TYPE + 4].copy_from_slice(&ai.ai_qp_type.to_ne_bytes());
+                    let mut a = unsafe { ptr::read_in(qp_init_attr as *const ibv_qp_init_attr)? };
+                    a.qp_type = ai.ai_qp_type;
                     Some(a)
                 };
                 *lock(&id_rs(cm)?.ep) = Some(PassiveEp { pd: pd as usize, attr });
@@ -1074,9 +1067,12 @@ entry! {
                 return Err(Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)));
             }
             if !qp_init_attr.is_null() {
+                let a = qp_init_attr as *mut ibv_qp_init_attr;
                 // SAFETY: the program's `ibv_qp_init_attr`: its QP type is the addrinfo's.
                 unsafe {
-                    ptr::write_out((qp_init_attr as *mut u8).add(QP_INIT_ATTR_QP_TYPE) as *mut c_int, ai.ai_qp_type)?
+                    let mut v = ptr::read_in(a as *const ibv_qp_init_attr)?;
+                    v.qp_type = ai.ai_qp_type;
+                    ptr::write_out(a, v)?
                 };
                 create_qp(cm, pd, qp_init_attr)?;
             }
@@ -1128,7 +1124,7 @@ entry! {
                 })?;
             }
             if let Some(mut a) = ep.attr {
-                if let Err(err) = create_qp(new, ep.pd as *mut c_void, a.as_mut_ptr().cast()) {
+                if let Err(err) = create_qp(new, ep.pd as *mut c_void, (&mut a as *mut ibv_qp_init_attr).cast()) {
                     // SAFETY: our own exports, on what was just taken.
                     unsafe {
                         rdma_ack_cm_event(ev);
