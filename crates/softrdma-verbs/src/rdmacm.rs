@@ -14,6 +14,8 @@
 //! the loopback device wherever it opened (127.0.0.1, or the first free 127.0.0.x when another
 //! process holds it, as `ibv_open_device` does). The loopback device of a process has one
 //! address: a later bind to another 127/8 address binds the device's.
+//! `SOFTRDMA_LOOPBACK_ADDR=127.x.y.z` names the address the loopback device takes when no
+//! call names one (a wildcard listener: perftest's `-R` server).
 //!
 //! **Events.** One thread takes the CM's events ([`softrdma_driver::cm::Cm::wait_event`]) and
 //! queues each on the channel of its id (a CONNECT_REQUEST: of its listener, whose channel
@@ -128,6 +130,17 @@ pub fn proc_() -> &'static Proc {
             }),
         }
     })
+}
+
+/// `SOFTRDMA_LOOPBACK_ADDR`: where the CM opens the loopback device when no call names an
+/// address (a wildcard listener, a client's source), e.g. `127.0.23.7`, so that a server
+/// which cannot bind an address (perftest's `-R` server) is reachable at a known one.
+fn loopback_override() -> Option<IpAddr> {
+    std::env::var("SOFTRDMA_LOOPBACK_ADDR")
+        .ok()?
+        .parse::<IpAddr>()
+        .ok()
+        .filter(IpAddr::is_loopback)
 }
 
 fn is_loopback(ip: &IpAddr) -> bool {
@@ -289,7 +302,11 @@ impl Proc {
         });
         let (dev, info) = found.ok_or(Errno(libc::EADDRNOTAVAIL))?;
         let at = if is_loopback(&ip) {
-            exact.then_some(ip)
+            if exact {
+                Some(ip)
+            } else {
+                loopback_override().filter(|a| a.is_ipv4() == ip.is_ipv4())
+            }
         } else if info.addr() == Some(ip) {
             None
         } else {
