@@ -410,12 +410,15 @@ impl Proc {
     /// `rdma_listen` (a wildcard listener: on every device's context).
     pub fn listen(&self, h: u32, backlog: i32) -> Result<(), Errno> {
         let bound = self.with_id(h, |id| self.cm.with_cm(|r| r.local_addr(id.name())))?;
+        let backlog = u32::try_from(backlog).unwrap_or(0);
+        self.with_id(h, |id| self.cm.with_cm(|r| r.listen(id, backlog)))?
+            .map_err(|e| cm_errno(&e))?;
+        // A wildcard listener hears every device: opened after the listen, so that a device
+        // bound is one that answers its requests.
         if bound.is_none_or(|b| b.ip().is_unspecified()) {
             self.all_contexts();
         }
-        let backlog = u32::try_from(backlog).unwrap_or(0);
-        self.with_id(h, |id| self.cm.with_cm(|r| r.listen(id, backlog)))?
-            .map_err(|e| cm_errno(&e))
+        Ok(())
     }
 
     /// `rdma_create_qp`'s transition of QP `qpn` (made on the id's device).
