@@ -280,3 +280,82 @@ fn debian_ib_read_bw_rdma_cm() {
 fn debian_ib_send_lat_rdma_cm() {
     perftest_r("ib_send_lat", "127.0.23.19", 7819);
 }
+
+/// A C program of ours over the libraries: the event channel's `fd` polls, honours
+/// `O_NONBLOCK` (EAGAIN with nothing queued), and wakes for ADDR_RESOLVED; the id then shows
+/// its device and addresses; rsockets calls fail with ENOSYS; `rdma_event_str` names events.
+#[test]
+fn event_channel_fd_polls_and_honours_o_nonblock() {
+    if !Path::new("/usr/include/rdma/rdma_cma.h").exists() {
+        eprintln!("SKIPPED: <rdma/rdma_cma.h> missing (apt-get install librdmacm-dev)");
+        return;
+    }
+    let tmp = std::env::temp_dir().join(format!("softrdma-rdmacm-chan-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let src = tmp.join("chan.c");
+    std::fs::write(
+        &src,
+        r#"#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rsocket.h>
+int main(void) {
+    struct rdma_event_channel *ch = rdma_create_event_channel();
+    if (!ch) { perror("channel"); return 1; }
+    fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+    struct rdma_cm_event *ev;
+    int r = rdma_get_cm_event(ch, &ev);
+    printf("empty %d %s\n", r, r ? strerror(errno) : "-");
+    struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+    printf("poll0 %d\n", poll(&p, 1, 0));
+    struct rdma_cm_id *id;
+    if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) { perror("create_id"); return 1; }
+    struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(7820) };
+    inet_pton(AF_INET, "127.0.23.20", &dst.sin_addr);
+    if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000)) { perror("resolve"); return 1; }
+    printf("poll1 %d\n", poll(&p, 1, 5000));
+    if (rdma_get_cm_event(ch, &ev)) { perror("get"); return 1; }
+    printf("event %s %d same %d\n", rdma_event_str(ev->event), ev->status, ev->id == id);
+    rdma_ack_cm_event(ev);
+    char s[64], d[64];
+    inet_ntop(AF_INET, &((struct sockaddr_in *)rdma_get_local_addr(id))->sin_addr, s, sizeof s);
+    inet_ntop(AF_INET, &((struct sockaddr_in *)rdma_get_peer_addr(id))->sin_addr, d, sizeof d);
+    printf("verbs %d port %d src %.8s dst %s dport %d\n", id->verbs != NULL, id->port_num, s, d,
+           ntohs(rdma_get_dst_port(id)));
+    r = rsocket(AF_INET, SOCK_STREAM, 0);
+    printf("rsocket %d %s\n", r, strerror(errno));
+    printf("destroy %d\n", rdma_destroy_id(id));
+    rdma_destroy_event_channel(ch);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = tmp.join("chan");
+    let st = Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .args(["-lrdmacm", "-libverbs"])
+        .status()
+        .unwrap();
+    assert!(st.success(), "cc failed");
+    let c = spawn(&[exe.to_str().unwrap()], &[]);
+    let (code, out, err) = finish(c, LIMIT);
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let want = [
+        "empty -1 Resource temporarily unavailable",
+        "poll0 0",
+        "poll1 1",
+        "event RDMA_CM_EVENT_ADDR_RESOLVED 0 same 1",
+        "verbs 1 port 1 src 127.0.0. dst 127.0.23.20 dport 7820",
+        "rsocket -1 Function not implemented",
+        "destroy 0",
+    ];
+    assert_eq!(out.lines().collect::<Vec<_>>(), want, "{err}");
+}
