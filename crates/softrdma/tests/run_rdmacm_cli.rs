@@ -44,12 +44,15 @@ fn debian(tool: &str) -> Option<String> {
     }
 }
 
+/// `softrdma run -- args…`, or with `args[0] == BIN` softrdma's own tool (`softrdma rping`).
 fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
     libs_built();
-    Command::new(BIN)
-        .arg("run")
-        .arg("--")
-        .args(args)
+    let mut cmd = Command::new(BIN);
+    match args.split_first() {
+        Some((&first, rest)) if first == BIN => cmd.args(rest),
+        _ => cmd.arg("run").arg("--").args(args),
+    };
+    cmd
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -214,6 +217,33 @@ fn debian_rdma_server_and_rdma_client_synchronous_endpoints() {
     );
     assert!(so.contains("rdma_server: end 0"), "{so}");
     assert!(co.contains("rdma_client: end 0"), "{co}");
+}
+
+/// Mixed: Debian's rping over our libraries against `softrdma rping` (softrdma's own RDMA CM
+/// tool), each as server and as client.
+#[test]
+fn debian_rping_against_softrdma_rping_both_directions() {
+    let Some(rping) = debian("rping") else { return };
+    let a = "127.0.23.21";
+    let (so, co) = pair(
+        a.parse().unwrap(),
+        &[BIN, "rping", "-s", "-v", "-a", a, "-p", "7821", "-C", "10"],
+        &[&rping, "-c", "-v", "-V", "-a", a, "-p", "7821", "-C", "10"],
+        &[],
+        false,
+    );
+    assert!(co.contains("ping data: rdma-ping-9: "), "{co}");
+    assert!(so.contains("server ping data: rdma-ping-9: "), "{so}");
+    let a = "127.0.23.22";
+    let (so, co) = pair(
+        a.parse().unwrap(),
+        &[&rping, "-s", "-v", "-a", a, "-p", "7822", "-C", "10"],
+        &[BIN, "rping", "-c", "-v", "-V", "-a", a, "-p", "7822", "-C", "10"],
+        &[],
+        false,
+    );
+    assert!(co.contains("ping data: rdma-ping-9: "), "{co}");
+    assert!(so.contains("server ping data: rdma-ping-9: "), "{so}");
 }
 
 /// perftest's `tool -R` (connection through the RDMA CM), 500 iterations; the server binds
