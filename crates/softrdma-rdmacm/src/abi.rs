@@ -278,7 +278,8 @@ mod tests {
         if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
             panic!("<rdma/rdma_cma.h> missing: install Debian's librdmacm-dev");
         }
-        let exe = std::env::temp_dir().join(format!("softrdma-rdmacm-layout-{}", std::process::id()));
+        let exe =
+            std::env::temp_dir().join(format!("softrdma-rdmacm-layout-{}", std::process::id()));
         let st = Command::new("cc")
             .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
             .arg(&exe)

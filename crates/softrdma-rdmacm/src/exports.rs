@@ -12,6 +12,8 @@
 //! until the next call or `rdma_destroy_id`.
 
 #![allow(unsafe_code)]
+// Every export's contract is rdma-core's documentation of that call.
+#![allow(clippy::missing_safety_doc)]
 
 use core::ffi::{c_char, c_int, c_void};
 use std::collections::HashMap;
@@ -224,7 +226,11 @@ fn create_id(
         // SAFETY: our own export.
         let c = unsafe { rdma_create_event_channel() };
         if c.is_null() {
-            return Err(Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM)));
+            return Err(Errno(
+                std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::ENOMEM),
+            ));
         }
         (c, true)
     } else {
@@ -257,7 +263,9 @@ entry! {
 
 /// Acknowledges a synchronous id's last event.
 fn drop_sync_event(id: *mut rdma_cm_id) {
-    let Ok(c) = ptr::read_c::<_, IdRs>(id) else { return };
+    let Ok(c) = ptr::read_c::<_, IdRs>(id) else {
+        return;
+    };
     if !c.event.is_null() {
         // SAFETY: our own export, on an event of ours.
         unsafe { rdma_ack_cm_event(c.event) };
@@ -729,8 +737,10 @@ fn take_event(channel: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, Er
                     new_id(out.id, channel, lc.context, lc.ps, lc.qp_type, false)
                 };
                 let r = id_rs(p)?;
-                r.req_responder_resources.store(out.responder_resources, Ordering::Relaxed);
-                r.req_initiator_depth.store(out.initiator_depth, Ordering::Relaxed);
+                r.req_responder_resources
+                    .store(out.responder_resources, Ordering::Relaxed);
+                r.req_initiator_depth
+                    .store(out.initiator_depth, Ordering::Relaxed);
                 p
             }
             (None, None) => continue,
@@ -742,7 +752,11 @@ fn take_event(channel: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, Er
         let _ = refresh(id);
         let n = (out.private_data_len as usize).min(out.private_data.len());
         let data: Box<[u8]> = out.private_data[..n].into();
-        let dp = if n == 0 { core::ptr::null() } else { data.as_ptr().cast::<c_void>() };
+        let dp = if n == 0 {
+            core::ptr::null()
+        } else {
+            data.as_ptr().cast::<c_void>()
+        };
         let c = ptr::read_c::<_, IdRs>(id)?;
         let param = if out.ud != 0 || c.qp_type == IBV_QPT_UD {
             rdma_cm_event_param {
@@ -882,7 +896,7 @@ entry! {
 
 entry! {
     export value fn rdma_free_devices(list: *mut *mut c_void) -> () {
-        device_lists().retain(|l| l.as_ptr() as usize != list as usize);
+        device_lists().retain(|l| !std::ptr::eq(l.as_ptr().cast::<*mut c_void>(), list));
     }
 }
 
@@ -895,7 +909,12 @@ pub struct AiRs {
     _names: Vec<std::ffi::CString>,
 }
 
-fn resolve(node: Option<&str>, service: Option<&str>, family: c_int, numeric: bool) -> Result<std::net::SocketAddr, Errno> {
+fn resolve(
+    node: Option<&str>,
+    service: Option<&str>,
+    family: c_int,
+    numeric: bool,
+) -> Result<std::net::SocketAddr, Errno> {
     use std::net::ToSocketAddrs;
     let port: u16 = match service {
         None => 0,

@@ -169,7 +169,8 @@ pub struct CmOps {
     /// Waits (as the descriptor's `O_NONBLOCK` says) for the channel's next event.
     pub get_event: unsafe extern "C" fn(chan: u32, out: *mut CmEventOut) -> c_int,
     /// `ps`: `enum rdma_port_space`; `qp_type`: `enum ibv_qp_type`.
-    pub id_create: unsafe extern "C" fn(chan: u32, ps: c_int, qp_type: c_int, id: *mut u32) -> c_int,
+    pub id_create:
+        unsafe extern "C" fn(chan: u32, ps: c_int, qp_type: c_int, id: *mut u32) -> c_int,
     pub id_destroy: unsafe extern "C" fn(id: u32) -> c_int,
     pub id_migrate: unsafe extern "C" fn(id: u32, chan: u32) -> c_int,
     pub id_info: unsafe extern "C" fn(id: u32, out: *mut CmIdInfo) -> c_int,
@@ -185,8 +186,12 @@ pub struct CmOps {
     pub listen: unsafe extern "C" fn(id: u32, backlog: c_int) -> c_int,
     /// `rdma_create_qp`: `pd` may be NULL (the device's PD), `attr` is an
     /// `ibv_qp_init_attr *` whose NULL CQs are created here.
-    pub create_qp:
-        unsafe extern "C" fn(id: u32, pd: *mut c_void, attr: *mut c_void, out: *mut CmQpOut) -> c_int,
+    pub create_qp: unsafe extern "C" fn(
+        id: u32,
+        pd: *mut c_void,
+        attr: *mut c_void,
+        out: *mut CmQpOut,
+    ) -> c_int,
     /// `rdma_destroy_qp`: destroys `qp` and the CQs and channels `create_qp` made for it.
     pub destroy_qp: unsafe extern "C" fn(id: u32, qp: *mut c_void, made: *const CmQpOut) -> c_int,
     pub connect: unsafe extern "C" fn(id: u32, param: *const CmConnIn) -> c_int,
@@ -205,7 +210,8 @@ pub struct CmOps {
         len: usize,
     ) -> c_int,
     pub set_local_ece: unsafe extern "C" fn(id: u32, vendor_id: u32, options: u32) -> c_int,
-    pub get_remote_ece: unsafe extern "C" fn(id: u32, vendor_id: *mut u32, options: *mut u32) -> c_int,
+    pub get_remote_ece:
+        unsafe extern "C" fn(id: u32, vendor_id: *mut u32, options: *mut u32) -> c_int,
     /// Every device's context (opened once per process): fills up to `max`, returns the
     /// count through `n`.
     pub contexts: unsafe extern "C" fn(out: *mut *mut c_void, max: c_int, n: *mut c_int) -> c_int,

@@ -4,13 +4,17 @@
 //! Every entry is written with `entry!` (panic boundary) and returns 0 or an errno value.
 
 #![allow(unsafe_code)]
+// Each entry's contract is the table's (crate::cm_abi), librdmacm its only caller.
+#![allow(clippy::missing_safety_doc)]
 
 use core::ffi::{c_int, c_void};
 
 use softrdma_core::rdma_cm::{ConnParam, Ece, RdmaOption};
 use softrdma_core::verbs::QpState;
 
-use crate::abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
+use crate::abi::{
+    ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
+};
 use crate::cm_abi::{CmConnIn, CmEventOut, CmIdInfo, CmOps, CmQpOut, CM_OPS_VERSION};
 use crate::entry::{entry, Errno};
 use crate::exports;
@@ -291,7 +295,10 @@ entry! {
 unsafe fn destroy_made(m: &CmQpOut) {
     // SAFETY: per the contract; each destroy checks its object is live.
     unsafe {
-        for (cq, ch) in [(m.send_cq, m.send_cq_channel), (m.recv_cq, m.recv_cq_channel)] {
+        for (cq, ch) in [
+            (m.send_cq, m.send_cq_channel),
+            (m.recv_cq, m.recv_cq_channel),
+        ] {
             if !cq.is_null() {
                 exports::ibv_destroy_cq(cq.cast());
             }

@@ -368,7 +368,10 @@ pub(crate) fn qp_num(qp: *const ibv_qp) -> Result<u32, Errno> {
 }
 
 /// `ibv_open_device`, or with `at` a context bound at exactly that address.
-pub(crate) fn open_context(device: *mut ibv_device, at: Option<IpAddr>) -> Result<*mut ibv_context, Errno> {
+pub(crate) fn open_context(
+    device: *mut ibv_device,
+    at: Option<IpAddr>,
+) -> Result<*mut ibv_context, Errno> {
     {
         let (_, info) = device_info(device)?;
         let dev = open_dev(info, at)?;

@@ -161,13 +161,8 @@ impl Proc {
             return;
         };
         if let Some(n) = e.new_id.take() {
-            st.ids.insert(
-                n.name().value(),
-                IdEntry {
-                    id: Some(n),
-                    chan,
-                },
-            );
+            st.ids
+                .insert(n.name().value(), IdEntry { id: Some(n), chan });
         }
         if let Some(c) = st.chans.get(&chan).cloned() {
             drop(st);
@@ -237,7 +232,10 @@ impl Proc {
     /// `rdma_create_id`.
     pub fn id_create(&self, chan: u32, ps: u16, qp_type: i32) -> Result<u32, Errno> {
         let ps = PortSpace(ps);
-        if !matches!(ps, PortSpace::TCP | PortSpace::UDP | PortSpace::IB | PortSpace::IPOIB) {
+        if !matches!(
+            ps,
+            PortSpace::TCP | PortSpace::UDP | PortSpace::IB | PortSpace::IPOIB
+        ) {
             return Err(Errno(libc::EPROTONOSUPPORT));
         }
         let _ = qp_type;
@@ -284,22 +282,26 @@ impl Proc {
     /// device at `ip` itself (see the module docs).
     pub fn ctx_for(&self, ip: IpAddr, exact: bool) -> Result<(usize, CmPort, IpAddr), Errno> {
         let mut st = lock(&self.st);
-        if let Some(c) = st
-            .ctxs
-            .iter()
-            .find(|c| c.ip == ip || (c.loopback && is_loopback(&ip) && c.ip.is_ipv4() == ip.is_ipv4()))
-        {
+        if let Some(c) = st.ctxs.iter().find(|c| {
+            c.ip == ip || (c.loopback && is_loopback(&ip) && c.ip.is_ipv4() == ip.is_ipv4())
+        }) {
             return Ok((c.ctx, c.port, c.ip));
         }
         let devs = crate::exports::device_list();
-        let found = devs.iter().find(|(_, i)| i.addrs.contains(&ip)).or_else(|| {
-            is_loopback(&ip)
-                .then(|| {
-                    devs.iter()
-                        .find(|(_, i)| i.addrs.iter().any(|a| a.is_loopback() && a.is_ipv4() == ip.is_ipv4()))
-                })
-                .flatten()
-        });
+        let found = devs
+            .iter()
+            .find(|(_, i)| i.addrs.contains(&ip))
+            .or_else(|| {
+                is_loopback(&ip)
+                    .then(|| {
+                        devs.iter().find(|(_, i)| {
+                            i.addrs
+                                .iter()
+                                .any(|a| a.is_loopback() && a.is_ipv4() == ip.is_ipv4())
+                        })
+                    })
+                    .flatten()
+            });
         let (dev, info) = found.ok_or(Errno(libc::EADDRNOTAVAIL))?;
         let at = if is_loopback(&ip) {
             if exact {
@@ -510,9 +512,17 @@ impl Proc {
         &self,
         h: u32,
         target: softrdma_core::verbs::QpState,
-    ) -> Result<(softrdma_core::verbs::QpAttr, softrdma_core::verbs::QpAttrMask), Errno> {
-        self.with_id(h, |id| self.cm.with_cm(|r| r.init_qp_attr(id.name(), target)))?
-            .map_err(|e| cm_errno(&e))
+    ) -> Result<
+        (
+            softrdma_core::verbs::QpAttr,
+            softrdma_core::verbs::QpAttrMask,
+        ),
+        Errno,
+    > {
+        self.with_id(h, |id| {
+            self.cm.with_cm(|r| r.init_qp_attr(id.name(), target))
+        })?
+        .map_err(|e| cm_errno(&e))
     }
 
     /// `rdma_set_option(RDMA_OPTION_ID, …)`.
@@ -597,7 +607,10 @@ pub fn sockaddr_storage(a: Option<SocketAddr>) -> SockaddrStorage {
 
 /// The socket address in the first bytes of a `struct sockaddr` (`len` of them readable).
 pub fn socket_addr(b: &[u8]) -> Result<SocketAddr, Errno> {
-    let fam = u16::from_ne_bytes([*b.first().ok_or(Errno::EINVAL)?, *b.get(1).ok_or(Errno::EINVAL)?]);
+    let fam = u16::from_ne_bytes([
+        *b.first().ok_or(Errno::EINVAL)?,
+        *b.get(1).ok_or(Errno::EINVAL)?,
+    ]);
     let port = |b: &[u8]| u16::from_be_bytes([b[2], b[3]]);
     match i32::from(fam) {
         libc::AF_INET if b.len() >= 8 => Ok(SocketAddr::new(

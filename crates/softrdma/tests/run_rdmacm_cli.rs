@@ -52,8 +52,7 @@ fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
         Some((&first, rest)) if first == BIN => cmd.args(rest),
         _ => cmd.arg("run").arg("--").args(args),
     };
-    cmd
-        .envs(env.iter().copied())
+    cmd.envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -197,7 +196,13 @@ fn debian_cmtime_two_processes_fifty_connections() {
         // cmtime's server serves until it is stopped.
         true,
     );
-    for step in ["create id", "resolve addr", "resolve route", "connect", "disconnect"] {
+    for step in [
+        "create id",
+        "resolve addr",
+        "resolve route",
+        "connect",
+        "disconnect",
+    ] {
         assert!(co.contains(step), "{co}");
     }
 }
@@ -238,7 +243,9 @@ fn debian_rping_against_softrdma_rping_both_directions() {
     let (so, co) = pair(
         a.parse().unwrap(),
         &[&rping, "-s", "-v", "-a", a, "-p", "7822", "-C", "10"],
-        &[BIN, "rping", "-c", "-v", "-V", "-a", a, "-p", "7822", "-C", "10"],
+        &[
+            BIN, "rping", "-c", "-v", "-V", "-a", a, "-p", "7822", "-C", "10",
+        ],
         &[],
         false,
     );
@@ -264,7 +271,10 @@ fn perftest_r(tool: &str, a: &str, port: u16) {
         );
         let start = Instant::now();
         while !device_bound(a.parse().unwrap()) {
-            assert!(start.elapsed() < Duration::from_secs(20), "the server never bound {a}");
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the server never bound {a}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         std::thread::sleep(Duration::from_millis(500));
