@@ -63,6 +63,9 @@ fn drv_errno(e: &softrdma_driver::cm::Error) -> Errno {
     }
 }
 
+/// How long `rdma_destroy_id` waits for the DREP of a DREQ it sent.
+const DREP_WAIT: Duration = Duration::from_millis(1500);
+
 /// An event channel.
 pub struct Chan {
     /// Counts the queued events (eventfd, semaphore mode, blocking unless the program sets
@@ -248,8 +251,18 @@ impl Proc {
         Ok(h)
     }
 
-    /// `rdma_destroy_id`.
+    /// `rdma_destroy_id`. An id whose DREQ is still unanswered waits for the DREP (at most
+    /// [`DREP_WAIT`]): the kernel's CM outlives the process and takes that DREP itself; ours
+    /// lives in the process, and a program that exits right after `rdma_destroy_id` (rping's
+    /// client) would otherwise leave the peer's DREP to an ICMP port unreachable.
     pub fn id_destroy(&self, h: u32) -> Result<(), Errno> {
+        let start = std::time::Instant::now();
+        while start.elapsed() < DREP_WAIT
+            && self.with_id(h, |id| {
+                self.cm.with_cm(|r| r.cm_state(id.name())) == Some(softrdma_core::cm::CmState::DreqSent)
+            })? {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let e = lock(&self.st).ids.remove(&h).ok_or(Errno::EINVAL)?;
         if let Some(id) = e.id {
             self.destroy_core(id);
