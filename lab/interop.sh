@@ -21,7 +21,8 @@ CI_SCENARIOS="smoke kernel_rping ipv6_rping host_udp_rx pingpong_rc_kernel pingp
   udaddy_host_server udaddy_guest_server udaddy_no_listener ucmatose_options_host_server
   ucmatose_options_guest_server librdmacm_rping_host_server librdmacm_rping_guest_server
   librdmacm_ucmatose_host_server librdmacm_ucmatose_guest_server librdmacm_udaddy_host_server
-  librdmacm_udaddy_guest_server librdmacm_cmtime_host_server librdmacm_cmtime_guest_server"
+  librdmacm_udaddy_guest_server librdmacm_cmtime_host_server librdmacm_cmtime_guest_server
+  librdmacm_send_bw_host_server"
 if [ $# -eq 0 ]; then set -- $CI_SCENARIOS
 elif [ "$1" = all ]; then set -- $(cd "$HERE/scenarios" && for d in */; do echo "${d%/}"; done)
 fi

@@ -412,7 +412,10 @@ pub(crate) fn open_context(
         };
         // The watcher delivers completion-channel and asynchronous events.
         rs.watch();
-        Ok(ptr::publish_ctx(v, rs))
+        let ip = rs.dev().local_addr().ip();
+        let ctx = ptr::publish_ctx(v, rs);
+        open_contexts().push((ctx as usize, ip));
+        Ok(ctx)
     }
 }
 
@@ -426,9 +429,44 @@ entry! {
 
 entry! {
     export errno fn ibv_close_device(context: *mut ibv_context) -> c_int {
+        ctx_rs(context)?;
+        {
+            let mut open = open_contexts();
+            open.retain(|o| o.0 != context as usize);
+            // The RDMA CM runs on it (and ids show it as `id->verbs`): it stays open for the
+            // process's lifetime, as librdmacm's own contexts do.
+            if pinned_contexts().contains(&(context as usize)) {
+                return Ok(());
+            }
+        }
         drop(ptr::retire_ctx::<CtxRs>(context)?);
         Ok(())
     }
+}
+
+/// The contexts the program opened (`ibv_open_device`), with their device's address: the RDMA
+/// CM runs on one of these rather than open a second device on the same address.
+fn open_contexts() -> MutexGuard<'static, Vec<(usize, IpAddr)>> {
+    static L: OnceLock<Mutex<Vec<(usize, IpAddr)>>> = OnceLock::new();
+    lock(L.get_or_init(Default::default))
+}
+
+/// The contexts the RDMA CM runs on: `ibv_close_device` leaves them open.
+fn pinned_contexts() -> MutexGuard<'static, std::collections::HashSet<usize>> {
+    static L: OnceLock<Mutex<std::collections::HashSet<usize>>> = OnceLock::new();
+    lock(L.get_or_init(Default::default))
+}
+
+/// An open context of `device` at `ip` (any address with `ip` None), pinned for the RDMA CM.
+pub(crate) fn adopt_context(device: usize, ip: Option<IpAddr>) -> Option<*mut ibv_context> {
+    let open = open_contexts();
+    let found = open.iter().find(|(c, a)| {
+        ip.is_none_or(|ip| *a == ip)
+            && ptr::read_c::<ibv_context, CtxRs, usize>(*c as *const ibv_context, |x| x.device as usize)
+                .is_ok_and(|d| d == device)
+    })?;
+    pinned_contexts().insert(found.0);
+    Some(found.0 as *mut ibv_context)
 }
 
 entry! {

@@ -327,7 +327,17 @@ impl Proc {
         } else {
             Some(ip)
         };
-        let ctx = crate::exports::open_context(*dev as *mut _, at)?;
+        // A context the program opened on that device (and address) already holds the
+        // socket: the CM runs on it (one device per address and process).
+        let want = match at {
+            Some(a) => Some(a),
+            None if is_loopback(&ip) => None,
+            None => Some(ip),
+        };
+        let ctx = match crate::exports::adopt_context(*dev, want) {
+            Some(c) => c,
+            None => crate::exports::open_context(*dev as *mut _, at)?,
+        };
         let d: Device = crate::exports::context_device(ctx)?;
         let port = self.cm.add_device(&d).map_err(|e| drv_errno(&e))?;
         let actual = d.local_addr().ip();
