@@ -462,8 +462,10 @@ pub(crate) fn adopt_context(device: usize, ip: Option<IpAddr>) -> Option<*mut ib
     let open = open_contexts();
     let found = open.iter().find(|(c, a)| {
         ip.is_none_or(|ip| *a == ip)
-            && ptr::read_c::<ibv_context, CtxRs, usize>(*c as *const ibv_context, |x| x.device as usize)
-                .is_ok_and(|d| d == device)
+            && ptr::read_c::<ibv_context, CtxRs, usize>(*c as *const ibv_context, |x| {
+                x.device as usize
+            })
+            .is_ok_and(|d| d == device)
     })?;
     pinned_contexts().insert(found.0);
     Some(found.0 as *mut ibv_context)

@@ -259,8 +259,10 @@ impl Proc {
         let start = std::time::Instant::now();
         while start.elapsed() < DREP_WAIT
             && self.with_id(h, |id| {
-                self.cm.with_cm(|r| r.cm_state(id.name())) == Some(softrdma_core::cm::CmState::DreqSent)
-            })? {
+                self.cm.with_cm(|r| r.cm_state(id.name()))
+                    == Some(softrdma_core::cm::CmState::DreqSent)
+            })?
+        {
             std::thread::sleep(Duration::from_millis(1));
         }
         let e = lock(&self.st).ids.remove(&h).ok_or(Errno::EINVAL)?;
