@@ -144,6 +144,41 @@ pub struct ibv_qp_init_attr {
     pub sq_sig_all: c_int,
 }
 
+/// `struct ibv_rx_hash_conf`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_rx_hash_conf {
+    pub rx_hash_function: u8,
+    pub rx_hash_key_len: u8,
+    pub rx_hash_key: *mut u8,
+    pub rx_hash_fields_mask: u64,
+}
+
+/// `struct ibv_qp_init_attr_ex` (`rdma_create_qp_ex`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut c_void,
+    pub recv_cq: *mut c_void,
+    pub srq: *mut c_void,
+    pub cap: ibv_qp_cap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut c_void,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    pub rx_hash_conf: ibv_rx_hash_conf,
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
+}
+
+/// `IBV_QP_INIT_ATTR_PD`.
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
+
 /// `struct rdma_ud_param`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -254,6 +289,10 @@ layout! {
     ibv_ah_attr { grh, dlid, sl, src_path_bits, static_rate, is_global, port_num }
     ibv_qp_cap { max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data }
     ibv_qp_init_attr { qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all }
+    ibv_rx_hash_conf { rx_hash_function, rx_hash_key_len, rx_hash_key, rx_hash_fields_mask }
+    ibv_qp_init_attr_ex { qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all, comp_mask,
+        pd, xrcd, create_flags, max_tso_header, rwq_ind_tbl, rx_hash_conf, source_qpn,
+        send_ops_flags }
     rdma_ud_param { private_data, private_data_len, ah_attr, qp_num, qkey }
     rdma_cm_event { id, listen_id, event, status, param }
     rdma_addrinfo { ai_flags, ai_family, ai_qp_type, ai_port_space, ai_src_len, ai_dst_len,

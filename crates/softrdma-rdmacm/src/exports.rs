@@ -471,11 +471,34 @@ entry! {
 }
 
 entry! {
-    /// `ibv_qp_init_attr_ex`'s extended fields are not supported: `ENOSYS`, as rdma-core
-    /// answers a mask it does not know.
-    export neg fn rdma_create_qp_ex(id: *mut rdma_cm_id, qp_init_attr: *mut c_void) -> c_int {
-        let _ = (id, qp_init_attr);
-        Err(Errno(libc::ENOSYS))
+    /// Attributes whose mask names only the PD are `rdma_create_qp`'s; any other extended
+    /// field is `EOPNOTSUPP`, what `ibv_create_qp_ex` answers over softrdma's libibverbs (its
+    /// `create_qp_ex` op is NULL).
+    export neg fn rdma_create_qp_ex(id: *mut rdma_cm_id, qp_init_attr: *mut ibv_qp_init_attr_ex) -> c_int {
+        // SAFETY: the program's struct (NULL is EINVAL).
+        let a = unsafe { ptr::read_in(qp_init_attr as *const ibv_qp_init_attr_ex)? };
+        if a.comp_mask & !IBV_QP_INIT_ATTR_PD != 0 {
+            return Err(Errno(libc::EOPNOTSUPP));
+        }
+        let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { core::ptr::null_mut() };
+        let mut b = ibv_qp_init_attr {
+            qp_context: a.qp_context,
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            cap: a.cap,
+            qp_type: a.qp_type,
+            sq_sig_all: a.sq_sig_all,
+        };
+        create_qp(id, pd, (&mut b as *mut ibv_qp_init_attr).cast())?;
+        // The capabilities granted, as libibverbs writes them back.
+        // SAFETY: the same program struct, writable.
+        unsafe {
+            let mut out = a;
+            out.cap = b.cap;
+            ptr::write_out(qp_init_attr, out)?;
+        }
+        Ok(0)
     }
 }
 

@@ -323,7 +323,9 @@ fn debian_ib_send_lat_rdma_cm() {
 
 /// A C program of ours over the libraries: the event channel's `fd` polls, honours
 /// `O_NONBLOCK` (EAGAIN with nothing queued), and wakes for ADDR_RESOLVED; the id then shows
-/// its device and addresses; rsockets calls fail with ENOSYS; `rdma_event_str` names events.
+/// its device and addresses; `rdma_create_qp_ex` makes a QP (and its CQs) with a PD-only mask
+/// and refuses other extended fields; rsockets calls fail with ENOSYS; `rdma_event_str` names
+/// events.
 #[test]
 fn event_channel_fd_polls_and_honours_o_nonblock() {
     if !Path::new("/usr/include/rdma/rdma_cma.h").exists() {
@@ -366,6 +368,21 @@ int main(void) {
     inet_ntop(AF_INET, &((struct sockaddr_in *)rdma_get_peer_addr(id))->sin_addr, d, sizeof d);
     printf("verbs %d port %d src %.8s dst %s dport %d\n", id->verbs != NULL, id->port_num, s, d,
            ntohs(rdma_get_dst_port(id)));
+    struct ibv_qp_init_attr_ex ax;
+    memset(&ax, 0, sizeof ax);
+    ax.qp_type = IBV_QPT_RC;
+    ax.cap.max_send_wr = ax.cap.max_recv_wr = 4;
+    ax.cap.max_send_sge = ax.cap.max_recv_sge = 1;
+    ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    ax.pd = ibv_alloc_pd(id->verbs);
+    r = rdma_create_qp_ex(id, &ax);
+    printf("qp_ex flags %d %s\n", r, r ? strerror(errno) : "-");
+    ax.comp_mask = IBV_QP_INIT_ATTR_PD;
+    r = rdma_create_qp_ex(id, &ax);
+    printf("qp_ex %d qp %d cqs %d pd %d\n", r, id->qp != NULL && id->qp->qp_num > 0,
+           id->send_cq != NULL && id->recv_cq_channel != NULL, id->pd == ax.pd);
+    rdma_destroy_qp(id);
+    printf("destroyed qp %d\n", id->qp == NULL);
     r = rsocket(AF_INET, SOCK_STREAM, 0);
     printf("rsocket %d %s\n", r, strerror(errno));
     printf("destroy %d\n", rdma_destroy_id(id));
@@ -394,6 +411,9 @@ int main(void) {
         "poll1 1",
         "event RDMA_CM_EVENT_ADDR_RESOLVED 0 same 1",
         "verbs 1 port 1 src 127.0.0. dst 127.0.23.20 dport 7820",
+        "qp_ex flags -1 Operation not supported",
+        "qp_ex 0 qp 1 cqs 1 pd 1",
+        "destroyed qp 1",
         "rsocket -1 Function not implemented",
         "destroy 0",
     ];
