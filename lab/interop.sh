@@ -20,7 +20,10 @@ CI_SCENARIOS="smoke kernel_rping ipv6_rping host_udp_rx pingpong_rc_kernel pingp
   srp_kernel srp_host_target srp_host_multichannel srp_host_login_rejects srp_lio_initiator
   udaddy_host_server udaddy_guest_server udaddy_no_listener ucmatose_options_host_server
   ucmatose_options_guest_server verbs_rc_pingpong verbs_ud_pingpong verbs_ib_write_bw verbs_ib_read_bw
-  verbs_ib_send_lat"
+  verbs_ib_send_lat librdmacm_rping_host_server librdmacm_rping_guest_server
+  librdmacm_ucmatose_host_server librdmacm_ucmatose_guest_server librdmacm_udaddy_host_server
+  librdmacm_udaddy_guest_server librdmacm_cmtime_host_server librdmacm_cmtime_guest_server
+  librdmacm_send_bw_host_server"
 if [ $# -eq 0 ]; then set -- $CI_SCENARIOS
 elif [ "$1" = all ]; then set -- $(cd "$HERE/scenarios" && for d in */; do echo "${d%/}"; done)
 fi

@@ -158,10 +158,20 @@ pub fn value<T: OnPanic>(r: Result<T, ()>) -> T {
 macro_rules! entry {
     ($(#[$m:meta])* export $conv:ident fn $name:ident ( $($a:ident : $t:ty),* $(,)? ) -> $ret:ty $body:block) => {
         $(#[$m])*
-        #[cfg_attr(not(test), export_name = concat!("sv__", stringify!($name)))]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $ret {
             $crate::entry::$conv($crate::entry::guard(::std::panic::AssertUnwindSafe(move || $body)))
         }
+        // The exported name is a separate thin function: `.symver ..., remove` takes
+        // `sv__NAME` out of the symbol table, so Rust code elsewhere in the library (the RDMA
+        // CM's `cm_exports`) calls `$name` itself, never the renamed symbol.
+        const _: () = {
+            #[cfg_attr(not(test), export_name = concat!("sv__", stringify!($name)))]
+            #[allow(dead_code)]
+            unsafe extern "C" fn export($($a: $t),*) -> $ret {
+                // SAFETY: the same contract as `$name`, whose arguments these are.
+                unsafe { $name($($a),*) }
+            }
+        };
     };
     ($(#[$m:meta])* export_as $sym:literal $conv:ident fn $name:ident ( $($a:ident : $t:ty),* $(,)? ) -> $ret:ty $body:block) => {
         $(#[$m])*

@@ -332,7 +332,15 @@ fn ctx_rs<'a>(ctx: *const ibv_context) -> Result<&'a CtxRs, Errno> {
 
 /// Opens the driver device for `info`: binds its address, or on the IPv4 loopback the first
 /// free 127.0.0.x when another process holds it (see [`crate::devices`]).
-fn open_dev(info: &DevInfo) -> Result<Device, Errno> {
+/// `at`: exactly that address instead (the RDMA CM binding a loopback address, see
+/// [`crate::rdmacm`]), no fallback.
+fn open_dev(info: &DevInfo, at: Option<IpAddr>) -> Result<Device, Errno> {
+    if let Some(ip) = at {
+        let mut c = DeviceConfig::new(ip).with_interface_mtu();
+        c.name = info.name.clone();
+        c.mac = Some(info.mac);
+        return Device::open_with(c).map_err(|e| conv::dev_errno(&e));
+    }
     let ip = info.addr().ok_or(Errno::ENODEV)?;
     let config = |ip: IpAddr| {
         // Where the device's loop runs. By default on the driver's own thread, as a NIC
@@ -387,8 +395,35 @@ fn context_ops() -> ibv_context_ops {
 
 entry! {
     export null fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+        open_context(device, None)
+    }
+}
+
+// ----- what the RDMA CM (crate::rdmacm) needs of the devices -----
+
+/// The devices: `(ibv_device address, what it is)`.
+pub(crate) fn device_list() -> Vec<(usize, &'static DevInfo)> {
+    devices().list.iter().map(|(a, i)| (*a, i)).collect()
+}
+
+/// The driver device of a live context.
+pub(crate) fn context_device(ctx: *const ibv_context) -> Result<Device, Errno> {
+    Ok(ctx_rs(ctx)?.dev().clone())
+}
+
+/// The QP number of a live QP.
+pub(crate) fn qp_num(qp: *const ibv_qp) -> Result<u32, Errno> {
+    Ok(ptr::get::<ibv_qp, QpRs>(qp)?.qpn)
+}
+
+/// `ibv_open_device`, or with `at` a context bound at exactly that address.
+pub(crate) fn open_context(
+    device: *mut ibv_device,
+    at: Option<IpAddr>,
+) -> Result<*mut ibv_context, Errno> {
+    {
         let (_, info) = device_info(device)?;
-        let dev = open_dev(info)?;
+        let dev = open_dev(info, at)?;
         let mut v = verbs_context {
             query_port: Some(op_query_port),
             before_create_cq_ex: [None; 24],
@@ -433,15 +468,63 @@ entry! {
         };
         // The watcher delivers completion-channel and asynchronous events.
         rs.watch();
-        Ok(ptr::publish_ctx(v, rs))
+        let ip = rs.dev().local_addr().ip();
+        let ctx = ptr::publish_ctx(v, rs);
+        open_contexts().push((ctx as usize, ip));
+        Ok(ctx)
+    }
+}
+
+entry! {
+    /// `SOFTRDMA_PRIVATE_1`: the RDMA CM's table for softrdma's librdmacm.so.1
+    /// ([`crate::cm_abi`]).
+    export value fn softrdma_rdmacm_ops() -> *const crate::cm_abi::CmOps {
+        crate::cm_exports::ops()
     }
 }
 
 entry! {
     export errno fn ibv_close_device(context: *mut ibv_context) -> c_int {
+        ctx_rs(context)?;
+        {
+            let mut open = open_contexts();
+            open.retain(|o| o.0 != context as usize);
+            // The RDMA CM runs on it (and ids show it as `id->verbs`): it stays open for the
+            // process's lifetime, as librdmacm's own contexts do.
+            if pinned_contexts().contains(&(context as usize)) {
+                return Ok(());
+            }
+        }
         drop(ptr::retire_ctx::<CtxRs>(context)?);
         Ok(())
     }
+}
+
+/// The contexts the program opened (`ibv_open_device`), with their device's address: the RDMA
+/// CM runs on one of these rather than open a second device on the same address.
+fn open_contexts() -> MutexGuard<'static, Vec<(usize, IpAddr)>> {
+    static L: OnceLock<Mutex<Vec<(usize, IpAddr)>>> = OnceLock::new();
+    lock(L.get_or_init(Default::default))
+}
+
+/// The contexts the RDMA CM runs on: `ibv_close_device` leaves them open.
+fn pinned_contexts() -> MutexGuard<'static, std::collections::HashSet<usize>> {
+    static L: OnceLock<Mutex<std::collections::HashSet<usize>>> = OnceLock::new();
+    lock(L.get_or_init(Default::default))
+}
+
+/// An open context of `device` at `ip` (any address with `ip` None), pinned for the RDMA CM.
+pub(crate) fn adopt_context(device: usize, ip: Option<IpAddr>) -> Option<*mut ibv_context> {
+    let open = open_contexts();
+    let found = open.iter().find(|(c, a)| {
+        ip.is_none_or(|ip| *a == ip)
+            && ptr::read_c::<ibv_context, CtxRs, usize>(*c as *const ibv_context, |x| {
+                x.device as usize
+            })
+            .is_ok_and(|d| d == device)
+    })?;
+    pinned_contexts().insert(found.0);
+    Some(found.0 as *mut ibv_context)
 }
 
 entry! {

@@ -9,9 +9,12 @@
 //! - `entry` (FFI), the panic boundary and return conventions of every C-callable function;
 //! - `ptr` (FFI), every pointer C hands us: live-object registry, arrays, the application
 //!   memory window an MR sits on;
-//! - `exports` (FFI), the verbs themselves.
+//! - `exports` (FFI), the verbs themselves;
+//! - [`rdmacm`]: the process's RDMA CM, which softrdma's `librdmacm.so.1` (crate
+//!   `softrdma-rdmacm`) drives through one private table ([`cm_abi`], exported as
+//!   `softrdma_rdmacm_ops@SOFTRDMA_PRIVATE_1`), and `cm_exports` (FFI), that table.
 //!
-//! `unsafe` is denied in the crate and allowed only in the three FFI modules, each block with
+//! `unsafe` is denied in the crate and allowed only in the four FFI modules, each block with
 //! a `// SAFETY:` comment; `unsafe_op_in_unsafe_fn` is denied. The rest of the workspace keeps
 //! `forbid(unsafe_code)`.
 //!
@@ -25,8 +28,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod abi;
+pub mod cm_abi;
+mod cm_exports;
 pub mod conv;
 pub mod devices;
 mod entry;
 pub mod exports;
 mod ptr;
+pub mod rdmacm;

@@ -1,5 +1,6 @@
 //! `softrdma run -- PROGRAM ARGS…`: runs an unmodified verbs program over softrdma, with
-//! softrdma's `libibverbs.so.1` (crate `softrdma-verbs`) first on `LD_LIBRARY_PATH`.
+//! softrdma's `libibverbs.so.1` (crate `softrdma-verbs`) — and its `librdmacm.so.1` (crate
+//! `softrdma-rdmacm`) when built, found in the same directory — first on `LD_LIBRARY_PATH`.
 //!
 //! Where the library is looked for, first found wins:
 //! 1. `--lib-dir DIR` or `$SOFTRDMA_LIB_DIR`;
@@ -19,6 +20,9 @@ use std::process::{Command, ExitCode};
 
 /// The library's file name, as programs' `DT_NEEDED` names it.
 pub const LIB: &str = "libibverbs.so.1";
+
+/// softrdma's librdmacm (crate `softrdma-rdmacm`), found in the same directory when built.
+pub const RDMACM_LIB: &str = "librdmacm.so.1";
 
 /// Runs a program over softrdma's libibverbs.so.1.
 #[derive(Debug, clap::Args)]
@@ -53,26 +57,9 @@ pub fn find_lib_dir(explicit: Option<&Path>) -> Result<PathBuf, String> {
         return Ok(installed);
     }
     let beside = dir.join("softrdma-lib");
-    let newest = ["libsoftrdma_verbs.so", "deps/libsoftrdma_verbs.so"]
-        .into_iter()
-        .filter_map(|rel| {
-            let m = std::fs::metadata(dir.join(rel)).ok()?.modified().ok()?;
-            Some((m, rel))
-        })
-        .max();
-    if let Some((_, rel)) = newest {
-        std::fs::create_dir_all(&beside)
-            .map_err(|e| format!("create {}: {e}", beside.display()))?;
-        let link = beside.join(LIB);
-        let target = Path::new("..").join(rel);
-        if std::fs::read_link(&link).ok() != Some(target.clone()) {
-            // Replaced atomically: another `softrdma run` may be starting a program through it.
-            let tmp = beside.join(format!(".{LIB}.{}", std::process::id()));
-            let _ = std::fs::remove_file(&tmp);
-            std::os::unix::fs::symlink(&target, &tmp)
-                .and_then(|()| std::fs::rename(&tmp, &link))
-                .map_err(|e| format!("link {}: {e}", link.display()))?;
-        }
+    if link_newest(dir, &beside, "libsoftrdma_verbs.so", LIB)? {
+        // librdmacm.so.1 beside it when it was built (`cargo build -p softrdma-rdmacm`).
+        link_newest(dir, &beside, "libsoftrdma_rdmacm.so", RDMACM_LIB)?;
         return Ok(beside);
     }
     if beside.join(LIB).exists() {
@@ -85,6 +72,33 @@ pub fn find_lib_dir(explicit: Option<&Path>) -> Result<PathBuf, String> {
         installed.display(),
         beside.display()
     ))
+}
+
+/// In a build tree: makes `beside/lib` a symbolic link to the newer of `dir/built` and
+/// `dir/deps/built`; false when neither exists.
+fn link_newest(dir: &Path, beside: &Path, built: &str, lib: &str) -> Result<bool, String> {
+    let newest = [built.to_string(), format!("deps/{built}")]
+        .into_iter()
+        .filter_map(|rel| {
+            let m = std::fs::metadata(dir.join(&rel)).ok()?.modified().ok()?;
+            Some((m, rel))
+        })
+        .max();
+    let Some((_, rel)) = newest else {
+        return Ok(false);
+    };
+    std::fs::create_dir_all(beside).map_err(|e| format!("create {}: {e}", beside.display()))?;
+    let link = beside.join(lib);
+    let target = Path::new("..").join(rel);
+    if std::fs::read_link(&link).ok() != Some(target.clone()) {
+        // Replaced atomically: another `softrdma run` may be starting a program through it.
+        let tmp = beside.join(format!(".{lib}.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&target, &tmp)
+            .and_then(|()| std::fs::rename(&tmp, &link))
+            .map_err(|e| format!("link {}: {e}", link.display()))?;
+    }
+    Ok(true)
 }
 
 /// The command.
@@ -108,6 +122,9 @@ pub fn run(args: Args) -> ExitCode {
     }
     if args.verbose {
         eprintln!("softrdma run: {LIB} from {}", dir.display());
+        if dir.join(RDMACM_LIB).exists() {
+            eprintln!("softrdma run: {RDMACM_LIB} from {}", dir.display());
+        }
         eprintln!("softrdma run: LD_LIBRARY_PATH={}", path.to_string_lossy());
     }
     let (prog, rest) = args.program.split_first().expect("clap requires a program");
