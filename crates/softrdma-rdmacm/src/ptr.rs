@@ -32,15 +32,15 @@ fn registry() -> MutexGuard<'static, HashMap<usize, TypeId>> {
 }
 
 /// Leaks `Obj { c, rs }` to C and records it as live; returns the address of `c`.
-pub fn publish<C, R: 'static>(c: C, rs: R) -> *mut C {
+pub fn publish<C: 'static, R: 'static>(c: C, rs: R) -> *mut C {
     let p = Box::into_raw(Box::new(Obj { c, rs }));
-    registry().insert(p as usize, TypeId::of::<R>());
+    registry().insert(p as usize, TypeId::of::<Obj<C, R>>());
     p.cast()
 }
 
 /// The Rust state of the live object of type `R` at `p` (`EINVAL` otherwise).
-pub fn get<'a, C, R: 'static>(p: *const C) -> Result<&'a R, Errno> {
-    if p.is_null() || registry().get(&(p as usize)) != Some(&TypeId::of::<R>()) {
+pub fn get<'a, C: 'static, R: 'static>(p: *const C) -> Result<&'a R, Errno> {
+    if p.is_null() || registry().get(&(p as usize)) != Some(&TypeId::of::<Obj<C, R>>()) {
         return Err(Errno::EINVAL);
     }
     let o = p.cast::<Obj<C, R>>();
@@ -50,9 +50,9 @@ pub fn get<'a, C, R: 'static>(p: *const C) -> Result<&'a R, Errno> {
 }
 
 /// Takes the object at `p` back from C (`EINVAL` if it is not a live `R`).
-pub fn retire<C, R: 'static>(p: *mut C) -> Result<Box<Obj<C, R>>, Errno> {
+pub fn retire<C: 'static, R: 'static>(p: *mut C) -> Result<Box<Obj<C, R>>, Errno> {
     let mut reg = registry();
-    if p.is_null() || reg.get(&(p as usize)) != Some(&TypeId::of::<R>()) {
+    if p.is_null() || reg.get(&(p as usize)) != Some(&TypeId::of::<Obj<C, R>>()) {
         return Err(Errno::EINVAL);
     }
     reg.remove(&(p as usize));
@@ -63,7 +63,7 @@ pub fn retire<C, R: 'static>(p: *mut C) -> Result<Box<Obj<C, R>>, Errno> {
 }
 
 /// Reads the C part of a live object.
-pub fn read_c<C: Copy, R: 'static>(p: *const C) -> Result<C, Errno> {
+pub fn read_c<C: Copy + 'static, R: 'static>(p: *const C) -> Result<C, Errno> {
     get::<C, R>(p)?;
     // SAFETY: `p` is live (checked above); copied out without a lasting reference.
     Ok(unsafe { p.read() })
@@ -71,7 +71,7 @@ pub fn read_c<C: Copy, R: 'static>(p: *const C) -> Result<C, Errno> {
 
 /// Changes the C part of a live object (the program may read it meanwhile only against the
 /// API's threading rules for that object).
-pub fn update_c<C, R: 'static>(p: *mut C, f: impl FnOnce(*mut C)) -> Result<(), Errno> {
+pub fn update_c<C: 'static, R: 'static>(p: *mut C, f: impl FnOnce(*mut C)) -> Result<(), Errno> {
     get::<C, R>(p)?;
     f(p);
     Ok(())

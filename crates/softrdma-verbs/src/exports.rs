@@ -413,7 +413,7 @@ pub(crate) fn context_device(ctx: *const ibv_context) -> Result<Device, Errno> {
 
 /// The QP number of a live QP.
 pub(crate) fn qp_num(qp: *const ibv_qp) -> Result<u32, Errno> {
-    Ok(ptr::get::<ibv_qp, QpRs>(qp)?.qpn)
+    Ok(qp_rs(qp)?.qpn)
 }
 
 /// `ibv_open_device`, or with `at` a context bound at exactly that address.

@@ -43,16 +43,16 @@ fn registry() -> MutexGuard<'static, HashMap<usize, TypeId>> {
 }
 
 /// Leaks `Obj { c, rs }` to C and records it as live; returns the address of `c`.
-pub fn publish<C, R: 'static>(c: C, rs: R) -> *mut C {
+pub fn publish<C: 'static, R: 'static>(c: C, rs: R) -> *mut C {
     let p = Box::into_raw(Box::new(Obj { c, rs }));
-    registry().insert(p as usize, TypeId::of::<R>());
+    registry().insert(p as usize, TypeId::of::<Obj<C, R>>());
     p.cast()
 }
 
 /// The Rust state of the live object of type `R` at `p` (`EINVAL` for NULL or anything not
-/// published as an `R`).
-pub fn get<'a, C, R: 'static>(p: *const C) -> Result<&'a R, Errno> {
-    if p.is_null() || registry().get(&(p as usize)) != Some(&TypeId::of::<R>()) {
+/// published as an `Obj<C, R>`: the C shape is part of the type, so an object published as `ibv_qp_ex` is not found as an `ibv_qp`, whose Rust state would sit at another offset).
+pub fn get<'a, C: 'static, R: 'static>(p: *const C) -> Result<&'a R, Errno> {
+    if p.is_null() || registry().get(&(p as usize)) != Some(&TypeId::of::<Obj<C, R>>()) {
         return Err(Errno::EINVAL);
     }
     let o = p.cast::<Obj<C, R>>();
@@ -62,9 +62,9 @@ pub fn get<'a, C, R: 'static>(p: *const C) -> Result<&'a R, Errno> {
 }
 
 /// Takes the object at `p` back from C (`EINVAL` if it is not a live `R`).
-pub fn retire<C, R: 'static>(p: *mut C) -> Result<Box<Obj<C, R>>, Errno> {
+pub fn retire<C: 'static, R: 'static>(p: *mut C) -> Result<Box<Obj<C, R>>, Errno> {
     let mut reg = registry();
-    if p.is_null() || reg.get(&(p as usize)) != Some(&TypeId::of::<R>()) {
+    if p.is_null() || reg.get(&(p as usize)) != Some(&TypeId::of::<Obj<C, R>>()) {
         return Err(Errno::EINVAL);
     }
     reg.remove(&(p as usize));
@@ -75,7 +75,7 @@ pub fn retire<C, R: 'static>(p: *mut C) -> Result<Box<Obj<C, R>>, Errno> {
 }
 
 /// Reads a field of a live published C struct: `read(p, |c| c.field)`.
-pub fn read_c<C, R: 'static, T>(p: *const C, f: impl FnOnce(&C) -> T) -> Result<T, Errno> {
+pub fn read_c<C: 'static, R: 'static, T>(p: *const C, f: impl FnOnce(&C) -> T) -> Result<T, Errno> {
     get::<C, R>(p)?;
     // SAFETY: `p` is live (checked above). The shared reference exists only for `f`, which
     // copies a field out; C may write its own fields concurrently only in violation of the
