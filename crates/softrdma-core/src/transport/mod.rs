@@ -14,7 +14,9 @@
 //!   train) — the fast path: one `sendmsg` per train.
 //! - [`Stack::set_udp_src_port`]: seal every packet for one fixed UDP source port (the
 //!   port the driver's socket is bound to) instead of rxe's per-QP flow-label port.
-//! - [`Stack::handle_timeout`] / [`Stack::poll_timeout`]: local ACK timeouts and RNR waits.
+//! - [`Stack::handle_timeout`] / [`Stack::poll_timeout`]: local ACK timeouts, RNR waits,
+//!   tail-loss probes, and the pacer's next send ([`cc`]): a requester the pacer holds back
+//!   leaves the sending index and waits in the deadline index, so the runtime wakes for it.
 //!
 //! A loop turn costs what the QPs with work cost, not what all QPs cost: the stack keeps
 //! two indexes in step with every requester it touches — the deadlines (`(deadline, QPN)`,
@@ -27,7 +29,8 @@
 //!   [`Stack::post_recv`], [`Stack::modify_qp`], [`Stack::poll_cq`]); the rest are on
 //!   [`Stack::verbs`].
 //!
-//! Submodules: [`emit`] (UDP source port rule, packet building), [`segment`] (MTU
+//! Submodules: [`cc`] (congestion control and pacing, `docs/congestion-control.md`),
+//! [`emit`] (UDP source port rule, packet building), [`segment`] (MTU
 //! segmentation and opcodes), [`rc_requester`], [`rc_responder`], [`resources`] (responder
 //! resources for duplicate READs/atomics), [`ud`], [`memory`] (gather/scatter).
 //!
@@ -36,6 +39,7 @@
 //! dead peer always ends in `RETRY_EXC_ERR`); `rnr_retry` 7 is infinite. Local ACK timeout
 //! exponent 0 disables the timer.
 
+pub mod cc;
 pub mod emit;
 pub mod memory;
 pub mod rc_requester;
@@ -250,6 +254,12 @@ impl Stack {
     /// legal; the ICRC must match the one actually used).
     pub fn set_udp_src_port(&mut self, port: Option<u16>) {
         self.src_port = port;
+    }
+
+    /// QP `qpn`'s congestion controller (its rate, RTTs, mode), if the QP has transport
+    /// state.
+    pub fn cc(&self, qpn: u32) -> Option<&cc::Cc> {
+        self.qps.get(&qpn).map(|t| &t.req.cc)
     }
 
     /// The counters (`rdma statistic show`).
@@ -682,6 +692,9 @@ impl Stack {
             if let Some(info) = self.info(qpn).filter(|_| sendable) {
                 if let Some(t) = self.qps.get_mut(&qpn) {
                     let tx = t.req.poll_transmit(&info, self.verbs.mr_table(), now);
+                    let (retx, paced) = t.req.take_stats();
+                    self.device.counters.retransmitted_pkts += retx;
+                    self.device.counters.paced_waits += paced;
                     if t.req.take_fault() {
                         self.fail_local(qpn, &info, now);
                     } else {
@@ -769,6 +782,9 @@ impl Stack {
                 }
                 sent += 1;
             }
+            let (retx, paced) = t.req.take_stats();
+            self.device.counters.retransmitted_pkts += retx;
+            self.device.counters.paced_waits += paced;
             if t.req.take_fault() {
                 self.fail_local(qpn, &info, now);
             }

@@ -21,8 +21,7 @@ use super::segment;
 use super::{Ctx, QpInfo};
 use crate::verbs::{AccessFlags, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 
-/// rxe's `AETH_ACK_UNLIMITED`: the credit field of every ACK it sends (syndrome 0x1f).
-pub const ACK_UNLIMITED: Syndrome = Syndrome(0x1f);
+use softrdma_wire::roce::ACK_UNLIMITED;
 
 /// How far ahead of the expected PSN a request may be and still get a sequence NAK;
 /// beyond this it is dropped and counted as out of window.
