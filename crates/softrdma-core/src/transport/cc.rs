@@ -34,12 +34,20 @@ pub const TARGET_QDELAY: Duration = Duration::from_micros(120);
 pub const ADAPTIVE_TARGET: bool = false;
 /// The most the target grows to on a noisy host ([`Cc::target`]).
 pub const MAX_TARGET: Duration = Duration::from_micros(800);
-/// The starting rate, bytes/s (1 Gbit/s), from which slow start doubles per round.
-pub const INITIAL_RATE: f64 = 125e6;
+/// The starting rate: unpaced ([`MAX_RATE`]). A QP paces only once the path has shown
+/// congestion (a loss or a CNP): a path that takes everything sent (loopback, an idle
+/// fabric) is never limited by a guess, and pacing there cost a timer wake-up per quantum
+/// (issue 21's loopback regression: SRP 1 MiB reads 2.48k -> 87 IOPS with a 1 Gbit/s
+/// start and delay-driven cuts on the receiver's own scheduling delay).
+pub const INITIAL_RATE: f64 = MAX_RATE;
 /// The lowest rate, bytes/s (100 Mbit/s).
 pub const MIN_RATE: f64 = 12.5e6;
-/// The highest rate, bytes/s (100 Gbit/s): pacing is then no limit on loopback.
+/// The highest rate, bytes/s (100 Gbit/s): at it the QP is unpaced ([`Cc::paced`]).
 pub const MAX_RATE: f64 = 12.5e9;
+/// The increase per quiet round once the increase is hyper-active and the flow sends well
+/// under its rate (BBR's probing gain): an application-limited or spuriously cut flow
+/// climbs back to unpaced in a few rounds instead of at 50 Mbit/s a round.
+pub const PROBE_GAIN: f64 = 1.25;
 /// Additive increase per round, bytes/s (TIMELY's δ, 10 Mbit/s).
 pub const AI_RATE: f64 = 1.25e6;
 /// Rounds without a cut after which the increase becomes hyper-active (TIMELY's HAI, N = 5).
@@ -180,6 +188,11 @@ impl Cc {
         }
     }
 
+    /// Whether the pacer limits this QP: not at [`MAX_RATE`] (the start, until congestion).
+    pub fn paced(&self) -> bool {
+        self.rate < MAX_RATE
+    }
+
     /// A round: the smoothed RTT, at least 20 µs, at most 100 ms (before any sample: 1 ms).
     pub fn round(&self) -> Duration {
         Duration::from_micros(self.srtt.unwrap_or(1000).clamp(20, 100_000))
@@ -250,6 +263,19 @@ impl Cc {
         self.deliv_bytes = 0.0;
     }
 
+    /// The delivery rate the path has shown: the recent maximum, or the rate of what was
+    /// delivered since the current measurement began if none is complete yet (a first burst
+    /// that overflowed a queue is cut from what came through it, not from a guess).
+    fn delivery_estimate(&self, now: Instant) -> Option<f64> {
+        if let Some((m, _)) = self.delivery_max.filter(|(m, _)| *m > 0.0) {
+            return Some(m);
+        }
+        let span = now
+            .saturating_duration_since(self.deliv_start?)
+            .total_micros();
+        (span >= 20 && self.deliv_bytes > 0.0).then(|| self.deliv_bytes / (span as f64 * 1e-6))
+    }
+
     /// The delay cut's floor: [`DELIVERY_FLOOR`] of the recent delivery rate.
     fn floor(&self, now: Instant) -> f64 {
         match self.delivery_max {
@@ -275,8 +301,9 @@ impl Cc {
         self.last_cut = Some(now);
         self.quiet_rounds = 0;
         let r = if self.rate >= MAX_RATE {
-            // Unpaced until now: start from what a round at the smallest RTT carries.
-            MAX_RATE / 4.0
+            // Unpaced until now: start from the delivery rate the path has shown (the
+            // bottleneck's, when a queue overflowed), or a quarter of the maximum.
+            self.delivery_estimate(now).unwrap_or(MAX_RATE / 4.0)
         } else {
             self.rate
         };
@@ -309,6 +336,17 @@ impl Cc {
         }
         let min = self.min_rtt.unwrap_or(us);
         let qdelay = us.saturating_sub(min);
+        self.last_sample_at = Some(now);
+        if !self.paced() {
+            // Unpaced, delay alone does not start pacing: on a host path the "queue" is the
+            // receiver's socket buffer and scheduling, which only costs when it overflows
+            // (a loss, which does start pacing). The samples still teach the RTTs.
+            if qdelay < self.target() {
+                self.last_low = now;
+            }
+            self.round_start = now;
+            return;
+        }
         if qdelay < self.target() {
             self.round_low += 1;
             self.last_low = now;
@@ -328,7 +366,6 @@ impl Cc {
                 self.set_rate(r);
             }
         }
-        self.last_sample_at = Some(now);
         self.round_qdelay = self.round_qdelay.saturating_add(qdelay);
         if now < self.round_start + self.round() {
             return;
@@ -363,16 +400,17 @@ impl Cc {
                 }
             }
             _ => {
-                // Additive increase; hyper-active after quiet rounds (TIMELY's HAI).
+                // Additive increase; after quiet rounds hyper-active (TIMELY's HAI), here
+                // multiplicative (BBR's probing gain): a path that takes more shows it by
+                // staying quiet, and one that does not shows a queue within the round,
+                // which the next round cuts. A path that takes everything (loopback after
+                // a stray loss) is back to unpaced in a dozen rounds.
                 self.quiet_rounds = self.quiet_rounds.saturating_add(1);
-                let step = if self.quiet_rounds > HAI_ROUNDS {
-                    AI_RATE * 5.0
+                let r = if self.quiet_rounds > HAI_ROUNDS {
+                    (self.rate * PROBE_GAIN).max(self.rate + AI_RATE * 5.0)
                 } else {
-                    AI_RATE
+                    self.rate + AI_RATE
                 };
-                // In rate terms the increase scales with the RTT's inverse (a window's
-                // additive increase per round is a rate increase of MSS / RTT).
-                let r = self.rate + step;
                 if self.rate < MAX_RATE {
                     self.set_rate(r);
                 }

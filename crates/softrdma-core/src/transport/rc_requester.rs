@@ -70,6 +70,12 @@ pub struct Wqe {
     /// READ: response packets asked for so far (the READ requests sent cover
     /// `0..read_issued`).
     pub read_issued: u32,
+    /// READ: response packets per part (0: not asked for yet). Chosen when the READ is
+    /// first asked for and kept, so a part asked for again is always within one asked for
+    /// before: the whole READ when the requester is unpaced (one request, as before issue
+    /// 21: parts would only cost requests on a path that takes everything), [`READ_CHUNK`]
+    /// when paced.
+    pub read_chunk: u32,
 }
 
 impl Wqe {
@@ -90,6 +96,7 @@ impl Wqe {
             done: false,
             read_pkts: 0,
             read_issued: 0,
+            read_chunk: 0,
         }
     }
 
@@ -136,16 +143,12 @@ pub struct Requester {
     sent_high: Psn,
     /// READ requests / atomics on the wire, by their last PSN (at most `max_rd_atomic`).
     reads_out: VecDeque<Psn>,
-    /// The tail-loss probe timer, probes sent since the last progress, and whether a probe
-    /// waits to be sent / waits for its answer.
+    /// The tail-loss probe timer, probes sent since the last progress, whether a probe
+    /// waits to be sent, and whether one is out (sent, no progress since).
     probe_at: Option<Instant>,
     probes: u8,
     probe_pending: bool,
-    /// A probe is out: sent at, and what had been sent before it (`sent_high` then).
-    probe_out: Option<(Instant, Psn)>,
-    /// A probe was answered: when to look whether what was sent before it is still
-    /// unacknowledged, and that `sent_high`.
-    probe_check: Option<(Instant, Psn)>,
+    probe_out: bool,
     /// When the last packet left.
     last_sent: Option<Instant>,
     /// Packets re-sent, and pacer waits, not yet counted by the stack.
@@ -187,8 +190,10 @@ impl Requester {
     /// rounds at the paced rate if that is more (a window that only lets the next message
     /// start once the previous one is almost acknowledged idles the link for an RTT per
     /// message once the RTT exceeds 128 packets' time).
+    /// Unpaced, the window is [`MAX_UNACKED_PSNS`] as it always was: a path that has shown
+    /// no congestion is not given more in flight than before.
     fn window(&self, mtu: u32) -> u32 {
-        let Some(srtt) = self.cc.srtt else {
+        let Some(srtt) = self.cc.srtt.filter(|_| self.cc.paced()) else {
             return MAX_UNACKED_PSNS;
         };
         let bdp = self.cc.rate.min(super::cc::MAX_RATE) * srtt as f64 * 1e-6;
@@ -197,8 +202,12 @@ impl Requester {
     }
 
     /// Response packets a READ may have asked for and not received: what the paced rate
-    /// carries in the base RTT plus twice the target queueing delay, at least 64 KiB.
+    /// carries in the base RTT plus twice the target queueing delay, at least 64 KiB;
+    /// unpaced, no limit but `max_rd_atomic` (as before issue 21).
     fn read_window(&self, mtu: u32) -> u32 {
+        if !self.cc.paced() {
+            return u32::MAX;
+        }
         let base = self.cc.min_rtt.unwrap_or(100) + 2 * super::cc::TARGET_QDELAY.total_micros();
         let bytes = (self.cc.rate.min(super::cc::MAX_RATE) * base as f64 * 1e-6).max(65_536.0);
         (bytes / f64::from(mtu.max(256))) as u32
@@ -274,20 +283,35 @@ impl Requester {
         }
         if self.probe_pending {
             self.probe_pending = false;
-            // Re-send the oldest unacknowledged packet asking for an ACK, then carry on
-            // where sending was (a READ is asked for again from what has not arrived).
+            // The probe (RACK-TLP's, RFC 8985, in RC terms): re-send the *last* packet sent,
+            // asking for an ACK. The responder answers with what it has, and the answer
+            // alone says what was lost, without guessing from timing: a sequence NAK if a
+            // packet before it is missing (go-back-N from the hole then follows as after
+            // any NAK), the packet taken as the expected one if only it was lost, or, as a
+            // duplicate, an ACK of everything it holds (IBTA 9.7.5.1.3). Packets still
+            // queued before it on a slow receiver are not taken for lost: FIFO puts the
+            // probe behind them. A READ at the head is asked for again from what has not
+            // arrived instead (its responses are what a tail loss takes; a replay of what
+            // did arrive is dropped as a duplicate). Sending then carries on where it was.
             let saved = (self.send_idx, self.send_pkt, self.noack_pkts);
+            let issued: Vec<u32> = self.wqes.iter().map(|w| w.read_issued).collect();
             let una = self.una;
             let head_is_read = self
                 .position_of(una)
                 .and_then(|(i, _)| self.wqes.get(i))
                 .is_some_and(|w| w.is_rd_atomic());
-            self.go_back(una);
+            let at = if head_is_read {
+                una
+            } else {
+                self.sent_high.sub(1)
+            };
+            self.go_back(at);
             let r = self.emit_next(info, mrs, now, true, sink);
-            if !head_is_read {
-                (self.send_idx, self.send_pkt, self.noack_pkts) = saved;
+            (self.send_idx, self.send_pkt, self.noack_pkts) = saved;
+            for (w, i) in self.wqes.iter_mut().zip(issued) {
+                w.read_issued = w.read_issued.max(i);
             }
-            self.probe_out = r.is_some().then_some((now, self.sent_high));
+            self.probe_out = r.is_some();
             return r;
         }
         if let Some(t) = self.paced_until {
@@ -335,6 +359,7 @@ impl Requester {
             || (!self.reads_out.is_empty()
                 && self.sent_high.offset_from(self.una) >= self.read_window(mtu));
         let window = self.window(mtu);
+        let paced = self.cc.paced();
         let sent_high = self.sent_high;
         let w = self.wqes.get_mut(self.send_idx)?;
         // A READ asked for again after a loss is a duplicate of one on the responder's list:
@@ -381,7 +406,14 @@ impl Requester {
                 // part ends on a multiple of the chunk (so a part asked for again after a
                 // loss is the rest of the part first asked for, as a responder's duplicate
                 // READ check wants it). A (re)issued READ asks for what has not arrived.
-                let chunk = (READ_CHUNK / mtu.max(1)).max(1);
+                if w.read_chunk == 0 {
+                    w.read_chunk = if paced {
+                        (READ_CHUNK / mtu.max(1)).max(1)
+                    } else {
+                        w.npkts.max(1)
+                    };
+                }
+                let chunk = w.read_chunk;
                 let from = w
                     .read_issued
                     .max(w.read_pkts)
@@ -610,6 +642,7 @@ impl Requester {
         self.rnr_left = info.rnr_retry;
         self.retrying = false;
         self.probes = 0;
+        self.probe_out = false;
         self.timer = if self.outstanding() {
             info.ack_timeout.map(|d| now + d)
         } else {
@@ -619,43 +652,6 @@ impl Requester {
         let una = self.una;
         while self.reads_out.front().is_some_and(|p| p.is_before(una)) {
             self.reads_out.pop_front();
-        }
-    }
-
-    /// The answer to a tail-loss probe came (any ACK or response after it): what was sent
-    /// before the probe and is still unacknowledged was lost; re-send it now.
-    fn after_probe(&mut self, ctx: &mut Ctx<'_>) {
-        let Some((at, before)) = self.probe_out else {
-            return;
-        };
-        // Responses sooner than the smallest RTT after the probe cannot be its answer.
-        if ctx.now < at + Duration::from_micros(self.cc.min_rtt.unwrap_or(0)) {
-            return;
-        }
-        self.probe_out = None;
-        // The answer may be one of several ACKs that a stalled peer (or our own stalled
-        // thread) lets out at once, and not the last: look again half an RTT later, when
-        // the others have come too.
-        let wait = (self.cc.srtt.unwrap_or(0) / 2).max(200);
-        self.probe_check = Some((ctx.now + Duration::from_micros(wait), before));
-    }
-
-    /// The look after a probe's answer: only what was sent before the probe and is still
-    /// unacknowledged is lost (what left after it is in flight); re-send it.
-    fn check_probe(&mut self, ctx: &mut Ctx<'_>) {
-        let Some((at, before)) = self.probe_check else {
-            return;
-        };
-        if ctx.now < at {
-            return;
-        }
-        self.probe_check = None;
-        let lost = self.una.is_before(before);
-        if lost && !self.wqes.is_empty() && !self.retrying {
-            ctx.counters.fast_retransmits += 1;
-            let una = self.una;
-            self.on_loss(ctx.now, una, false);
-            self.go_back(una);
         }
     }
 
@@ -769,21 +765,6 @@ impl Requester {
         atomic_orig: Option<u64>,
         payload: &[u8],
     ) {
-        self.take_response(ctx, info, opcode, psn, syndrome, atomic_orig, payload);
-        self.after_probe(ctx);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn take_response(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        info: &QpInfo,
-        opcode: Opcode,
-        psn: Psn,
-        syndrome: Option<softrdma_wire::roce::Syndrome>,
-        atomic_orig: Option<u64>,
-        payload: &[u8],
-    ) {
         // Valid responses lie in [una - 1, next_psn - 1].
         let last_sent = self.next_psn.sub(1);
         if psn.is_after(last_sent) {
@@ -824,6 +805,12 @@ impl Requester {
                     }
                     if code == NakCode::PSN_SEQUENCE_ERROR {
                         ctx.counters.rcvd_seq_err += 1;
+                        if self.probe_out {
+                            // A probe found the hole: the go-back starts now, not at the
+                            // ACK timeout.
+                            self.probe_out = false;
+                            ctx.counters.fast_retransmits += 1;
+                        }
                         if !self.retrying {
                             self.retry(ctx, info);
                         }
@@ -890,7 +877,7 @@ impl Requester {
                     end == u64::from(w.len)
                         || (payload.len() as u64 == u64::from(mtu)
                             && end < u64::from(w.len)
-                            && (w.read_pkts + 1) % (READ_CHUNK / mtu.max(1)).max(1) == 0)
+                            && (w.read_pkts + 1) % w.read_chunk.max(1) == 0)
                 } else {
                     payload.len() as u64 == u64::from(mtu) && end < u64::from(w.len)
                 };
@@ -962,14 +949,12 @@ impl Requester {
         if self.paced_until.is_some_and(|t| now >= t) {
             self.paced_until = None;
         }
-        self.check_probe(ctx);
         if let Some(t) = self.timer {
             if now >= t {
                 self.timer = None;
                 if self.outstanding() && !self.wqes.is_empty() {
                     ctx.counters.ack_timeouts += 1;
-                    self.probe_out = None;
-                    self.probe_check = None;
+                    self.probe_out = false;
                     self.retry_with(ctx, info, true);
                 }
             }
@@ -997,8 +982,7 @@ impl Requester {
     /// tail-loss probe.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let probe = self.probe_at.filter(|_| self.outstanding());
-        let check = self.probe_check.map(|(t, _)| t);
-        [self.timer, self.rnr_wait, self.paced_until, probe, check]
+        [self.timer, self.rnr_wait, self.paced_until, probe]
             .into_iter()
             .flatten()
             .min()
