@@ -143,11 +143,12 @@ pub struct Requester {
     sent_high: Psn,
     /// READ requests / atomics on the wire, by their last PSN (at most `max_rd_atomic`).
     reads_out: VecDeque<Psn>,
-    /// The tail-loss probe timer, probes sent since the last progress, whether a probe
-    /// waits to be sent, and whether one is out (sent, no progress since).
+    /// The tail-loss probe timer, probes sent since the last progress, the probe packets
+    /// waiting to be sent (their PSNs, in order), and whether one is out (sent, no progress
+    /// since).
     probe_at: Option<Instant>,
     probes: u8,
-    probe_pending: bool,
+    probe_psns: [Option<Psn>; 2],
     probe_out: bool,
     /// When the last packet left.
     last_sent: Option<Instant>,
@@ -239,8 +240,19 @@ impl Requester {
 
     /// A loss was found (NAK, probe answer, timeout): tell congestion control, forget the
     /// RTT marks of what will be re-sent (their samples would be ambiguous).
-    fn on_loss(&mut self, now: Instant, from: Psn, timeout: bool) {
-        self.cc.on_loss(now, timeout);
+    fn on_loss(&mut self, now: Instant, from: Psn) {
+        self.cc.on_loss(now);
+        self.forget_marks(from);
+    }
+
+    /// A lost tail of READ responses (see [`Requester::handle_timeout`]).
+    fn on_tail_loss(&mut self, now: Instant, from: Psn) {
+        self.cc.on_tail_loss(now);
+        self.forget_marks(from);
+    }
+
+    /// Drops the RTT marks of what will be re-sent from `from` on.
+    fn forget_marks(&mut self, from: Psn) {
         // Packets from `from` on will be re-sent: their marks would give ambiguous samples
         // (Karn's rule); marks of packets before it stay good.
         while self
@@ -281,37 +293,22 @@ impl Requester {
         if self.rnr_wait.is_some() || self.fault {
             return None;
         }
-        if self.probe_pending {
-            self.probe_pending = false;
-            // The probe (RACK-TLP's, RFC 8985, in RC terms): re-send the *last* packet sent,
-            // asking for an ACK. The responder answers with what it has, and the answer
-            // alone says what was lost, without guessing from timing: a sequence NAK if a
-            // packet before it is missing (go-back-N from the hole then follows as after
-            // any NAK), the packet taken as the expected one if only it was lost, or, as a
-            // duplicate, an ACK of everything it holds (IBTA 9.7.5.1.3). Packets still
-            // queued before it on a slow receiver are not taken for lost: FIFO puts the
-            // probe behind them. A READ at the head is asked for again from what has not
-            // arrived instead (its responses are what a tail loss takes; a replay of what
-            // did arrive is dropped as a duplicate). Sending then carries on where it was.
+        while let Some(at) = self.probe_psns[0] {
+            self.probe_psns = [self.probe_psns[1], None];
+            // Only what is still unacknowledged and was sent is worth a probe.
+            if at.is_before(self.una) || !at.is_before(self.sent_high) {
+                continue;
+            }
             let saved = (self.send_idx, self.send_pkt, self.noack_pkts);
             let issued: Vec<u32> = self.wqes.iter().map(|w| w.read_issued).collect();
-            let una = self.una;
-            let head_is_read = self
-                .position_of(una)
-                .and_then(|(i, _)| self.wqes.get(i))
-                .is_some_and(|w| w.is_rd_atomic());
-            let at = if head_is_read {
-                una
-            } else {
-                self.sent_high.sub(1)
-            };
             self.go_back(at);
             let r = self.emit_next(info, mrs, now, true, sink);
+            // Sending carries on where it was; parts of READs asked for again stay asked.
             (self.send_idx, self.send_pkt, self.noack_pkts) = saved;
             for (w, i) in self.wqes.iter_mut().zip(issued) {
                 w.read_issued = w.read_issued.max(i);
             }
-            self.probe_out = r.is_some();
+            self.probe_out |= r.is_some();
             return r;
         }
         if let Some(t) = self.paced_until {
@@ -406,12 +403,16 @@ impl Requester {
                 // part ends on a multiple of the chunk (so a part asked for again after a
                 // loss is the rest of the part first asked for, as a responder's duplicate
                 // READ check wants it). A (re)issued READ asks for what has not arrived.
+                let part = (READ_CHUNK / mtu.max(1)).max(1);
                 if w.read_chunk == 0 {
-                    w.read_chunk = if paced {
-                        (READ_CHUNK / mtu.max(1)).max(1)
-                    } else {
-                        w.npkts.max(1)
-                    };
+                    w.read_chunk = if paced { part } else { w.npkts.max(1) };
+                } else if paced && w.read_issued <= w.read_pkts {
+                    // Asked for again after a loss (a go-back resets what was asked to
+                    // what arrived), now paced: in parts from here on. Every part lies
+                    // within the range first asked for, so the responder replays each as
+                    // a duplicate; the whole rest asked for again would come back as one
+                    // burst and overflow the queue that lost it the first time.
+                    w.read_chunk = w.read_chunk.min(part);
                 }
                 let chunk = w.read_chunk;
                 let from = w
@@ -530,6 +531,16 @@ impl Requester {
                 advance_wqe = self.send_pkt >= w.npkts;
             }
         }
+        if !probe {
+            self.cc.on_sent(now, wire_bytes);
+            // The last packet before a pacer wait asks for an ACK: a paced message's
+            // packets leave over milliseconds, and an ACK only every MAX_PKT_PER_ACK
+            // packets would leave the controller without samples, the window without
+            // room, and at low rates the ACK timer to expire between ACKs.
+            if self.cc.paced() && self.cc.may_send(now).is_err() {
+                bth.ack_req = true;
+            }
+        }
         if bth.ack_req {
             self.noack_pkts = 0;
         }
@@ -559,15 +570,45 @@ impl Requester {
                 self.reads_out.push_back(last);
             }
         }
-        if !probe {
-            self.cc.on_sent(now, wire_bytes);
-        }
         self.last_sent = Some(now);
         self.probe_at = Some(now + self.pto(info));
         if self.timer.is_none() {
             self.timer = info.ack_timeout.map(|d| now + d);
         }
         Some(tx)
+    }
+
+    /// What a tail-loss probe (RACK-TLP's, RFC 8985, in RC terms) re-sends, each asking for
+    /// an ACK: the oldest unacknowledged packet and the last packet sent. The responder's
+    /// answers alone say what was lost, without guessing from timing (a receiver that is
+    /// merely slow has both queued behind what it has not yet processed, FIFO):
+    ///
+    /// - nothing lost: both are duplicates, answered with ACKs of all it holds
+    ///   (IBTA 9.7.5.1.3);
+    /// - a lost tail, or a hole whose NAK was lost (the responder NAKs a sequence error once
+    ///   until the expected packet comes): the first is the expected packet and is taken,
+    ///   which re-arms the responder's NAK, and the second, now out of sequence, draws a
+    ///   sequence NAK: go-back-N from the hole follows as after any NAK;
+    /// - only the last packet lost: the second is the expected packet and is taken.
+    ///
+    /// A READ at the head is asked for again from the response that has not arrived (its
+    /// responses are what a tail loss takes; a replay of one that did arrive is dropped as a
+    /// duplicate).
+    fn probe_targets(&self) -> [Option<Psn>; 2] {
+        let una = self.una;
+        let last = self.sent_high.sub(1);
+        if self.head_is_read() || last == una {
+            [Some(una), None]
+        } else {
+            [Some(una), Some(last)]
+        }
+    }
+
+    /// Whether the oldest unacknowledged PSN belongs to a READ or an atomic.
+    fn head_is_read(&self) -> bool {
+        self.position_of(self.una)
+            .and_then(|(i, _)| self.wqes.get(i))
+            .is_some_and(|w| w.is_rd_atomic())
     }
 
     /// Packets re-sent and pacer waits since the last call (for the device's counters).
@@ -615,11 +656,6 @@ impl Requester {
 
     /// Starts a retry (go back to `una`), consuming a retry; false when none are left.
     fn retry(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo) -> bool {
-        self.retry_with(ctx, info, false)
-    }
-
-    /// [`Requester::retry`]; `timeout`: the ACK timeout fired.
-    fn retry_with(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo, timeout: bool) -> bool {
         if self.retry_left == 0 {
             ctx.counters.retry_exceeded_err += 1;
             self.fail(ctx, info, WcStatus::RetryExcErr);
@@ -627,7 +663,7 @@ impl Requester {
         }
         self.retry_left -= 1;
         let una = self.una;
-        self.on_loss(ctx.now, una, timeout);
+        self.on_loss(ctx.now, una);
         self.go_back(una);
         // What is re-sent leaves now: the pacer's clock may be far ahead after a cut, and a
         // retransmission it held back past the ACK timeout would time out again.
@@ -955,7 +991,7 @@ impl Requester {
                 if self.outstanding() && !self.wqes.is_empty() {
                     ctx.counters.ack_timeouts += 1;
                     self.probe_out = false;
-                    self.retry_with(ctx, info, true);
+                    self.retry(ctx, info);
                 }
             }
         }
@@ -966,8 +1002,18 @@ impl Requester {
                 if self.outstanding() && !self.wqes.is_empty() && quiet {
                     if self.probes < MAX_PROBES {
                         self.probes += 1;
-                        self.probe_pending = true;
+                        self.probe_psns = self.probe_targets();
                         ctx.counters.tail_probes += 1;
+                        if self.head_is_read() {
+                            // READ responses stopped short of the end for a probe timeout:
+                            // the tail of a response burst was lost (no response after it
+                            // could show a gap, and the responder sends no NAK for it).
+                            // The READ is asked for again from what arrived, which is a
+                            // go-back: it is a loss to congestion control, the one a READ
+                            // requester sees when a queue overflows.
+                            let una = self.una;
+                            self.on_tail_loss(now, una);
+                        }
                     }
                     // Backed off: 2, 4, 8 probe timeouts.
                     let k = 1u64 << self.probes.min(6);
@@ -992,7 +1038,7 @@ impl Requester {
     /// back waits for its deadline instead).
     pub fn wants_to_send(&self) -> bool {
         self.rnr_wait.is_none()
-            && (self.probe_pending
+            && (self.probe_psns[0].is_some()
                 || (self.paced_until.is_none() && self.send_idx < self.wqes.len()))
     }
 }

@@ -333,17 +333,11 @@ fn rc_write_read_batched_under_loss() {
             .expect("read");
         assert!(back == data, "seed {seed}: READ bytes");
         assert_eq!(sim.icrc_id_errors, 0, "seed {seed}");
-        // Trains are sized by the pacer (at least a 16 KiB quantum, 16 segments here) and
-        // recovery re-sends only what was lost (before pacing, trains were longer on
-        // average because each loss re-sent whole messages as long trains: about 2,100
-        // datagrams a seed against under 900 now).
+        // Random loss at an empty queue is not congestion: the QP stays unpaced and its
+        // trains are as long as before pacing existed (the pacer sizes trains only on a
+        // path that showed a queue: `narrow_link_*`).
         assert!(
-            sim.train_datagrams < 1200,
-            "seed {seed}: {}",
-            sim.train_datagrams
-        );
-        assert!(
-            sim.train_datagrams >= sim.trains * 3,
+            sim.train_datagrams >= sim.trains * 4,
             "seed {seed}: trains too short: {} datagrams in {} trains, {:?}",
             sim.train_datagrams,
             sim.trains,
@@ -537,13 +531,13 @@ fn dead_peer_ends_in_retry_exceeded_and_err() {
     );
     assert_eq!(sim.stacks[0].counters().retry_exceeded_err, 1);
     // 1 try + 3 retries of the first packet... each retransmission resends all 3 messages;
-    // before the first ACK timeout, tail-loss probes (one packet each, at most MAX_PROBES
-    // while nothing is acknowledged).
+    // before the first ACK timeout, tail-loss probes (two packets each, the oldest
+    // unacknowledged and the last sent, at most MAX_PROBES while nothing is acknowledged).
     let c = sim.stacks[0].counters();
     assert_eq!(c.ack_timeouts, 3 + 1);
     let max = u64::from(super::rc_requester::MAX_PROBES);
     assert!(c.tail_probes >= 1 && c.tail_probes <= max, "{c:?}");
-    assert_eq!(c.sent_pkts, 4 * 3 + c.tail_probes);
+    assert_eq!(c.sent_pkts, 4 * 3 + 2 * c.tail_probes);
 }
 
 #[test]
@@ -1610,8 +1604,13 @@ fn the_deadline_index_is_never_later_than_a_timer() {
 
 // ----- the narrow link (issue 21): pacing, congestion control, fast recovery ---------------
 
+/// The narrow-link runs' first flight: the time after which the queue's drops count as the
+/// pacer's.
+const WARM_UP: Duration = Duration::from_millis(50);
+
 /// What one run through the simulated narrow link measured.
 #[derive(Debug)]
+
 struct LinkRun {
     /// Payload bytes completed, over the virtual seconds from the first post to the last
     /// completion.
@@ -1621,6 +1620,8 @@ struct LinkRun {
     max_gap: Duration,
     counters: crate::device::Counters,
     queue_drops: u64,
+    /// Of them, those in the first [`WARM_UP`] (the unpaced first flight's).
+    warm_drops: u64,
     /// The data every completed message carried arrived intact.
     intact: bool,
 }
@@ -1703,9 +1704,13 @@ fn link_run(read: bool, loss_permille: u32, seed: u64, secs: u64) -> LinkRun {
     let mut intact = true;
     let mut wcs = Vec::new();
     let mut next_print = t0;
+    let mut warm_drops = None;
     while sim.now < end {
         if !sim.step() {
             break;
+        }
+        if warm_drops.is_none() && sim.now >= t0 + WARM_UP {
+            warm_drops = Some(sim.link_drops.iter().sum::<u64>());
         }
         if std::env::var_os("LINK_TRACE").is_some() && sim.now >= next_print {
             next_print = sim.now + Duration::from_millis(2);
@@ -1751,6 +1756,7 @@ fn link_run(read: bool, loss_permille: u32, seed: u64, secs: u64) -> LinkRun {
         max_gap,
         counters: sim.stacks[0].counters().clone(),
         queue_drops: sim.link_drops.iter().sum(),
+        warm_drops: warm_drops.unwrap_or(0),
         intact,
     }
 }
@@ -1781,10 +1787,16 @@ fn narrow_link_write_and_read_fill_the_link() {
             "read={read}: a stall of {}",
             r.max_gap
         );
-        // The pacer keeps the queue from overflowing (slow start's overshoot aside): under
-        // 1% of the packets dropped.
+        // The pacer keeps the queue from overflowing: after the first flight (sent
+        // unpaced: nothing had shown a bottleneck yet, and its overflow is what starts the
+        // pacing) under 1% of the packets are dropped, and under 2% in all.
+        let steady = r.queue_drops - r.warm_drops;
         assert!(
-            r.queue_drops * 100 < r.bytes / 1024,
+            steady * 100 < r.bytes / 1024,
+            "read={read}: {steady} queue drops after the first {WARM_UP}"
+        );
+        assert!(
+            r.queue_drops * 50 < r.bytes / 1024,
             "read={read}: {} queue drops",
             r.queue_drops
         );
