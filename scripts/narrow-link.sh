@@ -14,7 +14,8 @@
 #       builds the link, runs `softrdma srpt` (memory LUN) in A and
 #       `softrdma srp bench --bs 1M --iodepth 8` (read, then write) in B, then the same
 #       workloads with fio --ioengine=nbd against nbdkit memory over TCP through the same
-#       link, prints both, and deletes the link (also when interrupted).
+#       link, prints both, and deletes the link (also when interrupted). Ours runs with
+#       SOFTRDMA_CC=1 (congestion control on); CC=0 in the environment turns it off.
 set -euo pipefail
 
 NAME=${NARROW_LINK_NAME:-srlsh}
@@ -78,6 +79,9 @@ srp_bench() {
     up "$rate"
     local log
     log=$(mktemp)
+    # Congestion control on (off by default: docs/congestion-control.md); CC=0 to compare.
+    export SOFTRDMA_CC=${CC:-1}
+    echo "SOFTRDMA_CC=$SOFTRDMA_CC"
     ip netns exec "$A" "$bin" srpt -a "$ADDR_A" --lun mem:256m >"$log" 2>&1 &
     pids+=($!)
     local line=""

@@ -28,6 +28,26 @@ pub const DEFAULT_QUEUE: u64 = 256 * 1024;
 
 const PREFIX: &str = "srl";
 
+/// The environment variable that turns congestion control and pacing on (`1`, `on`) or
+/// off (`0`, `off`) for the devices a command opens (`softrdma_core::Stack::
+/// set_congestion_control`; off by default: `docs/congestion-control.md`).
+pub const CC_ENV: &str = "SOFTRDMA_CC";
+
+/// What [`CC_ENV`] asks for, if it is set to something it understands.
+pub fn cc_from_env() -> Option<bool> {
+    match std::env::var(CC_ENV).ok()?.to_ascii_lowercase().as_str() {
+        "1" | "on" | "yes" | "true" => Some(true),
+        "0" | "off" | "no" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// Applies [`CC_ENV`] to `dev` (`default` when it is unset).
+pub fn apply_cc(dev: &softrdma_driver::Device, default: bool) {
+    let on = cc_from_env().unwrap_or(default);
+    dev.with_stack(|s| s.set_congestion_control(on));
+}
+
 /// A rate such as `2gbit`, `500mbit`, `2000000000` (bit/s); returns bit/s.
 pub fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_lowercase();

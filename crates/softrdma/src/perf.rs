@@ -834,6 +834,9 @@ impl Node {
                 format!("device on {ip}: {e}")
             }
         })?;
+        // Through the narrow link the controller is on (that is what the link measures);
+        // on loopback off, as every device's default. SOFTRDMA_CC overrides either.
+        crate::narrow_link::apply_cc(&dev, args.link.is_some());
         let err =
             |what: &'static str| move |e: softrdma_driver::Error| format!("{ip}: {what}: {e}");
         let pd = dev.alloc_pd().map_err(err("alloc_pd"))?;

@@ -94,6 +94,10 @@ pub enum Mode {
 /// One QP's controller and pacer.
 #[derive(Clone, Debug)]
 pub struct Cc {
+    /// Whether signals move the rate at all (`Stack::set_congestion_control`): off, the
+    /// rate stays at [`MAX_RATE`] (unpaced) whatever happens; the RTTs are still measured
+    /// (the probe timeout uses them).
+    pub enabled: bool,
     /// The allowed rate, bytes/s.
     pub rate: f64,
     pub mode: Mode,
@@ -139,6 +143,7 @@ pub struct Cc {
 impl Default for Cc {
     fn default() -> Cc {
         Cc {
+            enabled: false,
             rate: INITIAL_RATE,
             mode: Mode::SlowStart,
             min_rtt: None,
@@ -292,6 +297,9 @@ impl Cc {
 
     /// Cuts by `factor` unless a cut happened within the last round.
     fn cut(&mut self, now: Instant, factor: f64) -> bool {
+        if !self.enabled {
+            return false;
+        }
         if self.last_cut.is_some_and(|t| now < t + self.round()) {
             return false;
         }
@@ -537,7 +545,10 @@ mod tests {
     /// drains switches to the competitive mode, and a low sample switches back.
     #[test]
     fn delay_signals_move_the_rate_and_the_mode() {
-        let mut cc = Cc::default();
+        let mut cc = Cc {
+            enabled: true,
+            ..Cc::default()
+        };
         assert!(!cc.paced());
         assert!(cc.may_send(at(0)).is_ok());
         let mut t = 0;
@@ -580,10 +591,28 @@ mod tests {
         assert_eq!(cc.mode, Mode::Delay);
     }
 
+    /// Off (the stack's default), no signal moves the rate: the QP stays unpaced.
+    #[test]
+    fn a_disabled_controller_never_paces() {
+        let mut cc = Cc::default();
+        assert!(!cc.enabled);
+        cc.on_rtt(at(100), Duration::from_micros(50), true);
+        cc.on_delivered(at(100), 0);
+        cc.on_delivered(at(400), 100_000);
+        cc.on_rtt(at(500), Duration::from_micros(900), true);
+        cc.on_loss(at(600));
+        cc.on_tail_loss(at(700));
+        cc.on_cnp(at(800));
+        assert!(!cc.paced(), "{}", cc.rate);
+        assert!(cc.may_send(at(800)).is_ok());
+        assert_eq!((cc.cuts_loss, cc.cuts_delay, cc.cuts_cnp), (0, 0, 0));
+    }
+
     /// Loss and CNPs cut at most once a round.
     #[test]
     fn loss_and_cnp_cut_once_a_round() {
         let mut cc = Cc {
+            enabled: true,
             rate: 1e9,
             mode: Mode::Delay,
             srtt: Some(100),

@@ -163,6 +163,8 @@ pub struct Stack {
     /// The masked headers' CRC register of the last packet received (a train's segments
     /// share it).
     rx_crc_memo: icrc::HeaderMemo,
+    /// Whether requesters pace and react to congestion ([`Stack::set_congestion_control`]).
+    congestion_control: bool,
 }
 
 impl Stack {
@@ -181,7 +183,29 @@ impl Stack {
             rr: 0,
             src_port: None,
             rx_crc_memo: icrc::HeaderMemo::default(),
+            congestion_control: false,
         }
+    }
+
+    /// Turns congestion control and pacing on or off for every RC requester, the QPs this
+    /// stack has now and those it will have (`docs/congestion-control.md`). Off (the
+    /// default), a requester never paces: it sends as before issue 21, with the tail-loss
+    /// probes and RTT samples only. On, a QP still starts unpaced and paces from its first
+    /// congestion signal. Off by default because on a loaded host (CPU starved, busy
+    /// polling) the signals also come from the host's own scheduling — a READ requester's
+    /// probes fire, RTTs jump by milliseconds — and the controller then paces a loopback
+    /// path that has no bottleneck (measured: `perf read bw` at 16 MB/s under load 9);
+    /// a stack that talks across a real network turns it on (`perf --link` does).
+    pub fn set_congestion_control(&mut self, on: bool) {
+        self.congestion_control = on;
+        for t in self.qps.values_mut() {
+            t.req.cc.enabled = on;
+        }
+    }
+
+    /// Whether congestion control is on ([`Stack::set_congestion_control`]).
+    pub fn congestion_control(&self) -> bool {
+        self.congestion_control
     }
 
     /// How many QP entries [`Stack::poll_timeout`], [`Stack::handle_timeout`],
@@ -354,6 +378,7 @@ impl Stack {
             QpState::Rtr if from != QpState::Rtr => t.resp.start(a.rq_psn, a.max_dest_rd_atomic),
             QpState::Rts if from == QpState::Rtr => {
                 t.req.start(a.sq_psn, a.retry_cnt, a.rnr_retry);
+                t.req.cc.enabled = self.congestion_control;
                 t.ud_psn = Psn::new(a.sq_psn);
             }
             _ => {}

@@ -112,7 +112,11 @@ fn connect(sim: &mut Sim, i: usize, e: &End, peer_ip: IpAddr, peer_qpn: u32, o: 
 }
 
 fn rc_pair(net: NetConfig, seed: u64, o: &Opts) -> (Sim, End, End) {
-    let mut sim = Sim::new(2, net, seed);
+    rc_pair_in(Sim::new(2, net, seed), o)
+}
+
+/// [`rc_pair`] in a simulation set up by the caller.
+fn rc_pair_in(mut sim: Sim, o: &Opts) -> (Sim, End, End) {
     let mut a = setup(&mut sim, 0);
     let mut b = setup(&mut sim, 1);
     create(&mut sim, 0, &mut a, QpType::Rc);
@@ -1643,7 +1647,11 @@ fn link_run(read: bool, loss_permille: u32, seed: u64, secs: u64) -> LinkRun {
         timeout: 17,
         ..Opts::default()
     };
-    let (mut sim, a, b) = rc_pair(net, seed, &o);
+    let mut sim = Sim::new(2, net, seed);
+    for s in &mut sim.stacks {
+        s.set_congestion_control(true);
+    }
+    let (mut sim, a, b) = rc_pair_in(sim, &o);
     sim.batched = true;
     sim.link = Some(crate::sim::Link {
         rate: 250_000_000,
