@@ -999,12 +999,13 @@ impl Requester {
             if now >= t {
                 self.probe_at = None;
                 let quiet = self.rnr_wait.is_none() && !self.fault;
-                // A READ at the head is probed only with congestion control on: its probe
-                // asks for the rest of the READ again, and on a loaded host, where probes
-                // fire after mere scheduling stalls, those replays cost loopback `perf
-                // read bw` a third (0.27x -> 0.18x TCP, same minute); off, a lost READ
-                // tail waits for the ACK timeout as before issue 21.
-                let probe_ok = self.cc.enabled || !self.head_is_read();
+                // Probes only with congestion control on (the switch is the whole of the
+                // issue 21 behaviour; off, the requester is what it was before, and a lost
+                // tail waits for the ACK timeout). A READ's probe asks for the rest of the
+                // READ again, and on a loaded host, where probes fire after mere
+                // scheduling stalls, those replays cost loopback `perf read bw` a third
+                // (0.27x -> 0.18x TCP, same minute).
+                let probe_ok = self.cc.enabled;
                 if self.outstanding() && !self.wqes.is_empty() && quiet && probe_ok {
                     if self.probes < MAX_PROBES {
                         self.probes += 1;

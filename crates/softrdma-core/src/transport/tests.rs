@@ -505,13 +505,48 @@ fn rc_write_read_atomics_end_to_end_under_loss() {
     }
 }
 
+/// With congestion control off (the default) the requester is what it was before issue
+/// 21: no tail-loss probes, only the ACK timeout's retransmissions.
+#[test]
+fn without_congestion_control_a_dead_peer_gets_no_probes() {
+    let o = Opts {
+        retry_cnt: 3,
+        ..Opts::default()
+    };
+    let (mut sim, a, _b) = rc_pair(NetConfig::PERFECT, 7, &o);
+    assert!(!sim.stacks[0].congestion_control());
+    sim.down[1] = true;
+    for k in 0..3 {
+        sim.stacks[0]
+            .post_send(
+                a.qpn,
+                SendWr::new(k, SendOp::Send).with_sge(sge(&a, 0, 100)),
+            )
+            .expect("send");
+    }
+    let mut wcs = Vec::new();
+    assert!(sim.run_until(Duration::from_secs(10), |s| {
+        drain(s, 0, a.cq, &mut wcs);
+        wcs.len() >= 3
+    }));
+    assert_eq!(wcs[0].status, WcStatus::RetryExcErr);
+    let c = sim.stacks[0].counters();
+    assert_eq!((c.ack_timeouts, c.tail_probes), (3 + 1, 0), "{c:?}");
+    assert_eq!(c.sent_pkts, 4 * 3);
+}
+
 #[test]
 fn dead_peer_ends_in_retry_exceeded_and_err() {
     let o = Opts {
         retry_cnt: 3,
         ..Opts::default()
     };
-    let (mut sim, a, _b) = rc_pair(NetConfig::PERFECT, 7, &o);
+    // Congestion control on: the tail-loss probes are part of it.
+    let mut sim = Sim::new(2, NetConfig::PERFECT, 7);
+    for s in &mut sim.stacks {
+        s.set_congestion_control(true);
+    }
+    let (mut sim, a, _b) = rc_pair_in(sim, &o);
     sim.down[1] = true;
     for k in 0..3 {
         sim.stacks[0]
