@@ -94,6 +94,23 @@ impl Host for Stack {
     }
 }
 
+/// A bottleneck link: each stack's outgoing datagrams pass a tail-drop queue drained at a
+/// fixed rate (a switch port with a shallow buffer, or `htb` + `bfifo`), then the network's
+/// delay. Random loss ([`NetConfig::loss_permille`]) is on the wire after the queue.
+#[derive(Clone, Copy, Debug)]
+pub struct Link {
+    /// Bytes per second.
+    pub rate: u64,
+    /// The queue's size in bytes (a datagram that does not fit is dropped).
+    pub queue: u64,
+}
+
+impl Link {
+    /// Bytes a datagram of `payload` UDP payload bytes takes on the wire (Ethernet + IPv4 +
+    /// UDP headers).
+    pub const OVERHEAD: u64 = 14 + 20 + 8;
+}
+
 struct InFlight {
     at: Instant,
     seq: u64,
@@ -143,6 +160,12 @@ pub struct Sim<H: Host = Stack> {
     pub trains: u64,
     pub train_datagrams: u64,
     pub icrc_id_errors: u64,
+    /// The bottleneck link, if any; each stack's queue drains at `busy_until_ns`.
+    pub link: Option<Link>,
+    busy_until_ns: Vec<u64>,
+    /// Datagrams the link's queues dropped, and bytes they delivered, per sending stack.
+    pub link_drops: Vec<u64>,
+    pub link_bytes: Vec<u64>,
     batch: TransmitBatch,
     rng: Rng,
     flight: BinaryHeap<Reverse<InFlight>>,
@@ -202,6 +225,10 @@ impl<H: Host> Sim<H> {
             trains: 0,
             train_datagrams: 0,
             icrc_id_errors: 0,
+            link: None,
+            busy_until_ns: vec![0; n],
+            link_drops: vec![0; n],
+            link_bytes: vec![0; n],
             batch: TransmitBatch::default(),
             rng,
             flight: BinaryHeap::new(),
@@ -288,6 +315,23 @@ impl<H: Host> Sim<H> {
         let Some(to) = self.addrs.iter().position(|a| *a == dst) else {
             return;
         };
+        // Through the bottleneck's queue first: the datagram leaves the link at `depart`.
+        let mut depart = self.now;
+        if let Some(link) = self.link {
+            let now_ns = self.now.total_micros() * 1000;
+            let start = self.busy_until_ns[i].max(now_ns);
+            let rate = link.rate.max(1);
+            let queued = (start - now_ns).saturating_mul(rate) / 1_000_000_000;
+            let size = payload.len() as u64 + Link::OVERHEAD;
+            if queued + size > link.queue {
+                self.link_drops[i] += 1;
+                return;
+            }
+            let end = start + size * 1_000_000_000 / rate;
+            self.busy_until_ns[i] = end;
+            self.link_bytes[i] += payload.len() as u64;
+            depart = Instant::from_micros(end.div_ceil(1000));
+        }
         if self.chance(self.net.loss_permille) {
             return;
         }
@@ -305,7 +349,7 @@ impl<H: Host> Sim<H> {
             };
             self.seq += 1;
             self.flight.push(Reverse(InFlight {
-                at: self.now + self.net.delay + Duration::from_micros(extra),
+                at: depart + self.net.delay + Duration::from_micros(extra),
                 seq: self.seq,
                 to,
                 src,

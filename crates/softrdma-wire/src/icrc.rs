@@ -223,6 +223,52 @@ fn x_inv8_pow(n: usize) -> u32 {
     r
 }
 
+/// `X8_POW[j]` = x^(8·2^j) mod P: advancing a register over 2^j zero bytes.
+static X8_POW: [u32; 17] = {
+    let mut t = [0u32; 17];
+    t[0] = 0x0080_0000; // x^8
+    let mut j = 1;
+    while j < 17 {
+        t[j] = gf2_mul(t[j - 1], t[j - 1]);
+        j += 1;
+    }
+    t
+};
+
+/// x^(8n) mod P for `n < 2^17`: advancing a register over `n` zero bytes.
+fn x8_pow(n: usize) -> u32 {
+    let mut r = 0x8000_0000u32; // 1
+    for (j, p) in X8_POW.iter().enumerate() {
+        if n & (1 << j) != 0 {
+            r = gf2_mul(r, *p);
+        }
+    }
+    r
+}
+
+/// The factor [`ipv4_id_delta_with`] needs for a RoCE UDP payload of `roce_len` bytes: the
+/// IPv4 ID sits 12 bytes into the ICRC's input (8 LRH bytes + 4 IP header bytes) and is
+/// followed by the rest of the 20-byte IP header, the 8-byte UDP header and the RoCE payload
+/// less its ICRC: `roce_len + 18` bytes, so the factor is x^(8·(roce_len + 18)) mod P.
+/// Computing it costs a square-and-multiply; a sender that seals many datagrams of one
+/// length keeps it.
+pub fn ipv4_id_shift(roce_len: usize) -> u32 {
+    x8_pow(roce_len.saturating_add(18) & 0x1_ffff)
+}
+
+/// What IPv4 ID `id` changes in the ICRC of a datagram whose [`ipv4_id_shift`] is `shift`,
+/// against ID 0 (same DF flag): the ICRC is affine in the ID bits (IBTA A17.4 covers the IPv4
+/// ID), so `icrc(id) = icrc(0) ^ ipv4_id_delta_with(shift, id)`. A GSO train's segments get
+/// IDs 0, 1, 2…: each is sealed for ID 0 and corrected by this.
+pub fn ipv4_id_delta_with(shift: u32, id: u16) -> u32 {
+    gf2_mul(two_byte_register(id), shift)
+}
+
+/// [`ipv4_id_delta_with`] for a `roce_len`-byte RoCE UDP payload.
+pub fn ipv4_id_delta(roce_len: usize, id: u16) -> u32 {
+    ipv4_id_delta_with(ipv4_id_shift(roce_len), id)
+}
+
 /// `REV[top byte of TABLES[0][i]] = i`: the top bytes of the CRC-32 table are a permutation,
 /// which makes a register that processed two bytes from zero invertible by lookup.
 static TOP_BYTE_INDEX: [u8; 256] = make_rev();
@@ -238,9 +284,8 @@ const fn make_rev() -> [u8; 256] {
     r
 }
 
-/// The register after processing the two bytes of `v` (big-endian) from zero (tests check the
-/// solver and the compile-time DF share against it).
-#[cfg(test)]
+/// The register after processing the two bytes of `v` (big-endian) from zero (the solver and
+/// the compile-time DF share are checked against it; [`ipv4_id_delta_with`] uses it).
 fn two_byte_register(v: u16) -> u32 {
     let [hi, lo] = v.to_be_bytes();
     let t = &TABLES[0];
@@ -933,6 +978,46 @@ mod tests {
             }
         }
         assert_eq!(crc32_update(!0, &[0xff; 8]), LRH_SEED);
+    }
+
+    /// The ID delta equals the difference of two full computations, and advancing by
+    /// `x8_pow(n)` is what `n` zero bytes do to a register.
+    #[test]
+    fn ipv4_id_delta_matches_full_computations() {
+        for n in [0usize, 1, 7, 1042, 65535] {
+            assert_eq!(
+                gf2_mul(0x1234_5678, x8_pow(n)),
+                crc32_update(0x1234_5678, &vec![0; n]) ^ crc32_update(0, &vec![0; n]),
+                "n={n}"
+            );
+        }
+        let flow = Flow {
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            src_port: 4791,
+            dst_port: ROCE_V2_PORT,
+        };
+        for (len, id) in [
+            (16usize, 1u16),
+            (40, 2),
+            (1060, 63),
+            (4112, 14),
+            (20, 0xffff),
+        ] {
+            let roce: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
+            let c = |id| {
+                compute_udp(
+                    &flow,
+                    Ipv4Ident {
+                        id,
+                        dont_fragment: true,
+                    },
+                    &roce,
+                )
+                .unwrap()
+            };
+            assert_eq!(c(0) ^ ipv4_id_delta(len, id), c(id), "len {len} id {id}");
+        }
     }
 
     #[test]

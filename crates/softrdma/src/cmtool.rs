@@ -69,7 +69,9 @@ pub fn open_device_with(
     if let Some(p) = pcap {
         cfg = cfg.with_pcap(p);
     }
-    Device::open_with(cfg)
+    let dev = Device::open_with(cfg)?;
+    crate::narrow_link::apply_cc(&dev, false);
+    Ok(dev)
 }
 
 /// Whether opening a device failed because another socket holds `<ip>:4791`.
@@ -155,6 +157,7 @@ pub fn open_batched(
         cfg = cfg.with_pcap(p);
     }
     let dev = Device::open_with(cfg).map_err(|e| device_error(ip, &e, how))?;
+    crate::narrow_link::apply_cc(&dev, false);
     with_cm(dev, Cm::new(seed()))
 }
 

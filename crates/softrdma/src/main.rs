@@ -7,6 +7,7 @@ mod cmtime;
 mod cmtool;
 mod decode;
 mod demo;
+mod narrow_link;
 mod perf;
 mod perf_cm;
 mod perf_live;

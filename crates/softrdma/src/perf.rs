@@ -214,6 +214,36 @@ pub struct Args {
     /// The client device's address.
     #[arg(long, default_value = "127.0.0.1")]
     pub client: IpAddr,
+    /// Through a narrow link instead of loopback (bw only; root): two network namespaces
+    /// joined by a veth pair (MTU 1500), each direction shaped to RATE (like `2gbit`) by
+    /// `htb` over a shallow tail-drop `bfifo` (`--link-queue`). Our server device and TCP's
+    /// reader sit on one side (10.221.0.1), the clients on the other (10.221.0.2); the path
+    /// MTU is at most 1024. The namespaces are deleted at the end.
+    #[arg(long, value_parser = crate::narrow_link::parse_rate)]
+    pub link: Option<u64>,
+    /// The narrow link's queue in bytes, each direction.
+    #[arg(long, default_value_t = crate::narrow_link::DEFAULT_QUEUE, requires = "link")]
+    pub link_queue: u64,
+}
+
+thread_local! {
+    /// The narrow link of this run (`--link`), if any: [`in_side`] opens sockets in it.
+    static LINK: std::cell::RefCell<Option<std::rc::Rc<crate::narrow_link::NarrowLink>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (which opens sockets) in `side`'s namespace of the narrow link when there is
+/// one, on this thread; returns to the original namespace after.
+fn in_side<T>(
+    side: crate::narrow_link::Side,
+    f: impl FnOnce() -> Result<T, String>,
+) -> Result<T, String> {
+    let link = LINK.with(|l| l.borrow().clone());
+    let Some(link) = link else { return f() };
+    link.enter(side)?;
+    let r = f();
+    link.leave()?;
+    r
 }
 
 /// A whole number within `lo..=hi`.
@@ -296,11 +326,18 @@ struct Plan {
     busy: bool,
     ours: bool,
     tcp: bool,
+    server: IpAddr,
+    client: IpAddr,
 }
 
 /// The checks clap cannot make alone; a one-line reason when the arguments are refused.
 fn plan(args: &Args) -> Result<Plan, String> {
-    let mtu = mtu_of(args.mtu).ok_or("-m must be 256, 512, 1024, 2048 or 4096")?;
+    let link = args.link.is_some();
+    let path_mtu = if link { args.mtu.min(1024) } else { args.mtu };
+    let mtu = mtu_of(path_mtu).ok_or("-m must be 256, 512, 1024, 2048 or 4096")?;
+    if link && args.test != Test::Bw {
+        return Err("--link measures bw only".into());
+    }
     let size = args.size.unwrap_or(match args.test {
         Test::Bw => 1 << 20,
         Test::Lat => 8,
@@ -341,6 +378,16 @@ fn plan(args: &Args) -> Result<Plan, String> {
         busy: !args.events,
         ours: !args.tcp_only,
         tcp: !args.no_tcp,
+        server: if link {
+            crate::narrow_link::ADDR_A
+        } else {
+            args.server
+        },
+        client: if link {
+            crate::narrow_link::ADDR_B
+        } else {
+            args.client
+        },
     })
 }
 
@@ -528,6 +575,17 @@ struct RunOutcome {
     ours: Option<Outcome>,
     tcp: Option<Outcome>,
     tcp_busy: Option<Outcome>,
+    /// Packets the narrow link's queues dropped during ours, during TCP's.
+    link_drops: Option<(u64, u64)>,
+}
+
+/// Packets the narrow link's queues have dropped so far (both directions).
+fn link_drops() -> Option<u64> {
+    LINK.with(|l| {
+        l.borrow()
+            .as_ref()
+            .map(|l| l.drops().iter().map(|d| d.1).sum())
+    })
 }
 
 pub fn run(args: &Args) -> ExitCode {
@@ -553,16 +611,37 @@ pub fn run(args: &Args) -> ExitCode {
         plan.verb.name(),
         plan.test.name(),
         plan.size,
-        args.mtu,
+        plan.mtu.bytes(),
         if args.events {
             "events (-e)"
         } else {
             "busy poll"
         },
         if args.no_gso { ", no GSO" } else { "" },
-        args.server,
-        args.client,
+        plan.server,
+        plan.client,
     );
+    let _link = match args.link {
+        Some(rate) => match crate::narrow_link::NarrowLink::create(rate, args.link_queue) {
+            Ok(l) => {
+                println!(
+                    "narrow link: {} Mbit/s each way, {} B tail-drop queue, veth MTU {}, path MTU {}",
+                    rate / 1_000_000,
+                    args.link_queue,
+                    crate::narrow_link::LINK_MTU,
+                    plan.mtu.bytes()
+                );
+                let l = std::rc::Rc::new(l);
+                LINK.with(|s| *s.borrow_mut() = Some(l.clone()));
+                Some(LinkGuard(l))
+            }
+            Err(e) => {
+                eprintln!("perf: --link: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
     let mut ratios = Vec::new();
     for run in 1..=args.runs {
         if args.wait_quiet {
@@ -600,6 +679,17 @@ pub fn run(args: &Args) -> ExitCode {
                         let x = ours.mbps() / t.mbps().max(1e-9);
                         ratios.push(x);
                         line += &format!(" | ratio {x:.2}x TCP: higher is better");
+                    }
+                }
+                if let Some(rate) = args.link {
+                    // Goodput (payload) against the link's bit rate.
+                    let pct = |mbps: f64| 100.0 * mbps * 8e6 / rate as f64;
+                    line += &format!(" | of the link: softrdma {:.0}%", pct(ours.mbps()));
+                    if let Some(t) = r.tcp {
+                        line += &format!(" TCP {:.0}%", pct(t.mbps()));
+                    }
+                    if let Some(d) = &r.link_drops {
+                        line += &format!(" | queue drops: softrdma {} TCP {}", d.0, d.1);
                     }
                 }
                 line
@@ -641,6 +731,15 @@ pub fn run(args: &Args) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+/// Takes the narrow link out of [`LINK`] when the run ends (so it is deleted).
+struct LinkGuard(#[allow(dead_code)] std::rc::Rc<crate::narrow_link::NarrowLink>);
+
+impl Drop for LinkGuard {
+    fn drop(&mut self) {
+        LINK.with(|s| s.borrow_mut().take());
+    }
 }
 
 /// Whether a QEMU guest runs on this machine now (`/proc/*/comm` starting "qemu-system").
@@ -710,7 +809,11 @@ impl Node {
         depths: Depths,
     ) -> Result<Node, String> {
         let mut cfg = DeviceConfig::new(ip)
-            .with_netdev_mtu(65536) // loopback
+            .with_netdev_mtu(if args.link.is_some() {
+                crate::narrow_link::LINK_MTU
+            } else {
+                65536 // loopback
+            })
             .with_seed(seed)
             .with_defer_flush(true)
             .with_progress(Progress::Inline)
@@ -731,6 +834,9 @@ impl Node {
                 format!("device on {ip}: {e}")
             }
         })?;
+        // Through the narrow link the controller is on (that is what the link measures);
+        // on loopback off, as every device's default. SOFTRDMA_CC overrides either.
+        crate::narrow_link::apply_cc(&dev, args.link.is_some());
         let err =
             |what: &'static str| move |e: softrdma_driver::Error| format!("{ip}: {what}: {e}");
         let pd = dev.alloc_pd().map_err(err("alloc_pd"))?;
@@ -936,8 +1042,13 @@ impl Pair {
             ),
         };
         let buf_len = plan.size * slots;
-        let server = Node::open(args.server, 2, args, buf_len, server_depths)?;
-        let client = Node::open(args.client, 1, args, buf_len, client_depths)?;
+        use crate::narrow_link::Side;
+        let server = in_side(Side::A, || {
+            Node::open(plan.server, 2, args, buf_len, server_depths)
+        })?;
+        let client = in_side(Side::B, || {
+            Node::open(plan.client, 1, args, buf_len, client_depths)
+        })?;
         let (rs, rc) = (server.remote(), client.remote());
         server.connect(&rc, plan.mtu)?;
         client.connect(&rs, plan.mtu)?;
@@ -970,6 +1081,20 @@ impl Pair {
             .join()
             .map_err(|_| "the server thread panicked".to_string())?;
         if let Some((units, unit, before)) = verbose {
+            let qpn = self.client.qpn;
+            if let Some(cc) = self.client.dev.with_stack(|s| s.cc(qpn).cloned()) {
+                println!(
+                    "  client congestion control: rate {:.0} MB/s, mode {:?}, srtt {:?} us (min {:?}, dev {}), cuts: delay {} loss {} CNP {}",
+                    cc.rate / 1e6,
+                    cc.mode,
+                    cc.srtt,
+                    cc.min_rtt,
+                    cc.rttvar,
+                    cc.cuts_delay,
+                    cc.cuts_loss,
+                    cc.cuts_cnp
+                );
+            }
             for ((name, dev), before) in
                 [("client", &self.client.dev), ("server", &self.server_dev)]
                     .into_iter()
@@ -1093,6 +1218,7 @@ fn serve(
 
 fn measure_bw(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
     let mut out = RunOutcome::default();
+    let d0 = link_drops();
     if plan.ours {
         let pair = Pair::open(args, plan)?;
         let before = [pair.client.dev.io_stats(), pair.server_dev.io_stats()];
@@ -1108,7 +1234,11 @@ fn measure_bw(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
             Some(o) => o.units,
             None => plan.iters * plan.size as u64,
         };
+        let d1 = link_drops();
         out.tcp = Some(tcp_bw(args, plan, bytes).map_err(|e| format!("tcp baseline: {e}"))?);
+        if let (Some(a), Some(b), Some(c)) = (d0, d1, link_drops()) {
+            out.link_drops = Some((b - a, c - b));
+        }
     }
     Ok(out)
 }
@@ -1477,11 +1607,11 @@ fn measure_lat(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
     };
     let tcp_err = |e: std::io::Error| format!("tcp baseline: {e}");
     let mut tcp = match plan.tcp {
-        true => Some(TcpPing::new(args.server, plan.size, args.pin, false).map_err(tcp_err)?),
+        true => Some(TcpPing::new(plan.server, plan.size, args.pin, false).map_err(tcp_err)?),
         false => None,
     };
     let mut tcp_busy = match plan.tcp && plan.busy {
-        true => Some(TcpPing::new(args.server, plan.size, args.pin, true).map_err(tcp_err)?),
+        true => Some(TcpPing::new(plan.server, plan.size, args.pin, true).map_err(tcp_err)?),
         false => None,
     };
     let devs = ours
@@ -1587,7 +1717,12 @@ fn run_blocks(
 
 /// A TCP stream of `total` bytes in `size`-byte writes; CPU of the writer and reader threads.
 fn tcp_bw(args: &Args, plan: &Plan, total: u64) -> std::io::Result<Outcome> {
-    let listener = TcpListener::bind(SocketAddr::new(args.server, 0))?;
+    use crate::narrow_link::Side;
+    let io = |e: String| std::io::Error::other(e);
+    let listener = in_side(Side::A, || {
+        TcpListener::bind(SocketAddr::new(plan.server, 0)).map_err(|e| e.to_string())
+    })
+    .map_err(io)?;
     let addr = listener.local_addr()?;
     let chunk = plan.size.clamp(1, 1 << 20);
     let pin = args.pin;
@@ -1607,7 +1742,10 @@ fn tcp_bw(args: &Args, plan: &Plan, total: u64) -> std::io::Result<Outcome> {
         }
         Ok((got, Instant::now(), thread_cpu() - c0))
     });
-    let mut s = TcpStream::connect(addr)?;
+    let mut s = in_side(Side::B, || {
+        TcpStream::connect(addr).map_err(|e| e.to_string())
+    })
+    .map_err(io)?;
     let data = vec![0x5au8; chunk];
     let (t0, c0) = (Instant::now(), thread_cpu());
     let mut sent = 0u64;

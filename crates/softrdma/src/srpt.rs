@@ -604,6 +604,7 @@ pub fn start(setup: Setup) -> Result<Served, String> {
         let how = format!("listen on another local address with {addr_flag} ADDR");
         let dev =
             Device::open_with(cfg).map_err(|e| crate::cmtool::device_error(a.ip(), &e, &how))?;
+        crate::narrow_link::apply_cc(&dev, false);
         let cm_port = cm
             .add_device(&dev)
             .map_err(|e| format!("device {}: {e}", a.ip()))?;

@@ -55,6 +55,18 @@ counters! {
     retry_rnr_exceeded_err,
     /// Sends that failed locally (rxe `send_err`).
     send_err,
+    /// Local ACK timeouts that fired with packets outstanding (each a go-back-N retry).
+    ack_timeouts,
+    /// Tail-loss probes sent (a quiet requester with packets outstanding re-sends its
+    /// oldest unacknowledged packet asking for an ACK, well before the ACK timeout).
+    tail_probes,
+    /// Go-back-N retransmissions started by a probe's answer (the packets after the
+    /// acknowledged point were lost) rather than by a NAK or the timeout.
+    fast_retransmits,
+    /// Request packets sent again (any retransmission).
+    retransmitted_pkts,
+    /// Times the pacer held a requester back (its next packet was not yet due).
+    paced_waits,
     /// Dropped: the ICRC did not match (rxe drops these silently after counting).
     drop_bad_icrc,
     /// Dropped: the ICRC could not be verified (no IP header available and no IPv4 ID

@@ -116,79 +116,10 @@ pub fn build_tos(
 
 // ----- ICRC of a segment in a GSO train ------------------------------------------------------
 
-/// The reflected CRC-32 polynomial (the ICRC's, zlib's).
-const POLY: u32 = 0xedb8_8320;
-
-/// `a * b mod P` in the reflected representation of the CRC register (bit 31 is x^0).
-const fn gf2_mul(mut a: u32, mut b: u32) -> u32 {
-    let mut p = 0u32;
-    let mut i = 0;
-    while i < 32 {
-        if a & 0x8000_0000 != 0 {
-            p ^= b;
-        }
-        a <<= 1;
-        b = if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 };
-        i += 1;
-    }
-    p
-}
-
-/// `X8_POW[j]` = x^(8·2^j) mod P: advancing a register over 2^j zero bytes.
-const X8_POW: [u32; 17] = {
-    let mut t = [0u32; 17];
-    t[0] = 0x0080_0000; // x^8
-    let mut j = 1;
-    while j < 17 {
-        t[j] = gf2_mul(t[j - 1], t[j - 1]);
-        j += 1;
-    }
-    t
-};
-
-/// x^(8n) mod P for `n < 2^17`.
-fn x8_pow(n: usize) -> u32 {
-    let mut r = 0x8000_0000u32; // 1
-    for (j, p) in X8_POW.iter().enumerate() {
-        if n & (1 << j) != 0 {
-            r = gf2_mul(r, *p);
-        }
-    }
-    r
-}
-
-/// The CRC register after the two bytes of `v` (big-endian, as in the IPv4 header) from 0.
-const fn two_byte_register(v: u16) -> u32 {
-    let mut reg = 0u32;
-    let bytes = v.to_be_bytes();
-    let mut i = 0;
-    while i < 2 {
-        reg ^= bytes[i] as u32;
-        let mut k = 0;
-        while k < 8 {
-            reg = if reg & 1 != 0 {
-                (reg >> 1) ^ POLY
-            } else {
-                reg >> 1
-            };
-            k += 1;
-        }
-        i += 1;
-    }
-    reg
-}
-
 /// What IPv4 ID `id` changes in the ICRC of a `roce_len`-byte RoCE UDP payload, against ID 0
-/// (same DF flag): the ICRC is affine in the ID bits (IBTA A17.4 covers the IPv4 ID), so
-/// `icrc(id) = icrc(0) ^ id_delta(roce_len, id)`. The ID sits 12 bytes into the CRC input
-/// (8 LRH bytes + 4 IP header bytes) and is followed by the rest of the 20-byte IP header,
-/// the 8-byte UDP header and the RoCE payload less its ICRC: `roce_len + 18` bytes.
+/// (the GF(2) arithmetic is [`icrc::ipv4_id_delta`]'s, in the wire crate).
 pub fn id_delta(roce_len: usize, id: u16) -> u32 {
-    id_delta_with(x8_pow(roce_len + 18), id)
-}
-
-fn id_delta_with(shift: u32, id: u16) -> u32 {
-    gf2_mul(two_byte_register(id), shift)
+    icrc::ipv4_id_delta(roce_len, id)
 }
 
 // ----- GSO trains --------------------------------------------------------------------------
@@ -307,7 +238,7 @@ impl TransmitBatch {
             mr_parts: 0,
             trains: Vec::new(),
             datagrams: 0,
-            shift_memo: (0, x8_pow(18)),
+            shift_memo: (0, icrc::ipv4_id_shift(0)),
             crc_memo: icrc::HeaderMemo::default(),
             in_place: false,
             max_segments: max_segments.max(1),
@@ -497,7 +428,7 @@ impl TransmitBatch {
             0
         } else {
             if self.shift_memo.0 != len {
-                self.shift_memo = (len, x8_pow(len + 18));
+                self.shift_memo = (len, icrc::ipv4_id_shift(len));
             }
             self.shift_memo.1
         };
@@ -631,7 +562,7 @@ impl TransmitBatch {
         out.copy_from_slice(&tx.payload);
         if v4 && id != 0 {
             if let Ok(icrc) = icrc::stored(out) {
-                set_icrc(out, icrc ^ id_delta_with(shift, id));
+                set_icrc(out, icrc ^ icrc::ipv4_id_delta_with(shift, id));
             }
         }
     }

@@ -14,7 +14,9 @@
 //!   train) — the fast path: one `sendmsg` per train.
 //! - [`Stack::set_udp_src_port`]: seal every packet for one fixed UDP source port (the
 //!   port the driver's socket is bound to) instead of rxe's per-QP flow-label port.
-//! - [`Stack::handle_timeout`] / [`Stack::poll_timeout`]: local ACK timeouts and RNR waits.
+//! - [`Stack::handle_timeout`] / [`Stack::poll_timeout`]: local ACK timeouts, RNR waits,
+//!   tail-loss probes, and the pacer's next send ([`cc`]): a requester the pacer holds back
+//!   leaves the sending index and waits in the deadline index, so the runtime wakes for it.
 //!
 //! A loop turn costs what the QPs with work cost, not what all QPs cost: the stack keeps
 //! two indexes in step with every requester it touches — the deadlines (`(deadline, QPN)`,
@@ -27,7 +29,8 @@
 //!   [`Stack::post_recv`], [`Stack::modify_qp`], [`Stack::poll_cq`]); the rest are on
 //!   [`Stack::verbs`].
 //!
-//! Submodules: [`emit`] (UDP source port rule, packet building), [`segment`] (MTU
+//! Submodules: [`cc`] (congestion control and pacing, `docs/congestion-control.md`),
+//! [`emit`] (UDP source port rule, packet building), [`segment`] (MTU
 //! segmentation and opcodes), [`rc_requester`], [`rc_responder`], [`resources`] (responder
 //! resources for duplicate READs/atomics), [`ud`], [`memory`] (gather/scatter).
 //!
@@ -36,6 +39,7 @@
 //! dead peer always ends in `RETRY_EXC_ERR`); `rnr_retry` 7 is infinite. Local ACK timeout
 //! exponent 0 disables the timer.
 
+pub mod cc;
 pub mod emit;
 pub mod memory;
 pub mod rc_requester;
@@ -159,6 +163,8 @@ pub struct Stack {
     /// The masked headers' CRC register of the last packet received (a train's segments
     /// share it).
     rx_crc_memo: icrc::HeaderMemo,
+    /// Whether requesters pace and react to congestion ([`Stack::set_congestion_control`]).
+    congestion_control: bool,
 }
 
 impl Stack {
@@ -177,7 +183,29 @@ impl Stack {
             rr: 0,
             src_port: None,
             rx_crc_memo: icrc::HeaderMemo::default(),
+            congestion_control: false,
         }
+    }
+
+    /// Turns congestion control and pacing on or off for every RC requester, the QPs this
+    /// stack has now and those it will have (`docs/congestion-control.md`). Off (the
+    /// default), a requester never paces: it sends as before issue 21, with the tail-loss
+    /// probes and RTT samples only. On, a QP still starts unpaced and paces from its first
+    /// congestion signal. Off by default because on a loaded host (CPU starved, busy
+    /// polling) the signals also come from the host's own scheduling — a READ requester's
+    /// probes fire, RTTs jump by milliseconds — and the controller then paces a loopback
+    /// path that has no bottleneck (measured: `perf read bw` at 16 MB/s under load 9);
+    /// a stack that talks across a real network turns it on (`perf --link` does).
+    pub fn set_congestion_control(&mut self, on: bool) {
+        self.congestion_control = on;
+        for t in self.qps.values_mut() {
+            t.req.cc.enabled = on;
+        }
+    }
+
+    /// Whether congestion control is on ([`Stack::set_congestion_control`]).
+    pub fn congestion_control(&self) -> bool {
+        self.congestion_control
     }
 
     /// How many QP entries [`Stack::poll_timeout`], [`Stack::handle_timeout`],
@@ -250,6 +278,12 @@ impl Stack {
     /// legal; the ICRC must match the one actually used).
     pub fn set_udp_src_port(&mut self, port: Option<u16>) {
         self.src_port = port;
+    }
+
+    /// QP `qpn`'s congestion controller (its rate, RTTs, mode), if the QP has transport
+    /// state.
+    pub fn cc(&self, qpn: u32) -> Option<&cc::Cc> {
+        self.qps.get(&qpn).map(|t| &t.req.cc)
     }
 
     /// The counters (`rdma statistic show`).
@@ -344,6 +378,7 @@ impl Stack {
             QpState::Rtr if from != QpState::Rtr => t.resp.start(a.rq_psn, a.max_dest_rd_atomic),
             QpState::Rts if from == QpState::Rtr => {
                 t.req.start(a.sq_psn, a.retry_cnt, a.rnr_retry);
+                t.req.cc.enabled = self.congestion_control;
                 t.ud_psn = Psn::new(a.sq_psn);
             }
             _ => {}
@@ -682,6 +717,9 @@ impl Stack {
             if let Some(info) = self.info(qpn).filter(|_| sendable) {
                 if let Some(t) = self.qps.get_mut(&qpn) {
                     let tx = t.req.poll_transmit(&info, self.verbs.mr_table(), now);
+                    let (retx, paced) = t.req.take_stats();
+                    self.device.counters.retransmitted_pkts += retx;
+                    self.device.counters.paced_waits += paced;
                     if t.req.take_fault() {
                         self.fail_local(qpn, &info, now);
                     } else {
@@ -769,6 +807,9 @@ impl Stack {
                 }
                 sent += 1;
             }
+            let (retx, paced) = t.req.take_stats();
+            self.device.counters.retransmitted_pkts += retx;
+            self.device.counters.paced_waits += paced;
             if t.req.take_fault() {
                 self.fail_local(qpn, &info, now);
             }

@@ -21,8 +21,7 @@ use super::segment;
 use super::{Ctx, QpInfo};
 use crate::verbs::{AccessFlags, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 
-/// rxe's `AETH_ACK_UNLIMITED`: the credit field of every ACK it sends (syndrome 0x1f).
-pub const ACK_UNLIMITED: Syndrome = Syndrome(0x1f);
+use softrdma_wire::roce::ACK_UNLIMITED;
 
 /// How far ahead of the expected PSN a request may be and still get a sequence NAK;
 /// beyond this it is dropped and counted as out of window.
@@ -221,12 +220,15 @@ impl Responder {
             else {
                 return;
             };
-            // The retried READ must ask for a part of the original one.
+            // The retried READ must ask for a part of the original one: from the offset its
+            // PSN names, and not past the original's end (rxe's duplicate_request() checks
+            // the same: iova and iova + resid within the original). A requester that asks
+            // again in parts (a paced one, after a loss) asks for less than the rest.
             let off = u64::from(psn.offset_from(first_psn)) * u64::from(info.mtu);
             let (rva, rlen) = (reth.va(), reth.dma_len());
             let ok = reth.r_key() == rkey
                 && rva == va.wrapping_add(off)
-                && u64::from(rlen) + off == u64::from(len);
+                && u64::from(rlen) + off <= u64::from(len);
             if ok {
                 if ctx.verbs.mr_table().by_rkey(rkey).is_err() {
                     // rxe read_reply() → rxe_recheck_mr(): the MR was invalidated or

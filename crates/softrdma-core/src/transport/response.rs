@@ -118,7 +118,7 @@ impl ReadResponse {
         let mut repr = RoceRepr::new(self.flow.bth(opcode, self.psn.add(i)));
         if opcode != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE {
             repr.aeth = Some(AethRepr {
-                syndrome: super::rc_responder::ACK_UNLIMITED,
+                syndrome: softrdma_wire::roce::ACK_UNLIMITED,
                 msn: self.msn,
             });
         }
@@ -377,7 +377,7 @@ mod tests {
         q.push_ack(Ack {
             flow: flow(),
             psn: Psn::new(9),
-            syndrome: super::super::rc_responder::ACK_UNLIMITED,
+            syndrome: softrdma_wire::roce::ACK_UNLIMITED,
             msn: 1,
         });
         batch.clear();

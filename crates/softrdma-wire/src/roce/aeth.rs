@@ -95,6 +95,10 @@ const CREDITS: [u32; 31] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Syndrome(pub u8);
 
+/// An ACK with credit count code 31, "no credit information" (IBTA 9.7.5.1.1): what a
+/// responder without end-to-end credits sends in every ACK (rxe's `AETH_ACK_UNLIMITED`).
+pub const ACK_UNLIMITED: Syndrome = Syndrome::ack(0x1f);
+
 /// What a syndrome says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AckKind {

@@ -23,7 +23,9 @@ pub mod psn;
 pub mod rdeth;
 pub mod reth;
 
-pub use aeth::{AckKind, NakCode, Packet as AethPacket, Repr as AethRepr, RnrTimer, Syndrome};
+pub use aeth::{
+    AckKind, NakCode, Packet as AethPacket, Repr as AethRepr, RnrTimer, Syndrome, ACK_UNLIMITED,
+};
 pub use atomic_ack_eth::{Packet as AtomicAckEthPacket, Repr as AtomicAckEthRepr};
 pub use atomic_eth::{Packet as AtomicEthPacket, Repr as AtomicEthRepr};
 pub use bth::{Packet as BthPacket, Repr as BthRepr};

@@ -1,0 +1,306 @@
+//! The narrow link (issue 21): two network namespaces of our own joined by a veth pair (MTU
+//! 1500, as a plain Ethernet link), each direction shaped by `htb` to a rate over a shallow
+//! tail-drop `bfifo` queue — what a switch port with shallow buffers, or a speed mismatch,
+//! does to a sender that bursts. `softrdma perf … --link RATE` runs ours and a TCP stream
+//! through it in the same run; `scripts/narrow-link.sh` builds the same link for commands
+//! run by hand (the SRP target in one namespace, the initiator in the other).
+//!
+//! Needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN` for `setns`) and the `ip` and `tc` tools.
+//! The namespaces are named after this process (`srl<pid>a`, `srl<pid>b`) and deleted
+//! when the [`NarrowLink`] is dropped; a run killed before that leaves them behind, and
+//! the next [`NarrowLink::create`] deletes those of processes that are gone. Addresses are
+//! 10.221.0.1 (side A) and 10.221.0.2 (side B), inside those namespaces only: nothing is
+//! sent anywhere else.
+
+use std::fs::File;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::AsFd;
+use std::process::Command;
+
+/// The address of side A (the server / target side).
+pub const ADDR_A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 221, 0, 1));
+/// The address of side B (the client / initiator side).
+pub const ADDR_B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 221, 0, 2));
+/// The veth MTU.
+pub const LINK_MTU: u32 = 1500;
+/// The default queue (bytes) of each direction.
+pub const DEFAULT_QUEUE: u64 = 256 * 1024;
+
+const PREFIX: &str = "srl";
+
+/// The environment variable that turns congestion control and pacing on (`1`, `on`) or
+/// off (`0`, `off`) for the devices a command opens (`softrdma_core::Stack::
+/// set_congestion_control`; off by default: `docs/congestion-control.md`).
+pub const CC_ENV: &str = "SOFTRDMA_CC";
+
+/// What [`CC_ENV`] asks for, if it is set to something it understands.
+pub fn cc_from_env() -> Option<bool> {
+    match std::env::var(CC_ENV).ok()?.to_ascii_lowercase().as_str() {
+        "1" | "on" | "yes" | "true" => Some(true),
+        "0" | "off" | "no" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// Applies [`CC_ENV`] to `dev` (`default` when it is unset).
+pub fn apply_cc(dev: &softrdma_driver::Device, default: bool) {
+    let on = cc_from_env().unwrap_or(default);
+    dev.with_stack(|s| s.set_congestion_control(on));
+}
+
+/// A rate such as `2gbit`, `500mbit`, `2000000000` (bit/s); returns bit/s.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = t.strip_suffix("gbit") {
+        (n, 1_000_000_000u64)
+    } else if let Some(n) = t.strip_suffix("mbit") {
+        (n, 1_000_000)
+    } else if let Some(n) = t.strip_suffix("kbit") {
+        (n, 1_000)
+    } else if let Some(n) = t.strip_suffix("bit") {
+        (n, 1)
+    } else {
+        (t.as_str(), 1)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v * mult as f64 >= 1e6 && v * mult as f64 <= 1e11 => {
+            Ok((v * mult as f64) as u64)
+        }
+        _ => Err(format!(
+            "{s} is not a rate from 1mbit to 100gbit (like 2gbit, 500mbit)"
+        )),
+    }
+}
+
+/// One side of the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    A,
+    B,
+}
+
+/// The two namespaces and the shaped veth pair between them; deleted on drop.
+#[derive(Debug)]
+pub struct NarrowLink {
+    names: [String; 2],
+    /// The namespace the creating thread was in (to go back to).
+    home: File,
+    pub rate_bps: u64,
+    pub queue_bytes: u64,
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{shown}: {e} (the narrow link needs the `ip` and `tc` tools)"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{shown}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Why this process cannot build the link, if it cannot (not root); `None` when it may try.
+pub fn unavailable() -> Option<String> {
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            == Some("0")
+    });
+    if !root {
+        return Some("the narrow link needs root (network namespaces, tc)".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err()
+        || Command::new("tc").arg("-V").output().is_err()
+    {
+        return Some("the narrow link needs the `ip` and `tc` tools (iproute2)".into());
+    }
+    None
+}
+
+/// Deletes namespaces of earlier runs whose process is gone.
+fn sweep_stale() {
+    let Ok(dir) = std::fs::read_dir("/var/run/netns") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest
+            .strip_suffix('a')
+            .or_else(|| rest.strip_suffix('b'))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = run(Command::new("ip").args(["netns", "del", &name]));
+        }
+    }
+}
+
+impl NarrowLink {
+    /// Builds the link: rate `rate_bps` each way over a `queue_bytes` tail-drop queue.
+    pub fn create(rate_bps: u64, queue_bytes: u64) -> Result<NarrowLink, String> {
+        if let Some(why) = unavailable() {
+            return Err(why);
+        }
+        sweep_stale();
+        let home = File::open("/proc/thread-self/ns/net")
+            .map_err(|e| format!("/proc/thread-self/ns/net: {e}"))?;
+        let pid = std::process::id();
+        let names = [format!("{PREFIX}{pid}a"), format!("{PREFIX}{pid}b")];
+        // From here on, drop deletes whatever was made.
+        let link = NarrowLink {
+            names,
+            home,
+            rate_bps,
+            queue_bytes,
+        };
+        link.build()?;
+        Ok(link)
+    }
+
+    fn build(&self) -> Result<(), String> {
+        let [a, b] = &self.names;
+        let (va, vb) = (format!("{a}v"), format!("{b}v"));
+        let ip = |args: &[&str]| run(Command::new("ip").args(args));
+        let tc = |args: &[&str]| run(Command::new("tc").args(args));
+        ip(&["netns", "add", a])?;
+        ip(&["netns", "add", b])?;
+        ip(&[
+            "link", "add", &va, "netns", a, "mtu", "1500", "type", "veth", "peer", "name", &vb,
+            "netns", b, "mtu", "1500",
+        ])?;
+        let rate = format!("{}bit", self.rate_bps);
+        let limit = format!("{}b", self.queue_bytes);
+        for (ns, dev, addr) in [(a, &va, ADDR_A), (b, &vb, ADDR_B)] {
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            // GSO trains (ours) and TSO segments (TCP's) reach the qdisc whole; the bfifo
+            // counts them by the bytes their segments take on the wire (`qdisc_pkt_len`),
+            // so both are held to the same queue.
+            tc(&[
+                "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1",
+            ])?;
+            tc(&[
+                "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+                "rate", &rate, "ceil", &rate, "quantum", "60000",
+            ])?;
+            tc(&[
+                "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "bfifo",
+                "limit", &limit,
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// The namespace name of `side`.
+    pub fn name(&self, side: Side) -> &str {
+        match side {
+            Side::A => &self.names[0],
+            Side::B => &self.names[1],
+        }
+    }
+
+    /// Moves the calling thread into `side`'s namespace: sockets it opens from now on are
+    /// there (sockets opened before stay where they were).
+    pub fn enter(&self, side: Side) -> Result<(), String> {
+        let path = format!("/var/run/netns/{}", self.name(side));
+        let f = File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+        rustix::thread::move_into_link_name_space(
+            f.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .map_err(|e| format!("setns {path}: {e}"))
+    }
+
+    /// Moves the calling thread back to the namespace the link was created from.
+    pub fn leave(&self) -> Result<(), String> {
+        rustix::thread::move_into_link_name_space(
+            self.home.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .map_err(|e| format!("setns back: {e}"))
+    }
+
+    /// Each direction's qdisc statistics (`tc -s qdisc`): bytes sent and packets dropped by
+    /// the bfifo, side A's egress then side B's.
+    pub fn drops(&self) -> [(u64, u64); 2] {
+        let one = |ns: &str| -> (u64, u64) {
+            let out = Command::new("tc")
+                .args(["-n", ns, "-s", "qdisc", "show", "dev", &format!("{ns}v")])
+                .output();
+            let Ok(out) = out else { return (0, 0) };
+            let text = String::from_utf8_lossy(&out.stdout);
+            // The bfifo's block: "qdisc bfifo 10: ...\n Sent N bytes M pkt (dropped D, ..."
+            let Some(at) = text.find("qdisc bfifo") else {
+                return (0, 0);
+            };
+            let block = &text[at..];
+            let num_after = |key: &str| -> u64 {
+                block
+                    .find(key)
+                    .map(|i| &block[i + key.len()..])
+                    .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(0)
+            };
+            (num_after("Sent "), num_after("dropped "))
+        };
+        [one(&self.names[0]), one(&self.names[1])]
+    }
+}
+
+impl Drop for NarrowLink {
+    fn drop(&mut self) {
+        let _ = self.leave();
+        for n in &self.names {
+            let _ = run(Command::new("ip").args(["netns", "del", n]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("2gbit"), Ok(2_000_000_000));
+        assert_eq!(parse_rate("500mbit"), Ok(500_000_000));
+        assert_eq!(parse_rate("1.5Gbit"), Ok(1_500_000_000));
+        assert_eq!(parse_rate("2000000000"), Ok(2_000_000_000));
+        assert!(parse_rate("2gb/s").is_err());
+        assert!(parse_rate("0gbit").is_err());
+        assert!(parse_rate("10kbit").is_err());
+    }
+
+    /// The link comes up shaped and goes away on drop (root only; skipped otherwise, saying
+    /// so).
+    #[test]
+    fn the_link_is_built_and_removed() {
+        if let Some(why) = unavailable() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let link = NarrowLink::create(2_000_000_000, DEFAULT_QUEUE).expect("create");
+        let a = link.name(Side::A).to_string();
+        let out = Command::new("tc")
+            .args(["-n", &a, "qdisc", "show", "dev", &format!("{a}v")])
+            .output()
+            .expect("tc");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("htb") && text.contains("bfifo"), "{text}");
+        drop(link);
+        assert!(!std::path::Path::new(&format!("/var/run/netns/{a}")).exists());
+    }
+}
