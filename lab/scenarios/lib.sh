@@ -48,6 +48,18 @@ wait_listen() {
   return 0
 }
 
+# wait_udp PORT [SECONDS [PID]]: wait until a UDP socket is bound to PORT (in this netns), e.g. a
+# softrdma device's 4791 before a program over it is told ready; gives up early when PID exits
+wait_udp() {
+  _h=$(printf '%04X' "$1"); _t=$(( ${2:-30} * 5 )); _i=0
+  while ! grep -qE ":$_h 00000000:0000 07" /proc/net/udp /proc/net/udp6 2>/dev/null; do
+    if [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null; then echo "process $3 exited before binding UDP $1"; return 1; fi
+    sleep 0.2; _i=$((_i + 1))
+    [ $_i -gt $_t ] && { echo "timeout waiting for a socket on UDP $1"; return 1; }
+  done
+  return 0
+}
+
 # --- pingpong (ibv_rc_pingpong / ibv_ud_pingpong and `softrdma pingpong`) ------------------------
 # Parameters (a scenario's pp.env): PP_KIND rc|ud, PP_SIZES "8 4096 ...", PP_N iterations.
 # One exchange per size, in turn; both sides leave pp-KIND-SIZE.{server,client}.{txt,rc} in the share.
