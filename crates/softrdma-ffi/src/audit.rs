@@ -1,0 +1,113 @@
+//! The `unsafe` audit each C-ABI crate's tests run over its own `src/` (and this crate's over
+//! its own): `unsafe` is allowed only in the named modules, every `unsafe` block there has a
+//! `// SAFETY:` comment above it, and the crate root denies `unsafe_code` and
+//! `unsafe_op_in_unsafe_fn` (so the compiler enforces the rest).
+
+use std::path::Path;
+
+/// The lint attribute, spelled in two pieces so that this file, which is not audited, does
+/// not itself contain it.
+const ALLOW: &str = concat!("allow", "(unsafe_code)");
+
+/// Checks the `.rs` files directly in `src` against the rules above; `audited` are the file
+/// names allowed `unsafe` by the module-level lint attribute (each must carry it). `Err` says what is wrong.
+pub fn check_unsafe_confined(src: &Path, audited: &[&str]) -> Result<(), String> {
+    let entries = std::fs::read_dir(src).map_err(|e| format!("{}: {e}", src.display()))?;
+    let mut seen = Vec::new();
+    for e in entries {
+        let p = e.map_err(|e| e.to_string())?.path();
+        if p.extension().and_then(|e| e.to_str()) != Some("rs") {
+            continue;
+        }
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("{name}: {e}"))?;
+        if !audited.contains(&name.as_str()) {
+            if text.contains(ALLOW) {
+                return Err(format!("{name} allows unsafe code"));
+            }
+            continue;
+        }
+        seen.push(name.clone());
+        if !text.contains(&format!("#![{ALLOW}]")) {
+            return Err(format!("{name}: audited but without #![{ALLOW}]"));
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            if !t.contains("unsafe {") || t.starts_with("//") {
+                continue;
+            }
+            // The comment sits on one of the lines above the block (a multi-line one may
+            // start a few lines up).
+            let above = lines[i.saturating_sub(6)..i].join("\n");
+            if !above.contains("SAFETY") {
+                return Err(format!(
+                    "{name}:{}: `unsafe` block without a SAFETY comment above it",
+                    i + 1
+                ));
+            }
+        }
+    }
+    if let Some(missing) = audited.iter().find(|a| !seen.iter().any(|s| s == *a)) {
+        return Err(format!("{missing}: audited module not found"));
+    }
+    let lib_rs = std::fs::read_to_string(src.join("lib.rs")).map_err(|e| format!("lib.rs: {e}"))?;
+    if !(lib_rs.contains("#![deny(unsafe_code)]")
+        && lib_rs.contains("#![deny(unsafe_op_in_unsafe_fn)]"))
+    {
+        return Err("lib.rs does not deny unsafe_code and unsafe_op_in_unsafe_fn".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(files: &[(&str, &str)]) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "softrdma-ffi-audit-{}-{}",
+            std::process::id(),
+            files.len()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for (n, t) in files {
+            std::fs::write(d.join(n), t).unwrap();
+        }
+        d
+    }
+
+    const LIB: &str = "#![deny(unsafe_code)]\n#![deny(unsafe_op_in_unsafe_fn)]\n";
+
+    #[test]
+    fn each_rule_can_fail() {
+        let ok = &format!("#![{ALLOW}]\n// SAFETY: fine.\nunsafe {{ f() }}\n");
+        let d = tree(&[("lib.rs", LIB), ("a.rs", ok)]);
+        assert_eq!(check_unsafe_confined(&d, &["a.rs"]), Ok(()));
+        assert!(check_unsafe_confined(&d, &[]).is_err(), "a.rs not audited");
+        assert!(
+            check_unsafe_confined(&d, &["a.rs", "b.rs"]).is_err(),
+            "b.rs missing"
+        );
+        let d = tree(&[
+            ("lib.rs", LIB),
+            ("a.rs", ok),
+            ("c.rs", &format!("#![{ALLOW}]\nunsafe {{ f() }}\n")),
+        ]);
+        assert!(
+            check_unsafe_confined(&d, &["a.rs", "c.rs"]).is_err(),
+            "no SAFETY"
+        );
+        let d = tree(&[
+            ("lib.rs", "#![deny(unsafe_code)]\n"),
+            ("a.rs", ok),
+            ("c.rs", ""),
+            ("e.rs", ""),
+        ]);
+        assert!(check_unsafe_confined(&d, &["a.rs"]).is_err(), "lib.rs lint");
+    }
+}
