@@ -56,7 +56,9 @@ fn report_panic(lib: &str, p: &(dyn std::any::Any + Send)) {
     eprintln!("softrdma {lib}: internal error (panic: {msg}); the call fails with EIO");
 }
 
-/// Runs `f` behind the panic boundary; `lib` names the library in the report.
+/// Runs `f` behind the panic boundary; `lib` names the library in the report. `Err(())` is
+/// "it panicked" (already reported); the converters turn it into `EIO` or the type's default.
+#[allow(clippy::result_unit_err)]
 pub fn guard<R>(lib: &str, f: impl FnOnce() -> R + UnwindSafe) -> Result<R, ()> {
     std::panic::catch_unwind(f).map_err(|p| report_panic(lib, &*p))
 }

@@ -114,6 +114,8 @@ pub fn retire_at<C: 'static, R: 'static, F>(
 }
 
 /// Reads a field of a live published C struct: `read_c(p, |c| c.field)`.
+// Safe although it dereferences `p`: the registry check admits only our own live objects.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn read_c<C: 'static, R: 'static, T>(p: *const C, f: impl FnOnce(&C) -> T) -> Result<T, Errno> {
     get::<C, R>(p)?;
     // SAFETY: `p` is live (checked above). The shared reference exists only for `f`, which
@@ -123,6 +125,8 @@ pub fn read_c<C: 'static, R: 'static, T>(p: *const C, f: impl FnOnce(&C) -> T) -
 }
 
 /// Copies the whole C part of a live object out.
+// Safe although it dereferences `p`: the registry check admits only our own live objects.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn copy_c<C: Copy + 'static, R: 'static>(p: *const C) -> Result<C, Errno> {
     get::<C, R>(p)?;
     // SAFETY: `p` is live (checked above); copied out without a lasting reference.
