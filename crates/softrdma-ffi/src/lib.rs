@@ -9,6 +9,7 @@
 //!   modules with a `// SAFETY:` comment on every block;
 //! - [`build`]: what both build scripts do (soname, version script, `.symver` directives
 //!   from `src/symbols.txt`, lld), used as a build-dependency.
+//! - [`verbs_abi`]: the plain `<infiniband/verbs.h>` structures both libraries lay out.
 //!
 //! This is an rlib linked into each cdylib, so each library has its own statics: its own
 //! registry, which is right, a library's objects are its own.
@@ -23,3 +24,4 @@ pub mod audit;
 pub mod build;
 pub mod entry;
 pub mod ptr;
+pub mod verbs_abi;

@@ -17,12 +17,8 @@ pub use crate::cm_abi::SockaddrStorage as sockaddr_storage;
 #[cfg(not(all(target_pointer_width = "64", target_endian = "little")))]
 compile_error!("softrdma-rdmacm mirrors the LP64 little-endian layout of rdma-core's rdma_cma.h");
 
-/// `union ibv_gid` (16 bytes, aligned as its `__be64` halves).
-#[repr(C, align(8))]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub struct ibv_gid {
-    pub raw: [u8; 16],
-}
+/// The plain `<infiniband/verbs.h>` structures both libraries lay out (one definition).
+pub use softrdma_ffi::verbs_abi::{ibv_ah_attr, ibv_gid, ibv_global_route, ibv_qp_cap};
 
 /// `struct rdma_ib_addr`.
 #[repr(C)]
@@ -93,41 +89,6 @@ pub struct rdma_conn_param {
     pub rnr_retry_count: u8,
     pub srq: u8,
     pub qp_num: u32,
-}
-
-/// `struct ibv_global_route`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_global_route {
-    pub dgid: ibv_gid,
-    pub flow_label: u32,
-    pub sgid_index: u8,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
-}
-
-/// `struct ibv_ah_attr`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_ah_attr {
-    pub grh: ibv_global_route,
-    pub dlid: u16,
-    pub sl: u8,
-    pub src_path_bits: u8,
-    pub static_rate: u8,
-    pub is_global: u8,
-    pub port_num: u8,
-}
-
-/// `struct ibv_qp_cap`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_qp_cap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
 }
 
 /// `struct ibv_qp_init_attr` (`rdma_create_qp`, `rdma_create_ep`: copied and its QP type

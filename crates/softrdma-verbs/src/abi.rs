@@ -20,13 +20,8 @@ pub type PthreadMutex = [u64; 5];
 /// `pthread_cond_t` (48 bytes; reserved).
 pub type PthreadCond = [u64; 6];
 
-/// `union ibv_gid`: 16 bytes, 8-aligned (its `global` member is two `__be64`).
-#[repr(C, align(8))]
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub struct ibv_gid {
-    /// `raw[16]`.
-    pub raw: [u8; 16],
-}
+/// The plain `<infiniband/verbs.h>` structures both libraries lay out (one definition).
+pub use softrdma_ffi::verbs_abi::{ibv_ah_attr, ibv_gid, ibv_global_route, ibv_qp_cap};
 
 /// `struct _ibv_device_ops`: two unused function pointers.
 #[repr(C)]
@@ -648,17 +643,6 @@ pub struct ibv_wc {
     pub dlid_path_bits: u8,
 }
 
-/// `struct ibv_qp_cap`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_qp_cap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
-}
-
 /// `struct ibv_qp_init_attr`.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -670,30 +654,6 @@ pub struct ibv_qp_init_attr {
     pub cap: ibv_qp_cap,
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
-}
-
-/// `struct ibv_global_route`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_global_route {
-    pub dgid: ibv_gid,
-    pub flow_label: u32,
-    pub sgid_index: u8,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
-}
-
-/// `struct ibv_ah_attr`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_ah_attr {
-    pub grh: ibv_global_route,
-    pub dlid: u16,
-    pub sl: u8,
-    pub src_path_bits: u8,
-    pub static_rate: u8,
-    pub is_global: u8,
-    pub port_num: u8,
 }
 
 /// `struct ibv_qp_attr`.
