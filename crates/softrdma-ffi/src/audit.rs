@@ -1,9 +1,53 @@
-//! The `unsafe` audit each C-ABI crate's tests run over its own `src/` (and this crate's over
-//! its own): `unsafe` is allowed only in the named modules, every `unsafe` block there has a
-//! `// SAFETY:` comment above it, and the crate root denies `unsafe_code` and
-//! `unsafe_op_in_unsafe_fn` (so the compiler enforces the rest).
+//! What the C-ABI crates' tests check of themselves, written once:
+//!
+//! - the `unsafe` audit each runs over its own `src/` (and this crate's over its own):
+//!   `unsafe` is allowed only in the named modules, every `unsafe` block there has a
+//!   `// SAFETY:` comment above it, and the crate root denies `unsafe_code` and
+//!   `unsafe_op_in_unsafe_fn` (so the compiler enforces the rest);
+//! - [`dynamic_exports`]: a shared library's export set as the dynamic loader sees it, which
+//!   `tests/symbols.rs` compares with Debian's.
 
+use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::Command;
+
+/// An export: `(version, name, default)`, `default` false for a `NAME@VERSION` compat one.
+pub type Export = (String, String, bool);
+
+/// The defined dynamic functions and objects of the shared library at `path`, from
+/// `objdump -T` (binutils).
+pub fn dynamic_exports(path: &Path) -> Result<BTreeSet<Export>, String> {
+    let out = Command::new("objdump")
+        .arg("-T")
+        .arg(path)
+        .output()
+        .map_err(|e| format!("objdump (binutils): {e}"))?;
+    if !out.status.success() {
+        return Err(format!("objdump -T {}: {}", path.display(), out.status));
+    }
+    Ok(parse_objdump_t(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The exports in `objdump -T`'s text: global, defined, function or object lines; the version
+/// column is `(VERSION)` for a non-default version.
+pub fn parse_objdump_t(text: &str) -> BTreeSet<Export> {
+    text.lines()
+        .filter(|l| {
+            l.contains(" g ") && !l.contains("*UND*") && (l.contains(" DF ") || l.contains(" DO "))
+        })
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let [.., ver, name] = f.as_slice() else {
+                return None;
+            };
+            Some((
+                ver.trim_matches(|c| c == '(' || c == ')').to_string(),
+                name.to_string(),
+                !ver.starts_with('('),
+            ))
+        })
+        .collect()
+}
 
 /// The lint attribute, spelled in two pieces so that this file, which is not audited, does
 /// not itself contain it.
@@ -82,6 +126,27 @@ mod tests {
     }
 
     const LIB: &str = "#![deny(unsafe_code)]\n#![deny(unsafe_op_in_unsafe_fn)]\n";
+
+    #[test]
+    fn objdump_lines_to_exports() {
+        let t = "\
+0000000000012340 g    DF .text\t0000000000000010  IBVERBS_1.1 ibv_get_device_list
+0000000000012350 g    DF .text\t0000000000000010 (IBVERBS_1.0) ibv_get_device_list
+0000000000000000      DF *UND*\t0000000000000000  GLIBC_2.2.5 malloc
+0000000000000000 g    DO .data\t0000000000000008  SOFTRDMA_PRIVATE_1 softrdma_rdmacm_ops
+0000000000000000 g    D  *ABS*\t0000000000000000  IBVERBS_1.1 IBVERBS_1.1
+";
+        let e: Vec<Export> = parse_objdump_t(t).into_iter().collect();
+        let x = |v: &str, n: &str, d| (v.to_string(), n.to_string(), d);
+        assert_eq!(
+            e,
+            [
+                x("IBVERBS_1.0", "ibv_get_device_list", false),
+                x("IBVERBS_1.1", "ibv_get_device_list", true),
+                x("SOFTRDMA_PRIVATE_1", "softrdma_rdmacm_ops", true),
+            ]
+        );
+    }
 
     #[test]
     fn each_rule_can_fail() {

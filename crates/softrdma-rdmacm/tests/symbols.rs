@@ -17,30 +17,9 @@ fn lib() -> PathBuf {
     l
 }
 
-/// `(version, name, default)` of every defined dynamic function or object, from `objdump -T`.
+/// `(version, name, default)` of every defined dynamic function or object (`objdump -T`).
 fn exports(path: &std::path::Path) -> BTreeSet<(String, String, bool)> {
-    let out = Command::new("objdump")
-        .arg("-T")
-        .arg(path)
-        .output()
-        .expect("objdump (binutils)");
-    assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| {
-            l.contains(" g ") && !l.contains("*UND*") && (l.contains(" DF ") || l.contains(" DO "))
-        })
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (ver, name) = (f[f.len() - 2], f[f.len() - 1]);
-            (
-                ver.trim_matches(|c| c == '(' || c == ')').to_string(),
-                name.to_string(),
-                !ver.starts_with('('),
-            )
-        })
-        .collect()
+    softrdma_ffi::audit::dynamic_exports(path).unwrap()
 }
 
 #[test]
