@@ -5,11 +5,72 @@
 //!   `// SAFETY:` comment above it, and the crate root denies `unsafe_code` and
 //!   `unsafe_op_in_unsafe_fn` (so the compiler enforces the rest);
 //! - [`dynamic_exports`]: a shared library's export set as the dynamic loader sees it, which
-//!   `tests/symbols.rs` compares with Debian's.
+//!   `tests/symbols.rs` compares with Debian's;
+//! - [`check_layout`]: a library's `#[repr(C)]` sizes and offsets against the C compiler's
+//!   from the system's headers.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
+
+/// Compiles the C program `src` (it includes `header`, which `package` installs) and compares
+/// every `NAME VALUE` line it prints with `layout` (the Rust side's sizes and offsets), both
+/// ways; the program must print at least `min_lines` of them.
+pub fn check_layout(
+    src: &Path,
+    header: &str,
+    package: &str,
+    layout: &[(&str, usize)],
+    min_lines: usize,
+) -> Result<(), String> {
+    if !Path::new("/usr/include").join(header).exists() {
+        return Err(format!("<{header}> missing: install Debian's {package}"));
+    }
+    let stem = src
+        .parent()
+        .and_then(|d| d.parent())
+        .and_then(|d| d.parent())
+        .and_then(|d| d.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let exe = std::env::temp_dir().join(format!("{stem}-layout-{}", std::process::id()));
+    let st = Command::new("cc")
+        .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(src)
+        .status()
+        .map_err(|e| format!("run cc: {e}"))?;
+    if !st.success() {
+        return Err(format!("cc {} failed", src.display()));
+    }
+    let out = Command::new(&exe).output();
+    let _ = std::fs::remove_file(&exe);
+    let out = out.map_err(|e| format!("run the layout program: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let c: Vec<(String, usize)> = text
+        .lines()
+        .filter_map(|l| {
+            let (n, v) = l.split_once(' ')?;
+            Some((n.to_string(), v.trim().parse().ok()?))
+        })
+        .collect();
+    if c.len() < min_lines {
+        return Err(format!("the C side printed {} lines", c.len()));
+    }
+    for (name, value) in layout {
+        let got = c.iter().find(|(n, _)| n == name);
+        if got.map(|g| g.1) != Some(*value) {
+            return Err(format!("{name}: Rust says {value}, C says {got:?}"));
+        }
+    }
+    if let Some((name, _)) = c.iter().find(|(n, _)| !layout.iter().any(|(l, _)| l == n)) {
+        return Err(format!(
+            "{name} printed by {} is not checked on the Rust side",
+            src.display()
+        ));
+    }
+    Ok(())
+}
 
 /// An export: `(version, name, default)`, `default` false for a `NAME@VERSION` compat one.
 pub type Export = (String, String, bool);
@@ -146,6 +207,27 @@ mod tests {
                 x("SOFTRDMA_PRIVATE_1", "softrdma_rdmacm_ops", true),
             ]
         );
+    }
+
+    #[test]
+    fn layout_comparison_fails_both_ways() {
+        let d = tree(&[(
+            "layout.c",
+            "#include <stdio.h>\nint main(void) { printf(\"x 4\\n\"); return 0; }\n",
+        )]);
+        let src = d.join("layout.c");
+        assert_eq!(
+            check_layout(&src, "stdio.h", "libc6-dev", &[("x", 4)], 1),
+            Ok(())
+        );
+        assert!(check_layout(&src, "stdio.h", "libc6-dev", &[("x", 5)], 1).is_err());
+        assert!(check_layout(&src, "stdio.h", "libc6-dev", &[("x", 4), ("y", 1)], 1).is_err());
+        assert!(
+            check_layout(&src, "stdio.h", "libc6-dev", &[], 1).is_err(),
+            "x unchecked"
+        );
+        assert!(check_layout(&src, "stdio.h", "libc6-dev", &[("x", 4)], 2).is_err());
+        assert!(check_layout(&src, "no/such.h", "nothing", &[("x", 4)], 1).is_err());
     }
 
     #[test]

@@ -898,49 +898,19 @@ layout! {
 #[cfg(test)]
 mod tests {
     use super::LAYOUT;
-    use std::process::Command;
 
     /// Compiles `tests/abi/layout.c` against the system's `<infiniband/verbs.h>` and compares
     /// every line it prints with [`LAYOUT`], both ways.
     #[test]
     fn layout_matches_the_debian_header() {
-        let dir = env!("CARGO_MANIFEST_DIR");
-        let src = format!("{dir}/tests/abi/layout.c");
-        if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists() {
-            panic!("<infiniband/verbs.h> missing: install Debian's libibverbs-dev (.ci/run does)");
-        }
-        let exe = std::env::temp_dir().join(format!("softrdma-layout-{}", std::process::id()));
-        let st = Command::new("cc")
-            .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .status()
-            .expect("run cc");
-        assert!(st.success(), "cc {src} failed");
-        let out = Command::new(&exe).output().expect("run the layout program");
-        let _ = std::fs::remove_file(&exe);
-        let text = String::from_utf8(out.stdout).expect("utf-8");
-        let c: Vec<(String, usize)> = text
-            .lines()
-            .filter_map(|l| {
-                let (n, v) = l.split_once(' ')?;
-                Some((n.to_string(), v.trim().parse().ok()?))
-            })
-            .collect();
-        assert!(c.len() > 100, "the C side printed {} lines", c.len());
-        for (name, value) in LAYOUT {
-            let got = c.iter().find(|(n, _)| n == name);
-            assert_eq!(
-                got.map(|g| g.1),
-                Some(*value),
-                "{name}: Rust says {value}, C says {got:?}"
-            );
-        }
-        for (name, _) in &c {
-            assert!(
-                LAYOUT.iter().any(|(n, _)| n == name),
-                "{name} printed by layout.c is not checked on the Rust side"
-            );
-        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/abi/layout.c");
+        softrdma_ffi::audit::check_layout(
+            &src,
+            "infiniband/verbs.h",
+            "libibverbs-dev (.ci/run does)",
+            LAYOUT,
+            101,
+        )
+        .unwrap();
     }
 }
