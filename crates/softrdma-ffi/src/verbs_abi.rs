@@ -49,3 +49,25 @@ pub struct ibv_qp_cap {
     pub max_recv_sge: u32,
     pub max_inline_data: u32,
 }
+
+/// Declares `pub const LAYOUT: &[(&str, usize)]`: `(name, value)` for every `sizeof(struct T)`
+/// (`T`) and `offsetof(struct T, f)` (`T.f`) a library relies on, from its `#[repr(C)]` types
+/// (`layout_table! { T { f, g } U { } }`); its `tests/abi/layout.c` prints the same names from
+/// the C header and [`check_layout`](crate::audit::check_layout) compares the two.
+#[macro_export]
+macro_rules! layout_table {
+    ($( $ty:ident { $($field:ident),* } )*) => {
+        /// `(name, value)` for every `sizeof(struct T)` (`T`) and `offsetof(struct T, f)`
+        /// (`T.f`) the library relies on; `tests/abi/layout.c` prints the same names from the
+        /// C header.
+        pub const LAYOUT: &[(&str, usize)] = &[
+            $(
+                (stringify!($ty), ::core::mem::size_of::<$ty>()),
+                $( (
+                    concat!(stringify!($ty), ".", stringify!($field)),
+                    ::core::mem::offset_of!($ty, $field),
+                ), )*
+            )*
+        ];
+    };
+}

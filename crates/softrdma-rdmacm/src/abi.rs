@@ -10,7 +10,6 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::{c_char, c_int, c_void};
-use core::mem::{offset_of, size_of};
 
 pub use crate::cm_abi::SockaddrStorage as sockaddr_storage;
 
@@ -222,21 +221,7 @@ pub const RAI_PASSIVE: c_int = 1;
 pub const RAI_NUMERICHOST: c_int = 2;
 pub const RAI_FAMILY: c_int = 8;
 
-macro_rules! layout {
-    ($( $ty:ident { $($field:ident),* } )*) => {
-        /// `(name, value)` for every `sizeof(struct T)` (`T`) and `offsetof(struct T, f)`
-        /// (`T.f`) the library relies on; `tests/abi/layout.c` prints the same names from the
-        /// C header.
-        pub const LAYOUT: &[(&str, usize)] = &[
-            $(
-                (stringify!($ty), size_of::<$ty>()),
-                $( (concat!(stringify!($ty), ".", stringify!($field)), offset_of!($ty, $field)), )*
-            )*
-        ];
-    };
-}
-
-layout! {
+softrdma_ffi::layout_table! {
     ibv_gid { }
     rdma_ib_addr { sgid, dgid, pkey }
     rdma_addr { src_storage, dst_storage, ibaddr }

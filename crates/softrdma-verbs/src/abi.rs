@@ -10,7 +10,6 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
-use core::mem::{offset_of, size_of};
 
 #[cfg(not(all(target_endian = "little", target_pointer_width = "64")))]
 compile_error!("softrdma-verbs mirrors the LP64 little-endian layout of rdma-core's verbs.h");
@@ -801,21 +800,7 @@ pub struct ibv_sa_path_rec {
     pub preference: u8,
 }
 
-macro_rules! layout {
-    ($( $ty:ident { $($field:ident),* } )*) => {
-        /// `(name, value)` for every `sizeof(struct T)` (`T`) and `offsetof(struct T, f)`
-        /// (`T.f`) the library relies on; `tests/abi/layout.c` prints the same names from the
-        /// C header.
-        pub const LAYOUT: &[(&str, usize)] = &[
-            $(
-                (stringify!($ty), size_of::<$ty>()),
-                $( (concat!(stringify!($ty), ".", stringify!($field)), offset_of!($ty, $field)), )*
-            )*
-        ];
-    };
-}
-
-layout! {
+softrdma_ffi::layout_table! {
     ibv_gid { raw }
     ibv_device { ops, node_type, transport_type, name, dev_name, dev_path, ibdev_path }
     ibv_context_ops { poll_cq, req_notify_cq, post_srq_recv, post_send, post_recv }
