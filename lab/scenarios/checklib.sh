@@ -268,3 +268,120 @@ dv_check() {
   expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
   softrdma_decode capture.pcap
 }
+
+# rping_check CLIENT SERVER: the verdict of an rping scenario (3 pings, -v), either direction,
+# CLIENT and SERVER naming the two programs: both exit 0, the same 3 ping lines on both sides,
+# the CM exchange REQ REP RTU DREQ DREP, the RC data traffic, every ICRC right. Used by
+# rping_{guest,host}_server and librdmacm_rping_{guest,host}_server.
+rping_check() {
+  expect "client ($1) exit 0" rc_is share/client.rc 0
+  expect "server ($2) exit 0" rc_is share/server.rc 0
+  expect "client printed 3 pings" has share/rping-client.txt '^ping data: rdma-ping-[0-9]+: ' 3
+  expect "server printed 3 pings" has share/rping-server.txt '^server ping data: rdma-ping-[0-9]+: ' 3
+  _c=$(grep -E '^ping data: ' share/rping-client.txt 2>/dev/null | sed 's/^ping data: //')
+  _s=$(grep -E '^server ping data: ' share/rping-server.txt 2>/dev/null | sed 's/^server ping data: //')
+  expect "ping data lines match on both sides" [ -n "$_c" -a "$_c" = "$_s" ]
+  attrs=$(mad_attrs | tr '\n' ' ')
+  echo "CM MADs: $attrs"
+  expect "CM sequence REQ REP RTU DREQ DREP" [ "$attrs" = "REQ REP RTU DREQ DREP " ]
+  expect "RC data packets (RDMA READ/WRITE, SEND, ACK)" [ "$(count_frames 'infiniband.bth.opcode < 0x20')" -ge 12 ]
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+  softrdma_decode capture.pcap
+}
+# ucmatose_guest_server_check OURS: the checks of ucmatose_guest_server and librdmacm_ucmatose_guest_server
+# (see their check.sh); OURS names the host-side program: `softrdma ucmatose`, or
+# Debian's ucmatose over softrdma's librdmacm.
+ucmatose_guest_server_check() {
+  expect "client ($1) exit 0" rc_is share/host-client.rc 0
+  expect "client stdout is v44's, line for line" out_is share/host-client.txt "${UCM_CLIENT_OK[@]}"
+  expect "server (guest ucmatose) exited by itself" [ "$(cat share/guest-server.end 2>/dev/null)" = exited ]
+  expect "server exit 0" rc_is share/guest-server.rc 0
+  expect "server stdout is v44's, line for line" out_is share/guest-server.txt "${UCM_SERVER_OK[@]}"
+  expect "server stderr empty" [ -f share/guest-server.err -a ! -s share/guest-server.err ]
+  ucm_wire 10.77.0.10 10.77.0.1 4 10 100
+  expect "our 4 REQs as cmatose's rdma_connect: port 7471 (service ID 0x1061d2f), responder resources 1, initiator depth 1, retry count 5, RNR retry 0" \
+    [ "$(cm_count REQ 10.77.0.1 'infiniband.cm.req.serviceid == 0x1061d2f && infiniband.cm.req.responderres == 1 && infiniband.cm.req.initdepth == 1 && infiniband.cm.req.retrcount == 5 && infiniband.cm.req.rnrretrcount == 0')" = 4 ]
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+  softrdma_decode capture.pcap
+}
+# ucmatose_host_server_check OURS: the checks of ucmatose_host_server and librdmacm_ucmatose_host_server
+# (see their check.sh); OURS names the host-side program: `softrdma ucmatose`, or
+# Debian's ucmatose over softrdma's librdmacm.
+ucmatose_host_server_check() {
+  expect "client (guest ucmatose) exit 0" rc_is share/guest-client.rc 0
+  expect "client stdout is v44's, line for line" out_is share/guest-client.txt "${UCM_CLIENT_OK[@]}"
+  expect "client stderr empty" [ -f share/guest-client.err -a ! -s share/guest-client.err ]
+  expect "server ($1) exited by itself" [ "$(cat share/host-server.end 2>/dev/null)" = exited ]
+  expect "server exit 0" rc_is share/host-server.rc 0
+  expect "server stdout is v44's, line for line" out_is share/host-server.txt "${UCM_SERVER_OK[@]}"
+  ucm_wire 10.77.0.1 10.77.0.10 4 10 100
+  expect "our 4 REPs as librdmacm's rdma_accept(id, NULL): responder resources 1, initiator depth 1, RNR retry 7" \
+    [ "$(cm_count REP 10.77.0.1 'infiniband.cm.rep.respres == 1 && infiniband.cm.rep.initdepth == 1 && infiniband.cm.rep.rnrretrcount == 7')" = 4 ]
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+  softrdma_decode capture.pcap
+}
+# cmtime_guest_server_check OURS: the checks of cmtime_guest_server and librdmacm_cmtime_guest_server
+# (see their check.sh); OURS names the host-side program: `softrdma cmtime`, or
+# Debian's cmtime over softrdma's librdmacm.
+cmtime_guest_server_check() {
+  expect "client ($1) exit 0" rc_is share/host-client.rc 0
+  expect "client stdout: progress lines and the step table with bind addr, every step timed" cmtime_is share/host-client.txt bind
+  expect "server (guest cmtime) still running when stopped" [ "$(cat share/guest-server.end 2>/dev/null)" = killed ]
+  expect "server died of the SIGTERM (143)" rc_is share/guest-server.rc 143
+  # v44's server prints only on errors; its stdout is lost when it is killed, stderr (perror) is not
+  expect "server printed no error (stderr)" [ -f share/guest-server.err -a ! -s share/guest-server.err ]
+  cmtime_wire 10.77.0.10 10.77.0.1 200
+  expect "our REQs as cmtime's rdma_connect: port 7471 (service ID 0x1061d2f), responder resources 1, initiator depth 1, retry count 2 (-r default), RNR retry 0" \
+    [ "$(cm_count REQ 10.77.0.1 '!(infiniband.cm.req.serviceid == 0x1061d2f && infiniband.cm.req.responderres == 1 && infiniband.cm.req.initdepth == 1 && infiniband.cm.req.retrcount == 2 && infiniband.cm.req.rnrretrcount == 0)')" = 0 ]
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+  softrdma_decode capture.pcap
+}
+# cmtime_host_server_check OURS: the checks of cmtime_host_server and librdmacm_cmtime_host_server
+# (see their check.sh); OURS names the host-side program: `softrdma cmtime`, or
+# Debian's cmtime over softrdma's librdmacm.
+cmtime_host_server_check() {
+  expect "client (guest cmtime) exit 0" rc_is share/guest-client.rc 0
+  expect "client stdout: progress lines and the step table, every step timed" cmtime_is share/guest-client.txt
+  expect "client stderr empty" [ -f share/guest-client.err -a ! -s share/guest-client.err ]
+  expect "server ($1) still running when stopped" [ "$(cat share/host-server.end 2>/dev/null)" = killed ]
+  # SIGTERM: v44 dies of it (143); a softrdma server may instead stop cleanly (0)
+  expect "server exit on SIGTERM 0 or 143 ($(cat share/host-server.rc 2>/dev/null))" \
+    [ "$(cat share/host-server.rc 2>/dev/null)" = 0 -o "$(cat share/host-server.rc 2>/dev/null)" = 143 ]
+  expect "server printed no error" [ -f share/host-server.txt -a ! -s share/host-server.txt ]
+  cmtime_wire 10.77.0.1 10.77.0.10 200
+  expect "our REPs as rdma_accept(id, NULL): responder resources 1, initiator depth 1, RNR retry 7" \
+    [ "$(cm_count REP 10.77.0.1 '!(infiniband.cm.rep.respres == 1 && infiniband.cm.rep.initdepth == 1 && infiniband.cm.rep.rnrretrcount == 7)')" = 0 ]
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+  softrdma_decode capture.pcap
+}
+# udaddy_guest_server_check OURS: the checks of udaddy_guest_server and librdmacm_udaddy_guest_server
+# (see their check.sh); OURS names the host-side program: `softrdma udaddy`, or
+# Debian's udaddy over softrdma's librdmacm.
+udaddy_guest_server_check() {
+  expect "client ($1) exit 0" rc_is share/host-client.rc 0
+  expect "client stdout is v44's, line for line" out_is share/host-client.txt "${UDA_CLIENT_OK[@]}"
+  expect "server (guest udaddy) exited by itself" [ "$(cat share/guest-server.end 2>/dev/null)" = exited ]
+  expect "server exit 0" rc_is share/guest-server.rc 0
+  expect "server stdout is v44's, line for line" out_is share/guest-server.txt "${UDA_SERVER_OK[@]}"
+  expect "server stderr empty" [ -f share/guest-server.err -a ! -s share/guest-server.err ]
+  ud_wire 10.77.0.10 10.77.0.1 2 10 100
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+  softrdma_decode capture.pcap
+}
+# udaddy_host_server_check OURS: the checks of udaddy_host_server and librdmacm_udaddy_host_server
+# (see their check.sh); OURS names the host-side program: `softrdma udaddy`, or
+# Debian's udaddy over softrdma's librdmacm.
+udaddy_host_server_check() {
+  expect "client (guest udaddy) exit 0" rc_is share/guest-client.rc 0
+  expect "client stdout is v44's, line for line" out_is share/guest-client.txt "${UDA_CLIENT_OK[@]}"
+  expect "client stderr empty" [ -f share/guest-client.err -a ! -s share/guest-client.err ]
+  expect "server ($1) exited by itself" [ "$(cat share/host-server.end 2>/dev/null)" = exited ]
+  expect "server exit 0" rc_is share/host-server.rc 0
+  expect "server stdout is v44's, line for line" out_is share/host-server.txt "${UDA_SERVER_OK[@]}"
+  ud_wire 10.77.0.1 10.77.0.10 2 10 100
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+  softrdma_decode capture.pcap
+  if [ -s softrdma-decode.txt ]; then
+    expect "softrdma decode reads the SIDR REQs and REPs" has softrdma-decode.txt 'CM ServiceIDResReqResp' 2
+  fi
+}

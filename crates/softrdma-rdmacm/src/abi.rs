@@ -10,19 +10,14 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::{c_char, c_int, c_void};
-use core::mem::{offset_of, size_of};
 
 pub use crate::cm_abi::SockaddrStorage as sockaddr_storage;
 
 #[cfg(not(all(target_pointer_width = "64", target_endian = "little")))]
 compile_error!("softrdma-rdmacm mirrors the LP64 little-endian layout of rdma-core's rdma_cma.h");
 
-/// `union ibv_gid` (16 bytes, aligned as its `__be64` halves).
-#[repr(C, align(8))]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub struct ibv_gid {
-    pub raw: [u8; 16],
-}
+/// The plain `<infiniband/verbs.h>` structures both libraries lay out (one definition).
+pub use softrdma_ffi::verbs_abi::{ibv_ah_attr, ibv_gid, ibv_global_route, ibv_qp_cap};
 
 /// `struct rdma_ib_addr`.
 #[repr(C)]
@@ -93,41 +88,6 @@ pub struct rdma_conn_param {
     pub rnr_retry_count: u8,
     pub srq: u8,
     pub qp_num: u32,
-}
-
-/// `struct ibv_global_route`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_global_route {
-    pub dgid: ibv_gid,
-    pub flow_label: u32,
-    pub sgid_index: u8,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
-}
-
-/// `struct ibv_ah_attr`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_ah_attr {
-    pub grh: ibv_global_route,
-    pub dlid: u16,
-    pub sl: u8,
-    pub src_path_bits: u8,
-    pub static_rate: u8,
-    pub is_global: u8,
-    pub port_num: u8,
-}
-
-/// `struct ibv_qp_cap`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_qp_cap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
 }
 
 /// `struct ibv_qp_init_attr` (`rdma_create_qp`, `rdma_create_ep`: copied and its QP type
@@ -261,21 +221,7 @@ pub const RAI_PASSIVE: c_int = 1;
 pub const RAI_NUMERICHOST: c_int = 2;
 pub const RAI_FAMILY: c_int = 8;
 
-macro_rules! layout {
-    ($( $ty:ident { $($field:ident),* } )*) => {
-        /// `(name, value)` for every `sizeof(struct T)` (`T`) and `offsetof(struct T, f)`
-        /// (`T.f`) the library relies on; `tests/abi/layout.c` prints the same names from the
-        /// C header.
-        pub const LAYOUT: &[(&str, usize)] = &[
-            $(
-                (stringify!($ty), size_of::<$ty>()),
-                $( (concat!(stringify!($ty), ".", stringify!($field)), offset_of!($ty, $field)), )*
-            )*
-        ];
-    };
-}
-
-layout! {
+softrdma_ffi::layout_table! {
     ibv_gid { }
     rdma_ib_addr { sgid, dgid, pkey }
     rdma_addr { src_storage, dst_storage, ibaddr }
@@ -306,50 +252,13 @@ layout! {
 #[cfg(test)]
 mod tests {
     use super::LAYOUT;
-    use std::process::Command;
 
     /// Compiles `tests/abi/layout.c` against the system's `<rdma/rdma_cma.h>` and compares
     /// every line it prints with [`LAYOUT`], both ways.
     #[test]
     fn layout_matches_the_debian_header() {
-        let dir = env!("CARGO_MANIFEST_DIR");
-        let src = format!("{dir}/tests/abi/layout.c");
-        if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
-            panic!("<rdma/rdma_cma.h> missing: install Debian's librdmacm-dev");
-        }
-        let exe =
-            std::env::temp_dir().join(format!("softrdma-rdmacm-layout-{}", std::process::id()));
-        let st = Command::new("cc")
-            .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .status()
-            .expect("run cc");
-        assert!(st.success(), "cc {src} failed");
-        let out = Command::new(&exe).output().expect("run the layout program");
-        let _ = std::fs::remove_file(&exe);
-        let text = String::from_utf8(out.stdout).expect("utf-8");
-        let c: Vec<(String, usize)> = text
-            .lines()
-            .filter_map(|l| {
-                let (n, v) = l.split_once(' ')?;
-                Some((n.to_string(), v.trim().parse().ok()?))
-            })
-            .collect();
-        assert!(c.len() > 80, "the C side printed {} lines", c.len());
-        for (name, value) in LAYOUT {
-            let got = c.iter().find(|(n, _)| n == name);
-            assert_eq!(
-                got.map(|g| g.1),
-                Some(*value),
-                "{name}: Rust says {value}, C says {got:?}"
-            );
-        }
-        for (name, _) in &c {
-            assert!(
-                LAYOUT.iter().any(|(n, _)| n == name),
-                "{name} printed by layout.c is not checked on the Rust side"
-            );
-        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/abi/layout.c");
+        softrdma_ffi::audit::check_layout(&src, "rdma/rdma_cma.h", "librdmacm-dev", LAYOUT, 81)
+            .unwrap();
     }
 }

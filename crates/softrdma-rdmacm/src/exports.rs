@@ -263,7 +263,7 @@ entry! {
 
 /// Acknowledges a synchronous id's last event.
 fn drop_sync_event(id: *mut rdma_cm_id) {
-    let Ok(c) = ptr::read_c::<_, IdRs>(id) else {
+    let Ok(c) = ptr::copy_c::<_, IdRs>(id) else {
         return;
     };
     if !c.event.is_null() {
@@ -290,7 +290,7 @@ entry! {
         // SAFETY: the table's entry.
         let _ = unsafe { (o.id_destroy)(r.h) };
         ids().remove(&r.h);
-        let c = ptr::read_c::<_, IdRs>(id)?;
+        let c = ptr::copy_c::<_, IdRs>(id)?;
         let sync = r.sync;
         drop(ptr::retire::<_, IdRs>(id)?);
         if sync {
@@ -323,13 +323,13 @@ fn complete(id: *mut rdma_cm_id) -> Result<(), Errno> {
         return Ok(());
     }
     drop_sync_event(id);
-    let c = ptr::read_c::<_, IdRs>(id)?;
+    let c = ptr::copy_c::<_, IdRs>(id)?;
     let ev = take_event(c.channel)?;
     ptr::update_c::<_, IdRs>(id, |p| {
         // SAFETY: a live id of ours; our field.
         unsafe { (*p).event = ev }
     })?;
-    let e = ptr::read_c::<_, EvRs>(ev)?;
+    let e = ptr::copy_c::<_, EvRs>(ev)?;
     if e.status != 0 {
         if e.event == 8 {
             // REJECTED
@@ -421,7 +421,7 @@ entry! {
 fn create_qp(id: *mut rdma_cm_id, pd: *mut c_void, attr: *mut c_void) -> Result<(), Errno> {
     let r = id_rs(id)?;
     let o = ops()?;
-    let c = ptr::read_c::<_, IdRs>(id)?;
+    let c = ptr::copy_c::<_, IdRs>(id)?;
     if !c.qp.is_null() {
         return Err(Errno::EINVAL);
     }
@@ -506,7 +506,7 @@ entry! {
     export value fn rdma_destroy_qp(id: *mut rdma_cm_id) -> () {
         let Ok(r) = id_rs(id) else { return };
         let Ok(o) = ops() else { return };
-        let Ok(c) = ptr::read_c::<_, IdRs>(id) else { return };
+        let Ok(c) = ptr::copy_c::<_, IdRs>(id) else { return };
         let made = lock(&r.made).take();
         let mp = made.as_ref().map(|m| &m.0 as *const CmQpOut).unwrap_or(core::ptr::null());
         // SAFETY: the table's entry, with the id's QP and our record.
@@ -703,7 +703,7 @@ entry! {
 entry! {
     export value fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
         // sin_port and sin6_port sit at the same offset: network order, as returned.
-        ptr::read_c::<_, IdRs>(id)
+        ptr::copy_c::<_, IdRs>(id)
             .map(|c| u16::from_ne_bytes([c.route.addr.src_storage.0[2], c.route.addr.src_storage.0[3]]))
             .unwrap_or(0)
     }
@@ -711,7 +711,7 @@ entry! {
 
 entry! {
     export value fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
-        ptr::read_c::<_, IdRs>(id)
+        ptr::copy_c::<_, IdRs>(id)
             .map(|c| u16::from_ne_bytes([c.route.addr.dst_storage.0[2], c.route.addr.dst_storage.0[3]]))
             .unwrap_or(0)
     }
@@ -744,7 +744,7 @@ fn take_event(channel: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, Er
             (Some(i), _) => i as *mut rdma_cm_id,
             (None, Some(l)) => {
                 let l = l as *mut rdma_cm_id;
-                let lc = ptr::read_c::<_, IdRs>(l)?;
+                let lc = ptr::copy_c::<_, IdRs>(l)?;
                 let lr = id_rs(l)?;
                 let p = if lr.sync {
                     // A synchronous listener's requests get channels of their own.
@@ -780,7 +780,7 @@ fn take_event(channel: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, Er
         } else {
             data.as_ptr().cast::<c_void>()
         };
-        let c = ptr::read_c::<_, IdRs>(id)?;
+        let c = ptr::copy_c::<_, IdRs>(id)?;
         let param = if out.ud != 0 || c.qp_type == IBV_QPT_UD {
             rdma_cm_event_param {
                 ud: rdma_ud_param {
@@ -1147,9 +1147,9 @@ entry! {
         if !lr.sync || id.is_null() {
             return Err(Errno::EINVAL);
         }
-        let lc = ptr::read_c::<_, IdRs>(listen)?;
+        let lc = ptr::copy_c::<_, IdRs>(listen)?;
         let ev = take_event(lc.channel)?;
-        let e = ptr::read_c::<_, EvRs>(ev)?;
+        let e = ptr::copy_c::<_, EvRs>(ev)?;
         if e.status != 0 || e.event != 4 {
             let st = e.status;
             // SAFETY: our own export, on the event just taken.

@@ -21,8 +21,9 @@
 //!
 //! Layout:
 //! - [`abi`]: the `#[repr(C)]` structures of `<rdma/rdma_cma.h>` and their checked layout;
-//! - `entry` (FFI): the panic boundary and return conventions of every export;
-//! - `ptr` (FFI): every pointer C hands us (registry of live objects, copies in and out);
+//! - `entry`: the panic boundary and return conventions of every export, and `ptr`: every
+//!   pointer C hands us (registry of live objects, copies in and out), both
+//!   `softrdma_ffi`'s (shared with softrdma-verbs; this library's registry is its own);
 //! - `private` (FFI): finding the CM's table in libibverbs;
 //! - `exports` (FFI): the `rdma_*` calls and the `r*` rsockets calls (`ENOSYS` for now).
 //!

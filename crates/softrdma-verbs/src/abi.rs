@@ -10,7 +10,6 @@
 #![allow(non_camel_case_types)]
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
-use core::mem::{offset_of, size_of};
 
 #[cfg(not(all(target_endian = "little", target_pointer_width = "64")))]
 compile_error!("softrdma-verbs mirrors the LP64 little-endian layout of rdma-core's verbs.h");
@@ -20,13 +19,8 @@ pub type PthreadMutex = [u64; 5];
 /// `pthread_cond_t` (48 bytes; reserved).
 pub type PthreadCond = [u64; 6];
 
-/// `union ibv_gid`: 16 bytes, 8-aligned (its `global` member is two `__be64`).
-#[repr(C, align(8))]
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub struct ibv_gid {
-    /// `raw[16]`.
-    pub raw: [u8; 16],
-}
+/// The plain `<infiniband/verbs.h>` structures both libraries lay out (one definition).
+pub use softrdma_ffi::verbs_abi::{ibv_ah_attr, ibv_gid, ibv_global_route, ibv_qp_cap};
 
 /// `struct _ibv_device_ops`: two unused function pointers.
 #[repr(C)]
@@ -648,17 +642,6 @@ pub struct ibv_wc {
     pub dlid_path_bits: u8,
 }
 
-/// `struct ibv_qp_cap`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_qp_cap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
-}
-
 /// `struct ibv_qp_init_attr`.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -670,30 +653,6 @@ pub struct ibv_qp_init_attr {
     pub cap: ibv_qp_cap,
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
-}
-
-/// `struct ibv_global_route`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_global_route {
-    pub dgid: ibv_gid,
-    pub flow_label: u32,
-    pub sgid_index: u8,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
-}
-
-/// `struct ibv_ah_attr`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ibv_ah_attr {
-    pub grh: ibv_global_route,
-    pub dlid: u16,
-    pub sl: u8,
-    pub src_path_bits: u8,
-    pub static_rate: u8,
-    pub is_global: u8,
-    pub port_num: u8,
 }
 
 /// `struct ibv_qp_attr`.
@@ -841,21 +800,7 @@ pub struct ibv_sa_path_rec {
     pub preference: u8,
 }
 
-macro_rules! layout {
-    ($( $ty:ident { $($field:ident),* } )*) => {
-        /// `(name, value)` for every `sizeof(struct T)` (`T`) and `offsetof(struct T, f)`
-        /// (`T.f`) the library relies on; `tests/abi/layout.c` prints the same names from the
-        /// C header.
-        pub const LAYOUT: &[(&str, usize)] = &[
-            $(
-                (stringify!($ty), size_of::<$ty>()),
-                $( (concat!(stringify!($ty), ".", stringify!($field)), offset_of!($ty, $field)), )*
-            )*
-        ];
-    };
-}
-
-layout! {
+softrdma_ffi::layout_table! {
     ibv_gid { raw }
     ibv_device { ops, node_type, transport_type, name, dev_name, dev_path, ibdev_path }
     ibv_context_ops { poll_cq, req_notify_cq, post_srq_recv, post_send, post_recv }
@@ -938,49 +883,19 @@ layout! {
 #[cfg(test)]
 mod tests {
     use super::LAYOUT;
-    use std::process::Command;
 
     /// Compiles `tests/abi/layout.c` against the system's `<infiniband/verbs.h>` and compares
     /// every line it prints with [`LAYOUT`], both ways.
     #[test]
     fn layout_matches_the_debian_header() {
-        let dir = env!("CARGO_MANIFEST_DIR");
-        let src = format!("{dir}/tests/abi/layout.c");
-        if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists() {
-            panic!("<infiniband/verbs.h> missing: install Debian's libibverbs-dev (.ci/run does)");
-        }
-        let exe = std::env::temp_dir().join(format!("softrdma-layout-{}", std::process::id()));
-        let st = Command::new("cc")
-            .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .status()
-            .expect("run cc");
-        assert!(st.success(), "cc {src} failed");
-        let out = Command::new(&exe).output().expect("run the layout program");
-        let _ = std::fs::remove_file(&exe);
-        let text = String::from_utf8(out.stdout).expect("utf-8");
-        let c: Vec<(String, usize)> = text
-            .lines()
-            .filter_map(|l| {
-                let (n, v) = l.split_once(' ')?;
-                Some((n.to_string(), v.trim().parse().ok()?))
-            })
-            .collect();
-        assert!(c.len() > 100, "the C side printed {} lines", c.len());
-        for (name, value) in LAYOUT {
-            let got = c.iter().find(|(n, _)| n == name);
-            assert_eq!(
-                got.map(|g| g.1),
-                Some(*value),
-                "{name}: Rust says {value}, C says {got:?}"
-            );
-        }
-        for (name, _) in &c {
-            assert!(
-                LAYOUT.iter().any(|(n, _)| n == name),
-                "{name} printed by layout.c is not checked on the Rust side"
-            );
-        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/abi/layout.c");
+        softrdma_ffi::audit::check_layout(
+            &src,
+            "infiniband/verbs.h",
+            "libibverbs-dev (.ci/run does)",
+            LAYOUT,
+            101,
+        )
+        .unwrap();
     }
 }

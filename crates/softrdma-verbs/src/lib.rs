@@ -6,17 +6,19 @@
 //! - [`abi`]: the `#[repr(C)]` structures of `<infiniband/verbs.h>` and their checked layout;
 //! - [`devices`]: one device per network interface with an address (names, GUIDs, addresses);
 //! - [`conv`]: C structures ↔ the core's types, core errors → rdma-core's errno values;
-//! - `entry` (FFI), the panic boundary and return conventions of every C-callable function;
-//! - `ptr` (FFI), every pointer C hands us: live-object registry, arrays, the application
+//! - `entry`, the panic boundary and return conventions of every C-callable function
+//!   (`softrdma_ffi::entry`, shared with softrdma-rdmacm, named for this library);
+//! - `ptr` (FFI), every pointer C hands us: the live-object registry and checked copies
+//!   (`softrdma_ffi::ptr`), contexts published inside their `verbs_context`, the application
 //!   memory window an MR sits on;
 //! - `exports` (FFI), the verbs themselves;
 //! - [`rdmacm`]: the process's RDMA CM, which softrdma's `librdmacm.so.1` (crate
 //!   `softrdma-rdmacm`) drives through one private table ([`cm_abi`], exported as
 //!   `softrdma_rdmacm_ops@SOFTRDMA_PRIVATE_1`), and `cm_exports` (FFI), that table.
 //!
-//! `unsafe` is denied in the crate and allowed only in the four FFI modules, each block with
-//! a `// SAFETY:` comment; `unsafe_op_in_unsafe_fn` is denied. The rest of the workspace keeps
-//! `forbid(unsafe_code)`.
+//! `unsafe` is denied in the crate and allowed only in the three FFI modules, each block with
+//! a `// SAFETY:` comment; `unsafe_op_in_unsafe_fn` is denied (softrdma-ffi's `entry` and
+//! `ptr` follow the same rules). The rest of the workspace keeps `forbid(unsafe_code)`.
 //!
 //! Symbol versions: `build.rs` binds every `sv__NAME` implementation to `NAME@@VERSION` from
 //! `src/symbols.txt` (rdma-core 44's `libibverbs.map`). Unit-test builds leave them out (a test

@@ -18,31 +18,9 @@ fn lib() -> PathBuf {
     l
 }
 
-/// `(version, name, default)` of every defined dynamic symbol, from `objdump -T`.
+/// `(version, name, default)` of every defined dynamic function or object (`objdump -T`).
 fn exports(path: &std::path::Path) -> BTreeSet<(String, String, bool)> {
-    let out = Command::new("objdump")
-        .arg("-T")
-        .arg(path)
-        .output()
-        .expect("objdump (binutils)");
-    assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| {
-            l.contains(" g ") && !l.contains("*UND*") && (l.contains(" DF ") || l.contains(" DO "))
-        })
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (ver, name) = (f[f.len() - 2], f[f.len() - 1]);
-            let default = !ver.starts_with('(');
-            (
-                ver.trim_matches(|c| c == '(' || c == ')').to_string(),
-                name.to_string(),
-                default,
-            )
-        })
-        .collect()
+    softrdma_ffi::audit::dynamic_exports(path).unwrap()
 }
 
 #[test]
@@ -137,42 +115,10 @@ fn soname_and_version_nodes() {
 /// `unsafe` lives in the FFI modules alone, and every `unsafe` block says why it is sound.
 #[test]
 fn unsafe_code_is_confined_to_the_audited_modules_with_safety_comments() {
+    // `entry` and the object registry are softrdma-ffi's (audited by its own tests).
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
-    let audited = ["entry.rs", "ptr.rs", "exports.rs", "cm_exports.rs"];
-    for e in std::fs::read_dir(&src).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        let text = std::fs::read_to_string(&p).unwrap();
-        if !audited.contains(&name.as_str()) {
-            assert!(
-                !text.contains("allow(unsafe_code)"),
-                "{name} allows unsafe code"
-            );
-            continue;
-        }
-        assert!(text.contains("#![allow(unsafe_code)]"), "{name}");
-        let lines: Vec<&str> = text.lines().collect();
-        for (i, l) in lines.iter().enumerate() {
-            let t = l.trim_start();
-            let block = t.contains("unsafe {") && !t.starts_with("//");
-            if !block {
-                continue;
-            }
-            // The comment sits on one of the lines above the block (a multi-line one may
-            // start a few lines up).
-            let above = lines[i.saturating_sub(6)..i].join("\n");
-            assert!(
-                above.contains("SAFETY"),
-                "{name}:{}: `unsafe` block without a SAFETY comment above it",
-                i + 1
-            );
-        }
-    }
-    let lib_rs = std::fs::read_to_string(src.join("lib.rs")).unwrap();
-    assert!(
-        lib_rs.contains("#![deny(unsafe_code)]")
-            && lib_rs.contains("#![deny(unsafe_op_in_unsafe_fn)]")
-    );
+    softrdma_ffi::audit::check_unsafe_confined(&src, &["ptr.rs", "exports.rs", "cm_exports.rs"])
+        .unwrap();
 }
 
 /// Debian's provider libraries (libmlx5, libefa, libmana: perftest links the first two, all

@@ -9,41 +9,26 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::io::Read;
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_softrdma");
+use common::{finish, text, BIN};
 
 fn lib_built() {
-    let dir = Path::new(BIN).parent().unwrap();
-    assert!(
-        dir.join("libsoftrdma_verbs.so").exists() || dir.join("deps/libsoftrdma_verbs.so").exists(),
-        "{}/libsoftrdma_verbs.so is missing: build it with `cargo build -p softrdma-verbs` \
-         (`cargo test --workspace` does)",
-        dir.display()
-    );
+    common::libs_built(&["libsoftrdma_verbs.so"]);
 }
 
 /// The Debian binary, or None (with a message) when ibverbs-utils is not installed.
 fn debian(tool: &str) -> Option<String> {
-    let p = format!("/usr/bin/{tool}");
-    if Path::new(&p).exists() {
-        Some(p)
-    } else {
-        eprintln!("SKIPPED: {p} is not installed (apt-get install ibverbs-utils)");
-        None
-    }
+    common::debian(tool, "ibverbs-utils")
 }
 
 fn run(args: &[&str]) -> Output {
     lib_built();
     Command::new(BIN).arg("run").args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]
@@ -153,24 +138,6 @@ fn listening(port: u16) -> bool {
             })
         })
     })
-}
-
-fn finish(mut c: Child, limit: Duration) -> (Option<i32>, String, String) {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            let (mut o, mut e) = (String::new(), String::new());
-            c.stdout.take().unwrap().read_to_string(&mut o).unwrap();
-            c.stderr.take().unwrap().read_to_string(&mut e).unwrap();
-            return (st.code(), o, e);
-        }
-        if start.elapsed() > limit {
-            let _ = c.kill();
-            let _ = c.wait();
-            return (None, String::new(), "timed out".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Server and client of `tool` (ibv_rc_pingpong, ibv_ud_pingpong), two processes on this host

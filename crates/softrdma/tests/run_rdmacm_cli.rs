@@ -13,35 +13,22 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::io::Read;
+mod common;
+
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_softrdma");
+use common::{finish, BIN};
 
 fn libs_built() {
-    let dir = Path::new(BIN).parent().unwrap();
-    for lib in ["libsoftrdma_verbs.so", "libsoftrdma_rdmacm.so"] {
-        assert!(
-            dir.join(lib).exists() || dir.join("deps").join(lib).exists(),
-            "{}/{lib} is missing: build it with `cargo build -p softrdma-verbs -p \
-             softrdma-rdmacm` (`cargo test --workspace` does)",
-            dir.display()
-        );
-    }
+    common::libs_built(&["libsoftrdma_verbs.so", "libsoftrdma_rdmacm.so"]);
 }
 
 /// The Debian binary, or None (with a message) when it is not installed.
 fn debian(tool: &str) -> Option<String> {
-    let p = format!("/usr/bin/{tool}");
-    if Path::new(&p).exists() {
-        Some(p)
-    } else {
-        eprintln!("SKIPPED: {p} is not installed (apt-get install rdmacm-utils perftest)");
-        None
-    }
+    common::debian(tool, "rdmacm-utils perftest")
 }
 
 /// `softrdma run -- args…`, or with `args[0] == BIN` softrdma's own tool (`softrdma rping`).
@@ -57,27 +44,6 @@ fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn finish(mut c: Child, limit: Duration) -> (Option<i32>, String, String) {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            let (mut o, mut e) = (String::new(), String::new());
-            c.stdout.take().unwrap().read_to_string(&mut o).unwrap();
-            c.stderr.take().unwrap().read_to_string(&mut e).unwrap();
-            return (st.code(), o, e);
-        }
-        if start.elapsed() > limit {
-            let _ = c.kill();
-            let _ = c.wait();
-            let (mut o, mut e) = (String::new(), String::new());
-            let _ = c.stdout.take().unwrap().read_to_string(&mut o);
-            let _ = c.stderr.take().unwrap().read_to_string(&mut e);
-            return (None, o, format!("{e}\ntimed out"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Whether a UDP socket is bound at `ip`:4791 (the device of a server's bound address), from

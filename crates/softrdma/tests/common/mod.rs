@@ -1,0 +1,68 @@
+//! Helpers of the tests that run Debian's unmodified programs over softrdma's drop-in
+//! libraries with `softrdma run` (`run_cli.rs`: libibverbs; `run_rdmacm_cli.rs`: librdmacm),
+//! written once.
+
+// Each test file uses a subset.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::Path;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// The `softrdma` binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_softrdma");
+
+/// Fails unless the libraries `libs` (`libsoftrdma_verbs.so`…) are built beside the binary
+/// (`target/<profile>/`, or `deps/` when only `cargo test` built them).
+pub fn libs_built(libs: &[&str]) {
+    let dir = Path::new(BIN).parent().unwrap();
+    for lib in libs {
+        assert!(
+            dir.join(lib).exists() || dir.join("deps").join(lib).exists(),
+            "{}/{lib} is missing: build it with `cargo build -p softrdma-verbs -p \
+             softrdma-rdmacm` (`cargo test --workspace` does)",
+            dir.display()
+        );
+    }
+}
+
+/// The Debian binary `/usr/bin/TOOL`, or None (with a message naming the `packages` to
+/// install) when it is not installed: the test then passes without running.
+pub fn debian(tool: &str, packages: &str) -> Option<String> {
+    let p = format!("/usr/bin/{tool}");
+    if Path::new(&p).exists() {
+        Some(p)
+    } else {
+        eprintln!("SKIPPED: {p} is not installed (apt-get install {packages})");
+        None
+    }
+}
+
+/// Output bytes as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits for `c` at most `limit` (then kills it): its exit code (None if killed), stdout and
+/// stderr (`timed out` appended when killed).
+pub fn finish(mut c: Child, limit: Duration) -> (Option<i32>, String, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            let (mut o, mut e) = (String::new(), String::new());
+            c.stdout.take().unwrap().read_to_string(&mut o).unwrap();
+            c.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+            return (st.code(), o, e);
+        }
+        if start.elapsed() > limit {
+            let _ = c.kill();
+            let _ = c.wait();
+            let (mut o, mut e) = (String::new(), String::new());
+            let _ = c.stdout.take().unwrap().read_to_string(&mut o);
+            let _ = c.stderr.take().unwrap().read_to_string(&mut e);
+            return (None, o, format!("{e}\ntimed out"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
