@@ -516,12 +516,12 @@ fn pinned_contexts() -> MutexGuard<'static, std::collections::HashSet<usize>> {
 /// An open context of `device` at `ip` (any address with `ip` None), pinned for the RDMA CM.
 pub(crate) fn adopt_context(device: usize, ip: Option<IpAddr>) -> Option<*mut ibv_context> {
     let open = open_contexts();
+    // A context is published inside its `verbs_context` (`get_ctx`), so it is recognised
+    // through its Rust state: the device it was opened on, by name.
+    let name = &device_info(device as *const ibv_device).ok()?.1.name;
     let found = open.iter().find(|(c, a)| {
         ip.is_none_or(|ip| *a == ip)
-            && ptr::read_c::<ibv_context, CtxRs, usize>(*c as *const ibv_context, |x| {
-                x.device as usize
-            })
-            .is_ok_and(|d| d == device)
+            && ctx_rs(*c as *const ibv_context).is_ok_and(|r| r.dev().name() == name.as_str())
     })?;
     pinned_contexts().insert(found.0);
     Some(found.0 as *mut ibv_context)
