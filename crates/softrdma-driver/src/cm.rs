@@ -2,7 +2,7 @@
 //! added to it, run by the devices' own event loops.
 //!
 //! A `Cm` is a handle on one sans-IO [`softrdma_core::Node`]: [`Cm::add_device`] makes the
-//! device a port of that node ([`crate::host`]), so a CM MAD is handled inside the
+//! device a port of that node (the `host` module), so a CM MAD is handled inside the
 //! `Node::handle_datagram` call of the loop turn that received it, in the node's one call
 //! order; the CM's retransmissions are the MAD layer's timers and its timewait timers are
 //! in the node's `poll_timeout`, so with [`Progress::Thread`] devices nobody needs to poll
@@ -182,7 +182,7 @@ impl Cm {
 
     /// Runs the CM on `dev` too (`cm_add_one`): the device becomes a port of this CM's
     /// node (its stack, QPs, regions, QP1 and management classes move with it; see
-    /// [`crate::host`]) and its loop drives the CM from now on. Returns the device's port
+    /// the `host` module) and its loop drives the CM from now on. Returns the device's port
     /// name in this CM. A device belongs to one CM: adding it to a second is refused
     /// ([`Error::OtherCm`]); adding it again returns its port.
     pub fn add_device(&self, dev: &Device) -> Result<CmPort, Error> {

@@ -1,7 +1,7 @@
 //! The device runtime: one [`UdpEndpoint`] and the real [`Clock`], and the event loop that
 //! moves datagrams and timeouts between the socket and the device's port of a sans-IO
 //! [`Node`] (its own node at open, its CM's after [`crate::cm::Cm::add_device`]; see
-//! [`crate::host`]). The loop adds no call order of its own: it is the node's.
+//! the `host` module). The loop adds no call order of its own: it is the node's.
 //!
 //! ```text
 //!  recv batch ──► for each record, each GRO segment: node.handle_datagram(now, port, src, dst, seg)

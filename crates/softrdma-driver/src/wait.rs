@@ -7,7 +7,7 @@
 //! A timed wait costs a map entry while it is pending, removed when the wait ends either
 //! way: a thousand concurrent timed waits are a thousand entries and one thread.
 //!
-//! [`Waiters`]: the threads (a condition variable) and tasks (wakers) waiting for what a
+//! `Waiters`: the threads (a condition variable) and tasks (wakers) waiting for what a
 //! device's loop or a node's CM produces, woken together.
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The `rdma_*` calls of rdma-core 44's librdmacm, and its rsockets `r*` calls (which fail
 //! with `ENOSYS` until they are implemented).
 //!
-//! The CM's work is done in softrdma's libibverbs ([`crate::private`]); this module keeps
+//! The CM's work is done in softrdma's libibverbs (the `private` module); this module keeps
 //! the C objects: an `rdma_cm_id` is `Obj<rdma_cm_id, IdRs>` (the CM's id number inside), an
 //! `rdma_event_channel` is `Obj<rdma_event_channel, ChanRs>`, an event is
 //! `Obj<rdma_cm_event, EvRs>` (its private data inside) until `rdma_ack_cm_event`.

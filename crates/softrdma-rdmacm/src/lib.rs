@@ -10,7 +10,7 @@
 //! of each address, sharing its `<ip>:4791` socket, and the `ibv_context` an id shows as
 //! `id->verbs` is that device, so the PD, CQs and QP a program makes on it are the ones the
 //! CM moves. This crate depends on no softrdma crate; it reaches the CM through one private
-//! table that libibverbs exports as `softrdma_rdmacm_ops@SOFTRDMA_PRIVATE_1` ([`private`]),
+//! table that libibverbs exports as `softrdma_rdmacm_ops@SOFTRDMA_PRIVATE_1` (the `private` module),
 //! as rdma-core's librdmacm calls private libibverbs symbols. The table's types
 //! ([`cm_abi`]) are one file compiled into both libraries.
 //!

@@ -8,7 +8,7 @@
 //! instead of a second copy of the stack competing for `<ip>:4791`.
 //!
 //! This file is compiled into both libraries (the rdmacm crate includes it by path), so the
-//! two always agree on it; [`CmOps::version`] and [`CmOps::size`] guard against a
+//! two always agree on it; `CmOps::version` and `CmOps::size` guard against a
 //! `librdmacm.so.1` and a `libibverbs.so.1` from different builds. It holds plain `#[repr(C)]`
 //! data and function-pointer types only.
 //!

@@ -252,7 +252,7 @@ impl Proc {
     }
 
     /// `rdma_destroy_id`. An id whose DREQ is still unanswered waits for the DREP (at most
-    /// [`DREP_WAIT`]): the kernel's CM outlives the process and takes that DREP itself; ours
+    /// `DREP_WAIT`): the kernel's CM outlives the process and takes that DREP itself; ours
     /// lives in the process, and a program that exits right after `rdma_destroy_id` (rping's
     /// client) would otherwise leave the peer's DREP to an ICMP port unreachable.
     pub fn id_destroy(&self, h: u32) -> Result<(), Errno> {

@@ -75,7 +75,7 @@ pub struct Args {
     config: Option<PathBuf>,
     /// Allow this initiator to log in: its port identifier (32 hex digits, or fewer for
     /// initiator_ext 0, with or without 0x), its GUID (aaaa:bbbb:cccc:dddd, any
-    /// initiator_ext) or its source address. Without --allow (or [acl] in --config) every
+    /// initiator_ext) or its source address. Without --allow (or `[acl]` in --config) every
     /// login is refused, as LIO refuses initiators without a node ACL.
     #[arg(long = "allow", value_name = "INITIATOR")]
     allow: Vec<String>,
