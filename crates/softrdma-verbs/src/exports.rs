@@ -2540,51 +2540,42 @@ entry! {
     }
 }
 
+/// The `ibv_copy_*_from_kern`/`_to_kern` helpers: `dst = f(*src)`; with a NULL (or otherwise
+/// unreadable) pointer nothing is copied, as those `void` calls have no way to fail.
+fn copy_converted<S: Copy, D>(src: *mut S, dst: *mut D, f: impl FnOnce(&S) -> D) {
+    // SAFETY: the caller's structs, each checked for NULL before use.
+    unsafe {
+        if let Ok(k) = ptr::read_in(src as *const S) {
+            let _ = ptr::write_out(dst, f(&k));
+        }
+    }
+}
+
 entry! {
     /// Kernel → verbs QP attributes (librdmacm's, for replies from the kernel's RDMA CM).
     export value fn ibv_copy_qp_attr_from_kern(dst: *mut ibv_qp_attr, src: *mut ib_uverbs_qp_attr) -> () {
-        // SAFETY: the caller's structs (NULL: nothing is copied).
-        unsafe {
-            if let Ok(k) = ptr::read_in(src as *const ib_uverbs_qp_attr) {
-                let _ = ptr::write_out(dst, conv::qp_attr_from_kern(&k));
-            }
-        }
+        copy_converted(src, dst, conv::qp_attr_from_kern);
     }
 }
 
 entry! {
     /// Kernel → verbs address vector.
     export value fn ibv_copy_ah_attr_from_kern(dst: *mut ibv_ah_attr, src: *mut ib_uverbs_ah_attr) -> () {
-        // SAFETY: the caller's structs (NULL: nothing is copied).
-        unsafe {
-            if let Ok(k) = ptr::read_in(src as *const ib_uverbs_ah_attr) {
-                let _ = ptr::write_out(dst, conv::ah_attr_from_kern(&k));
-            }
-        }
+        copy_converted(src, dst, conv::ah_attr_from_kern);
     }
 }
 
 entry! {
     /// Kernel → `<infiniband/sa.h>` path record.
     export value fn ibv_copy_path_rec_from_kern(dst: *mut ibv_sa_path_rec, src: *mut ib_user_path_rec) -> () {
-        // SAFETY: the caller's structs (NULL: nothing is copied).
-        unsafe {
-            if let Ok(k) = ptr::read_in(src as *const ib_user_path_rec) {
-                let _ = ptr::write_out(dst, conv::path_rec_from_kern(&k));
-            }
-        }
+        copy_converted(src, dst, conv::path_rec_from_kern);
     }
 }
 
 entry! {
     /// `<infiniband/sa.h>` → kernel path record.
     export value fn ibv_copy_path_rec_to_kern(dst: *mut ib_user_path_rec, src: *mut ibv_sa_path_rec) -> () {
-        // SAFETY: the caller's structs (NULL: nothing is copied).
-        unsafe {
-            if let Ok(u) = ptr::read_in(src as *const ibv_sa_path_rec) {
-                let _ = ptr::write_out(dst, conv::path_rec_to_kern(&u));
-            }
-        }
+        copy_converted(src, dst, conv::path_rec_to_kern);
     }
 }
 

@@ -140,6 +140,39 @@ fn listening(port: u16) -> bool {
     })
 }
 
+/// Starts `args` as the server, waits until it listens on TCP `port` (the tools' side
+/// channel), then runs `args` with `127.0.0.1` appended as the client, both with `env`; the
+/// two outcomes (exit code, stdout, stderr), server first.
+fn server_then_client(
+    args: &[&str],
+    port: &str,
+    env: &[(&str, &str)],
+) -> [(Option<i32>, String, String); 2] {
+    let spawn = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let server = spawn(args);
+    let start = Instant::now();
+    while !listening(port.parse().unwrap()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut client_args = args.to_vec();
+    client_args.push("127.0.0.1");
+    let client = finish(spawn(&client_args), Duration::from_secs(60));
+    let server = finish(server, Duration::from_secs(30));
+    [server, client]
+}
+
 /// Server and client of `tool` (ibv_rc_pingpong, ibv_ud_pingpong), two processes on this host
 /// over softrdma (the second device takes a free 127.0.0.x: the first holds the loopback's
 /// address), `-c` validating the data.
@@ -169,29 +202,7 @@ fn pingpong_env(tool: &str, extra: &[&str], env: &[(&str, &str)]) {
         &port,
     ];
     common.extend_from_slice(extra);
-    let spawn = |args: &[&str]| {
-        Command::new(BIN)
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let server = spawn(&common);
-    let start = Instant::now();
-    while !listening(port.parse().unwrap()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut client_args = common.clone();
-    client_args.push("127.0.0.1");
-    let client = spawn(&client_args);
-    let (cc, co, ce) = finish(client, Duration::from_secs(60));
-    let (sc, so, se) = finish(server, Duration::from_secs(30));
+    let [(sc, so, se), (cc, co, ce)] = server_then_client(&common, &port, env);
     for (who, code, out, err) in [("server", sc, &so, &se), ("client", cc, &co, &ce)] {
         assert_eq!(code, Some(0), "{who}: {out}{err}");
         assert!(out.contains("100 iters in"), "{who}: {out}{err}");
@@ -292,28 +303,7 @@ fn perftest_env(tool: &str, env: &[(&str, &str)]) {
         "-p",
         &port,
     ];
-    let spawn = |args: &[&str]| {
-        Command::new(BIN)
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let server = spawn(&common);
-    let start = Instant::now();
-    while !listening(port.parse().unwrap()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut client_args = common.clone();
-    client_args.push("127.0.0.1");
-    let (cc, co, ce) = finish(spawn(&client_args), Duration::from_secs(60));
-    let (sc, so, se) = finish(server, Duration::from_secs(30));
+    let [(sc, so, se), (cc, co, ce)] = server_then_client(&common, &port, env);
     for (who, code, out, err) in [("server", sc, &so, &se), ("client", cc, &co, &ce)] {
         assert_eq!(code, Some(0), "{who}: {out}{err}");
         assert!(out.contains("Link type       : Ethernet"), "{who}: {out}");
