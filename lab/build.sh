@@ -30,6 +30,8 @@ PKGS_USER=(
   iproute2 libbpf1 libelf1 libbsd0 libmd0 libcap2 libdb5.3 libmnl0 libselinux1 libpcre2-8-0
   libtirpc3 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libcom-err2 libkrb5support0 libkeyutils1 libssl3
   libxtables12 libzstd1
+  sg3-utils libsgutils2-1.46-2
+  e2fsprogs libext2fs2 libblkid1 libuuid1
 )
 
 mkdir -p "$LAB/debs"
@@ -148,6 +150,13 @@ for b in "$W"/stage/usr/bin/{rping,ucmatose,cmtime,udaddy,mckey,rdma_server,rdma
          "$W"/stage/{sbin,bin,usr/sbin,usr/bin}/{rdma,ip,bridge}; do
   [ -f "$b" ] && cp "$b" "$R/usr/local/bin/"
 done
+# SCSI tools for the SRP scenarios (sg_persist, sg_rtpg, sg_raw, ...: all of sg3-utils, small) and
+# e2fsprogs' mke2fs as mkfs.ext4 (busybox's mke2fs makes ext2 only): into /usr/local/bin, so the
+# library closure below follows their NEEDED entries too. mke2fs picks the filesystem type from
+# its argv[0], so mkfs.ext4 is a copy under that name; its mke2fs.conf comes along.
+cp "$W"/stage/usr/bin/sg_* "$R/usr/local/bin/"
+cp "$W/stage/sbin/mke2fs" "$R/usr/local/bin/mkfs.ext4"
+cp "$W/stage/etc/mke2fs.conf" "$R/etc/"
 echo "== binaries: $(ls "$R/usr/local/bin" | tr '\n' ' ')"
 mkdir -p "$R/etc/libibverbs.d" "$R/usr/lib/$ARCH/libibverbs"
 cp "$W/stage/etc/libibverbs.d/rxe.driver" "$R/etc/libibverbs.d/"
