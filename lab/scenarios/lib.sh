@@ -162,3 +162,41 @@ dv_client() {
   fi
   touch "dv-$2.done"
 }
+
+# --- SRP (ib_srp in a guest -> `softrdma srpt` on the host) --------------------------------------
+SRP_ADD=/sys/class/infiniband_srp/srp-rxe0-1/add_target
+# srp_disks: the SCSI disks present, one line each
+srp_disks() { ls /sys/block | grep '^sd'; }
+# srp_login OPTS: an add_target with OPTS (the line srpt printed, plus initiator_ext= etc.),
+# then wait for the disk it brings; SRP_DEV = that disk's name (empty if none came). ib_srp
+# removes a logged-out target port in the background: until it is gone, the same add_target
+# is refused ("Already connected"), so a refusal is tried again for a few seconds.
+srp_login() {
+  _before=" $(srp_disks | tr '\n' ' ') "; SRP_DEV=
+  stamp "add_target $1"
+  for _t in $(seq 25); do echo "$1" > $SRP_ADD 2>/dev/null && break; sleep 0.2; done
+  echo "add_target rc=$? (try $_t)"
+  for _i in $(seq 100); do
+    for _d in $(srp_disks); do
+      case "$_before" in *" $_d "*) ;; *) [ -b /dev/$_d ] && SRP_DEV=$_d ;; esac
+    done
+    [ -n "$SRP_DEV" ] && break; sleep 0.2
+  done
+  echo "disk: $SRP_DEV"
+}
+# srp_logout_all: delete every SRP remote port, wait for the disks to go
+srp_logout_all() {
+  stamp "logout"
+  for h in /sys/class/srp_remote_ports/*; do [ -e "$h/delete" ] && echo 1 > "$h/delete"; done
+  for _i in $(seq 100); do [ -z "$(srp_disks)" ] && break; sleep 0.2; done
+  echo "disks after logout: [$(srp_disks | tr '\n' ' ')]"
+}
+# srpt_start NAME ARGS... (host.sh): `softrdma srpt ARGS` in the background, stdout NAME.txt,
+# stderr NAME.err; waits for its add_target line; SRPT_PID = its PID
+srpt_start() {
+  _n=$1; shift
+  RUST_LOG=${RUST_LOG:-debug} "$SOFTRDMA" srpt "$@" > "$_n.txt" 2> "$_n.err" &
+  SRPT_PID=$!
+  for _i in $(seq 50); do grep -q '^add_target: ' "$_n.txt" 2>/dev/null && break; sleep 0.1; done
+  cat "$_n.txt"
+}
