@@ -41,7 +41,7 @@ use softrdma_wire::scsi::ScsiStatus;
 use softrdma_wire::Gid;
 
 use crate::cmtool::{self, signals, SIGNAL_SLICE};
-use crate::srp_bench;
+use crate::srp_bench::{self, Cut};
 use crate::srp_nbd;
 
 /// `softrdma srp`.
@@ -1141,22 +1141,22 @@ fn bench(c: &Conn, spec: &srp_bench::BenchArgs) -> Result<(), String> {
         }
     };
     let r = with_session(t, &opts(c, plan.buffer_len()), |s| {
-        Ok(srp_bench::run_keep(s, &plan, true))
-    })?;
-    let r = match r {
-        Ok(r) => r,
-        Err(cut) => {
-            // As fio does when a job fails part way: the summary of what was done.
-            if let Some(p) = &cut.partial {
-                eprintln!(
-                    "softrdma srp bench: the run ended early after {:.2} s; what completed until then:",
-                    p.runtime.as_secs_f64()
-                );
-                print(p);
-            }
-            return Err(cut.why);
+        let r = srp_bench::run_keep(s, &plan, true);
+        if let Err(Cut {
+            partial: Some(p), ..
+        }) = &r
+        {
+            // As fio does when a job fails part way: the summary of what was done, said when
+            // the workload stops (the logout that follows may wait for a dead target's DREPs).
+            eprintln!(
+                "softrdma srp bench: the run ended early after {:.2} s; what completed until then:",
+                p.runtime.as_secs_f64()
+            );
+            print(p);
         }
-    };
+        Ok(r)
+    })?;
+    let r = r.map_err(|cut| cut.why)?;
     print(&r);
     if r.verify_errors > 0 {
         return Err(format!("{} blocks failed verification", r.verify_errors));

@@ -4,6 +4,11 @@
 //! when the target stays away the initiator fails fast after `fast_io_fail_tmo` and gives
 //! the device up after `dev_loss_tmo`, exiting with the reason.
 //!
+//! A target that dies without a word (SIGKILL: no DREQ) is noticed as ib_srp notices it: the
+//! RC retries of an outstanding command run out (`srp_handle_qp_err` → `srp_tl_err_work` →
+//! `srp_start_tl_fail_timers`), after `(tl_retry_count + 1)` local ACK timeouts, and the
+//! reconnect / fast_io_fail / dev_loss timers run from that moment.
+//!
 //! The target is started with an explicit ACL for the initiator's address (`--allow`), so
 //! these tests keep working with a target that is closed by default.
 
@@ -16,6 +21,12 @@ use std::time::{Duration, Instant};
 struct Proc(Child);
 
 impl Proc {
+    /// SIGKILL: the target dies without a DREQ, its sockets simply close.
+    fn kill9(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+
     fn term(&mut self) {
         if !matches!(self.0.try_wait(), Ok(None)) {
             return; // already reaped
@@ -345,4 +356,174 @@ fn an_nbd_client_rides_through_a_target_restart() {
         "no reconnect under fio: {said:#?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The QP's local ACK timeout over the RDMA CM on RoCE, as the kernel computes it for ib_srp:
+/// the RoCE path's packet lifetime 18 (`ROCE_PACKET_LIFE_TIME`, the REQs in the captures)
+/// gives `cm_ack_timeout(ca_ack_delay 15, 18)` = 19, i.e. 4.096 µs · 2^19 = 2.147 s.
+const ACK_TIMEOUT_S: f64 = 4.096e-6 * (1u64 << 19) as f64;
+
+/// When a SIGKILLed target is noticed with RC retry count `retry`: the first transmission and
+/// `retry` retransmissions each wait one ACK timeout, then the send completes in error
+/// (IBTA C9-141; a kernel on hardware does the same; rxe would retransmit forever at 7).
+fn detection_s(retry: u8) -> f64 {
+    f64::from(retry + 1) * ACK_TIMEOUT_S
+}
+
+/// The first stderr line containing `what`, with its time after `t0` (seconds).
+fn at(err: &[(Instant, String)], t0: Instant, what: &str) -> Option<(f64, String)> {
+    err.iter()
+        .find(|(_, l)| l.contains(what))
+        .map(|(t, l)| (t.saturating_duration_since(t0).as_secs_f64(), l.clone()))
+}
+
+#[test]
+fn a_sigkilled_target_is_noticed_after_the_rc_retries_and_the_reconnect_follows() {
+    let dir = std::env::temp_dir().join(format!("softrdma-srp-sigkill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let img = dir.join("lun.img");
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(16 << 20))
+        .expect("LUN file");
+    let lun = format!("file:{}", img.display());
+    let ini = "127.0.95.2";
+    let (mut t, line) = srpt("127.0.95.1", &lun, ini);
+    // ib_srp's smallest tl_retry_count (2): noticed after 3 ACK timeouts, 6.44 s.
+    let (mut b, rx) = bench(
+        &format!("{line},src={ini},tl_retry_count=2"),
+        &[
+            "--rw",
+            "randrw",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "8",
+            "--runtime",
+            "14",
+            "--verify",
+            "--json",
+            "--reconnect-delay",
+            "1",
+            "--fast-io-fail-tmo",
+            "30",
+            "--dev-loss-tmo",
+            "60",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let killed = Instant::now();
+    t.kill9();
+    // Back after the loss is noticed (6.44 s), before fast_io_fail_tmo.
+    std::thread::sleep(Duration::from_secs_f64(detection_s(2) + 1.5));
+    let back = Instant::now();
+    let (_t2, _) = srpt("127.0.95.1", &lun, ini);
+    let (st, out, _) = finish(&mut b, Duration::from_secs(60));
+    let err = lines(&rx);
+    let text: Vec<&str> = err.iter().map(|(_, l)| l.as_str()).collect();
+    assert!(st.success(), "bench failed: {text:#?}\n{out}");
+
+    // Noticed when the retries ran out, as a failed send completion (ib_srp: "failed SEND
+    // status transport retry counter exceeded"), not by a DREQ (there was none).
+    let (lost, l) = at(&err, killed, "lost the target").unwrap_or_else(|| panic!("{text:#?}"));
+    assert!(l.contains("RetryExcErr"), "not by the RC retries: {l}");
+    let want = detection_s(2);
+    eprintln!("SIGKILL noticed after {lost:.3} s (tl_retry_count 2: 3 x {ACK_TIMEOUT_S:.3} s = {want:.3} s)");
+    assert!(
+        lost >= want - 0.25 && lost <= want + 2.0,
+        "noticed {lost:.2} s after the SIGKILL, not {want:.2} s: {l}"
+    );
+    // The timers run from that moment: the first reconnect attempt reconnect_delay later
+    // (`srp_start_tl_fail_timers` queues reconnect_work), the next ones every reconnect_delay.
+    let (a1, _) = at(&err, killed, "reconnect attempt 1").unwrap_or_else(|| panic!("{text:#?}"));
+    assert!(
+        (a1 - lost - 1.0).abs() <= 0.6,
+        "first attempt {:.2} s after the loss, not reconnect_delay (1 s): {text:#?}",
+        a1 - lost
+    );
+    let (ok, l) = at(&err, killed, "reconnect succeeded").unwrap_or_else(|| panic!("{text:#?}"));
+    let after = ok - back.saturating_duration_since(killed).as_secs_f64();
+    eprintln!(
+        "target back at +{:.3} s, reconnected at +{ok:.3} s",
+        back.saturating_duration_since(killed).as_secs_f64()
+    );
+    assert!(
+        (0.0..=3.0).contains(&after),
+        "reconnected {after:.2} s after the target was back ({l})"
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&out[out.find('{').unwrap_or(0)..]).expect("json");
+    assert_eq!(j["verify"]["errors"], 0, "{j}");
+    assert!(
+        j["verify"]["checked"].as_u64().unwrap_or(0) > 0,
+        "nothing verified: {j}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sigkilled_target_with_ib_srps_default_retry_count_fails_io_fast_after_fast_io_fail_tmo() {
+    let ini = "127.0.96.2";
+    let (mut t, line) = srpt("127.0.96.1", "mem:8M", ini);
+    // ib_srp's defaults but fast_io_fail_tmo: tl_retry_count 7, noticed after 8 ACK timeouts
+    // (17.2 s, a kernel's time on hardware), then fast_io_fail_tmo (1 s) fails the commands.
+    let (mut b, rx) = bench(
+        &format!("{line},src={ini}"),
+        &[
+            "--rw",
+            "randwrite",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "60",
+            "--reconnect-delay",
+            "10",
+            "--fast-io-fail-tmo",
+            "1",
+            "--dev-loss-tmo",
+            "60",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let killed = Instant::now();
+    t.kill9();
+    let (st, _, end) = finish(&mut b, Duration::from_secs(60));
+    let err = lines(&rx);
+    let text: Vec<&str> = err.iter().map(|(_, l)| l.as_str()).collect();
+    assert_eq!(st.code(), Some(1), "{text:#?}");
+    let (lost, l) = at(&err, killed, "lost the target").unwrap_or_else(|| panic!("{text:#?}"));
+    assert!(l.contains("RetryExcErr"), "not by the RC retries: {l}");
+    let want = detection_s(7);
+    eprintln!("SIGKILL noticed after {lost:.3} s (tl_retry_count 7: 8 x {ACK_TIMEOUT_S:.3} s = {want:.3} s)");
+    assert!(
+        lost >= want - 0.25 && lost <= want + 2.5,
+        "noticed {lost:.2} s after the SIGKILL, not {want:.2} s: {l}"
+    );
+    let (ff, _) =
+        at(&err, killed, "fast_io_fail_tmo (1 s) passed").unwrap_or_else(|| panic!("{text:#?}"));
+    assert!(
+        (ff - lost - 1.0).abs() <= 0.6,
+        "fast_io_fail {:.2} s after the loss, not 1 s: {text:#?}",
+        ff - lost
+    );
+    // The held commands fail at that moment and the workload stops; the process then tries
+    // to log out of the dead target before it exits (its DREQs go unanswered).
+    let (stop, _) = at(&err, killed, "the run ended early").unwrap_or_else(|| panic!("{text:#?}"));
+    let took = end.saturating_duration_since(killed).as_secs_f64();
+    eprintln!("fast_io_fail at +{ff:.3} s, workload stopped at +{stop:.3} s, exit at +{took:.3} s");
+    assert!(
+        stop - ff <= 1.0,
+        "the workload stopped {:.2} s after fast_io_fail: {text:#?}",
+        stop - ff
+    );
+    assert!(
+        took - ff <= 8.0,
+        "exit {took:.2} s after the SIGKILL: {text:#?}"
+    );
+    // no reconnect attempt yet: reconnect_delay (10 s) had not passed since the loss
+    assert!(
+        !text.iter().any(|l| l.contains("reconnect attempt")),
+        "{text:#?}"
+    );
 }
