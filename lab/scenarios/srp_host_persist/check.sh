@@ -54,5 +54,21 @@ expect "target exit 0 on SIGTERM" rc_is $S/srpt2.rc 0
 attrs=$(mad_attrs | tr '\n' ' ')
 echo "CM MADs: $attrs"
 expect "CM: four logins (REQ REP RTU) and four logouts (DREQ DREP)" [ "$(echo "$attrs" | grep -o 'RTU' | wc -l)" -ge 4 ]
+# The wire, read by the project's decoder: the PR commands in SRP_CMDs, the conflicts in SRP_RSPs
+"$SOFTRDMA" decode --json --only-roce capture.pcap 2>/dev/null | python3 -c '
+import json, sys
+from collections import Counter
+ops, st = Counter(), Counter()
+for line in sys.stdin:
+    ib = json.loads(line).get("infiniband", {})
+    ops[ib.get("srp_cmd", {}).get("cdb", "")[:2]] += 1
+    st[ib.get("srp_rsp", {}).get("status")] += 1
+print("pr_out=%d pr_in=%d conflicts=%d" % (ops["5f"], ops["5e"], st[0x18]))
+' > srp-wire.txt
+cat srp-wire.txt
+read -r PRO PRI CONF < <(sed 's/[a-z_]*=//g' srp-wire.txt)
+expect "wire: the 6 PERSISTENT RESERVE OUTs in SRP_CMDs" [ "$PRO" = 6 ]
+expect "wire: the 11 PERSISTENT RESERVE INs in SRP_CMDs" [ "${PRI:-0}" -ge 11 ]
+expect "wire: SRP_RSPs with RESERVATION CONFLICT (>= the 6 refused writes)" [ "${CONF:-0}" -ge 6 ]
 expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
 finish
