@@ -12,8 +12,9 @@ srp_login "$OPTS"; DEV=$SRP_DEV
 [ -n "$DEV" ] || { dmesg | tail -30; touch A.done; exit 1; }
 echo "provisioning_mode=$(cat /sys/block/$DEV/device/scsi_disk/*/provisioning_mode)"
 stamp "mkfs.ext4 /dev/$DEV"
-# everything initialised now: no lazy init thread writing blocks between the measurements
-mkfs.ext4 -F -q -E lazy_itable_init=0,lazy_journal_init=0 /dev/$DEV > mkfs.txt 2>&1
+# everything initialised now (no lazy init thread writing blocks between the measurements), and
+# no discard of the whole device: every UNMAP on the wire is then fstrim's
+mkfs.ext4 -F -q -E lazy_itable_init=0,lazy_journal_init=0,nodiscard /dev/$DEV > mkfs.txt 2>&1
 echo "mkfs.ext4 rc=$?"; cat mkfs.txt
 mkdir -p /mnt/d
 mount -t ext4 /dev/$DEV /mnt/d; echo "mount rc=$?"

@@ -19,5 +19,11 @@ expect "fstrim -v reported bytes trimmed" has $S/fstrim.txt 'bytes trimmed'
 expect "remounted" has $S/A.out '^mount again rc=0$'
 expect "kept files intact (checksums)" has $S/A.out '^KEPT FILES INTACT$'
 expect "target exit 0 on SIGTERM" rc_is $S/srpt.rc 0
+# The wire, read by the project's decoder: fstrim's discards went out as UNMAP (0x42) SRP_CMDs
+# (mkfs.ext4 ran with nodiscard: they are all fstrim's)
+UNMAPS=$("$SOFTRDMA" decode --json --only-roce capture.pcap 2>/dev/null | python3 -c '
+import json, sys
+print(sum(json.loads(l).get("infiniband", {}).get("srp_cmd", {}).get("cdb", "").startswith("42") for l in sys.stdin))')
+expect "wire: UNMAP commands in SRP_CMDs ($UNMAPS)" [ "${UNMAPS:-0}" -ge 1 ]
 expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
 finish
