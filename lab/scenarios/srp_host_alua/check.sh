@@ -18,5 +18,15 @@ done
 expect "written through port 1, read back through port 2" has $S/A.out '^ONE LUN THROUGH BOTH PORTS$'
 expect "target exit 0 on SIGTERM" rc_is $S/srpt.rc 0
 expect "logins on both ports on the wire (REQs to 10.77.0.1 and 10.77.0.2)" [ "$(count_frames 'ip.dst == 10.77.0.1 && infiniband.mad.attributeid == 0x0010')" -ge 1 ] && [ "$(count_frames 'ip.dst == 10.77.0.2 && infiniband.mad.attributeid == 0x0010')" -ge 1 ]
+# The wire, read by the project's decoder: a REPORT TARGET PORT GROUPS (A3h/0Ah) SRP_CMD to each port
+RTPG=$("$SOFTRDMA" decode --json --only-roce capture.pcap 2>/dev/null | python3 -c '
+import json, sys
+to = set()
+for line in sys.stdin:
+    d = json.loads(line)
+    if d.get("infiniband", {}).get("srp_cmd", {}).get("cdb", "").startswith("a30a"):
+        to.add(d["ip"]["dst"])
+print(" ".join(sorted(to)))')
+expect "wire: REPORT TARGET PORT GROUPS sent to both ports ($RTPG)" [ "$RTPG" = "10.77.0.1 10.77.0.2" ]
 expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
 finish
