@@ -4,10 +4,12 @@
 //! when the target stays away the initiator fails fast after `fast_io_fail_tmo` and gives
 //! the device up after `dev_loss_tmo`, exiting with the reason.
 //!
-//! A target that dies without a word (SIGKILL: no DREQ) is noticed as ib_srp notices it: the
-//! RC retries of an outstanding command run out (`srp_handle_qp_err` → `srp_tl_err_work` →
-//! `srp_start_tl_fail_timers`), after `(tl_retry_count + 1)` local ACK timeouts, and the
-//! reconnect / fast_io_fail / dev_loss timers run from that moment.
+//! A target that dies without a word (SIGKILL: no DREQ) is noticed the way ib_srp is built to
+//! notice it: the RC retries of an outstanding command run out (`srp_handle_qp_err` →
+//! `srp_tl_err_work` → `srp_start_tl_fail_timers`), after `(tl_retry_count + 1)` local ACK
+//! timeouts, and the reconnect / fast_io_fail / dev_loss timers run from that moment. (Linux
+//! 6.1's ib_srp over rxe never gets there: rxe retransmits once and stops, and the SCSI error
+//! handler notices after sd's command timeout; lab scenario `srp_host_sigkill`.)
 //!
 //! The target is started with an explicit ACL for the initiator's address (`--allow`), so
 //! these tests keep working with a target that is closed by default.
@@ -365,7 +367,7 @@ const ACK_TIMEOUT_S: f64 = 4.096e-6 * (1u64 << 19) as f64;
 
 /// When a SIGKILLed target is noticed with RC retry count `retry`: the first transmission and
 /// `retry` retransmissions each wait one ACK timeout, then the send completes in error
-/// (IBTA C9-141; a kernel on hardware does the same; rxe would retransmit forever at 7).
+/// (IBTA C9-141; rxe does not: see the module comment).
 fn detection_s(retry: u8) -> f64 {
     f64::from(retry + 1) * ACK_TIMEOUT_S
 }
