@@ -94,6 +94,7 @@
 //! not (the kernel copies the request's GRH traffic class, which the socket does not see).
 
 mod event;
+pub mod multicast;
 mod queue;
 #[cfg(test)]
 mod tests;
@@ -430,6 +431,8 @@ pub struct RdmaCm {
     queue_limit: usize,
     counters: RdmaCmCounters,
     rng: Rng,
+    /// Multicast memberships, (id, group) ([`multicast`]).
+    joins: Vec<(u32, multicast::Membership)>,
 }
 
 /// What a request (REQ or SIDR REQ) says about its addresses, after the IP header checks
@@ -465,6 +468,7 @@ impl RdmaCm {
             queue_limit,
             counters: RdmaCmCounters::default(),
             rng,
+            joins: Vec::new(),
         })
     }
 
@@ -1580,6 +1584,7 @@ impl RdmaCm {
         let Some(i) = self.ids.remove(&id) else {
             return;
         };
+        self.joins.retain(|(owner, _)| *owner != id);
         if let Some(l) = i.local {
             self.bound.remove(&(l.port(), l.ip(), id));
         }
