@@ -100,6 +100,17 @@ pub struct IdRs {
     dying: AtomicBool,
     /// Events handed out and not yet acknowledged.
     unacked: AtomicU32,
+    /// The groups joined (librdmacm's `id_priv->mc_list`).
+    mcs: Mutex<Vec<Mc>>,
+}
+
+/// One multicast join (`struct cma_multicast`): what the program named, its context for
+/// MULTICAST_JOIN's `param.ud.private_data`, and the MGID the join's event gave.
+struct Mc {
+    addr: SockaddrStorage,
+    context: usize,
+    send_only: bool,
+    mgid: Option<[u8; 16]>,
 }
 
 /// `CmQpOut` holds raw pointers of libibverbs' objects; they are only handed back to it.
@@ -166,6 +177,7 @@ fn new_id(
             ep: Mutex::new(None),
             dying: AtomicBool::new(false),
             unacked: AtomicU32::new(0),
+            mcs: Mutex::new(Vec::new()),
         },
     );
     ids().insert(h, p as usize);
@@ -781,6 +793,29 @@ fn take_event(channel: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, Er
             data.as_ptr().cast::<c_void>()
         };
         let c = ptr::copy_c::<_, IdRs>(id)?;
+        let mut dp = dp;
+        if out.event == EVENT_MULTICAST_JOIN {
+            // ucma_process_join: the event's context is the join's; the id's QP hears the
+            // group (not for a send-only member); a failed attach makes it MULTICAST_ERROR.
+            let mut mcs = lock(&r.mcs);
+            let Some(m) = mcs
+                .iter_mut()
+                .find(|m| m.mgid.is_none() && mgid_matches(&m.addr, &out.ah_dgid))
+            else {
+                continue;
+            };
+            m.mgid = Some(out.ah_dgid);
+            dp = m.context as *const c_void;
+            if !c.qp.is_null() && !m.send_only {
+                // SAFETY: the table's entry; the QP is the id's, of our libibverbs.
+                let e = unsafe { (o.attach_mc)(c.qp.cast(), out.ah_dgid.as_ptr(), 1) };
+                if e != 0 {
+                    crate::entry::set_errno(Errno(e));
+                    out.event = EVENT_MULTICAST_ERROR;
+                    out.status = -1;
+                }
+            }
+        }
         let param = if out.ud != 0 || c.qp_type == IBV_QPT_UD {
             rdma_cm_event_param {
                 ud: rdma_ud_param {
@@ -1209,26 +1244,104 @@ entry! {
     }
 }
 
-// ----- multicast: not yet -----
+// ----- multicast -----
+
+/// `enum rdma_cm_event_type`'s MULTICAST_JOIN and MULTICAST_ERROR.
+const EVENT_MULTICAST_JOIN: c_int = 12;
+const EVENT_MULTICAST_ERROR: c_int = 13;
+
+/// `RDMA_CM_JOIN_MC_ATTR_ADDRESS`, `RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS`.
+const JOIN_MC_ATTR_ADDRESS: u32 = 1 << 0;
+const JOIN_MC_ATTR_JOIN_FLAGS: u32 = 1 << 1;
+/// `RDMA_MC_JOIN_FLAG_FULLMEMBER`, `_SENDONLY_FULLMEMBER`, `_RESERVED`.
+const MC_JOIN_FLAG_FULLMEMBER: u32 = 0;
+const MC_JOIN_FLAG_SENDONLY_FULLMEMBER: u32 = 2;
+const MC_JOIN_FLAG_RESERVED: u32 = 3;
+
+/// Whether the MGID of a MULTICAST_JOIN is the one of the group at `addr` (RoCEv2:
+/// `::ffff:a.b.c.d` for an IPv4 group, `cma_iboe_set_mgid`).
+fn mgid_matches(addr: &SockaddrStorage, mgid: &[u8; 16]) -> bool {
+    let fam = u16::from_ne_bytes([addr.0[0], addr.0[1]]);
+    match i32::from(fam) {
+        libc::AF_INET => {
+            mgid[..10] == [0; 10] && mgid[10..12] == [0xff, 0xff] && mgid[12..] == addr.0[4..8]
+        }
+        libc::AF_INET6 => mgid[..] == addr.0[8..24],
+        _ => false,
+    }
+}
+
+/// `rdma_join_multicast_ex` after the argument checks.
+fn join(
+    id: *mut rdma_cm_id,
+    addr: *mut c_void,
+    flags: u32,
+    context: *mut c_void,
+) -> Result<c_int, Errno> {
+    let r = id_rs(id)?;
+    let o = ops()?;
+    // SAFETY: the program's sockaddr.
+    let a = unsafe { sockaddr_bytes(addr)? };
+    // Recorded first: the join's event may be on the channel before the call returns.
+    lock(&r.mcs).push(Mc {
+        addr: a,
+        context: context as usize,
+        send_only: flags == MC_JOIN_FLAG_SENDONLY_FULLMEMBER,
+        mgid: None,
+    });
+    // SAFETY: the table's entry, with our copy.
+    let res = ok(unsafe { (o.join_mc)(r.h, a.0.as_ptr().cast(), flags as c_int) });
+    if res.is_err() {
+        let mut mcs = lock(&r.mcs);
+        if let Some(i) = mcs.iter().rposition(|m| m.addr == a && m.mgid.is_none()) {
+            mcs.remove(i);
+        }
+    }
+    res?;
+    Ok(0)
+}
 
 entry! {
     export neg fn rdma_join_multicast(id: *mut rdma_cm_id, addr: *mut c_void, context: *mut c_void) -> c_int {
-        let _ = (id, addr, context);
-        Err(Errno(libc::ENOSYS))
+        join(id, addr, MC_JOIN_FLAG_FULLMEMBER, context)
     }
 }
 
 entry! {
     export neg fn rdma_join_multicast_ex(id: *mut rdma_cm_id, mc_join_attr: *mut rdma_cm_join_mc_attr_ex, context: *mut c_void) -> c_int {
-        let _ = (id, mc_join_attr, context);
-        Err(Errno(libc::ENOSYS))
+        // SAFETY: the program's attributes (NULL is EINVAL).
+        let m = unsafe { ptr::read_in(mc_join_attr as *const rdma_cm_join_mc_attr_ex)? };
+        if m.comp_mask & JOIN_MC_ATTR_ADDRESS == 0
+            || m.comp_mask & JOIN_MC_ATTR_JOIN_FLAGS == 0
+            || m.join_flags >= MC_JOIN_FLAG_RESERVED
+            || m.addr.is_null()
+        {
+            return Err(Errno::EINVAL);
+        }
+        join(id, m.addr, m.join_flags, context)
     }
 }
 
 entry! {
     export neg fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut c_void) -> c_int {
-        let _ = (id, addr);
-        Err(Errno(libc::ENOSYS))
+        let r = id_rs(id)?;
+        let o = ops()?;
+        // SAFETY: the program's sockaddr.
+        let a = unsafe { sockaddr_bytes(addr)? };
+        let m = {
+            let mut mcs = lock(&r.mcs);
+            let i = mcs.iter().position(|m| m.addr == a).ok_or(Errno(libc::EADDRNOTAVAIL))?;
+            mcs.remove(i)
+        };
+        let c = ptr::copy_c::<_, IdRs>(id)?;
+        if let (false, Some(g), false) = (c.qp.is_null(), m.mgid, m.send_only) {
+            // SAFETY: the table's entry; the id's QP. A detach that finds nothing attached
+            // (the join's event not taken yet) is no error here, as in librdmacm.
+            let _ = unsafe { (o.attach_mc)(c.qp.cast(), g.as_ptr(), 0) };
+        }
+        // SAFETY: the table's entry, with our copy.
+        ok(unsafe { (o.leave_mc)(r.h, a.0.as_ptr().cast()) })?;
+        Ok(0)
     }
 }
 

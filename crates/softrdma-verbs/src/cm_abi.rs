@@ -21,7 +21,7 @@
 use core::ffi::{c_int, c_void};
 
 /// The table's version: bumped whenever anything in this file changes meaning.
-pub const CM_OPS_VERSION: u32 = 1;
+pub const CM_OPS_VERSION: u32 = 2;
 
 /// The private version node of [`CmOps`]'s accessor.
 pub const PRIVATE_NODE: &str = "SOFTRDMA_PRIVATE_1";
@@ -215,4 +215,12 @@ pub struct CmOps {
     /// Every device's context (opened once per process): fills up to `max`, returns the
     /// count through `n`.
     pub contexts: unsafe extern "C" fn(out: *mut *mut c_void, max: c_int, n: *mut c_int) -> c_int,
+    /// `rdma_join_multicast_ex`: `flags` is `RDMA_MC_JOIN_FLAG_*` (0 full member, 2
+    /// send-only full member); MULTICAST_JOIN follows, its `ah_dgid` the group's MGID.
+    pub join_mc: unsafe extern "C" fn(id: u32, addr: *const c_void, flags: c_int) -> c_int,
+    /// `rdma_leave_multicast` (after the caller detached the id's QP).
+    pub leave_mc: unsafe extern "C" fn(id: u32, addr: *const c_void) -> c_int,
+    /// `ibv_attach_mcast` (`attach` 1) / `ibv_detach_mcast` (0) of `qp` (`ibv_qp *`) to the
+    /// 16-byte MGID at `mgid`, as librdmacm's `ucma_process_join` / `rdma_leave_multicast`.
+    pub attach_mc: unsafe extern "C" fn(qp: *mut c_void, mgid: *const u8, attach: c_int) -> c_int,
 }

@@ -9,9 +9,11 @@
 
 use core::ffi::{c_int, c_void};
 
+use softrdma_core::rdma_cm::multicast::JoinFlags;
 use softrdma_core::rdma_cm::{ConnParam, Ece, RdmaOption};
 use softrdma_core::verbs::QpState;
 
+use crate::abi::ibv_gid;
 use crate::abi::{
     ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
 };
@@ -49,6 +51,9 @@ pub fn ops() -> *const CmOps {
         set_local_ece,
         get_remote_ece,
         contexts,
+        join_mc,
+        leave_mc,
+        attach_mc,
     };
     &OPS
 }
@@ -441,5 +446,45 @@ entry! {
         }
         // SAFETY: librdmacm's count slot (NULL is EINVAL).
         unsafe { ptr::write_out(n, all.len() as c_int) }
+    }
+}
+
+entry! {
+    op errno fn join_mc(id: u32, addr: *const c_void, flags: c_int) -> c_int {
+        // SAFETY: the program's sockaddr (rdma_join_multicast).
+        let a = unsafe { read_sockaddr(addr)? };
+        let flags = match flags {
+            0 => JoinFlags::FullMember,
+            2 => JoinFlags::SendOnlyFullMember,
+            // RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER is the only other one Linux 6.1 takes.
+            _ => return Err(Errno(libc::ENOSYS)),
+        };
+        proc_().join_mc(id, a.ip(), flags)
+    }
+}
+
+entry! {
+    op errno fn leave_mc(id: u32, addr: *const c_void) -> c_int {
+        // SAFETY: the program's sockaddr (rdma_leave_multicast).
+        let a = unsafe { read_sockaddr(addr)? };
+        proc_().leave_mc(id, a.ip())
+    }
+}
+
+entry! {
+    op errno fn attach_mc(qp: *mut c_void, mgid: *const u8, attach: c_int) -> c_int {
+        // SAFETY: the caller's 16-byte MGID (NULL is EINVAL).
+        let g = unsafe { ptr::read_in(mgid as *const ibv_gid)? };
+        let r = if attach != 0 {
+            // SAFETY: our own export; it checks the QP pointer against the registry.
+            unsafe { exports::ibv_attach_mcast(qp.cast(), &g, 0) }
+        } else {
+            // SAFETY: as above.
+            unsafe { exports::ibv_detach_mcast(qp.cast(), &g, 0) }
+        };
+        match r {
+            0 => Ok(()),
+            e => Err(Errno(e)),
+        }
     }
 }

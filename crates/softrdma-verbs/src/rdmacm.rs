@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use softrdma_core::cm::CmPort;
+use softrdma_core::rdma_cm::multicast::{mgid_of, JoinError, JoinFlags};
 use softrdma_core::rdma_cm::{
     ConnParam, Ece, PortSpace, RdmaCmError, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaOption,
 };
@@ -54,6 +55,17 @@ pub fn cm_errno(e: &RdmaCmError) -> Errno {
         RdmaCmError::Cm(_) => libc::EINVAL,
         RdmaCmError::Verbs(v) => return crate::conv::verbs_errno(v),
     })
+}
+
+/// The kernel's `ENOTSUPP` (524), what joining an IPv6 group on RoCEv2 returns.
+const ENOTSUPP: i32 = 524;
+
+fn join_errno(e: &JoinError) -> Errno {
+    match e {
+        JoinError::Rdma(r) => cm_errno(r),
+        JoinError::NotSupported => Errno(ENOTSUPP),
+        JoinError::NotJoined => Errno(libc::EADDRNOTAVAIL),
+    }
 }
 
 fn drv_errno(e: &softrdma_driver::cm::Error) -> Errno {
@@ -265,6 +277,7 @@ impl Proc {
         {
             std::thread::sleep(Duration::from_millis(1));
         }
+        self.leave_all_mc(h);
         let e = lock(&self.st).ids.remove(&h).ok_or(Errno::EINVAL)?;
         if let Some(id) = e.id {
             self.destroy_core(id);
@@ -567,6 +580,66 @@ impl Proc {
         Ok(self
             .with_id(h, |id| self.cm.with_cm(|r| r.remote_ece(id.name())))?
             .unwrap_or_default())
+    }
+
+    /// `rdma_join_multicast_ex` ([`crate::mcast`]): the core's membership and its
+    /// MULTICAST_JOIN, and for a full member the device's interface joined to the group
+    /// first (its socket's error is the join's: nothing was recorded then).
+    pub fn join_mc(&self, h: u32, addr: IpAddr, flags: JoinFlags) -> Result<(), Errno> {
+        let port = self.port_of(h)?;
+        let dev = self.cm.device(port).ok_or(Errno::EINVAL)?;
+        let iface = flags == JoinFlags::FullMember && mgid_of(addr).is_some();
+        if iface {
+            dev.join_multicast(addr).map_err(|e| {
+                Errno(
+                    e.raw_os_error()
+                        .unwrap_or(if e.kind() == std::io::ErrorKind::Unsupported {
+                            ENOTSUPP
+                        } else {
+                            libc::EINVAL
+                        }),
+                )
+            })?;
+        }
+        let r = self
+            .with_id(h, |id| {
+                self.cm.with(port, |r, stack, _| {
+                    r.join_multicast(Some(stack), id, addr, flags)
+                })
+            })?
+            .map_err(|e| drv_errno(&e))?;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                if iface {
+                    dev.leave_multicast(addr);
+                }
+                Err(join_errno(&e))
+            }
+        }
+    }
+
+    /// `rdma_leave_multicast`.
+    pub fn leave_mc(&self, h: u32, addr: IpAddr) -> Result<(), Errno> {
+        let m = self
+            .with_id(h, |id| self.cm.with_cm(|r| r.leave_multicast(id, addr)))?
+            .map_err(|e| join_errno(&e))?;
+        if m.joins_interface() {
+            if let Some(d) = self.port_of(h).ok().and_then(|p| self.cm.device(p)) {
+                d.leave_multicast(addr);
+            }
+        }
+        Ok(())
+    }
+
+    /// The groups id `h` is in, left as its destruction does (`cma_leave_mc_groups`).
+    fn leave_all_mc(&self, h: u32) {
+        let Ok(ms) = self.with_id(h, |id| self.cm.with_cm(|r| r.memberships(id))) else {
+            return;
+        };
+        for m in ms {
+            let _ = self.leave_mc(h, m.addr);
+        }
     }
 
     /// What `struct rdma_cm_id` shows.
