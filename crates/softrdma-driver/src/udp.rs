@@ -409,6 +409,12 @@ impl UdpEndpoint {
         }
         set_buffer(&sock, config.recv_buffer, true);
         set_buffer(&sock, config.send_buffer, false);
+        if !addr.is_ipv6() {
+            // A UD send to a multicast GID leaves with rxe's TTL (the AH's hop limit, 64 from
+            // the RDMA CM's join; seen in the lab's kernel-to-kernel mckey), not the socket
+            // default of 1. The ICRC masks the TTL, so this is only what the wire shows.
+            sock.set_multicast_ttl_v4(64)?;
+        }
         sock.bind(&addr.into())?;
         let socket: UdpSocket = sock.into();
 

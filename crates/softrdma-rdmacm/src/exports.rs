@@ -1255,8 +1255,8 @@ const JOIN_MC_ATTR_ADDRESS: u32 = 1 << 0;
 const JOIN_MC_ATTR_JOIN_FLAGS: u32 = 1 << 1;
 /// `RDMA_MC_JOIN_FLAG_FULLMEMBER`, `_SENDONLY_FULLMEMBER`, `_RESERVED`.
 const MC_JOIN_FLAG_FULLMEMBER: u32 = 0;
-const MC_JOIN_FLAG_SENDONLY_FULLMEMBER: u32 = 2;
-const MC_JOIN_FLAG_RESERVED: u32 = 3;
+const MC_JOIN_FLAG_SENDONLY_FULLMEMBER: u32 = 1;
+const MC_JOIN_FLAG_RESERVED: u32 = 2;
 
 /// Whether the MGID of a MULTICAST_JOIN is the one of the group at `addr` (RoCEv2:
 /// `::ffff:a.b.c.d` for an IPv4 group, `cma_iboe_set_mgid`).

@@ -215,7 +215,7 @@ pub struct CmOps {
     /// Every device's context (opened once per process): fills up to `max`, returns the
     /// count through `n`.
     pub contexts: unsafe extern "C" fn(out: *mut *mut c_void, max: c_int, n: *mut c_int) -> c_int,
-    /// `rdma_join_multicast_ex`: `flags` is `RDMA_MC_JOIN_FLAG_*` (0 full member, 2
+    /// `rdma_join_multicast_ex`: `flags` is `RDMA_MC_JOIN_FLAG_*` (0 full member, 1
     /// send-only full member); MULTICAST_JOIN follows, its `ah_dgid` the group's MGID.
     pub join_mc: unsafe extern "C" fn(id: u32, addr: *const c_void, flags: c_int) -> c_int,
     /// `rdma_leave_multicast` (after the caller detached the id's QP).

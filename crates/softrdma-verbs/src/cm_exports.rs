@@ -455,9 +455,9 @@ entry! {
         let a = unsafe { read_sockaddr(addr)? };
         let flags = match flags {
             0 => JoinFlags::FullMember,
-            2 => JoinFlags::SendOnlyFullMember,
-            // RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER is the only other one Linux 6.1 takes.
-            _ => return Err(Errno(libc::ENOSYS)),
+            1 => JoinFlags::SendOnlyFullMember,
+            // enum rdma_cm_mc_join_flags ends there (RDMA_MC_JOIN_FLAG_RESERVED).
+            _ => return Err(Errno::EINVAL),
         };
         proc_().join_mc(id, a.ip(), flags)
     }
