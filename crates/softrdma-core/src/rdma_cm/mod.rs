@@ -88,7 +88,10 @@
 //!   than ours is CONNECT_ERROR `-EINVAL`. [`RdmaCm::reject_with`] takes reason 28 or 35
 //!   only, as `ucma_reject`.
 //!
-//! Not done: multicast, IPoIB over an IB port (no SA), the REP's ECE options on the active
+//! - Multicast ([`multicast`]): `rdma_join_multicast(_ex)` / `rdma_leave_multicast` as on a
+//!   RoCEv2 port (MGID `::ffff:group`, MULTICAST_JOIN at once: no SA).
+//!
+//! Not done: IPoIB over an IB port (no SA), the REP's ECE options on the active
 //! side (the IB CM's REP event does not carry the MAD's attribute modifier). The active
 //! side's MADs carry the TOS (the kernel's AH from the path); a passive side's answers do
 //! not (the kernel copies the request's GRH traffic class, which the socket does not see).
