@@ -668,12 +668,15 @@ entry! {
 }
 
 entry! {
-    /// The kernel's `rdma_notify` only matters for IB_EVENT_COMM_EST, which softrdma's
-    /// devices never raise (the CM sees the RTU itself).
+    /// `rdma_notify`: `IBV_EVENT_COMM_EST` establishes a passive connection whose QP saw
+    /// data before the RTU (`-EISCONN` once established), `IBV_EVENT_PATH_MIG` is a no-op on
+    /// an established connection (RoCE has no alternate path), anything else `EINVAL`.
     export neg fn rdma_notify(id: *mut rdma_cm_id, event: c_int) -> c_int {
-        id_rs(id)?;
-        let _ = event;
-        Err(Errno(libc::ENOSYS))
+        let r = id_rs(id)?;
+        let o = ops()?;
+        // SAFETY: the table's entry.
+        ok(unsafe { (o.notify)(r.h, event) })?;
+        Ok(0)
     }
 }
 

@@ -223,4 +223,6 @@ pub struct CmOps {
     /// `ibv_attach_mcast` (`attach` 1) / `ibv_detach_mcast` (0) of `qp` (`ibv_qp *`) to the
     /// 16-byte MGID at `mgid`, as librdmacm's `ucma_process_join` / `rdma_leave_multicast`.
     pub attach_mc: unsafe extern "C" fn(qp: *mut c_void, mgid: *const u8, attach: c_int) -> c_int,
+    /// `rdma_notify`: `event` is an `enum ibv_event_type`.
+    pub notify: unsafe extern "C" fn(id: u32, event: c_int) -> c_int,
 }

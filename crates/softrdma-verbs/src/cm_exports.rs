@@ -54,6 +54,7 @@ pub fn ops() -> *const CmOps {
         join_mc,
         leave_mc,
         attach_mc,
+        notify,
     };
     &OPS
 }
@@ -339,6 +340,9 @@ entry! {
         // SAFETY: librdmacm's struct with the program's private data.
         let (c, p) = unsafe { read_conn(param)? };
         let qp = if c.has_qp != 0 { Ok(c.qp_num) } else { Err(c.qp_num) };
+        if let Some(d) = rdmacm::connect_delay() {
+            std::thread::sleep(d);
+        }
         proc_().connect(id, qp, &p)
     }
 }
@@ -486,5 +490,11 @@ entry! {
             0 => Ok(()),
             e => Err(Errno(e)),
         }
+    }
+}
+
+entry! {
+    op errno fn notify(id: u32, event: c_int) -> c_int {
+        proc_().notify(id, event)
     }
 }

@@ -52,6 +52,7 @@ pub fn cm_errno(e: &RdmaCmError) -> Errno {
         RdmaCmError::NoDevice => libc::ENODEV,
         RdmaCmError::AddrInUse => libc::EADDRINUSE,
         RdmaCmError::NoFreePort => libc::EADDRNOTAVAIL,
+        RdmaCmError::Cm(softrdma_core::cm::CmError::IsConnected) => libc::EISCONN,
         RdmaCmError::Cm(_) => libc::EINVAL,
         RdmaCmError::Verbs(v) => return crate::conv::verbs_errno(v),
     })
@@ -156,6 +157,24 @@ fn loopback_override() -> Option<IpAddr> {
         .parse::<IpAddr>()
         .ok()
         .filter(IpAddr::is_loopback)
+}
+
+/// `SOFTRDMA_CONNECT_DELAY_MS`: a test aid (like `softrdma rping --accept-delay`): each
+/// `rdma_connect` waits this long before its REQ leaves. perftest's `-R` client connects a
+/// second time right after its parameter exchange while its server only then listens again;
+/// a native client wins that race against a slow (emulated) server and gets REJ 8 (invalid
+/// service ID), as a kernel client would, and perftest's retry loop cannot recover (it retries
+/// on ids it destroyed). The lab's `librdmacm_send_bw_guest_server` sets it.
+pub fn connect_delay() -> Option<Duration> {
+    static D: OnceLock<Option<Duration>> = OnceLock::new();
+    *D.get_or_init(|| {
+        std::env::var("SOFTRDMA_CONNECT_DELAY_MS")
+            .ok()?
+            .parse::<u64>()
+            .ok()
+            .filter(|&ms| ms > 0 && ms <= 60_000)
+            .map(Duration::from_millis)
+    })
 }
 
 fn is_loopback(ip: &IpAddr) -> bool {
@@ -541,6 +560,15 @@ impl Proc {
     pub fn establish(&self, h: u32) -> Result<(), Errno> {
         let port = self.port_of(h)?;
         self.with_id(h, |id| self.cm.with(port, |r, _, now| r.establish(now, id)))?
+            .map_err(|e| drv_errno(&e))?
+            .map_err(|e| cm_errno(&e))
+    }
+
+    /// `rdma_notify` (`softrdma_core::rdma_cm`'s `notify`: COMM_EST establishes a passive
+    /// connection before its RTU).
+    pub fn notify(&self, h: u32, event: i32) -> Result<(), Errno> {
+        let port = self.port_of(h)?;
+        self.with_id(h, |id| self.cm.with(port, |r, _, _| r.notify(id, event)))?
             .map_err(|e| drv_errno(&e))?
             .map_err(|e| cm_errno(&e))
     }

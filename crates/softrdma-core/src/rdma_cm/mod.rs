@@ -98,6 +98,7 @@
 
 mod event;
 pub mod multicast;
+mod notify;
 mod queue;
 #[cfg(test)]
 mod tests;
@@ -109,6 +110,7 @@ pub use event::{
 };
 pub use queue::AnyEvent;
 pub use softrdma_wire::rdma_cm::PortSpace;
+pub use notify::{EVENT_COMM_EST, EVENT_PATH_MIG};
 pub use ud::{init_ah_from_wc, RDMA_UDP_QKEY, SIDR_TIMEOUT_MS};
 
 use std::collections::{BTreeMap, BTreeSet};

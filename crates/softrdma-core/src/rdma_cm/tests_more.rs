@@ -1164,3 +1164,56 @@ fn multicast_join_and_leave_as_cma_iboe_join_multicast() {
     sim.stacks[0].rdma_mut().destroy(now, routed);
     assert!(!sim.stacks[0].rdma_mut().group_in_use(group));
 }
+
+/// `rdma_notify(IB_EVENT_COMM_EST)` on the passive side after its REP (data before the RTU):
+/// ESTABLISHED at once (the RTU that follows changes nothing); again: `-EISCONN`; PATH_MIG
+/// on an established connection is a no-op (no alternate path on RoCE); other events and
+/// ids without a connection: `-EINVAL`.
+#[test]
+fn notify_comm_est_establishes_the_passive_side_before_the_rtu() {
+    use crate::cm::CmError;
+    let (mut sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _ca = dial(&mut sim, 0, &n[0], sa(b, 7174), b"x");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let sb = req.new_id.take().expect("new id");
+    assert_eq!(
+        sim.stacks[1].rdma_mut().notify(&sb, EVENT_COMM_EST),
+        Err(RdmaCmError::Cm(CmError::InvalidState(CmState::MraReqSent)))
+    );
+    accept(&mut sim, 1, &n[1], &sb);
+    // The REP reaches the active side, whose RTU is still on its way.
+    assert!(pump(&mut sim, &mut n, |n| has(&n[0], RdmaCmEventType::Established)));
+    assert_eq!(
+        sim.stacks[1].rdma_mut().cm_state(sb.name()),
+        Some(CmState::RepSent)
+    );
+    // Through the node, which hands the IB CM's event to the RDMA CM (as the driver does).
+    cmd(&mut sim, 1, |_, cm, _| cm.notify(&sb, EVENT_COMM_EST)).expect("comm est");
+    assert_eq!(
+        sim.stacks[1].rdma_mut().cm_state(sb.name()),
+        Some(CmState::Established)
+    );
+    let e = sim.stacks[1].poll_rdma_event().map(|e| (e.event, e.id));
+    assert_eq!(e, Some((RdmaCmEventType::Established, sb.name())));
+    // The RTU arrives: nothing more.
+    pump(&mut sim, &mut n, |_| false);
+    assert_eq!(count(&n[1], RdmaCmEventType::Established), 0);
+    assert_eq!(
+        sim.stacks[1].rdma_mut().notify(&sb, EVENT_COMM_EST),
+        Err(RdmaCmError::Cm(CmError::IsConnected))
+    );
+    assert_eq!(sim.stacks[1].rdma_mut().notify(&sb, EVENT_PATH_MIG), Ok(()));
+    assert_eq!(
+        sim.stacks[1].rdma_mut().notify(&sb, 1),
+        Err(RdmaCmError::Invalid)
+    );
+    let fresh = sim.stacks[0].rdma_mut().create_id();
+    assert_eq!(
+        sim.stacks[0].rdma_mut().notify(&fresh, EVENT_COMM_EST),
+        Err(RdmaCmError::Invalid)
+    );
+    let now = sim.now;
+    sim.stacks[0].rdma_mut().destroy(now, fresh);
+}
