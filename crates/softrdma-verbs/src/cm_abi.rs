@@ -156,6 +156,17 @@ pub struct CmQpOut {
     pub recv_cq_channel: *mut c_void,
 }
 
+/// What `create_srq` made (`ibv_*` pointers of this library; NULL where it made nothing).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CmSrqOut {
+    pub srq: *mut c_void,
+    /// The device's PD, when the caller gave none.
+    pub pd: *mut c_void,
+    pub recv_cq: *mut c_void,
+    pub recv_cq_channel: *mut c_void,
+}
+
 /// The entry points (see the module docs for the conventions).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -225,4 +236,20 @@ pub struct CmOps {
     pub attach_mc: unsafe extern "C" fn(qp: *mut c_void, mgid: *const u8, attach: c_int) -> c_int,
     /// `rdma_notify`: `event` is an `enum ibv_event_type`.
     pub notify: unsafe extern "C" fn(id: u32, event: c_int) -> c_int,
+    /// `rdma_create_srq_ex` of a basic SRQ: `pd` may be NULL (the device's PD), `attr` is an
+    /// `ibv_srq_init_attr *` (its granted `attr` written back); with `make_cq` 1 a receive CQ
+    /// of `attr.max_wr` entries and its channel are made too (`ucma_create_cqs`).
+    pub create_srq: unsafe extern "C" fn(
+        id: u32,
+        pd: *mut c_void,
+        attr: *mut c_void,
+        make_cq: c_int,
+        out: *mut CmSrqOut,
+    ) -> c_int,
+    /// `rdma_destroy_srq`: destroys `made.srq` and the CQ and channel `create_srq` made.
+    pub destroy_srq: unsafe extern "C" fn(made: *const CmSrqOut) -> c_int,
+    /// `rdma_create_qp_ex`: `attr` is an `ibv_qp_init_attr_ex *`; its PD (the device's when
+    /// its mask has none) and missing CQs are filled in and the QP made by
+    /// `ibv_create_qp_ex` (send ops flags, create flags as that call takes them).
+    pub create_qp_ex: unsafe extern "C" fn(id: u32, attr: *mut c_void, out: *mut CmQpOut) -> c_int,
 }

@@ -597,6 +597,19 @@ impl Proc {
             .map_err(|e| cm_errno(&e))
     }
 
+    /// `rdma_set_option(RDMA_OPTION_IB, RDMA_OPTION_IB_PATH)` as the kernel takes it on a
+    /// RoCE port (`ucma_set_ib_path` → `rdma_set_ib_path`): an id whose address is resolved
+    /// takes the path (its L2 fields from the id's addresses, its traffic class from the
+    /// record) and ROUTE_RESOLVED follows; in any other state `EINVAL`.
+    pub fn set_ib_path(&self, h: u32, tclass: u8) -> Result<(), Errno> {
+        let state = self.with_id(h, |id| self.cm.with_cm(|r| r.state(id.name())))?;
+        if state != Some(softrdma_core::rdma_cm::CmaState::AddrResolved) {
+            return Err(Errno::EINVAL);
+        }
+        self.set_option(h, RdmaOption::Tos(tclass))?;
+        self.resolve_route(h)
+    }
+
     /// `rdma_set_local_ece`.
     pub fn set_local_ece(&self, h: u32, ece: Ece) -> Result<(), Errno> {
         self.with_id(h, |id| self.cm.with_cm(|r| r.set_local_ece(id, ece)))?

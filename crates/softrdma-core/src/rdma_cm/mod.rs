@@ -108,9 +108,9 @@ pub use event::{
     ConnParam, Ece, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId, UdParam, EADDRNOTAVAIL, EINVAL,
     ENETUNREACH, ENODEV, ETIMEDOUT,
 };
+pub use notify::{EVENT_COMM_EST, EVENT_PATH_MIG};
 pub use queue::AnyEvent;
 pub use softrdma_wire::rdma_cm::PortSpace;
-pub use notify::{EVENT_COMM_EST, EVENT_PATH_MIG};
 pub use ud::{init_ah_from_wc, RDMA_UDP_QKEY, SIDR_TIMEOUT_MS};
 
 use std::collections::{BTreeMap, BTreeSet};

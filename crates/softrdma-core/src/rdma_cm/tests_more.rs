@@ -1184,7 +1184,10 @@ fn notify_comm_est_establishes_the_passive_side_before_the_rtu() {
     );
     accept(&mut sim, 1, &n[1], &sb);
     // The REP reaches the active side, whose RTU is still on its way.
-    assert!(pump(&mut sim, &mut n, |n| has(&n[0], RdmaCmEventType::Established)));
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Established
+    )));
     assert_eq!(
         sim.stacks[1].rdma_mut().cm_state(sb.name()),
         Some(CmState::RepSent)
