@@ -1707,7 +1707,7 @@ entry! {
         let c = ctx_rs(q.ctx as *const ibv_context)?;
         // SAFETY: the caller's GID (NULL is EINVAL).
         let g = unsafe { ptr::read_in(gid)? };
-        crate::mcast::attach(&c.dev(), q.qpn, g.raw, lid)
+        crate::mcast::attach(c.dev(), q.qpn, g.raw, lid)
     }
 }
 
@@ -1718,7 +1718,7 @@ entry! {
         let c = ctx_rs(q.ctx as *const ibv_context)?;
         // SAFETY: the caller's GID (NULL is EINVAL).
         let g = unsafe { ptr::read_in(gid)? };
-        crate::mcast::detach(&c.dev(), q.qpn, g.raw, lid)
+        crate::mcast::detach(c.dev(), q.qpn, g.raw, lid)
     }
 }
 
