@@ -34,6 +34,9 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 
 struct Group {
     joins: u32,
+    /// The device whose socket this is (an entry whose device is gone is stale: a new
+    /// device at the same address starts over).
+    dev: Weak<Shared>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -98,8 +101,13 @@ impl Device {
         let local = self.local_addr();
         let mut g = groups();
         if let Some(e) = g.get_mut(&(local, group)) {
-            e.joins += 1;
-            return Ok(());
+            if std::ptr::eq(e.dev.as_ptr(), Arc::as_ptr(self.shared())) {
+                e.joins += 1;
+                return Ok(());
+            }
+            // Left behind by a device that is gone: its thread ends by itself.
+            e.stop.store(true, Ordering::Release);
+            g.remove(&(local, group));
         }
         let sock = group_socket(local.ip(), group)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -112,6 +120,7 @@ impl Device {
             (local, group),
             Group {
                 joins: 1,
+                dev: Arc::downgrade(self.shared()),
                 stop,
                 thread: Some(thread),
             },
