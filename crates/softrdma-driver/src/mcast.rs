@@ -29,6 +29,9 @@ use softrdma_wire::icrc::ROCE_V2_PORT;
 
 use crate::device::{Device, Shared};
 
+/// `SO_RCVBUF` of a group's socket (the device socket's default, `EndpointConfig`).
+const GROUP_RECV_BUFFER: usize = 4 << 20;
+
 /// How often a group's receive thread looks whether it should stop.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
@@ -60,6 +63,9 @@ fn group_socket(local: IpAddr, group: IpAddr) -> io::Result<Socket> {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    // The device socket's receive buffer: a burst of UD SENDs to the group (mckey posts all
+    // its messages at once) waits here while the thread hands them to the node one by one.
+    crate::udp::set_buffer(&s, GROUP_RECV_BUFFER, true);
     s.set_reuse_address(true)?;
     s.bind(&SocketAddrV4::new(g, ROCE_V2_PORT).into())?;
     s.join_multicast_v4(&g, &l)?;

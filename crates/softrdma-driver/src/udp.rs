@@ -1014,7 +1014,7 @@ fn remaining(deadline: Option<Instant>) -> Option<Duration> {
 }
 
 /// Sets a socket buffer, forcing past the sysctl maximum where the process may.
-fn set_buffer(sock: &Socket, size: usize, recv: bool) {
+pub(crate) fn set_buffer(sock: &Socket, size: usize, recv: bool) {
     let forced = if recv {
         sockopt::set_socket_recv_buffer_size_force(sock, size)
     } else {
