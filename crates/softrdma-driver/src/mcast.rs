@@ -2,7 +2,7 @@
 //! for a full member (`cma_igmp_send` → `ip_mc_inc_group` on the port's netdev), here a UDP
 //! socket of the device's own bound to `<group>:4791` and joined to the group on the
 //! interface of the device's address (`IP_ADD_MEMBERSHIP`). What it receives goes through
-//! the device's node as the loop's datagrams do ([`Shared::inject`]); the transport hands a
+//! the device's node as the loop's datagrams do (`Shared::inject`); the transport hands a
 //! packet to the QPs attached to its MGID (`softrdma_core::transport::mcast`).
 //!
 //! Why a socket of its own: the device's socket is bound to its unicast `<ip>:4791`, and

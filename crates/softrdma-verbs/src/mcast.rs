@@ -1,6 +1,6 @@
 //! Multicast for the drop-in libraries: `ibv_attach_mcast` / `ibv_detach_mcast` on a
 //! device's group table (`softrdma_core::transport::mcast`), and the RDMA CM's
-//! `rdma_join_multicast(_ex)` / `rdma_leave_multicast` ([`crate::rdmacm::Proc::join`]):
+//! `rdma_join_multicast(_ex)` / `rdma_leave_multicast` ([`crate::rdmacm::Proc::join_mc`]):
 //! the core's membership and MULTICAST_JOIN, the device's interface joined to the IP group
 //! for a full member ([`softrdma_driver::Device::join_multicast`]).
 //!
