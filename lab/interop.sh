@@ -24,7 +24,7 @@ CI_SCENARIOS="smoke kernel_rping ipv6_rping host_udp_rx pingpong_rc_kernel pingp
   verbs_ib_send_lat librdmacm_rping_host_server librdmacm_rping_guest_server
   librdmacm_ucmatose_host_server librdmacm_ucmatose_guest_server librdmacm_udaddy_host_server
   librdmacm_udaddy_guest_server librdmacm_cmtime_host_server librdmacm_cmtime_guest_server
-  librdmacm_send_bw_host_server"
+  librdmacm_send_bw_host_server librdmacm_send_bw_guest_server mckey_kernel librdmacm_mckey_host_receiver librdmacm_mckey_host_sender"
 if [ $# -eq 0 ]; then set -- $CI_SCENARIOS
 elif [ "$1" = all ]; then set -- $(cd "$HERE/scenarios" && for d in */; do echo "${d%/}"; done)
 fi

@@ -385,3 +385,29 @@ udaddy_host_server_check() {
     expect "softrdma decode reads the SIDR REQs and REPs" has softrdma-decode.txt 'CM ServiceIDResReqResp' 2
   fi
 }
+# mckey_check RX TX RX_IP TX_IP GROUP: an mckey run (-C 10 -S 100), RX and TX the receiver's
+# and sender's output prefixes (RX.txt, RX.rc...): both exit 0 and print mckey's lines with
+# the joined MGID ::ffff:GROUP; no CM MAD (RoCE has no SA: the join is local); an IGMP
+# membership report for GROUP from the receiver's address (the full member's join: rxe's
+# cma_igmp_send, our group socket's IP_ADD_MEMBERSHIP); the sender's 10 UD SENDs with
+# immediate of 100 bytes to IP GROUP on its multicast MAC, BTH destination QP 0xffffff, DETH
+# Q_Key 0x01234567; every ICRC right.
+mckey_check() {
+  mk_r=$1 mk_t=$2 mk_ri=$3 mk_ti=$4 mk_g=$5
+  _j="mckey: joined dgid: ::ffff:$mk_g mlid 0x0 sl 0"
+  expect "receiver exit 0" rc_is "$mk_r.rc" 0
+  expect "sender exit 0" rc_is "$mk_t.rc" 0
+  expect "receiver joined ($_j)" has "$mk_r.txt" "^$_j\$"
+  expect "sender joined" has "$mk_t.txt" "^$_j\$"
+  expect "receiver: receiving data transfers, data transfers complete, return status 0" \
+    bash -c "grep -qx 'receiving data transfers' '$mk_r.txt' && grep -qx 'data transfers complete' '$mk_r.txt' && grep -qx 'return status 0' '$mk_r.txt'"
+  expect "sender: initiating data transfers, data transfers complete, return status 0" \
+    bash -c "grep -qx 'initiating data transfers' '$mk_t.txt' && grep -qx 'data transfers complete' '$mk_t.txt' && grep -qx 'return status 0' '$mk_t.txt'"
+  expect "no CM MAD on the wire" [ "$(count_frames infiniband.mad)" = 0 ]
+  _ig=$(count_frames "igmp && ip.src == $mk_ri && igmp.maddr == $mk_g")
+  expect "IGMP membership report for $mk_g from the receiver $mk_ri ($_ig)" [ "$_ig" -ge 1 ]
+  _o=$(printf '01:00:5e:%02x:%02x:%02x' $(( $(echo "$mk_g" | cut -d. -f2) & 127 )) "$(echo "$mk_g" | cut -d. -f3)" "$(echo "$mk_g" | cut -d. -f4)")
+  _s=$(count_frames "infiniband.bth.opcode == 101 && ip.src == $mk_ti && ip.dst == $mk_g && eth.dst == $_o && infiniband.bth.destqp == 0xffffff && infiniband.deth.q_key == 0x01234567 && udp.length == 136")
+  expect "10 UD SENDs with immediate of 100 bytes from $mk_ti to $mk_g ($_o), QPN 0xffffff, Q_Key 0x01234567 ($_s)" [ "$_s" = 10 ]
+  expect "ICRC of every RoCEv2 packet" python3 "$LABDIR/icrc_check.py" capture.pcap
+}

@@ -200,3 +200,15 @@ srpt_start() {
   for _i in $(seq 50); do grep -q '^add_target: ' "$_n.txt" 2>/dev/null && break; sleep 0.1; done
   cat "$_n.txt"
 }
+
+# wait_mcast GROUP [SECONDS]: wait until an interface here (guest, or the host's netns) joined
+# the IPv4 multicast group GROUP (/proc/net/igmp: rxe's cma_igmp_send, or a softrdma device's
+# group socket). mckey's own "joined" line cannot serve: its stdout is a file, fully buffered.
+wait_mcast() {
+  _g=$(echo "$1" | awk -F. '{ printf "%02X%02X%02X%02X", $4, $3, $2, $1 }'); _t=$(( ${2:-30} * 5 )); _i=0
+  while ! grep -q "$_g" /proc/net/igmp 2>/dev/null; do
+    sleep 0.2; _i=$((_i + 1))
+    [ $_i -gt $_t ] && { echo "timeout waiting for a join of $1"; return 1; }
+  done
+  return 0
+}

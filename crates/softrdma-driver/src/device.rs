@@ -845,6 +845,59 @@ impl Shared {
         Ok(worked)
     }
 
+    /// One datagram that arrived on another socket of this device (a multicast group's,
+    /// `crate::mcast`), handled as a turn of the loop handles one: through the node, then
+    /// the flush and the wake-ups.
+    pub(crate) fn inject(&self, src: SocketAddr, dst: IpAddr, data: &[u8]) {
+        let now = self.now();
+        let mut st = self.state();
+        let cm_events;
+        let others;
+        {
+            let State {
+                host,
+                port,
+                tap,
+                counters,
+                ..
+            } = &mut *st;
+            counters.rx_records += 1;
+            counters.rx_datagrams += 1;
+            if let Some(tap) = tap.as_mut() {
+                tap.stamp(Some(std::time::SystemTime::now()));
+                if tap
+                    .received(src, SocketAddr::new(dst, self.local.port()), data)
+                    .is_err()
+                {
+                    counters.pcap_errors += 1;
+                }
+                tap.stamp(None);
+            }
+            let mut h = host.lock();
+            let before = h.node.rdma().queued_events();
+            h.node.handle_datagram(now, *port, src, dst, data);
+            h.after_input(now);
+            cm_events = h.node.rdma().queued_events() != before;
+            others = host.others_with_sends(&h, *port);
+        }
+        self.flush(&mut st);
+        st.counters.turns += 1;
+        let clients = st.clients.clone();
+        let host = cm_events.then(|| st.host.clone());
+        drop(st);
+        for c in clients.iter() {
+            c.end_turn();
+        }
+        self.signal();
+        if let Some(h) = host {
+            h.signal();
+        }
+        for d in others {
+            // A failed eventfd write leaves it to that loop's next tick.
+            let _ = d.ep.notifier().notify();
+        }
+    }
+
     /// Runs one non-blocking turn unless another thread is driving the loop right now.
     fn turn_inline(&self) -> io::Result<()> {
         if let Ok(mut rx) = self.rx.try_lock() {

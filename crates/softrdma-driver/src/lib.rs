@@ -39,6 +39,7 @@ pub mod conn;
 pub mod device;
 mod host;
 pub mod mad;
+pub mod mcast;
 pub mod netif;
 pub mod tap;
 pub mod timer;

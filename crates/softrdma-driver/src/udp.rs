@@ -409,6 +409,12 @@ impl UdpEndpoint {
         }
         set_buffer(&sock, config.recv_buffer, true);
         set_buffer(&sock, config.send_buffer, false);
+        if !addr.is_ipv6() {
+            // A UD send to a multicast GID leaves with rxe's TTL (the AH's hop limit, 64 from
+            // the RDMA CM's join; seen in the lab's kernel-to-kernel mckey), not the socket
+            // default of 1. The ICRC masks the TTL, so this is only what the wire shows.
+            sock.set_multicast_ttl_v4(64)?;
+        }
         sock.bind(&addr.into())?;
         let socket: UdpSocket = sock.into();
 
@@ -1008,7 +1014,7 @@ fn remaining(deadline: Option<Instant>) -> Option<Duration> {
 }
 
 /// Sets a socket buffer, forcing past the sysctl maximum where the process may.
-fn set_buffer(sock: &Socket, size: usize, recv: bool) {
+pub(crate) fn set_buffer(sock: &Socket, size: usize, recv: bool) {
     let forced = if recv {
         sockopt::set_socket_recv_buffer_size_force(sock, size)
     } else {

@@ -631,3 +631,59 @@ fn dead_peer_retry_exceeded() {
         assert_eq!(e.dev.query_qp(e.qpn).unwrap().qp_state, QpState::Err);
     }
 }
+
+/// Multicast over loopback: two devices join 239.23.0.7 and attach a UD QP each; a third
+/// sends once to the group's GID (QPN 0xFFFFFF) and both members receive the one datagram;
+/// after the leave (and detach) the group is silent for that device, the other still hears it.
+#[test]
+fn ud_multicast_reaches_every_joined_device() {
+    let group = IpAddr::V4(Ipv4Addr::new(239, 23, 0, 7));
+    let mgid = Gid::from_ip(group);
+    let len = 64;
+    let tx = end(Device::open(ip(23, 1)).unwrap(), QpType::Ud, len + 40);
+    let r1 = end(Device::open(ip(23, 2)).unwrap(), QpType::Ud, len + 40);
+    let r2 = end(Device::open(ip(23, 3)).unwrap(), QpType::Ud, len + 40);
+    for e in [&tx, &r1, &r2] {
+        connect_ud(e, 0);
+    }
+    for r in [&r1, &r2] {
+        r.dev.join_multicast(group).unwrap();
+        r.dev.with_stack(|s| s.attach_mcast(r.qpn, mgid)).unwrap();
+        assert_eq!(r.dev.multicast_groups(), vec![group]);
+        post_recv(r, 1);
+        post_recv(r, 2);
+    }
+    let data = pattern(len, 9);
+    tx.dev.write_mr(tx.lkey, 0x1000 + 40, &data).unwrap();
+    let to_group = UdDest {
+        av: av(group, tx.dev.ip_gid_index().unwrap()),
+        remote_qpn: 0xFF_FFFF,
+        remote_qkey: 0x1111_1111,
+    };
+    send(&tx, 1, len, Some(to_group));
+    for r in [&r1, &r2] {
+        let wc = wait_one(r);
+        assert_eq!((wc.byte_len as usize, wc.src_qp), (len + 40, tx.qpn));
+        let mut got = vec![0u8; len];
+        r.dev.read_mr(r.lkey, 0x1000 + 40, &mut got).unwrap();
+        assert_eq!(got, data);
+        // The GRH area's IPv4 destination is the group.
+        let mut grh = [0u8; 40];
+        r.dev.read_mr(r.lkey, 0x1000, &mut grh).unwrap();
+        assert_eq!(&grh[36..40], &[239, 23, 0, 7]);
+    }
+    r1.dev.leave_multicast(group);
+    r1.dev
+        .with_stack(|s| s.detach_mcast(r1.qpn, &mgid))
+        .unwrap();
+    assert!(r1.dev.multicast_groups().is_empty());
+    send(&tx, 2, len, Some(to_group));
+    wait_one(&r2);
+    let mut out = Vec::new();
+    let n = r1
+        .dev
+        .wait_cq(r1.cq, &mut out, 1, Some(Duration::from_millis(300)))
+        .unwrap();
+    assert_eq!(n, 0, "{out:?}");
+    r2.dev.leave_multicast(group);
+}

@@ -139,6 +139,52 @@ pub struct ibv_qp_init_attr_ex {
 /// `IBV_QP_INIT_ATTR_PD`.
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
 
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr` (`rdma_create_srq`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+/// `struct ibv_tm_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_tm_cap {
+    pub max_num_tags: u32,
+    pub max_ops: u32,
+}
+
+/// `struct ibv_srq_init_attr_ex` (`rdma_create_srq_ex`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_srq_init_attr_ex {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+    pub comp_mask: u32,
+    /// `enum ibv_srq_type`: `IBV_SRQT_BASIC` 0, `_XRC` 1, `_TM` 2.
+    pub srq_type: c_int,
+    pub pd: *mut c_void,
+    pub xrcd: *mut c_void,
+    pub cq: *mut c_void,
+    pub tm_cap: ibv_tm_cap,
+}
+
+/// `IBV_SRQ_INIT_ATTR_TYPE`, `IBV_SRQ_INIT_ATTR_PD`.
+pub const IBV_SRQ_INIT_ATTR_TYPE: u32 = 1 << 0;
+pub const IBV_SRQ_INIT_ATTR_PD: u32 = 1 << 1;
+/// `IBV_SRQT_BASIC`.
+pub const IBV_SRQT_BASIC: c_int = 0;
+
 /// `struct rdma_ud_param`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -246,6 +292,10 @@ softrdma_ffi::layout_table! {
         ai_connect_len, ai_connect, ai_next }
     ibv_ece { vendor_id, options, comp_mask }
     rdma_cm_join_mc_attr_ex { comp_mask, join_flags, addr }
+    ibv_srq_attr { max_wr, max_sge, srq_limit }
+    ibv_srq_init_attr { srq_context, attr }
+    ibv_tm_cap { max_num_tags, max_ops }
+    ibv_srq_init_attr_ex { srq_context, attr, comp_mask, srq_type, pd, xrcd, cq, tm_cap }
     sockaddr_storage { }
 }
 
@@ -258,7 +308,7 @@ mod tests {
     #[test]
     fn layout_matches_the_debian_header() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/abi/layout.c");
-        softrdma_ffi::audit::check_layout(&src, "rdma/rdma_cma.h", "librdmacm-dev", LAYOUT, 81)
+        softrdma_ffi::audit::check_layout(&src, "rdma/rdma_cma.h", "librdmacm-dev", LAYOUT, 100)
             .unwrap();
     }
 }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::abi::*;
-use crate::cm_abi::{CmConnIn, CmEventOut, CmIdInfo, CmOps, CmQpOut, SockaddrStorage};
+use crate::cm_abi::{CmConnIn, CmEventOut, CmIdInfo, CmOps, CmQpOut, CmSrqOut, SockaddrStorage};
 use crate::entry::{entry, Errno};
 use crate::private;
 use crate::ptr;
@@ -100,6 +100,24 @@ pub struct IdRs {
     dying: AtomicBool,
     /// Events handed out and not yet acknowledged.
     unacked: AtomicU32,
+    /// The groups joined (librdmacm's `id_priv->mc_list`).
+    mcs: Mutex<Vec<Mc>>,
+    /// What `rdma_create_srq` made (the SRQ, and the receive CQ it made), destroyed by
+    /// `rdma_destroy_srq`.
+    srq_made: Mutex<Option<MadeSrq>>,
+}
+
+/// `CmSrqOut` holds raw pointers of libibverbs' objects; they are only handed back to it.
+#[derive(Clone, Copy)]
+struct MadeSrq(CmSrqOut);
+
+/// One multicast join (`struct cma_multicast`): what the program named, its context for
+/// MULTICAST_JOIN's `param.ud.private_data`, and the MGID the join's event gave.
+struct Mc {
+    addr: SockaddrStorage,
+    context: usize,
+    send_only: bool,
+    mgid: Option<[u8; 16]>,
 }
 
 /// `CmQpOut` holds raw pointers of libibverbs' objects; they are only handed back to it.
@@ -166,6 +184,8 @@ fn new_id(
             ep: Mutex::new(None),
             dying: AtomicBool::new(false),
             unacked: AtomicU32::new(0),
+            mcs: Mutex::new(Vec::new()),
+            srq_made: Mutex::new(None),
         },
     );
     ids().insert(h, p as usize);
@@ -429,6 +449,21 @@ fn create_qp(id: *mut rdma_cm_id, pd: *mut c_void, attr: *mut c_void) -> Result<
         return Err(Errno::EINVAL);
     }
     let pd = if pd.is_null() { c.pd } else { pd };
+    // rdma_create_qp_ex: the id's CQs (rdma_create_srq's receive CQ) and SRQ where the
+    // attributes name none.
+    // SAFETY: the program's `ibv_qp_init_attr` (non-NULL), read and written as librdmacm does.
+    let mut a = unsafe { ptr::read_in(attr as *const ibv_qp_init_attr)? };
+    if a.send_cq.is_null() && !c.send_cq.is_null() {
+        a.send_cq = c.send_cq;
+    }
+    if a.recv_cq.is_null() && !c.recv_cq.is_null() {
+        a.recv_cq = c.recv_cq;
+    }
+    if a.srq.is_null() && !c.srq.is_null() {
+        a.srq = c.srq;
+    }
+    // SAFETY: as above.
+    unsafe { ptr::write_out(attr as *mut ibv_qp_init_attr, a)? };
     let mut made = CmQpOut {
         qp: core::ptr::null_mut(),
         qp_num: 0,
@@ -441,9 +476,20 @@ fn create_qp(id: *mut rdma_cm_id, pd: *mut c_void, attr: *mut c_void) -> Result<
     // SAFETY: the table's entry; `attr` is the program's `ibv_qp_init_attr`, which
     // libibverbs reads and writes (NULL was refused above).
     ok(unsafe { (o.create_qp)(r.h, pd, attr, &mut made) })?;
-    *lock(&r.made) = Some(MadeQp(made));
     // SAFETY: the program's struct, which libibverbs just read: its QP type.
     let qp_type = unsafe { ptr::read_in(attr as *const ibv_qp_init_attr)? }.qp_type;
+    adopt_qp(id, made, pd, qp_type)
+}
+
+/// Records what `create_qp`/`create_qp_ex` made and shows it in the program's id.
+fn adopt_qp(
+    id: *mut rdma_cm_id,
+    made: CmQpOut,
+    pd: *mut c_void,
+    qp_type: c_int,
+) -> Result<(), Errno> {
+    let r = id_rs(id)?;
+    *lock(&r.made) = Some(MadeQp(made));
     let pd_now = if pd.is_null() { made.pd } else { pd };
     ptr::update_c::<_, IdRs>(id, |p| {
         // SAFETY: a live id of ours; our fields.
@@ -471,33 +517,67 @@ entry! {
 }
 
 entry! {
-    /// Attributes whose mask names only the PD are `rdma_create_qp`'s; any other extended
-    /// field is `EOPNOTSUPP`, what `ibv_create_qp_ex` answers over softrdma's libibverbs (its
-    /// `create_qp_ex` op is NULL).
+    /// Attributes whose mask names only the PD are `rdma_create_qp`'s; others go to
+    /// `ibv_create_qp_ex` of softrdma's libibverbs (send ops flags give the QP an
+    /// `ibv_qp_ex`; create flags other than none, XRC, RSS, TSO are its `EOPNOTSUPP`), with
+    /// the id's PD, CQs and SRQ where the attributes name none, as librdmacm fills them.
     export neg fn rdma_create_qp_ex(id: *mut rdma_cm_id, qp_init_attr: *mut ibv_qp_init_attr_ex) -> c_int {
         // SAFETY: the program's struct (NULL is EINVAL).
-        let a = unsafe { ptr::read_in(qp_init_attr as *const ibv_qp_init_attr_ex)? };
-        if a.comp_mask & !IBV_QP_INIT_ATTR_PD != 0 {
-            return Err(Errno(libc::EOPNOTSUPP));
+        let mut a = unsafe { ptr::read_in(qp_init_attr as *const ibv_qp_init_attr_ex)? };
+        if a.comp_mask & !IBV_QP_INIT_ATTR_PD == 0 {
+            let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { core::ptr::null_mut() };
+            let mut b = ibv_qp_init_attr {
+                qp_context: a.qp_context,
+                send_cq: a.send_cq,
+                recv_cq: a.recv_cq,
+                srq: a.srq,
+                cap: a.cap,
+                qp_type: a.qp_type,
+                sq_sig_all: a.sq_sig_all,
+            };
+            create_qp(id, pd, (&mut b as *mut ibv_qp_init_attr).cast())?;
+            // The capabilities granted, as libibverbs writes them back.
+            a.cap = b.cap;
+            // SAFETY: the same program struct, writable.
+            unsafe { ptr::write_out(qp_init_attr, a)? };
+            return Ok(0);
         }
-        let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { core::ptr::null_mut() };
-        let mut b = ibv_qp_init_attr {
-            qp_context: a.qp_context,
-            send_cq: a.send_cq,
-            recv_cq: a.recv_cq,
-            srq: a.srq,
-            cap: a.cap,
-            qp_type: a.qp_type,
-            sq_sig_all: a.sq_sig_all,
-        };
-        create_qp(id, pd, (&mut b as *mut ibv_qp_init_attr).cast())?;
-        // The capabilities granted, as libibverbs writes them back.
+        let r = id_rs(id)?;
+        let o = ops()?;
+        let c = ptr::copy_c::<_, IdRs>(id)?;
+        if !c.qp.is_null() {
+            return Err(Errno::EINVAL);
+        }
+        if (a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null()) && !c.pd.is_null() {
+            a.pd = c.pd;
+            a.comp_mask |= IBV_QP_INIT_ATTR_PD;
+        }
+        if a.send_cq.is_null() {
+            a.send_cq = c.send_cq;
+        }
+        if a.recv_cq.is_null() {
+            a.recv_cq = c.recv_cq;
+        }
+        if a.srq.is_null() {
+            a.srq = c.srq;
+        }
         // SAFETY: the same program struct, writable.
-        unsafe {
-            let mut out = a;
-            out.cap = b.cap;
-            ptr::write_out(qp_init_attr, out)?;
-        }
+        unsafe { ptr::write_out(qp_init_attr, a)? };
+        let mut made = CmQpOut {
+            qp: core::ptr::null_mut(),
+            qp_num: 0,
+            pd: core::ptr::null_mut(),
+            send_cq: core::ptr::null_mut(),
+            recv_cq: core::ptr::null_mut(),
+            send_cq_channel: core::ptr::null_mut(),
+            recv_cq_channel: core::ptr::null_mut(),
+        };
+        // SAFETY: the table's entry; the program's extended attributes, read and written
+        // by libibverbs.
+        ok(unsafe { (o.create_qp_ex)(r.h, qp_init_attr.cast(), &mut made) })?;
+        // SAFETY: the program's struct, as libibverbs left it: the PD it used.
+        let after = unsafe { ptr::read_in(qp_init_attr as *const ibv_qp_init_attr_ex)? };
+        adopt_qp(id, made, after.pd, after.qp_type)?;
         Ok(0)
     }
 }
@@ -656,12 +736,15 @@ entry! {
 }
 
 entry! {
-    /// The kernel's `rdma_notify` only matters for IB_EVENT_COMM_EST, which softrdma's
-    /// devices never raise (the CM sees the RTU itself).
+    /// `rdma_notify`: `IBV_EVENT_COMM_EST` establishes a passive connection whose QP saw
+    /// data before the RTU (`-EISCONN` once established), `IBV_EVENT_PATH_MIG` is a no-op on
+    /// an established connection (RoCE has no alternate path), anything else `EINVAL`.
     export neg fn rdma_notify(id: *mut rdma_cm_id, event: c_int) -> c_int {
-        id_rs(id)?;
-        let _ = event;
-        Err(Errno(libc::ENOSYS))
+        let r = id_rs(id)?;
+        let o = ops()?;
+        // SAFETY: the table's entry.
+        ok(unsafe { (o.notify)(r.h, event) })?;
+        Ok(0)
     }
 }
 
@@ -781,6 +864,29 @@ fn take_event(channel: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, Er
             data.as_ptr().cast::<c_void>()
         };
         let c = ptr::copy_c::<_, IdRs>(id)?;
+        let mut dp = dp;
+        if out.event == EVENT_MULTICAST_JOIN {
+            // ucma_process_join: the event's context is the join's; the id's QP hears the
+            // group (not for a send-only member); a failed attach makes it MULTICAST_ERROR.
+            let mut mcs = lock(&r.mcs);
+            let Some(m) = mcs
+                .iter_mut()
+                .find(|m| m.mgid.is_none() && mgid_matches(&m.addr, &out.ah_dgid))
+            else {
+                continue;
+            };
+            m.mgid = Some(out.ah_dgid);
+            dp = m.context as *const c_void;
+            if !c.qp.is_null() && !m.send_only {
+                // SAFETY: the table's entry; the QP is the id's, of our libibverbs.
+                let e = unsafe { (o.attach_mc)(c.qp.cast(), out.ah_dgid.as_ptr(), 1) };
+                if e != 0 {
+                    crate::entry::set_errno(Errno(e));
+                    out.event = EVENT_MULTICAST_ERROR;
+                    out.status = -1;
+                }
+            }
+        }
         let param = if out.ud != 0 || c.qp_type == IBV_QPT_UD {
             rdma_cm_event_param {
                 ud: rdma_ud_param {
@@ -932,23 +1038,75 @@ pub struct AiRs {
     _names: Vec<std::ffi::CString>,
 }
 
+/// Why `rdma_getaddrinfo` failed: an errno (-1 and `errno`), or getaddrinfo's own code
+/// (`EAI_*`, returned as is, as rdma-core returns what `getaddrinfo` said).
+enum AiError {
+    Errno(Errno),
+    Gai(c_int),
+}
+
+impl From<Errno> for AiError {
+    fn from(e: Errno) -> AiError {
+        AiError::Errno(e)
+    }
+}
+
+/// The port of `service`: a number, or a name looked up as rdma-core's `rdma_getaddrinfo`
+/// does it (`getaddrinfo(3)` with the port space's socket type: the system's services
+/// database, `/etc/services`); an unknown name is getaddrinfo's `EAI_SERVICE`.
+fn service_port(service: &str, udp: bool) -> Result<u16, AiError> {
+    if let Ok(p) = service.parse::<u16>() {
+        return Ok(p);
+    }
+    let c = std::ffi::CString::new(service).map_err(|_| AiError::Gai(libc::EAI_SERVICE))?;
+    // SAFETY: `addrinfo` is plain data; all zeros is its "no hints" value.
+    let mut hints: libc::addrinfo = unsafe { core::mem::zeroed() };
+    hints.ai_flags = libc::AI_PASSIVE;
+    hints.ai_family = libc::AF_INET;
+    hints.ai_socktype = if udp {
+        libc::SOCK_DGRAM
+    } else {
+        libc::SOCK_STREAM
+    };
+    let mut res: *mut libc::addrinfo = core::ptr::null_mut();
+    // SAFETY: a NUL-terminated service name, our hints, our result slot.
+    let r = unsafe { libc::getaddrinfo(core::ptr::null(), c.as_ptr(), &hints, &mut res) };
+    if r != 0 {
+        return Err(AiError::Gai(r));
+    }
+    // SAFETY: getaddrinfo succeeded: `res` is a list whose first entry has an AF_INET
+    // address (the family asked for), which we read and then free once.
+    let port = unsafe {
+        let a = (*res).ai_addr;
+        let port = if a.is_null() || i32::from((*a).sa_family) != libc::AF_INET {
+            None
+        } else {
+            Some(u16::from_be((*(a as *const libc::sockaddr_in)).sin_port))
+        };
+        libc::freeaddrinfo(res);
+        port
+    };
+    port.ok_or(AiError::Gai(libc::EAI_SERVICE))
+}
+
 fn resolve(
     node: Option<&str>,
     service: Option<&str>,
     family: c_int,
     numeric: bool,
-) -> Result<std::net::SocketAddr, Errno> {
+    udp: bool,
+) -> Result<std::net::SocketAddr, AiError> {
     use std::net::ToSocketAddrs;
     let port: u16 = match service {
         None => 0,
-        Some(s) => s.parse().map_err(|_| Errno(libc::EINVAL))?,
+        Some(s) => service_port(s, udp)?,
     };
     let node = node.ok_or(Errno::EINVAL)?;
     if let Ok(ip) = node.parse::<std::net::IpAddr>() {
         return Ok(std::net::SocketAddr::new(ip, port));
     }
     if numeric {
-        return Err(Errno(libc::EINVAL));
+        return Err(Errno(libc::EINVAL).into());
     }
     (node, port)
         .to_socket_addrs()
@@ -958,7 +1116,7 @@ fn resolve(
             libc::AF_INET6 => a.is_ipv6(),
             _ => true,
         })
-        .ok_or(Errno(libc::ENODEV))
+        .ok_or(Errno(libc::ENODEV).into())
 }
 
 fn storage_of(a: std::net::SocketAddr) -> (SockaddrStorage, u32) {
@@ -980,7 +1138,9 @@ fn storage_of(a: std::net::SocketAddr) -> (SockaddrStorage, u32) {
 }
 
 entry! {
-    /// Numeric services only; names through the system resolver. No route is resolved
+    /// Services by number or by name (the system's services database, for the port space's
+    /// socket type: an unknown name returns `EAI_SERVICE`, as rdma-core returns
+    /// getaddrinfo's code); host names through the system resolver. No route is resolved
     /// (`ai_route` stays NULL: RoCE needs none), and a client's source stays unset unless
     /// the hints give one (the CM picks it at `rdma_resolve_addr`).
     export neg fn rdma_getaddrinfo(node: *const c_char, service: *const c_char, hints: *const rdma_addrinfo, res: *mut *mut rdma_addrinfo) -> c_int {
@@ -1000,11 +1160,19 @@ entry! {
         let ps = h.map(|h| h.ai_port_space).filter(|&p| p != 0).unwrap_or(RDMA_PS_TCP);
         let qp_type = h.map(|h| h.ai_qp_type).filter(|&t| t != 0).unwrap_or(port_space_qp_type(ps)?);
         let passive = flags & RAI_PASSIVE != 0;
+        let udp = ps == RDMA_PS_UDP || qp_type == IBV_QPT_UD;
+        let gai = |e: AiError| match e {
+            AiError::Errno(e) => Err(e),
+            AiError::Gai(c) => Ok(c),
+        };
         let addr = match (node.as_deref(), passive) {
             (None, true) => {
                 let port = match service.as_deref() {
                     None => 0,
-                    Some(s) => s.parse().map_err(|_| Errno(libc::EINVAL))?,
+                    Some(s) => match service_port(s, udp) {
+                        Ok(p) => p,
+                        Err(e) => return gai(e),
+                    },
                 };
                 let ip: std::net::IpAddr = if family == libc::AF_INET6 {
                     std::net::Ipv6Addr::UNSPECIFIED.into()
@@ -1013,7 +1181,10 @@ entry! {
                 };
                 std::net::SocketAddr::new(ip, port)
             }
-            (n, _) => resolve(n, service.as_deref(), family, flags & RAI_NUMERICHOST != 0)?,
+            (n, _) => match resolve(n, service.as_deref(), family, flags & RAI_NUMERICHOST != 0, udp) {
+                Ok(a) => a,
+                Err(e) => return gai(e),
+            },
         };
         let (s, len) = storage_of(addr);
         let mut ai = rdma_addrinfo {
@@ -1188,47 +1359,213 @@ entry! {
     }
 }
 
+/// `rdma_create_srq_ex` of a basic SRQ (`attr.attr` is written back with what was granted).
+fn create_srq(
+    id: *mut rdma_cm_id,
+    pd: *mut c_void,
+    attr: &mut ibv_srq_init_attr,
+) -> Result<(), Errno> {
+    let r = id_rs(id)?;
+    let o = ops()?;
+    let c = ptr::copy_c::<_, IdRs>(id)?;
+    if !c.srq.is_null() {
+        return Err(Errno::EINVAL);
+    }
+    let pd = if pd.is_null() { c.pd } else { pd };
+    let make_cq = c_int::from(c.recv_cq.is_null());
+    let mut made = CmSrqOut {
+        srq: core::ptr::null_mut(),
+        pd: core::ptr::null_mut(),
+        recv_cq: core::ptr::null_mut(),
+        recv_cq_channel: core::ptr::null_mut(),
+    };
+    // SAFETY: the table's entry, with our copy of the attributes.
+    ok(unsafe {
+        (o.create_srq)(
+            r.h,
+            pd,
+            (attr as *mut ibv_srq_init_attr).cast(),
+            make_cq,
+            &mut made,
+        )
+    })?;
+    *lock(&r.srq_made) = Some(MadeSrq(made));
+    ptr::update_c::<_, IdRs>(id, |p| {
+        // SAFETY: a live id of ours; our fields.
+        unsafe {
+            (*p).srq = made.srq;
+            if (*p).pd.is_null() {
+                (*p).pd = made.pd;
+            }
+            if !made.recv_cq.is_null() {
+                (*p).recv_cq = made.recv_cq;
+                (*p).recv_cq_channel = made.recv_cq_channel;
+            }
+        }
+    })
+}
+
 entry! {
-    /// SRQs on an id: not supported yet (`ENOSYS`).
+    /// `rdma_create_srq`: a basic SRQ on `pd` (NULL: the id's, else the device's), `id->srq`
+    /// set, a receive CQ made if the id has none; `rdma_create_qp` then uses both.
     export neg fn rdma_create_srq(id: *mut rdma_cm_id, pd: *mut c_void, attr: *mut c_void) -> c_int {
-        let _ = (id, pd, attr);
-        Err(Errno(libc::ENOSYS))
+        let attr = attr as *mut ibv_srq_init_attr;
+        // SAFETY: the program's attributes (NULL is EINVAL).
+        let mut a = unsafe { ptr::read_in(attr as *const ibv_srq_init_attr)? };
+        create_srq(id, pd, &mut a)?;
+        // SAFETY: the same program struct: the granted attributes.
+        unsafe { ptr::write_out(attr, a)? };
+        Ok(0)
     }
 }
 
 entry! {
+    /// `rdma_create_srq_ex`: `IBV_SRQ_INIT_ATTR_TYPE` is required (`EINVAL`), a basic SRQ
+    /// only (XRC and tag-matching SRQs: `EOPNOTSUPP`, softrdma's libibverbs has neither).
     export neg fn rdma_create_srq_ex(id: *mut rdma_cm_id, attr: *mut c_void) -> c_int {
-        let _ = (id, attr);
-        Err(Errno(libc::ENOSYS))
+        let attr = attr as *mut ibv_srq_init_attr_ex;
+        // SAFETY: the program's attributes (NULL is EINVAL).
+        let mut a = unsafe { ptr::read_in(attr as *const ibv_srq_init_attr_ex)? };
+        if a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE == 0 {
+            return Err(Errno::EINVAL);
+        }
+        if a.srq_type != IBV_SRQT_BASIC {
+            return Err(Errno(libc::EOPNOTSUPP));
+        }
+        let pd = if a.comp_mask & IBV_SRQ_INIT_ATTR_PD != 0 { a.pd } else { core::ptr::null_mut() };
+        let mut b = ibv_srq_init_attr { srq_context: a.srq_context, attr: a.attr };
+        create_srq(id, pd, &mut b)?;
+        a.attr = b.attr;
+        if a.pd.is_null() || a.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 {
+            // As librdmacm: the PD used is written back.
+            a.pd = ptr::copy_c::<_, IdRs>(id)?.pd;
+            a.comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+        }
+        // SAFETY: the same program struct.
+        unsafe { ptr::write_out(attr, a)? };
+        Ok(0)
     }
 }
 
 entry! {
+    /// `rdma_destroy_srq`: the id's SRQ, and the receive CQ `rdma_create_srq` made.
     export value fn rdma_destroy_srq(id: *mut rdma_cm_id) -> () {
-        let _ = id;
+        let Ok(r) = id_rs(id) else { return };
+        let Ok(o) = ops() else { return };
+        let Some(m) = lock(&r.srq_made).take() else { return };
+        // SAFETY: the table's entry, with our record.
+        let _ = unsafe { (o.destroy_srq)(&m.0) };
+        let _ = ptr::update_c::<_, IdRs>(id, |p| {
+            // SAFETY: a live id of ours; our fields.
+            unsafe {
+                (*p).srq = core::ptr::null_mut();
+                if !m.0.recv_cq.is_null() && (*p).recv_cq == m.0.recv_cq {
+                    (*p).recv_cq = core::ptr::null_mut();
+                    (*p).recv_cq_channel = core::ptr::null_mut();
+                }
+            }
+        });
     }
 }
 
-// ----- multicast: not yet -----
+// ----- multicast -----
+
+/// `enum rdma_cm_event_type`'s MULTICAST_JOIN and MULTICAST_ERROR.
+const EVENT_MULTICAST_JOIN: c_int = 12;
+const EVENT_MULTICAST_ERROR: c_int = 13;
+
+/// `RDMA_CM_JOIN_MC_ATTR_ADDRESS`, `RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS`.
+const JOIN_MC_ATTR_ADDRESS: u32 = 1 << 0;
+const JOIN_MC_ATTR_JOIN_FLAGS: u32 = 1 << 1;
+/// `RDMA_MC_JOIN_FLAG_FULLMEMBER`, `_SENDONLY_FULLMEMBER`, `_RESERVED`.
+const MC_JOIN_FLAG_FULLMEMBER: u32 = 0;
+const MC_JOIN_FLAG_SENDONLY_FULLMEMBER: u32 = 1;
+const MC_JOIN_FLAG_RESERVED: u32 = 2;
+
+/// Whether the MGID of a MULTICAST_JOIN is the one of the group at `addr` (RoCEv2:
+/// `::ffff:a.b.c.d` for an IPv4 group, `cma_iboe_set_mgid`).
+fn mgid_matches(addr: &SockaddrStorage, mgid: &[u8; 16]) -> bool {
+    let fam = u16::from_ne_bytes([addr.0[0], addr.0[1]]);
+    match i32::from(fam) {
+        libc::AF_INET => {
+            mgid[..10] == [0; 10] && mgid[10..12] == [0xff, 0xff] && mgid[12..] == addr.0[4..8]
+        }
+        libc::AF_INET6 => mgid[..] == addr.0[8..24],
+        _ => false,
+    }
+}
+
+/// `rdma_join_multicast_ex` after the argument checks.
+fn join(
+    id: *mut rdma_cm_id,
+    addr: *mut c_void,
+    flags: u32,
+    context: *mut c_void,
+) -> Result<c_int, Errno> {
+    let r = id_rs(id)?;
+    let o = ops()?;
+    // SAFETY: the program's sockaddr.
+    let a = unsafe { sockaddr_bytes(addr)? };
+    // Recorded first: the join's event may be on the channel before the call returns.
+    lock(&r.mcs).push(Mc {
+        addr: a,
+        context: context as usize,
+        send_only: flags == MC_JOIN_FLAG_SENDONLY_FULLMEMBER,
+        mgid: None,
+    });
+    // SAFETY: the table's entry, with our copy.
+    let res = ok(unsafe { (o.join_mc)(r.h, a.0.as_ptr().cast(), flags as c_int) });
+    if res.is_err() {
+        let mut mcs = lock(&r.mcs);
+        if let Some(i) = mcs.iter().rposition(|m| m.addr == a && m.mgid.is_none()) {
+            mcs.remove(i);
+        }
+    }
+    res?;
+    Ok(0)
+}
 
 entry! {
     export neg fn rdma_join_multicast(id: *mut rdma_cm_id, addr: *mut c_void, context: *mut c_void) -> c_int {
-        let _ = (id, addr, context);
-        Err(Errno(libc::ENOSYS))
+        join(id, addr, MC_JOIN_FLAG_FULLMEMBER, context)
     }
 }
 
 entry! {
     export neg fn rdma_join_multicast_ex(id: *mut rdma_cm_id, mc_join_attr: *mut rdma_cm_join_mc_attr_ex, context: *mut c_void) -> c_int {
-        let _ = (id, mc_join_attr, context);
-        Err(Errno(libc::ENOSYS))
+        // SAFETY: the program's attributes (NULL is EINVAL).
+        let m = unsafe { ptr::read_in(mc_join_attr as *const rdma_cm_join_mc_attr_ex)? };
+        if m.comp_mask & JOIN_MC_ATTR_ADDRESS == 0
+            || m.comp_mask & JOIN_MC_ATTR_JOIN_FLAGS == 0
+            || m.join_flags >= MC_JOIN_FLAG_RESERVED
+            || m.addr.is_null()
+        {
+            return Err(Errno::EINVAL);
+        }
+        join(id, m.addr, m.join_flags, context)
     }
 }
 
 entry! {
     export neg fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut c_void) -> c_int {
-        let _ = (id, addr);
-        Err(Errno(libc::ENOSYS))
+        let r = id_rs(id)?;
+        let o = ops()?;
+        // SAFETY: the program's sockaddr.
+        let a = unsafe { sockaddr_bytes(addr)? };
+        let m = {
+            let mut mcs = lock(&r.mcs);
+            let i = mcs.iter().position(|m| m.addr == a).ok_or(Errno(libc::EADDRNOTAVAIL))?;
+            mcs.remove(i)
+        };
+        let c = ptr::copy_c::<_, IdRs>(id)?;
+        if let (false, Some(g), false) = (c.qp.is_null(), m.mgid, m.send_only) {
+            // SAFETY: the table's entry; the id's QP. A detach that finds nothing attached
+            // (the join's event not taken yet) is no error here, as in librdmacm.
+            let _ = unsafe { (o.attach_mc)(c.qp.cast(), g.as_ptr(), 0) };
+        }
+        // SAFETY: the table's entry, with our copy.
+        ok(unsafe { (o.leave_mc)(r.h, a.0.as_ptr().cast()) })?;
+        Ok(0)
     }
 }
 

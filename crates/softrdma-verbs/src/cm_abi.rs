@@ -21,7 +21,7 @@
 use core::ffi::{c_int, c_void};
 
 /// The table's version: bumped whenever anything in this file changes meaning.
-pub const CM_OPS_VERSION: u32 = 1;
+pub const CM_OPS_VERSION: u32 = 2;
 
 /// The private version node of [`CmOps`]'s accessor.
 pub const PRIVATE_NODE: &str = "SOFTRDMA_PRIVATE_1";
@@ -156,6 +156,17 @@ pub struct CmQpOut {
     pub recv_cq_channel: *mut c_void,
 }
 
+/// What `create_srq` made (`ibv_*` pointers of this library; NULL where it made nothing).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CmSrqOut {
+    pub srq: *mut c_void,
+    /// The device's PD, when the caller gave none.
+    pub pd: *mut c_void,
+    pub recv_cq: *mut c_void,
+    pub recv_cq_channel: *mut c_void,
+}
+
 /// The entry points (see the module docs for the conventions).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -215,4 +226,30 @@ pub struct CmOps {
     /// Every device's context (opened once per process): fills up to `max`, returns the
     /// count through `n`.
     pub contexts: unsafe extern "C" fn(out: *mut *mut c_void, max: c_int, n: *mut c_int) -> c_int,
+    /// `rdma_join_multicast_ex`: `flags` is `RDMA_MC_JOIN_FLAG_*` (0 full member, 1
+    /// send-only full member); MULTICAST_JOIN follows, its `ah_dgid` the group's MGID.
+    pub join_mc: unsafe extern "C" fn(id: u32, addr: *const c_void, flags: c_int) -> c_int,
+    /// `rdma_leave_multicast` (after the caller detached the id's QP).
+    pub leave_mc: unsafe extern "C" fn(id: u32, addr: *const c_void) -> c_int,
+    /// `ibv_attach_mcast` (`attach` 1) / `ibv_detach_mcast` (0) of `qp` (`ibv_qp *`) to the
+    /// 16-byte MGID at `mgid`, as librdmacm's `ucma_process_join` / `rdma_leave_multicast`.
+    pub attach_mc: unsafe extern "C" fn(qp: *mut c_void, mgid: *const u8, attach: c_int) -> c_int,
+    /// `rdma_notify`: `event` is an `enum ibv_event_type`.
+    pub notify: unsafe extern "C" fn(id: u32, event: c_int) -> c_int,
+    /// `rdma_create_srq_ex` of a basic SRQ: `pd` may be NULL (the device's PD), `attr` is an
+    /// `ibv_srq_init_attr *` (its granted `attr` written back); with `make_cq` 1 a receive CQ
+    /// of `attr.max_wr` entries and its channel are made too (`ucma_create_cqs`).
+    pub create_srq: unsafe extern "C" fn(
+        id: u32,
+        pd: *mut c_void,
+        attr: *mut c_void,
+        make_cq: c_int,
+        out: *mut CmSrqOut,
+    ) -> c_int,
+    /// `rdma_destroy_srq`: destroys `made.srq` and the CQ and channel `create_srq` made.
+    pub destroy_srq: unsafe extern "C" fn(made: *const CmSrqOut) -> c_int,
+    /// `rdma_create_qp_ex`: `attr` is an `ibv_qp_init_attr_ex *`; its PD (the device's when
+    /// its mask has none) and missing CQs are filled in and the QP made by
+    /// `ibv_create_qp_ex` (send ops flags, create flags as that call takes them).
+    pub create_qp_ex: unsafe extern "C" fn(id: u32, attr: *mut c_void, out: *mut CmQpOut) -> c_int,
 }

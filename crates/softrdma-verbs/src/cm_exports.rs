@@ -9,13 +9,16 @@
 
 use core::ffi::{c_int, c_void};
 
+use softrdma_core::rdma_cm::multicast::JoinFlags;
 use softrdma_core::rdma_cm::{ConnParam, Ece, RdmaOption};
 use softrdma_core::verbs::QpState;
 
+use crate::abi::ibv_gid;
 use crate::abi::{
     ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
+    ibv_qp_init_attr_ex, ibv_srq_init_attr,
 };
-use crate::cm_abi::{CmConnIn, CmEventOut, CmIdInfo, CmOps, CmQpOut, CM_OPS_VERSION};
+use crate::cm_abi::{CmConnIn, CmEventOut, CmIdInfo, CmOps, CmQpOut, CmSrqOut, CM_OPS_VERSION};
 use crate::entry::{entry, Errno};
 use crate::exports;
 use crate::ptr;
@@ -49,8 +52,37 @@ pub fn ops() -> *const CmOps {
         set_local_ece,
         get_remote_ece,
         contexts,
+        join_mc,
+        leave_mc,
+        attach_mc,
+        notify,
+        create_srq,
+        destroy_srq,
+        create_qp_ex,
     };
     &OPS
+}
+
+/// `RDMA_OPTION_IB` / `RDMA_OPTION_IB_PATH`.
+const RDMA_OPTION_IB: c_int = 1;
+const RDMA_OPTION_IB_PATH: c_int = 1;
+/// `struct ibv_path_data`: flags, reserved, a 64-byte `ibv_path_record`.
+const PATH_DATA_LEN: usize = 72;
+/// `IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL`: the record
+/// `ucma_set_ib_path` takes.
+const PATH_GMP_PRIMARY_BIDIR: u32 = 0x1 | 0x2 | 0x8 | 0x20;
+/// Where `ibv_path_record`'s `tclass` sits in an `ibv_path_data`.
+const PATH_TCLASS_AT: usize = 8 + 48;
+
+/// `ucma_set_ib_path`'s choice among the records (`optlen` a multiple of the record size,
+/// one GMP primary bidirectional record): its traffic class, or `None` (`EINVAL`).
+fn ib_path_tclass(b: &[u8]) -> Option<u8> {
+    if b.is_empty() || b.len() % PATH_DATA_LEN != 0 {
+        return None;
+    }
+    b.chunks_exact(PATH_DATA_LEN)
+        .find(|r| u32::from_ne_bytes([r[0], r[1], r[2], r[3]]) == PATH_GMP_PRIMARY_BIDIR)
+        .map(|r| r[PATH_TCLASS_AT])
 }
 
 /// Reads the socket address at `p` (its family says how many bytes).
@@ -195,13 +227,63 @@ entry! {
 
 entry! {
     op errno fn create_qp(id: u32, pd: *mut c_void, attr: *mut c_void, out: *mut CmQpOut) -> c_int {
+        // SAFETY: the program's `ibv_qp_init_attr` (create_qp_on checks NULL).
+        unsafe { create_qp_on(id, pd, attr as *mut ibv_qp_init_attr, core::ptr::null_mut(), out) }
+    }
+}
+
+entry! {
+    op errno fn create_qp_ex(id: u32, attr: *mut c_void, out: *mut CmQpOut) -> c_int {
+        let ax = attr as *mut ibv_qp_init_attr_ex;
+        // SAFETY: the program's `ibv_qp_init_attr_ex` (NULL is EINVAL).
+        let a = unsafe { ptr::read_in(ax as *const ibv_qp_init_attr_ex)? };
+        let pd = if a.comp_mask & QP_INIT_ATTR_PD != 0 { a.pd } else { core::ptr::null_mut() };
+        let mut legacy = ibv_qp_init_attr {
+            qp_context: a.qp_context,
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            cap: a.cap,
+            qp_type: a.qp_type,
+            sq_sig_all: a.sq_sig_all,
+        };
+        // SAFETY: our copy of the legacy part, and the program's extended struct.
+        unsafe { create_qp_on(id, pd.cast(), &mut legacy, ax, out) }
+    }
+}
+
+/// `IBV_QP_INIT_ATTR_PD`.
+const QP_INIT_ATTR_PD: u32 = 1 << 0;
+
+/// `rdma_create_qp(_ex)`'s work: the PD (the device's when NULL), the CQs `attr` lacks
+/// (`ucma_create_cqs`), the QP — by `ibv_create_qp`, or with `ax` non-NULL by
+/// `ibv_create_qp_ex` on the program's extended attributes (their PD and CQs filled in) —
+/// and its move to INIT by the CM.
+///
+/// # Safety
+/// `attr` is NULL or a writable `ibv_qp_init_attr`; `ax` NULL or a writable
+/// `ibv_qp_init_attr_ex`; `out` NULL or writable.
+unsafe fn create_qp_on(
+    id: u32,
+    pd: *mut c_void,
+    attr: *mut ibv_qp_init_attr,
+    ax: *mut ibv_qp_init_attr_ex,
+    out: *mut CmQpOut,
+) -> Result<(), Errno> {
+    {
         let p = proc_();
         let port = p.port_of(id)?;
         let (ctx, ctx_pd) = p.ctx_of_port(port).ok_or(Errno::EINVAL)?;
         let ctx = ctx as *mut ibv_context;
-        let attr = attr as *mut ibv_qp_init_attr;
         // SAFETY: the program's `ibv_qp_init_attr` (NULL is EINVAL).
         let mut a = unsafe { ptr::read_in(attr as *const ibv_qp_init_attr)? };
+        let given = a;
+        let given_ex = if ax.is_null() {
+            None
+        } else {
+            // SAFETY: the program's extended struct, non-NULL.
+            Some(unsafe { ptr::read_in(ax as *const ibv_qp_init_attr_ex)? })
+        };
         let mut made = CmQpOut {
             qp: core::ptr::null_mut(),
             qp_num: 0,
@@ -259,10 +341,28 @@ entry! {
         let r = (|| {
             // SAFETY: the program's struct again, writable: the CQs filled in.
             unsafe { ptr::write_out(attr, a)? };
-            // SAFETY: our own export, with the program's attributes.
-            let qp = unsafe { exports::ibv_create_qp(pd, attr) };
+            let qp = if ax.is_null() {
+                // SAFETY: our own export, with the program's attributes.
+                unsafe { exports::ibv_create_qp(pd, attr) }
+            } else {
+                // SAFETY: the program's extended struct (non-NULL), writable.
+                let mut x = unsafe { ptr::read_in(ax as *const ibv_qp_init_attr_ex)? };
+                x.pd = pd;
+                x.comp_mask |= QP_INIT_ATTR_PD;
+                x.send_cq = a.send_cq;
+                x.recv_cq = a.recv_cq;
+                x.srq = a.srq;
+                // SAFETY: as above.
+                unsafe { ptr::write_out(ax, x)? };
+                // SAFETY: our own op (`ibv_create_qp_ex`) on a live context.
+                unsafe { exports::op_create_qp_ex(ctx, ax) }
+            };
             if qp.is_null() {
-                return Err(Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)));
+                return Err(Errno(
+                    std::io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(libc::EINVAL),
+                ));
             }
             let qpn = exports::qp_num(qp)?;
             if let Err(e) = p.init_qp(id, qpn) {
@@ -280,6 +380,14 @@ entry! {
                 unsafe { ptr::write_out(out, made) }
             }
             Err(e) => {
+                // The program's structs as it gave them: no pointers to the CQs going now.
+                // SAFETY: the program's structs (read above), writable.
+                unsafe {
+                    let _ = ptr::write_out(attr, given);
+                    if let Some(x) = given_ex {
+                        let _ = ptr::write_out(ax, x);
+                    }
+                }
                 // SAFETY: what this call made, nothing else uses it yet.
                 unsafe { destroy_made(&made) };
                 Err(e)
@@ -334,6 +442,9 @@ entry! {
         // SAFETY: librdmacm's struct with the program's private data.
         let (c, p) = unsafe { read_conn(param)? };
         let qp = if c.has_qp != 0 { Ok(c.qp_num) } else { Err(c.qp_num) };
+        if let Some(d) = rdmacm::connect_delay() {
+            std::thread::sleep(d);
+        }
         proc_().connect(id, qp, &p)
     }
 }
@@ -392,12 +503,16 @@ entry! {
 
 entry! {
     op errno fn set_option(id: u32, level: c_int, name: c_int, val: *const c_void, len: usize) -> c_int {
-        if level != 0 {
-            // RDMA_OPTION_IB_PATH: no SA paths on RoCE.
-            return Err(Errno::EINVAL);
-        }
         // SAFETY: the program's option value, `len` bytes (rdma_set_option).
         let b = unsafe { ptr::read_array(val as *const u8, len)? };
+        match (level, name) {
+            (0, _) => {}
+            (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => {
+                let tclass = ib_path_tclass(&b).ok_or(Errno::EINVAL)?;
+                return proc_().set_ib_path(id, tclass);
+            }
+            _ => return Err(Errno(libc::ENOSYS)),
+        }
         let int = || -> Result<bool, Errno> {
             let v: [u8; 4] = b.get(..4).and_then(|s| s.try_into().ok()).ok_or(Errno::EINVAL)?;
             Ok(i32::from_ne_bytes(v) != 0)
@@ -441,5 +556,145 @@ entry! {
         }
         // SAFETY: librdmacm's count slot (NULL is EINVAL).
         unsafe { ptr::write_out(n, all.len() as c_int) }
+    }
+}
+
+entry! {
+    op errno fn join_mc(id: u32, addr: *const c_void, flags: c_int) -> c_int {
+        // SAFETY: the program's sockaddr (rdma_join_multicast).
+        let a = unsafe { read_sockaddr(addr)? };
+        let flags = match flags {
+            0 => JoinFlags::FullMember,
+            1 => JoinFlags::SendOnlyFullMember,
+            // enum rdma_cm_mc_join_flags ends there (RDMA_MC_JOIN_FLAG_RESERVED).
+            _ => return Err(Errno::EINVAL),
+        };
+        proc_().join_mc(id, a.ip(), flags)
+    }
+}
+
+entry! {
+    op errno fn leave_mc(id: u32, addr: *const c_void) -> c_int {
+        // SAFETY: the program's sockaddr (rdma_leave_multicast).
+        let a = unsafe { read_sockaddr(addr)? };
+        proc_().leave_mc(id, a.ip())
+    }
+}
+
+entry! {
+    op errno fn attach_mc(qp: *mut c_void, mgid: *const u8, attach: c_int) -> c_int {
+        // SAFETY: the caller's 16-byte MGID (NULL is EINVAL).
+        let g = unsafe { ptr::read_in(mgid as *const ibv_gid)? };
+        let r = if attach != 0 {
+            // SAFETY: our own export; it checks the QP pointer against the registry.
+            unsafe { exports::ibv_attach_mcast(qp.cast(), &g, 0) }
+        } else {
+            // SAFETY: as above.
+            unsafe { exports::ibv_detach_mcast(qp.cast(), &g, 0) }
+        };
+        match r {
+            0 => Ok(()),
+            e => Err(Errno(e)),
+        }
+    }
+}
+
+entry! {
+    op errno fn notify(id: u32, event: c_int) -> c_int {
+        proc_().notify(id, event)
+    }
+}
+
+entry! {
+    op errno fn create_srq(id: u32, pd: *mut c_void, attr: *mut c_void, make_cq: c_int, out: *mut CmSrqOut) -> c_int {
+        let p = proc_();
+        let port = p.port_of(id)?;
+        let (ctx, ctx_pd) = p.ctx_of_port(port).ok_or(Errno::EINVAL)?;
+        let ctx = ctx as *mut ibv_context;
+        let attr = attr as *mut ibv_srq_init_attr;
+        // SAFETY: the program's `ibv_srq_init_attr` (NULL is EINVAL).
+        let a = unsafe { ptr::read_in(attr as *const ibv_srq_init_attr)? };
+        let mut made = CmSrqOut {
+            srq: core::ptr::null_mut(),
+            pd: core::ptr::null_mut(),
+            recv_cq: core::ptr::null_mut(),
+            recv_cq_channel: core::ptr::null_mut(),
+        };
+        let pd = if pd.is_null() {
+            if ctx_pd != 0 {
+                ctx_pd as *mut ibv_pd
+            } else {
+                // SAFETY: our own export on a live context.
+                let n = unsafe { exports::ibv_alloc_pd(ctx) };
+                if n.is_null() {
+                    return Err(Errno::ENOMEM);
+                }
+                p.set_pd(ctx as usize, n as usize);
+                n
+            }
+        } else {
+            pd as *mut ibv_pd
+        };
+        made.pd = pd.cast();
+        if make_cq != 0 {
+            // SAFETY: our own exports on a live context.
+            let ch = unsafe { exports::ibv_create_comp_channel(ctx) };
+            if ch.is_null() {
+                return Err(Errno::ENOMEM);
+            }
+            let depth = c_int::try_from(a.attr.max_wr.max(1)).unwrap_or(c_int::MAX);
+            // SAFETY: as above.
+            let c = unsafe { exports::ibv_create_cq(ctx, depth, core::ptr::null_mut(), ch, 0) };
+            if c.is_null() {
+                // SAFETY: the channel just made, unused.
+                unsafe { exports::ibv_destroy_comp_channel(ch) };
+                return Err(Errno::ENOMEM);
+            }
+            made.recv_cq = c.cast();
+            made.recv_cq_channel = ch.cast();
+        }
+        // SAFETY: our own export, with the program's attributes (written back there).
+        let srq = unsafe { exports::ibv_create_srq(pd, attr) };
+        if srq.is_null() {
+            let e = Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL));
+            // SAFETY: what this call made, nothing else uses it.
+            unsafe { destroy_srq_cq(&made) };
+            return Err(e);
+        }
+        made.srq = srq.cast();
+        // SAFETY: librdmacm's output struct (NULL is EINVAL).
+        unsafe { ptr::write_out(out, made) }
+    }
+}
+
+/// Destroys the receive CQ and channel `create_srq` made.
+///
+/// # Safety
+/// `m`'s CQ and channel are NULL or objects of ours nothing else uses.
+unsafe fn destroy_srq_cq(m: &CmSrqOut) {
+    if !m.recv_cq.is_null() {
+        // SAFETY: per the contract.
+        unsafe { exports::ibv_destroy_cq(m.recv_cq.cast()) };
+    }
+    if !m.recv_cq_channel.is_null() {
+        // SAFETY: per the contract.
+        unsafe { exports::ibv_destroy_comp_channel(m.recv_cq_channel.cast()) };
+    }
+}
+
+entry! {
+    op errno fn destroy_srq(made: *const CmSrqOut) -> c_int {
+        // SAFETY: librdmacm's record (NULL is EINVAL).
+        let m = unsafe { ptr::read_in(made)? };
+        if !m.srq.is_null() {
+            // SAFETY: our own export; the SRQ pointer is checked against the registry there.
+            let e = unsafe { exports::ibv_destroy_srq(m.srq.cast()) };
+            if e != 0 {
+                return Err(Errno(e));
+            }
+        }
+        // SAFETY: the CQ and channel create_srq made for this SRQ, which is gone.
+        unsafe { destroy_srq_cq(&m) };
+        Ok(())
     }
 }

@@ -5,6 +5,7 @@ use core::ffi::c_char;
 
 use softrdma_core::device::Mtu;
 use softrdma_core::device::{AtomicCap, DeviceAttr, PortAttr};
+use softrdma_core::transport::mcast::{MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH};
 use softrdma_core::verbs::{
     AccessFlags, AddressVector, QpAttr, QpAttrMask, QpCap, QpState, QpType, SendOp, VerbsError,
     WcOpcode, WorkCompletion,
@@ -96,9 +97,10 @@ pub fn device_attr(a: &DeviceAttr) -> ibv_device_attr {
         max_mw: 0,
         max_raw_ipv6_qp: 0,
         max_raw_ethy_qp: 0,
-        max_mcast_grp: 0,
-        max_mcast_qp_attach: 0,
-        max_total_mcast_qp_attach: 0,
+        // rxe's multicast limits, which the device's group table keeps (`ibv_attach_mcast`).
+        max_mcast_grp: MAX_MCAST_GRP as i32,
+        max_mcast_qp_attach: MAX_MCAST_QP_ATTACH as i32,
+        max_total_mcast_qp_attach: (MAX_MCAST_GRP * MAX_MCAST_QP_ATTACH) as i32,
         max_ah: int(a.max_ah),
         max_fmr: 0,
         max_map_per_fmr: 0,

@@ -1701,6 +1701,28 @@ entry! {
 }
 
 entry! {
+    /// `ibv_attach_mcast`: the UD QP hears the multicast group `gid` (`crate::mcast`).
+    export errno fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+        let q = qp_rs(qp)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        // SAFETY: the caller's GID (NULL is EINVAL).
+        let g = unsafe { ptr::read_in(gid)? };
+        crate::mcast::attach(c.dev(), q.qpn, g.raw, lid)
+    }
+}
+
+entry! {
+    /// `ibv_detach_mcast`.
+    export errno fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+        let q = qp_rs(qp)?;
+        let c = ctx_rs(q.ctx as *const ibv_context)?;
+        // SAFETY: the caller's GID (NULL is EINVAL).
+        let g = unsafe { ptr::read_in(gid)? };
+        crate::mcast::detach(c.dev(), q.qpn, g.raw, lid)
+    }
+}
+
+entry! {
     /// The QP's `ibv_qp_ex` (the same address) if it was created with send ops, else NULL,
     /// as rdma-core answers.
     export value fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut c_void {
@@ -2353,7 +2375,6 @@ unsupported! {
     "sv____verbs_log" x_verbs_log -> () = unsupported_void();
     "sv___verbs_init_and_alloc_context" x_verbs_init_and_alloc_context -> *mut c_void = unsupported_null();
     "sv__execute_ioctl" x_execute_ioctl -> c_int = libc::EOPNOTSUPP;
-    "sv__ibv_attach_mcast" x_ibv_attach_mcast -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_cmd_advise_mr" x_ibv_cmd_advise_mr -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_cmd_alloc_dm" x_ibv_cmd_alloc_dm -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_cmd_alloc_mw" x_ibv_cmd_alloc_mw -> c_int = libc::EOPNOTSUPP;
@@ -2413,7 +2434,6 @@ unsupported! {
     "sv__ibv_cmd_req_notify_cq" x_ibv_cmd_req_notify_cq -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_cmd_rereg_mr" x_ibv_cmd_rereg_mr -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_cmd_resize_cq" x_ibv_cmd_resize_cq -> c_int = libc::EOPNOTSUPP;
-    "sv__ibv_detach_mcast" x_ibv_detach_mcast -> c_int = libc::EOPNOTSUPP;
     "sv__ibv_import_device" x_ibv_import_device -> *mut c_void = unsupported_null();
     "sv__ibv_import_dm" x_ibv_import_dm -> *mut c_void = unsupported_null();
     "sv__ibv_import_mr" x_ibv_import_mr -> *mut c_void = unsupported_null();

@@ -36,5 +36,6 @@ pub mod conv;
 pub mod devices;
 mod entry;
 pub mod exports;
+pub mod mcast;
 mod ptr;
 pub mod rdmacm;

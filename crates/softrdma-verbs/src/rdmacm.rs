@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use softrdma_core::cm::CmPort;
+use softrdma_core::rdma_cm::multicast::{mgid_of, JoinError, JoinFlags};
 use softrdma_core::rdma_cm::{
     ConnParam, Ece, PortSpace, RdmaCmError, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaOption,
 };
@@ -51,9 +52,21 @@ pub fn cm_errno(e: &RdmaCmError) -> Errno {
         RdmaCmError::NoDevice => libc::ENODEV,
         RdmaCmError::AddrInUse => libc::EADDRINUSE,
         RdmaCmError::NoFreePort => libc::EADDRNOTAVAIL,
+        RdmaCmError::Cm(softrdma_core::cm::CmError::IsConnected) => libc::EISCONN,
         RdmaCmError::Cm(_) => libc::EINVAL,
         RdmaCmError::Verbs(v) => return crate::conv::verbs_errno(v),
     })
+}
+
+/// The kernel's `ENOTSUPP` (524), what joining an IPv6 group on RoCEv2 returns.
+const ENOTSUPP: i32 = 524;
+
+fn join_errno(e: &JoinError) -> Errno {
+    match e {
+        JoinError::Rdma(r) => cm_errno(r),
+        JoinError::NotSupported => Errno(ENOTSUPP),
+        JoinError::NotJoined => Errno(libc::EADDRNOTAVAIL),
+    }
 }
 
 fn drv_errno(e: &softrdma_driver::cm::Error) -> Errno {
@@ -144,6 +157,24 @@ fn loopback_override() -> Option<IpAddr> {
         .parse::<IpAddr>()
         .ok()
         .filter(IpAddr::is_loopback)
+}
+
+/// `SOFTRDMA_CONNECT_DELAY_MS`: a test aid (like `softrdma rping --accept-delay`): each
+/// `rdma_connect` waits this long before its REQ leaves. perftest's `-R` client connects a
+/// second time right after its parameter exchange while its server only then listens again;
+/// a native client wins that race against a slow (emulated) server and gets REJ 8 (invalid
+/// service ID), as a kernel client would, and perftest's retry loop cannot recover (it retries
+/// on ids it destroyed). The lab's `librdmacm_send_bw_guest_server` sets it.
+pub fn connect_delay() -> Option<Duration> {
+    static D: OnceLock<Option<Duration>> = OnceLock::new();
+    *D.get_or_init(|| {
+        std::env::var("SOFTRDMA_CONNECT_DELAY_MS")
+            .ok()?
+            .parse::<u64>()
+            .ok()
+            .filter(|&ms| ms > 0 && ms <= 60_000)
+            .map(Duration::from_millis)
+    })
 }
 
 fn is_loopback(ip: &IpAddr) -> bool {
@@ -265,6 +296,7 @@ impl Proc {
         {
             std::thread::sleep(Duration::from_millis(1));
         }
+        self.leave_all_mc(h);
         let e = lock(&self.st).ids.remove(&h).ok_or(Errno::EINVAL)?;
         if let Some(id) = e.id {
             self.destroy_core(id);
@@ -532,6 +564,15 @@ impl Proc {
             .map_err(|e| cm_errno(&e))
     }
 
+    /// `rdma_notify` (`softrdma_core::rdma_cm`'s `notify`: COMM_EST establishes a passive
+    /// connection before its RTU).
+    pub fn notify(&self, h: u32, event: i32) -> Result<(), Errno> {
+        let port = self.port_of(h)?;
+        self.with_id(h, |id| self.cm.with(port, |r, _, _| r.notify(id, event)))?
+            .map_err(|e| drv_errno(&e))?
+            .map_err(|e| cm_errno(&e))
+    }
+
     /// `rdma_init_qp_attr`.
     pub fn init_qp_attr(
         &self,
@@ -556,6 +597,19 @@ impl Proc {
             .map_err(|e| cm_errno(&e))
     }
 
+    /// `rdma_set_option(RDMA_OPTION_IB, RDMA_OPTION_IB_PATH)` as the kernel takes it on a
+    /// RoCE port (`ucma_set_ib_path` → `rdma_set_ib_path`): an id whose address is resolved
+    /// takes the path (its L2 fields from the id's addresses, its traffic class from the
+    /// record) and ROUTE_RESOLVED follows; in any other state `EINVAL`.
+    pub fn set_ib_path(&self, h: u32, tclass: u8) -> Result<(), Errno> {
+        let state = self.with_id(h, |id| self.cm.with_cm(|r| r.state(id.name())))?;
+        if state != Some(softrdma_core::rdma_cm::CmaState::AddrResolved) {
+            return Err(Errno::EINVAL);
+        }
+        self.set_option(h, RdmaOption::Tos(tclass))?;
+        self.resolve_route(h)
+    }
+
     /// `rdma_set_local_ece`.
     pub fn set_local_ece(&self, h: u32, ece: Ece) -> Result<(), Errno> {
         self.with_id(h, |id| self.cm.with_cm(|r| r.set_local_ece(id, ece)))?
@@ -567,6 +621,66 @@ impl Proc {
         Ok(self
             .with_id(h, |id| self.cm.with_cm(|r| r.remote_ece(id.name())))?
             .unwrap_or_default())
+    }
+
+    /// `rdma_join_multicast_ex` ([`crate::mcast`]): the core's membership and its
+    /// MULTICAST_JOIN, and for a full member the device's interface joined to the group
+    /// first (its socket's error is the join's: nothing was recorded then).
+    pub fn join_mc(&self, h: u32, addr: IpAddr, flags: JoinFlags) -> Result<(), Errno> {
+        let port = self.port_of(h)?;
+        let dev = self.cm.device(port).ok_or(Errno::EINVAL)?;
+        let iface = flags == JoinFlags::FullMember && mgid_of(addr).is_some();
+        if iface {
+            dev.join_multicast(addr).map_err(|e| {
+                Errno(
+                    e.raw_os_error()
+                        .unwrap_or(if e.kind() == std::io::ErrorKind::Unsupported {
+                            ENOTSUPP
+                        } else {
+                            libc::EINVAL
+                        }),
+                )
+            })?;
+        }
+        let r = self
+            .with_id(h, |id| {
+                self.cm.with(port, |r, stack, _| {
+                    r.join_multicast(Some(stack), id, addr, flags)
+                })
+            })?
+            .map_err(|e| drv_errno(&e))?;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                if iface {
+                    dev.leave_multicast(addr);
+                }
+                Err(join_errno(&e))
+            }
+        }
+    }
+
+    /// `rdma_leave_multicast`.
+    pub fn leave_mc(&self, h: u32, addr: IpAddr) -> Result<(), Errno> {
+        let m = self
+            .with_id(h, |id| self.cm.with_cm(|r| r.leave_multicast(id, addr)))?
+            .map_err(|e| join_errno(&e))?;
+        if m.joins_interface() {
+            if let Some(d) = self.port_of(h).ok().and_then(|p| self.cm.device(p)) {
+                d.leave_multicast(addr);
+            }
+        }
+        Ok(())
+    }
+
+    /// The groups id `h` is in, left as its destruction does (`cma_leave_mc_groups`).
+    fn leave_all_mc(&self, h: u32) {
+        let Ok(ms) = self.with_id(h, |id| self.cm.with_cm(|r| r.memberships(id))) else {
+            return;
+        };
+        for m in ms {
+            let _ = self.leave_mc(h, m.addr);
+        }
     }
 
     /// What `struct rdma_cm_id` shows.

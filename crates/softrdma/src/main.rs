@@ -7,6 +7,7 @@ mod cmtime;
 mod cmtool;
 mod decode;
 mod demo;
+mod mckey;
 mod narrow_link;
 mod perf;
 mod perf_cm;
@@ -64,6 +65,9 @@ enum Command {
     /// A peer of rdma-core 44's udaddy (udaddy.c): N UD "connections" over the RDMA CM (SIDR),
     /// SENDs with immediate each way.
     Udaddy(udaddy::Args),
+    /// A peer of rdma-core 44's mckey (mckey.c): UD ids join an IP multicast group over the
+    /// RDMA CM; the sender (-s) sends to the group, the receiver counts what arrives.
+    Mckey(mckey::Args),
     /// Runs an unmodified verbs program (ibv_devinfo, ibv_rc_pingpong, …) over softrdma: its
     /// libibverbs.so.1 first on LD_LIBRARY_PATH.
     Run(run::Args),
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
         Command::Cmtime(args) => cmtime::run(&args),
         Command::Srpt(args) => srpt::run(args),
         Command::Udaddy(args) => udaddy::run(args),
+        Command::Mckey(args) => mckey::run(args),
         Command::Srp(args) => srp::run(args),
         Command::Run(args) => run::run(args),
     }

@@ -290,7 +290,7 @@ fn debian_ib_send_lat_rdma_cm() {
 /// A C program of ours over the libraries: the event channel's `fd` polls, honours
 /// `O_NONBLOCK` (EAGAIN with nothing queued), and wakes for ADDR_RESOLVED; the id then shows
 /// its device and addresses; `rdma_create_qp_ex` makes a QP (and its CQs) with a PD-only mask
-/// and refuses other extended fields; rsockets calls fail with ENOSYS; `rdma_event_str` names
+/// and refuses a create flag rxe lacks (as `ibv_create_qp_ex` does); rsockets calls fail with ENOSYS; `rdma_event_str` names
 /// events.
 #[test]
 fn event_channel_fd_polls_and_honours_o_nonblock() {
@@ -340,10 +340,12 @@ int main(void) {
     ax.cap.max_send_wr = ax.cap.max_recv_wr = 4;
     ax.cap.max_send_sge = ax.cap.max_recv_sge = 1;
     ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    ax.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
     ax.pd = ibv_alloc_pd(id->verbs);
     r = rdma_create_qp_ex(id, &ax);
     printf("qp_ex flags %d %s\n", r, r ? strerror(errno) : "-");
     ax.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ax.create_flags = 0;
     r = rdma_create_qp_ex(id, &ax);
     printf("qp_ex %d qp %d cqs %d pd %d\n", r, id->qp != NULL && id->qp->qp_num > 0,
            id->send_cq != NULL && id->recv_cq_channel != NULL, id->pd == ax.pd);

@@ -88,12 +88,17 @@
 //!   than ours is CONNECT_ERROR `-EINVAL`. [`RdmaCm::reject_with`] takes reason 28 or 35
 //!   only, as `ucma_reject`.
 //!
-//! Not done: multicast, IPoIB over an IB port (no SA), the REP's ECE options on the active
+//! - Multicast ([`multicast`]): `rdma_join_multicast(_ex)` / `rdma_leave_multicast` as on a
+//!   RoCEv2 port (MGID `::ffff:group`, MULTICAST_JOIN at once: no SA).
+//!
+//! Not done: IPoIB over an IB port (no SA), the REP's ECE options on the active
 //! side (the IB CM's REP event does not carry the MAD's attribute modifier). The active
 //! side's MADs carry the TOS (the kernel's AH from the path); a passive side's answers do
 //! not (the kernel copies the request's GRH traffic class, which the socket does not see).
 
 mod event;
+pub mod multicast;
+mod notify;
 mod queue;
 #[cfg(test)]
 mod tests;
@@ -103,6 +108,7 @@ pub use event::{
     ConnParam, Ece, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaId, UdParam, EADDRNOTAVAIL, EINVAL,
     ENETUNREACH, ENODEV, ETIMEDOUT,
 };
+pub use notify::{EVENT_COMM_EST, EVENT_PATH_MIG};
 pub use queue::AnyEvent;
 pub use softrdma_wire::rdma_cm::PortSpace;
 pub use ud::{init_ah_from_wc, RDMA_UDP_QKEY, SIDR_TIMEOUT_MS};
@@ -430,6 +436,8 @@ pub struct RdmaCm {
     queue_limit: usize,
     counters: RdmaCmCounters,
     rng: Rng,
+    /// Multicast memberships, (id, group) ([`multicast`]).
+    joins: Vec<(u32, multicast::Membership)>,
 }
 
 /// What a request (REQ or SIDR REQ) says about its addresses, after the IP header checks
@@ -465,6 +473,7 @@ impl RdmaCm {
             queue_limit,
             counters: RdmaCmCounters::default(),
             rng,
+            joins: Vec::new(),
         })
     }
 
@@ -1580,6 +1589,7 @@ impl RdmaCm {
         let Some(i) = self.ids.remove(&id) else {
             return;
         };
+        self.joins.retain(|(owner, _)| *owner != id);
         if let Some(l) = i.local {
             self.bound.remove(&(l.port(), l.ip(), id));
         }

@@ -1058,3 +1058,165 @@ fn ece_rep_of_another_vendor_is_connect_error() {
         sim.stacks[1].rdma_mut().cm_mut().destroy(sim.now, l);
     }
 }
+
+/// mckey's join on RoCEv2: a UDP id resolved towards the group joins it; MULTICAST_JOIN
+/// carries the AH to `::ffff:239.1.2.3` (hop limit 64, the id's source GID), QPN 0xFFFFFF
+/// and RDMA_UDP_QKEY; TCP ids, unresolved ids, IPv6 groups and double joins are refused;
+/// leaving forgets the membership.
+#[test]
+fn multicast_join_and_leave_as_cma_iboe_join_multicast() {
+    use super::multicast::{JoinError, JoinFlags};
+    let (mut sim, _n) = pair();
+    let group: IpAddr = "239.1.2.3".parse().expect("ip");
+    let st0 = 0;
+    let id = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::UDP);
+    let join = |sim: &mut Sim<Node>, id: &RdmaCmId, addr: IpAddr, f: JoinFlags| {
+        cmd(sim, st0, |_, cm, s| cm.join_multicast(Some(s), id, addr, f))
+    };
+    assert_eq!(
+        join(&mut sim, &id, group, JoinFlags::FullMember),
+        Err(JoinError::Rdma(RdmaCmError::InvalidState))
+    );
+    let src = sim.addrs[0];
+    sim.stacks[0]
+        .rdma_mut()
+        .resolve_addr(&id, Some(src), sa(group, 0))
+        .expect("resolve_addr");
+    assert_eq!(
+        sim.stacks[0].poll_rdma_event().map(|e| e.event),
+        Some(RdmaCmEventType::AddrResolved)
+    );
+    let m = join(&mut sim, &id, group, JoinFlags::FullMember).expect("join");
+    assert!(m.joins_interface());
+    assert_eq!(m.mgid.0[..12], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]);
+    assert_eq!(m.mgid.0[12..], [239, 1, 2, 3]);
+    let e = sim.stacks[0].poll_rdma_event().expect("an event");
+    assert_eq!(e.event, RdmaCmEventType::MulticastJoin);
+    assert_eq!(e.status, 0);
+    let ud = e.ud.expect("param.ud");
+    assert_eq!((ud.qp_num, ud.qkey), (0xFF_FFFF, RDMA_UDP_QKEY));
+    assert_eq!((ud.ah.dgid, ud.ah.hop_limit, ud.ah.sl), (m.mgid, 64, 0));
+    let sgid = st(&mut sim, 0)
+        .device
+        .query_gid(PORT_NUM, ud.ah.sgid_index)
+        .map(|g| g.gid);
+    assert_eq!(sgid, Ok(Gid::from(sim.addrs[0])));
+    assert_eq!(
+        sim.stacks[0].rdma_mut().qkey(id.name()),
+        Some(RDMA_UDP_QKEY)
+    );
+    assert_eq!(
+        join(&mut sim, &id, group, JoinFlags::FullMember),
+        Err(JoinError::Rdma(RdmaCmError::AddrInUse))
+    );
+    let other: IpAddr = "239.9.9.9".parse().expect("ip");
+    let so = join(&mut sim, &id, other, JoinFlags::SendOnlyFullMember).expect("join");
+    assert!(!so.joins_interface());
+    assert_eq!(
+        sim.stacks[0].poll_rdma_event().map(|e| e.event),
+        Some(RdmaCmEventType::MulticastJoin)
+    );
+    assert!(sim.stacks[0].rdma_mut().group_in_use(group));
+    assert!(!sim.stacks[0].rdma_mut().group_in_use(other));
+    assert_eq!(
+        join(
+            &mut sim,
+            &id,
+            "ff0e::1".parse().expect("ip"),
+            JoinFlags::FullMember
+        ),
+        Err(JoinError::NotSupported)
+    );
+    assert_eq!(sim.stacks[0].rdma_mut().memberships(&id).len(), 2);
+    assert_eq!(
+        sim.stacks[0]
+            .rdma_mut()
+            .leave_multicast(&id, group)
+            .map(|m| m.addr),
+        Ok(group)
+    );
+    assert_eq!(
+        sim.stacks[0].rdma_mut().leave_multicast(&id, group),
+        Err(JoinError::NotJoined)
+    );
+    let tcp = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::TCP);
+    sim.stacks[0]
+        .rdma_mut()
+        .resolve_addr(&tcp, Some(src), sa(group, 0))
+        .expect("resolve_addr");
+    assert_eq!(
+        sim.stacks[0].poll_rdma_event().map(|e| e.event),
+        Some(RdmaCmEventType::AddrResolved)
+    );
+    let routed = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::UDP);
+    resolve(&mut sim, 0, &routed, sa(group, 0), &[]);
+    assert_eq!(
+        join(&mut sim, &routed, group, JoinFlags::FullMember),
+        Err(JoinError::Rdma(RdmaCmError::InvalidState))
+    );
+    assert_eq!(
+        join(&mut sim, &tcp, group, JoinFlags::FullMember),
+        Err(JoinError::Rdma(RdmaCmError::Invalid))
+    );
+    let now = sim.now;
+    sim.stacks[0].rdma_mut().destroy(now, id);
+    sim.stacks[0].rdma_mut().destroy(now, tcp);
+    sim.stacks[0].rdma_mut().destroy(now, routed);
+    assert!(!sim.stacks[0].rdma_mut().group_in_use(group));
+}
+
+/// `rdma_notify(IB_EVENT_COMM_EST)` on the passive side after its REP (data before the RTU):
+/// ESTABLISHED at once (the RTU that follows changes nothing); again: `-EISCONN`; PATH_MIG
+/// on an established connection is a no-op (no alternate path on RoCE); other events and
+/// ids without a connection: `-EINVAL`.
+#[test]
+fn notify_comm_est_establishes_the_passive_side_before_the_rtu() {
+    use crate::cm::CmError;
+    let (mut sim, mut n) = pair();
+    let b = sim.addrs[1];
+    let _l = listen(&mut sim, 1, sa(b, 7174), 0);
+    let _ca = dial(&mut sim, 0, &n[0], sa(b, 7174), b"x");
+    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let sb = req.new_id.take().expect("new id");
+    assert_eq!(
+        sim.stacks[1].rdma_mut().notify(&sb, EVENT_COMM_EST),
+        Err(RdmaCmError::Cm(CmError::InvalidState(CmState::MraReqSent)))
+    );
+    accept(&mut sim, 1, &n[1], &sb);
+    // The REP reaches the active side, whose RTU is still on its way.
+    assert!(pump(&mut sim, &mut n, |n| has(
+        &n[0],
+        RdmaCmEventType::Established
+    )));
+    assert_eq!(
+        sim.stacks[1].rdma_mut().cm_state(sb.name()),
+        Some(CmState::RepSent)
+    );
+    // Through the node, which hands the IB CM's event to the RDMA CM (as the driver does).
+    cmd(&mut sim, 1, |_, cm, _| cm.notify(&sb, EVENT_COMM_EST)).expect("comm est");
+    assert_eq!(
+        sim.stacks[1].rdma_mut().cm_state(sb.name()),
+        Some(CmState::Established)
+    );
+    let e = sim.stacks[1].poll_rdma_event().map(|e| (e.event, e.id));
+    assert_eq!(e, Some((RdmaCmEventType::Established, sb.name())));
+    // The RTU arrives: nothing more.
+    pump(&mut sim, &mut n, |_| false);
+    assert_eq!(count(&n[1], RdmaCmEventType::Established), 0);
+    assert_eq!(
+        sim.stacks[1].rdma_mut().notify(&sb, EVENT_COMM_EST),
+        Err(RdmaCmError::Cm(CmError::IsConnected))
+    );
+    assert_eq!(sim.stacks[1].rdma_mut().notify(&sb, EVENT_PATH_MIG), Ok(()));
+    assert_eq!(
+        sim.stacks[1].rdma_mut().notify(&sb, 1),
+        Err(RdmaCmError::Invalid)
+    );
+    let fresh = sim.stacks[0].rdma_mut().create_id();
+    assert_eq!(
+        sim.stacks[0].rdma_mut().notify(&fresh, EVENT_COMM_EST),
+        Err(RdmaCmError::Invalid)
+    );
+    let now = sim.now;
+    sim.stacks[0].rdma_mut().destroy(now, fresh);
+}

@@ -162,7 +162,7 @@ impl RdmaCm {
     }
 
     /// `cma_set_qkey(id, qkey)`: an id's Q_Key is set once; a different one is `-EINVAL`.
-    fn set_qkey(&mut self, id: u32, qkey: u32) -> Result<u32, RdmaCmError> {
+    pub(super) fn set_qkey(&mut self, id: u32, qkey: u32) -> Result<u32, RdmaCmError> {
         let i = self.ids.get_mut(&id).ok_or(RdmaCmError::NoSuchId)?;
         if i.qkey != 0 {
             if qkey != 0 && qkey != i.qkey {

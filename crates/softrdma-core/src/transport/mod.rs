@@ -41,6 +41,7 @@
 
 pub mod cc;
 pub mod emit;
+pub mod mcast;
 pub mod memory;
 pub mod rc_requester;
 pub mod rc_responder;
@@ -165,6 +166,8 @@ pub struct Stack {
     rx_crc_memo: icrc::HeaderMemo,
     /// Whether requesters pace and react to congestion ([`Stack::set_congestion_control`]).
     congestion_control: bool,
+    /// Multicast groups and their attached UD QPs ([`Stack::attach_mcast`]).
+    groups: mcast::Groups,
 }
 
 impl Stack {
@@ -184,6 +187,7 @@ impl Stack {
             src_port: None,
             rx_crc_memo: icrc::HeaderMemo::default(),
             congestion_control: false,
+            groups: mcast::Groups::default(),
         }
     }
 
@@ -428,7 +432,26 @@ impl Stack {
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         self.verbs.destroy_qp(qpn)?;
         self.remove_transport(qpn);
+        self.groups.detach_all(qpn);
         Ok(())
+    }
+
+    /// `ibv_attach_mcast`: UD QP `qpn` hears the multicast group `gid` ([`mcast`]).
+    pub fn attach_mcast(&mut self, qpn: u32, gid: Gid) -> Result<(), mcast::McastError> {
+        match self.verbs.qp(qpn).map(|q| q.qp_type()) {
+            Ok(QpType::Ud) => self.groups.attach(gid, qpn),
+            _ => Err(mcast::McastError::NotUd),
+        }
+    }
+
+    /// `ibv_detach_mcast`.
+    pub fn detach_mcast(&mut self, qpn: u32, gid: &Gid) -> Result<(), mcast::McastError> {
+        self.groups.detach(gid, qpn)
+    }
+
+    /// The QPs attached to multicast group `gid`.
+    pub fn mcast_members(&self, gid: &Gid) -> Vec<u32> {
+        self.groups.members(gid)
     }
 
     /// `ibv_post_send`. UD sends leave at once (queued for [`Stack::poll_transmit`]); RC
@@ -537,15 +560,46 @@ impl Stack {
             c.drop_bad_tver += 1;
             return;
         }
+        let qpn = bth.dest_qp();
+        let dgid = Gid::from(dst_ip);
+        if qpn == mcast::MULTICAST_QPN && mcast::is_multicast_gid(&dgid) {
+            // rxe_rcv_mcast_pkt: every attached QP gets its copy through the per-QP
+            // checks; a group nobody here attached is dropped as a foreign DGID.
+            let members = self.groups.members(&dgid);
+            if members.is_empty() {
+                self.device.counters.drop_bad_dgid += 1;
+                return;
+            }
+            for m in members {
+                self.receive_on(now, m, &pkt, src, dst_ip, ident, data.len());
+            }
+            return;
+        }
         if self
             .device
-            .find_gid(PORT_NUM, &Gid::from(dst_ip), GidType::RoceV2)
+            .find_gid(PORT_NUM, &dgid, GidType::RoceV2)
             .is_err()
         {
             self.device.counters.drop_bad_dgid += 1;
             return;
         }
-        let qpn = bth.dest_qp();
+        self.receive_on(now, qpn, &pkt, src, dst_ip, ident, data.len());
+    }
+
+    /// The per-QP half of [`Stack::handle_datagram`]: the checks of QP `qpn` (type, P_Key,
+    /// state, Q_Key, size) and the delivery.
+    #[allow(clippy::too_many_arguments)]
+    fn receive_on(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        pkt: &RocePacket<&[u8]>,
+        src: SocketAddr,
+        dst_ip: IpAddr,
+        ident: Option<icrc::Ipv4Ident>,
+        udp_len: usize,
+    ) {
+        let bth = pkt.bth();
         let Some(info) = self.info(qpn) else {
             self.device.counters.drop_unknown_qpn += 1;
             return;
@@ -610,7 +664,7 @@ impl Stack {
         };
         match info.qp_type {
             QpType::Ud | QpType::Gsi => {
-                ud::on_receive(&mut ctx, &info, &pkt, src.ip(), dst_ip, ident, data.len());
+                ud::on_receive(&mut ctx, &info, pkt, src.ip(), dst_ip, ident, udp_len);
             }
             _ if is_response => {
                 let syndrome = pkt.aeth().map(|a| a.syndrome());
@@ -630,7 +684,7 @@ impl Stack {
                     local_ip: dst_ip,
                     ..info
                 };
-                t.resp.on_request(&mut ctx, &info, &pkt);
+                t.resp.on_request(&mut ctx, &info, pkt);
             }
         }
         let fatal = std::mem::take(&mut ctx.fatal);

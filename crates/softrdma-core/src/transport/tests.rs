@@ -1868,3 +1868,102 @@ fn narrow_link_with_one_percent_loss_keeps_half_the_link() {
         }
     }
 }
+
+/// A UD packet to QP 0xFFFFFF at a multicast GID reaches every QP attached to the group
+/// (each with its own completion and Q_Key check); a group nobody attached is a foreign
+/// DGID; a UD send to a multicast AH leaves for the group's IP address with QPN 0xFFFFFF.
+#[test]
+fn multicast_delivers_to_every_attached_qp() {
+    use super::mcast::{McastError, MULTICAST_QPN};
+    let mut sim = Sim::new(2, NetConfig::PERFECT, 23);
+    let group: IpAddr = IpAddr::V4(Ipv4Addr::new(239, 1, 2, 3));
+    let mgid = Gid::from(group);
+    let mut a = setup(&mut sim, 0);
+    let mut b1 = setup(&mut sim, 1);
+    create(&mut sim, 0, &mut a, QpType::Ud);
+    create(&mut sim, 1, &mut b1, QpType::Ud);
+    let mut b2 = End { qpn: 0, ..b1 };
+    create(&mut sim, 1, &mut b2, QpType::Ud);
+    let mut b3 = End { qpn: 0, ..b1 };
+    create(&mut sim, 1, &mut b3, QpType::Ud);
+    let mut rc = End { qpn: 0, ..b1 };
+    create(&mut sim, 1, &mut rc, QpType::Rc);
+    for (i, q, qkey) in [
+        (0usize, a.qpn, 0x0123_4567u32),
+        (1, b1.qpn, 0x0123_4567),
+        (1, b2.qpn, 0x0123_4567),
+        (1, b3.qpn, 0x0bad),
+    ] {
+        let attr = QpAttr {
+            qkey,
+            ..QpAttr::default()
+        };
+        for (x, mask) in steps_to_rts(QpType::Ud, &attr) {
+            sim.stacks[i].modify_qp(q, &x, mask).expect("modify_qp");
+        }
+    }
+    let s1 = &mut sim.stacks[1];
+    assert_eq!(s1.attach_mcast(rc.qpn, mgid), Err(McastError::NotUd));
+    assert_eq!(
+        s1.attach_mcast(b1.qpn, Gid::from(sim.addrs[0])),
+        Err(McastError::NotMulticast)
+    );
+    for q in [b1.qpn, b2.qpn, b3.qpn] {
+        s1.attach_mcast(q, mgid).expect("attach");
+        s1.post_recv(q, RecvWr::new(u64::from(q), vec![sge(&b1, 0, 1024)]))
+            .expect("recv");
+    }
+    // What a UD send to the group's AH puts on the wire.
+    sim.stacks[0]
+        .verbs
+        .local_write(a.buf.lkey, 0x10_0000, b"hello group")
+        .expect("fill");
+    let dest = UdDest {
+        av: AddressVector {
+            dgid: mgid,
+            hop_limit: 64,
+            ..AddressVector::default()
+        },
+        remote_qpn: MULTICAST_QPN,
+        remote_qkey: 0x0123_4567,
+    };
+    sim.stacks[0]
+        .post_send(
+            a.qpn,
+            SendWr::new(1, SendOp::SendWithImm { imm: 7 })
+                .with_sge(sge(&a, 0, 11))
+                .with_ud(dest),
+        )
+        .expect("send");
+    let now = sim.now;
+    let tx = sim.stacks[0].poll_transmit(now).expect("a datagram");
+    assert_eq!(tx.dst.ip(), group);
+    let r = RoceRepr::parse(&tx.payload).expect("parse");
+    assert_eq!(r.bth.dest_qp, MULTICAST_QPN);
+    // Into the receiving device as the group's socket hands it over.
+    let src = SocketAddr::new(tx.src_ip, tx.src_port);
+    let s1 = &mut sim.stacks[1];
+    s1.handle_datagram(now, src, group, &tx.payload);
+    let mut got = Vec::new();
+    drain(&mut sim, 1, b1.cq, &mut got);
+    let mut qps: Vec<u32> = got.iter().map(|w| w.qp_num).collect();
+    qps.sort_unstable();
+    let mut want = vec![b1.qpn, b2.qpn];
+    want.sort_unstable();
+    assert_eq!(qps, want, "{got:?} {:?}", sim.stacks[1].counters());
+    assert!(got
+        .iter()
+        .all(|w| w.status == WcStatus::Success && w.imm_data == Some(7) && w.byte_len == 51));
+    let s1 = &mut sim.stacks[1];
+    assert_eq!(s1.counters().drop_bad_qkey, 1);
+    // Detached (or destroyed), a QP hears the group no more; with none left, the group's
+    // packets are a foreign DGID.
+    s1.detach_mcast(b1.qpn, &mgid).expect("detach");
+    assert_eq!(s1.detach_mcast(b1.qpn, &mgid), Err(McastError::NotAttached));
+    s1.destroy_qp(b3.qpn).expect("destroy");
+    assert_eq!(s1.mcast_members(&mgid), vec![b2.qpn]);
+    s1.detach_mcast(b2.qpn, &mgid).expect("detach");
+    let before = s1.counters().drop_bad_dgid;
+    s1.handle_datagram(now, src, group, &tx.payload);
+    assert_eq!(s1.counters().drop_bad_dgid, before + 1);
+}

@@ -137,6 +137,25 @@ int main(void)
 	O("rdma_cm_join_mc_attr_ex.comp_mask", struct rdma_cm_join_mc_attr_ex, comp_mask);
 	O("rdma_cm_join_mc_attr_ex.join_flags", struct rdma_cm_join_mc_attr_ex, join_flags);
 	O("rdma_cm_join_mc_attr_ex.addr", struct rdma_cm_join_mc_attr_ex, addr);
+	S("ibv_srq_attr", struct ibv_srq_attr);
+	O("ibv_srq_attr.max_wr", struct ibv_srq_attr, max_wr);
+	O("ibv_srq_attr.max_sge", struct ibv_srq_attr, max_sge);
+	O("ibv_srq_attr.srq_limit", struct ibv_srq_attr, srq_limit);
+	S("ibv_srq_init_attr", struct ibv_srq_init_attr);
+	O("ibv_srq_init_attr.srq_context", struct ibv_srq_init_attr, srq_context);
+	O("ibv_srq_init_attr.attr", struct ibv_srq_init_attr, attr);
+	S("ibv_tm_cap", struct ibv_tm_cap);
+	O("ibv_tm_cap.max_num_tags", struct ibv_tm_cap, max_num_tags);
+	O("ibv_tm_cap.max_ops", struct ibv_tm_cap, max_ops);
+	S("ibv_srq_init_attr_ex", struct ibv_srq_init_attr_ex);
+	O("ibv_srq_init_attr_ex.srq_context", struct ibv_srq_init_attr_ex, srq_context);
+	O("ibv_srq_init_attr_ex.attr", struct ibv_srq_init_attr_ex, attr);
+	O("ibv_srq_init_attr_ex.comp_mask", struct ibv_srq_init_attr_ex, comp_mask);
+	O("ibv_srq_init_attr_ex.srq_type", struct ibv_srq_init_attr_ex, srq_type);
+	O("ibv_srq_init_attr_ex.pd", struct ibv_srq_init_attr_ex, pd);
+	O("ibv_srq_init_attr_ex.xrcd", struct ibv_srq_init_attr_ex, xrcd);
+	O("ibv_srq_init_attr_ex.cq", struct ibv_srq_init_attr_ex, cq);
+	O("ibv_srq_init_attr_ex.tm_cap", struct ibv_srq_init_attr_ex, tm_cap);
 	S("sockaddr_storage", struct sockaddr_storage);
 	return 0;
 }

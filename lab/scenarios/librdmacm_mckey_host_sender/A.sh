@@ -1,0 +1,9 @@
+# mckey receiver on guest A (kernel rdma_cm + rxe): joins 239.77.0.3, waits for the host's 10
+. ./lib.sh
+stamp "mckey receiver -m 239.77.0.3 -b $A_IP -C 10"
+timeout 40 mckey -m 239.77.0.3 -b $A_IP -C 10 > guest-receiver.txt 2> guest-receiver.err &
+P=$!
+wait_mcast 239.77.0.3 30; touch A.ready
+wait $P; echo $? > guest-receiver.rc
+cat guest-receiver.txt guest-receiver.err; echo "guest-receiver rc=$(cat guest-receiver.rc)"
+stamp done; touch A.done
