@@ -1900,10 +1900,11 @@ entry! {
 }
 
 entry! {
-    /// Posts the batch: its first builder or setter error if it has one (then nothing is
-    /// posted), else the WRs in order, all under one hold of the device, stopping at the
-    /// first the core refuses (those before it stay posted, as with `ibv_post_send`'s
-    /// `bad_wr`; rxe checks queue room as it builds, the core as it posts).
+    /// Posts the batch all or nothing, as rxe's and mlx5's `wr_complete` do (they roll the
+    /// send queue back to where `wr_start` found it on an error): its first builder or
+    /// setter error if it has one, else the core's refusal of any of its WRs (queue room
+    /// counted with the batch's earlier WRs; `Stack::post_send_batch`) — then nothing of the
+    /// batch is posted — else every WR, in order, under one hold of the device.
     op errno fn op_wr_complete(qp: *mut ibv_qp_ex) -> c_int {
         let q = ptr::get::<ibv_qp_ex, QpRs>(qp)?;
         let c = ctx_rs(q.ctx as *const ibv_context)?;
@@ -1916,9 +1917,9 @@ entry! {
             return Err(Errno::EINVAL);
         }
         let qpn = q.qpn;
-        c.dev().with_stack(|s| {
-            b.wrs.into_iter().try_for_each(|w| s.post_send(qpn, w).map_err(|e| conv::verbs_errno(&e)))
-        })
+        c.dev()
+            .with_stack(|s| s.post_send_batch(qpn, b.wrs))
+            .map_err(|(_, e)| conv::verbs_errno(&e))
     }
 }
 

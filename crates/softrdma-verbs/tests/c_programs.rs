@@ -92,3 +92,13 @@ fn bad_input_from_c_gets_an_errno_or_a_completion_error() {
     let out = run_c("bad_input");
     assert!(out.lines().any(|l| l == "ok"), "{out}");
 }
+
+/// `ibv_wr_complete` all or nothing (rxe's and mlx5's `wr_complete` roll the send queue back
+/// on an error): a batch one WR longer than the send queue (`ENOMEM`) and a batch whose second
+/// WR is a misaligned atomic (`EINVAL`) post none of their WRs — no completion, no byte at the
+/// peer — and a batch of exactly `max_send_wr` afterwards posts all.
+#[test]
+fn wr_complete_posts_a_batch_all_or_nothing() {
+    let out = run_c("wr_batch");
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
