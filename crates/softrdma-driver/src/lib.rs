@@ -50,7 +50,7 @@ pub use device::{
     AsyncDevice, Device, DeviceConfig, DriverCounters, Error, Progress, Result as DeviceResult,
 };
 pub use tap::Tap;
-pub use timer::{wait_for_input, Input, Notifier, PollMode};
+pub use timer::{wait_for_input, wait_for_input_any, Input, Notifier, PollMode};
 pub use udp::{
     Capabilities, EndpointConfig, IoStats, Readiness, RecvDatagram, Transmit, UdpEndpoint,
     VectoredTransmit, ROCEV2_PORT,

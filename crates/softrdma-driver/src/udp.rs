@@ -75,6 +75,8 @@ const READ: Token = Token(0);
 const WAKE: Token = Token(1);
 const WRITE: Token = Token(2);
 const TIMER: Token = Token(3);
+/// Another endpoint's socket watched by this one's receive wait ([`UdpEndpoint::watch_also`]).
+const OTHER: Token = Token(4);
 
 /// One send: a datagram, or with `segment_size` several datagrams of that size (the last may be
 /// shorter) to the same destination in one syscall (UDP GSO).
@@ -530,6 +532,25 @@ impl UdpEndpoint {
     /// one `recvmmsg` per wake-up instead of two ([`crate::timer::wait_for_input`] does).
     pub fn rx_drained(&self) -> bool {
         self.rx_drained.load(Ordering::Relaxed)
+    }
+
+    /// Forgets that the last receive drained the queue ([`UdpEndpoint::rx_drained`]): for a
+    /// loop over several sockets whose wait returned through another endpoint's wait, or
+    /// that had no buffer left to receive on this one.
+    pub(crate) fn mark_undrained(&self) {
+        self.rx_drained.store(false, Ordering::Relaxed);
+    }
+
+    /// Makes this endpoint's receive wait ([`UdpEndpoint::wait_readable`]) also end when
+    /// `other`'s socket becomes readable, so one thread sleeps on several sockets (a device
+    /// serving several addresses, one socket each; [`crate::timer::wait_for_input_any`]).
+    /// `other` must outlive the watch: the loop that waits holds both.
+    pub fn watch_also(&self, other: &UdpEndpoint) -> io::Result<()> {
+        let fd = other.socket.as_raw_fd();
+        lock(&self.reader)
+            .poll
+            .registry()
+            .register(&mut SourceFd(&fd), OTHER, Interest::READABLE)
     }
 
     /// A handle other threads use to wake a thread blocked in a receive wait on this endpoint.
