@@ -357,7 +357,8 @@ fn open_dev(info: &DevInfo, at: Option<IpAddr>) -> Result<Device, Errno> {
         let mut c = DeviceConfig::new(ip)
             .with_interface_mtu()
             .with_progress(progress)
-            .with_wait(PollMode::Blocking);
+            .with_wait(PollMode::Blocking)
+            .with_more_ips(info.served_after(ip));
         c.name = info.name.clone();
         c.mac = Some(info.mac);
         c
@@ -468,9 +469,9 @@ pub(crate) fn open_context(
         };
         // The watcher delivers completion-channel and asynchronous events.
         rs.watch();
-        let ip = rs.dev().local_addr().ip();
+        let ips = rs.dev().local_addrs().iter().map(|a| a.ip()).collect();
         let ctx = ptr::publish_ctx(v, rs);
-        open_contexts().push((ctx as usize, ip));
+        open_contexts().push((ctx as usize, ips));
         Ok(ctx)
     }
 }
@@ -500,10 +501,11 @@ entry! {
     }
 }
 
-/// The contexts the program opened (`ibv_open_device`), with their device's address: the RDMA
-/// CM runs on one of these rather than open a second device on the same address.
-fn open_contexts() -> MutexGuard<'static, Vec<(usize, IpAddr)>> {
-    static L: OnceLock<Mutex<Vec<(usize, IpAddr)>>> = OnceLock::new();
+/// The contexts the program opened (`ibv_open_device`), with the addresses their device
+/// serves: the RDMA CM runs on one of these rather than open a second device on an address.
+type OpenContexts = Vec<(usize, Vec<IpAddr>)>;
+fn open_contexts() -> MutexGuard<'static, OpenContexts> {
+    static L: OnceLock<Mutex<OpenContexts>> = OnceLock::new();
     lock(L.get_or_init(Default::default))
 }
 
@@ -520,7 +522,7 @@ pub(crate) fn adopt_context(device: usize, ip: Option<IpAddr>) -> Option<*mut ib
     // through its Rust state: the device it was opened on, by name.
     let name = &device_info(device as *const ibv_device).ok()?.1.name;
     let found = open.iter().find(|(c, a)| {
-        ip.is_none_or(|ip| *a == ip)
+        ip.is_none_or(|ip| a.contains(&ip))
             && ctx_rs(*c as *const ibv_context).is_ok_and(|r| r.dev().name() == name.as_str())
     })?;
     pinned_contexts().insert(found.0);
