@@ -478,6 +478,11 @@ pub(crate) struct Shared {
     /// The deadline the background loop is sleeping towards (`u64::MAX`: none); written
     /// under the state lock.
     loop_deadline: AtomicU64,
+    /// Set once the node's loop runs this device (a threaded device added to a CM, see
+    /// [`crate::node_loop`]): its own loop thread ends, and its wake-ups go to
+    /// `node_notifier`.
+    on_node_loop: AtomicBool,
+    node_notifier: std::sync::OnceLock<crate::Notifier>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -582,9 +587,90 @@ impl Shared {
         st.port = port;
         to.add_device(Arc::downgrade(self), port);
         drop(st);
-        // Wake the loop: its next deadline is now the new node's.
+        if matches!(self.progress, Progress::Thread(_)) && !to.is_private() {
+            // One loop over all the node's sockets; if it cannot start (no thread, no
+            // epoll), the device's own loop goes on running it, as before.
+            if let Err(e) = to.run_on_loop(self) {
+                eprintln!(
+                    "softrdma {}: the node's loop: {e}; the device keeps its own",
+                    self.name
+                );
+            }
+        }
+        // Wake the loop: its next deadline is now the new node's (and the device's own
+        // loop thread ends if the node's took it over).
         let _ = self.ep.notifier().notify();
+        self.wake_loop();
         Ok(port)
+    }
+
+    /// Wakes the thread that runs this device's loop: its own, or the node's.
+    fn wake_loop(&self) {
+        // A failed eventfd write leaves it to the loop's next tick (≤ 5 ms).
+        let _ = match self.node_notifier.get() {
+            Some(n) => n.notify(),
+            None => self.ep.notifier().notify(),
+        };
+    }
+
+    /// Whether the node's loop runs this device.
+    pub(crate) fn on_node_loop(&self) -> bool {
+        self.on_node_loop.load(Ordering::Acquire)
+    }
+
+    /// The node's loop takes this device over: wake-ups go to `n` from now on, and the
+    /// device's own loop thread ends after its current turn.
+    pub(crate) fn hand_to_node_loop(&self, n: crate::Notifier) {
+        let _ = self.node_notifier.set(n);
+        self.on_node_loop.store(true, Ordering::Release);
+    }
+
+    /// The descriptors of the device's sockets.
+    pub(crate) fn socket_fds(&self) -> Vec<std::os::fd::RawFd> {
+        crate::node_loop::fds(&self.endpoints())
+    }
+
+    /// The node loop's turn of this device: non-blocking turns while its sockets had more
+    /// than a batch queued (at most a few, so one busy device cannot starve the others),
+    /// unless another thread holds its loop right now.
+    pub(crate) fn turn_for_node_loop(&self) -> io::Result<()> {
+        let Ok(mut rx) = self.rx.try_lock() else {
+            return Ok(());
+        };
+        for _ in 0..4 {
+            self.turn(&mut rx, None)?;
+            if self.endpoints().iter().all(|e| e.rx_drained()) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// How long the node's loop may sleep: until the node's next timer, at most `tick`;
+    /// the deadline is published to `devices` so that a command moving a timer earlier
+    /// wakes the loop ([`Shared::kick_loop`]).
+    pub(crate) fn arm_node_loop_deadline(
+        &self,
+        devices: &[Arc<Shared>],
+        tick: Duration,
+    ) -> Duration {
+        let now = self.clock.now();
+        let tick_us = duration_to_micros(tick);
+        let next = self
+            .state()
+            .poll_timeout()
+            .map(|t| t.total_micros())
+            .unwrap_or(u64::MAX)
+            .min(now.saturating_add(tick_us));
+        for d in devices {
+            d.loop_deadline.store(next, Ordering::Release);
+        }
+        self.clock.until(next)
+    }
+
+    /// The node's loop woke: no deadline to compare against until it sleeps again.
+    pub(crate) fn disarm_node_loop_deadline(&self) {
+        self.loop_deadline.store(u64::MAX, Ordering::Release);
     }
 
     /// Wakes blocking and async waiters.
@@ -613,9 +699,7 @@ impl Shared {
         // deadline needs no wake-up unless it is due more than TIMER_SLACK before it: posting an
         // RC message (which arms a 67 ms ACK timer) then costs no thread wake-up.
         if next.saturating_add(TIMER_SLACK_US) < self.loop_deadline.load(Ordering::Acquire) {
-            // Nothing useful to do if the eventfd write fails; the loop wakes at its own
-            // deadline anyway.
-            let _ = self.ep.notifier().notify();
+            self.wake_loop();
         }
     }
 
@@ -922,8 +1006,7 @@ impl Shared {
             h.signal();
         }
         for d in others {
-            // A failed eventfd write leaves it to that loop's next tick.
-            let _ = d.ep.notifier().notify();
+            d.wake_loop();
         }
         Ok(worked)
     }
@@ -939,7 +1022,8 @@ impl Shared {
     fn run_background(self: Arc<Self>, mode: PollMode) {
         let mut rx = lock(&self.rx);
         let tick = duration_to_micros(LOOP_TICK);
-        while !self.shutdown.load(Ordering::Acquire) {
+        // Until the node's loop takes the device over (crate::node_loop).
+        while !self.shutdown.load(Ordering::Acquire) && !self.on_node_loop() {
             let until = self.clock.now().saturating_add(tick);
             if let Err(e) = self.turn(&mut rx, Some((Some(until), mode))) {
                 // A socket error that is not about one datagram (EBADF, ENOMEM): report once
@@ -1088,6 +1172,8 @@ impl Device {
             waiters: Waiters::default(),
             shutdown: AtomicBool::new(false),
             loop_deadline: AtomicU64::new(u64::MAX),
+            on_node_loop: AtomicBool::new(false),
+            node_notifier: std::sync::OnceLock::new(),
         });
         host.add_device(Arc::downgrade(&shared), port);
         let thread = match config.progress {
@@ -1167,8 +1253,7 @@ impl Device {
 
     /// Wakes the background loop (if any) for a turn.
     pub fn wake(&self) {
-        // A failed eventfd write leaves the loop to its next tick (≤ 5 ms).
-        let _ = self.shared.ep.notifier().notify();
+        self.shared.wake_loop();
     }
 
     /// Runs `f` with the stack and the MAD layer under the device lock, as a client does

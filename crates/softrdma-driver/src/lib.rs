@@ -40,6 +40,7 @@ pub mod device;
 mod host;
 pub mod mad;
 pub mod netif;
+mod node_loop;
 pub mod tap;
 pub mod timer;
 pub mod udp;
