@@ -155,6 +155,11 @@ impl Host {
         v.push((d, port));
     }
 
+    /// Forgets the device of `port` (removed from its CM).
+    pub fn remove_device(&self, port: CmPort) {
+        lock(&self.devices).retain(|(w, p)| *p != port && w.strong_count() > 0);
+    }
+
     /// The other devices of this host whose MAD layer has sends waiting (queued by a CM
     /// step in `port`'s loop turn, e.g. a DREQ for a stale connection on another device):
     /// their loops are woken to send them. Called with the host's lock `h`.

@@ -184,7 +184,34 @@ fn the_devices_of_a_cm_run_on_one_loop_thread_of_its_node() {
         );
     }
 
+    // A device taken out of its CM (a context closed) releases its address; opened again,
+    // it is a new port of the same node, on the same loop.
+    let port2 = cm.port_for_ip(ip(2)).unwrap();
+    cm.remove_device(&d2).unwrap();
+    assert!(cm.port_for_ip(ip(2)).is_none());
+    assert!(cm.device(port2).is_none());
+    drop((b, d2));
+    // (The node's loop may hold the device for the rest of a turn.)
+    let start = Instant::now();
+    while let Err(e) = std::net::UdpSocket::bind((ip(2), 4791)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "the removed device's address is still held: {e}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let d2 = open(2);
+    let port2b = cm.add_device(&d2).unwrap();
+    assert_ne!(port2, port2b);
+    assert_eq!(cm.port_for_ip(ip(2)), Some(port2b));
+    expect_threads("softrdma-127.0.", 0);
+    expect_threads("softrdma-node", 2);
+    let (a3, b) = (end(&d1), end(&d2));
+    connect(&a3, &b);
+    connect(&b, &a3);
+    ping_pong(&a3, &b, 20);
+
     // The node's loop ends with its last device.
-    drop((a, b, c, a2, d1, d2, d3, cm, cm2));
+    drop((a, a3, b, c, a2, d1, d2, d3, cm, cm2));
     expect_threads("softrdma-node", 0);
 }

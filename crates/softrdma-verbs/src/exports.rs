@@ -452,6 +452,18 @@ pub(crate) fn open_context(
         )
         .map_err(|e| Errno(e.raw_os_error()))?;
         v.context.async_fd = async_fd.as_raw_fd();
+        // One node per process: a context's device is a port of the process's CM's node
+        // from the start (the RDMA CM then runs on it as it is), and with the default
+        // progress the node's one loop thread runs it beside every other context's
+        // sockets. An inline device stays a node of its own until the RDMA CM adopts it:
+        // the CM's event thread turns the loops of inline devices in its node, which would
+        // take the loop from the application's busy polls.
+        if dev.progress() != Progress::Inline {
+            crate::rdmacm::proc_()
+                .cm
+                .add_device(&dev)
+                .map_err(|_| Errno(libc::ENODEV))?;
+        }
         let rs = CtxRs {
             ifindex: nix::net::if_::if_nametoindex(info.ifname.as_str()).unwrap_or(0),
             shared: Arc::new(CtxShared {
@@ -496,6 +508,8 @@ entry! {
                 return Ok(());
             }
         }
+        // Its port leaves the process's node (not one for an inline context never adopted).
+        let _ = crate::rdmacm::proc_().cm.remove_device(ctx_rs(context)?.dev());
         drop(ptr::retire_ctx::<CtxRs>(context)?);
         Ok(())
     }

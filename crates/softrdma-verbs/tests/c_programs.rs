@@ -102,3 +102,12 @@ fn wr_complete_posts_a_batch_all_or_nothing() {
     let out = run_c("wr_batch");
     assert!(out.lines().any(|l| l == "ok"), "{out}");
 }
+
+/// One node per process with one loop over all of its sockets: two contexts of one process
+/// are run by one `softrdma-node` thread (no loop thread per device), RC traffic between them
+/// flows, and a context closed and opened again gets its address back and joins the same loop.
+#[test]
+fn the_contexts_of_a_process_are_one_node_on_one_loop() {
+    let out = run_c("one_node");
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
