@@ -17,7 +17,10 @@
 //! timer earlier, a CM command's sends) goes to this loop's waker once the device is on it.
 //!
 //! The loop sleeps in `epoll_wait` with the deadline as its timeout (the device loop's
-//! lazy `timerfd` is not used here) and never longer than a device loop's tick.
+//! lazy `timerfd` is not used here) and never longer than a device loop's tick. It does not
+//! spin, whatever a device's [`crate::PollMode`] says: one spinning thread per node would
+//! burn a core for all of the node's devices; the latency-minded spin in the application's
+//! own polls (`Progress::Inline`).
 
 use std::io;
 use std::os::fd::AsRawFd;
