@@ -110,7 +110,7 @@ use crate::clock::{duration_to_micros, Clock, Micros};
 use crate::host::{Host, HostState};
 use crate::mad::{ClientClass, MadClient, PortCtx};
 use crate::tap::{mac_for_ip, Tap};
-use crate::timer::{wait_for_input_any, Input, PollMode};
+use crate::timer::{wait_for_input, wait_for_input_any, Input, PollMode};
 use crate::udp::{
     EndpointConfig, RecvDatagram, UdpEndpoint, VectoredTransmit, MAX_UDP_PAYLOAD_V4,
     MAX_UDP_PAYLOAD_V6, RECV_BATCH,
@@ -632,18 +632,20 @@ impl Shared {
 
     /// The node loop's turn of this device: non-blocking turns while its sockets had more
     /// than a batch queued (at most a few, so one busy device cannot starve the others),
-    /// unless another thread holds its loop right now.
-    pub(crate) fn turn_for_node_loop(&self) -> io::Result<()> {
+    /// unless another thread holds its loop right now (which then drains it). Returns
+    /// whether its sockets were left drained: if not, the loop must not sleep (their
+    /// readiness is edge-triggered: no new edge comes for what is already queued).
+    pub(crate) fn turn_for_node_loop(&self) -> io::Result<bool> {
         let Ok(mut rx) = self.rx.try_lock() else {
-            return Ok(());
+            return Ok(true);
         };
         for _ in 0..4 {
             self.turn(&mut rx, None)?;
-            if self.endpoints().iter().all(|e| e.rx_drained()) {
-                break;
+            if self.ep.rx_drained() && self.more.iter().all(|e| e.rx_drained()) {
+                return Ok(true);
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// How long the node's loop may sleep: until the node's next timer, at most `tick`;
@@ -895,8 +897,8 @@ impl Shared {
                 storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
             match wait {
                 None => {
-                    let mut n = 0;
-                    for ep in self.endpoints() {
+                    let mut n = self.ep.recv_batch_into(&mut slices, records)?;
+                    for ep in &self.more {
                         if n < slices.len() {
                             n += ep.recv_batch_into(&mut slices[n..], records)?;
                         }
@@ -914,9 +916,13 @@ impl Shared {
                             .store(d.unwrap_or(u64::MAX), Ordering::Release);
                         d
                     };
-                    let eps = self.endpoints();
-                    match wait_for_input_any(&eps, &mut slices, &self.clock, stack_deadline, mode)?
-                    {
+                    let got = if self.more.is_empty() {
+                        wait_for_input(&self.ep, &mut slices, &self.clock, stack_deadline, mode)?
+                    } else {
+                        let eps = self.endpoints();
+                        wait_for_input_any(&eps, &mut slices, &self.clock, stack_deadline, mode)?
+                    };
+                    match got {
                         Input::Datagrams(got) => records.extend(got),
                         Input::Deadline | Input::Woken => {}
                     }
@@ -1666,12 +1672,18 @@ impl Device {
     pub fn progress_wait(&self, mode: PollMode, timeout: Option<Duration>) -> Result<bool> {
         let sh = &self.shared;
         let deadline = timeout.and_then(|t| StdInstant::now().checked_add(t));
-        match sh.rx.try_lock() {
-            Ok(mut rx) => {
+        // A device on its node's loop is that loop's alone (its own loop thread held its
+        // buffers for good; the node's takes them each turn): never turned from here.
+        let rx = match sh.on_node_loop() {
+            true => None,
+            false => sh.rx.try_lock().ok(),
+        };
+        match rx {
+            Some(mut rx) => {
                 let until = deadline.map(|d| sh.clock.from_std(d).saturating_add(1));
                 Ok(sh.turn(&mut rx, Some((until, mode)))?)
             }
-            Err(_) => {
+            None => {
                 let wait = timeout
                     .unwrap_or(Duration::from_secs(1))
                     .min(Duration::from_secs(1));

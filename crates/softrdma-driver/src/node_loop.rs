@@ -16,8 +16,10 @@
 //! time round. What a device's commands do to wake the loop (a post that moves the next
 //! timer earlier, a CM command's sends) goes to this loop's waker once the device is on it.
 //!
-//! The loop sleeps in `epoll_wait` with the deadline as its timeout (the device loop's
-//! lazy `timerfd` is not used here) and never longer than a device loop's tick. It does not
+//! The loop sleeps in `epoll_wait` without a timeout, bounded by a lazily armed `timerfd`
+//! (re-armed only for an earlier deadline, as a device loop's: an `epoll_wait` timeout arms
+//! and cancels a kernel hrtimer every time), and never longer than a device loop's tick. It
+//! does not
 //! spin, whatever a device's [`crate::PollMode`] says: one spinning thread per node would
 //! burn a core for all of the node's devices; the latency-minded spin in the application's
 //! own polls (`Progress::Inline`).
@@ -35,6 +37,7 @@ use mio::{Events, Interest, Poll, Registry, Token};
 use crate::device::Shared as DeviceShared;
 use crate::host::{lock, Host};
 use crate::timer::Notifier;
+use crate::udp::LazyTimer;
 
 const WAKE: Token = Token(0);
 const SOCKET: Token = Token(1);
@@ -102,29 +105,54 @@ impl Drop for NodeLoop {
 
 fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifier) {
     let mut events = Events::with_capacity(64);
+    let mut timer = match LazyTimer::new(poll.registry()) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("softrdma node loop: timerfd: {e}; sleeping with epoll timeouts");
+            None
+        }
+    };
     while !stop.load(Ordering::Acquire) {
         let Some(h) = host.upgrade() else { return };
         let devices = h.loop_devices();
         drop(h);
+        let mut more = false;
         for d in &devices {
-            if let Err(e) = d.turn_for_node_loop() {
+            match d.turn_for_node_loop() {
+                Ok(drained) => more |= !drained,
                 // As a device loop: a socket error that is not about one datagram is
                 // reported and the loop goes on (the device stays usable for queries).
-                eprintln!("softrdma node loop: {e}");
+                Err(e) => eprintln!("softrdma node loop: {e}"),
             }
         }
         let timeout = match devices.first() {
+            // A device with datagrams still queued: look again at once.
+            Some(_) if more => Duration::ZERO,
             Some(d) => d.arm_node_loop_deadline(&devices, TICK),
             None => TICK,
         };
         drop(devices);
-        notifier.take();
-        match poll.poll(&mut events, Some(timeout)) {
+        let wait = match timer.as_mut() {
+            Some(t) if !timeout.is_zero() => {
+                let now = std::time::Instant::now();
+                match t.arm(now + timeout, now) {
+                    Ok(()) => None,
+                    Err(_) => Some(timeout),
+                }
+            }
+            _ => Some(timeout),
+        };
+        match poll.poll(&mut events, wait) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 eprintln!("softrdma node loop: epoll: {e}");
                 std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if events.iter().any(|e| e.token() == LazyTimer::TOKEN) {
+            if let Some(t) = timer.as_mut() {
+                t.fired();
             }
         }
         notifier.take();

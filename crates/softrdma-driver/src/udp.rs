@@ -256,13 +256,17 @@ struct Waiter {
 }
 
 /// A `timerfd` in the waiter's epoll set and the deadline it is armed for.
-struct LazyTimer {
+pub(crate) struct LazyTimer {
     fd: OwnedFd,
     armed: Option<Instant>,
 }
 
 impl LazyTimer {
-    fn new(registry: &mio::Registry) -> io::Result<Self> {
+    /// The token its expirations carry.
+    pub(crate) const TOKEN: Token = TIMER;
+
+    /// A timer in `registry`'s epoll set, reported as [`LazyTimer::TOKEN`].
+    pub(crate) fn new(registry: &mio::Registry) -> io::Result<Self> {
         let fd = timerfd_create(
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
@@ -272,7 +276,7 @@ impl LazyTimer {
     }
 
     /// Makes sure the timer fires no later than `deadline` (which is in the future).
-    fn arm(&mut self, deadline: Instant, now: Instant) -> io::Result<()> {
+    pub(crate) fn arm(&mut self, deadline: Instant, now: Instant) -> io::Result<()> {
         if self.armed.is_some_and(|a| a <= deadline) {
             return Ok(()); // fires earlier (or on time): the caller re-checks and waits again
         }
@@ -296,7 +300,7 @@ impl LazyTimer {
     }
 
     /// The timer fired: consume the expiration so the fd's readiness resets.
-    fn fired(&mut self) {
+    pub(crate) fn fired(&mut self) {
         let mut buf = [0u8; 8];
         let _ = rustix::io::read(&self.fd, &mut buf);
         self.armed = None;

@@ -126,4 +126,26 @@ mod tests {
         // rxe's node GUID of an all-zero MAC: EUI-64 with the U/L bit flipped.
         assert_eq!(lo.guid, 0x0200_00ff_fe00_0000);
     }
+
+    /// The further addresses a device serves: the interface's others in order, without its
+    /// first (when the device took a free 127.0.0.x instead) and without link-local IPv6.
+    #[test]
+    fn served_after_skips_the_first_and_link_local() {
+        let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        let d = DevInfo {
+            name: "softrdma_x".into(),
+            ifname: "x".into(),
+            addrs: vec![ip("10.0.0.1"), ip("10.0.1.1"), ip("fe80::1"), ip("fd00::1")],
+            mac: [0; 6],
+            guid: 0,
+        };
+        assert_eq!(
+            d.served_after(ip("10.0.0.1")),
+            [ip("10.0.1.1"), ip("fd00::1")]
+        );
+        assert_eq!(
+            d.served_after(ip("127.0.0.5")),
+            [ip("10.0.1.1"), ip("fd00::1")]
+        );
+    }
 }
