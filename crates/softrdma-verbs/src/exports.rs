@@ -1919,8 +1919,9 @@ entry! {
     /// Posts the batch all or nothing, as rxe's and mlx5's `wr_complete` do (they roll the
     /// send queue back to where `wr_start` found it on an error): its first builder or
     /// setter error if it has one, else the core's refusal of any of its WRs (queue room
-    /// counted with the batch's earlier WRs; `Stack::post_send_batch`) — then nothing of the
-    /// batch is posted — else every WR, in order, under one hold of the device.
+    /// counted with the batch's earlier WRs, `ENOSPC` as rxe's builders say it;
+    /// `Stack::post_send_batch`) — then nothing of the batch is posted — else every WR, in
+    /// order, under one hold of the device.
     op errno fn op_wr_complete(qp: *mut ibv_qp_ex) -> c_int {
         let q = ptr::get::<ibv_qp_ex, QpRs>(qp)?;
         let c = ctx_rs(q.ctx as *const ibv_context)?;
@@ -1935,7 +1936,12 @@ entry! {
         let qpn = q.qpn;
         c.dev()
             .with_stack(|s| s.post_send_batch(qpn, b.wrs))
-            .map_err(|(_, e)| conv::verbs_errno(&e))
+            .map_err(|(_, e)| match e {
+                // rxe's builders find the queue full as they build (`check_qp_queue_full`):
+                // ENOSPC, where its ibv_post_send says ENOMEM.
+                softrdma_core::verbs::VerbsError::QueueFull { .. } => Errno(libc::ENOSPC),
+                e => conv::verbs_errno(&e),
+            })
     }
 }
 

@@ -94,7 +94,7 @@ fn bad_input_from_c_gets_an_errno_or_a_completion_error() {
 }
 
 /// `ibv_wr_complete` all or nothing (rxe's and mlx5's `wr_complete` roll the send queue back
-/// on an error): a batch one WR longer than the send queue (`ENOMEM`) and a batch whose second
+/// on an error): a batch one WR longer than the send queue (`ENOSPC`, rxe's) and a batch whose second
 /// WR is a misaligned atomic (`EINVAL`) post none of their WRs — no completion, no byte at the
 /// peer — and a batch of exactly `max_send_wr` afterwards posts all.
 #[test]
