@@ -228,6 +228,24 @@ impl Node {
             .collect()
     }
 
+    /// Retires a port whose device is gone (a runtime's device closed while its node lives
+    /// on): its stack — every QP, CQ and region — leaves the node and is returned (to be
+    /// dropped by the caller), an empty stack with no address takes its place, and the CM
+    /// is told (no address of it resolves to the port any more). The port keeps its index,
+    /// as a kernel port's number is not reused while the device is registered; its MAD layer
+    /// and classes stay, with nothing to receive. A device opened again is a new port.
+    pub fn retire_port(&mut self, port: CmPort) -> Result<Stack, NodeError> {
+        let p = self
+            .ports
+            .get_mut(port.index())
+            .ok_or(NodeError::NoSuchPort)?;
+        let name = p.stack.device.name().to_string();
+        let empty = Stack::new(crate::DeviceConfig::new(name, Vec::new()), 0);
+        let old = std::mem::replace(&mut p.stack, empty);
+        self.rdma.update_port(port, &p.stack);
+        Ok(old)
+    }
+
     /// Runs `f` with `port`'s stack and MAD layer as a class gets them (a send of a class's
     /// agent from outside its handlers); what it sends goes out at the next
     /// [`Node::poll_transmit_batch`].

@@ -132,8 +132,9 @@ fn pop_of(h: &mut HostState, owner: RdmaId) -> Option<RdmaCmEvent> {
 struct Shared {
     /// The node every device of this CM is a port of.
     host: Arc<Host>,
-    /// The devices, by port index (strong: the CM keeps its devices open).
-    devices: Mutex<Vec<Device>>,
+    /// The devices, by port index (strong: the CM keeps its devices open until
+    /// [`Cm::remove_device`], which leaves `None` in a removed device's place).
+    devices: Mutex<Vec<Option<Device>>>,
 }
 
 /// The process's connection manager (cheap to clone; see the module docs).
@@ -144,7 +145,7 @@ pub struct Cm {
 
 impl std::fmt::Debug for Cm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let devices = lock(&self.shared.devices).len();
+        let devices = lock(&self.shared.devices).iter().flatten().count();
         let queued = self.shared.host.lock().node.rdma().queued_events();
         f.debug_struct("Cm")
             .field("devices", &devices)
@@ -196,20 +197,50 @@ impl Cm {
         }
         let port = dev.shared().move_to(&self.shared.host)?;
         debug_assert_eq!(port.index(), devices.len());
-        devices.push(dev.clone());
+        devices.push(Some(dev.clone()));
         Ok(port)
     }
 
     /// The device of `port`.
     pub fn device(&self, port: CmPort) -> Option<Device> {
-        lock(&self.shared.devices).get(port.index()).cloned()
+        lock(&self.shared.devices)
+            .get(port.index())
+            .cloned()
+            .flatten()
     }
 
     /// The ports of the devices added, with their devices.
     pub fn devices(&self) -> Vec<(CmPort, Device)> {
         let devices = lock(&self.shared.devices).clone();
         let h = self.shared.host.lock();
-        h.node.ports().zip(devices).collect()
+        h.node
+            .ports()
+            .zip(devices)
+            .filter_map(|(p, d)| Some((p, d?)))
+            .collect()
+    }
+
+    /// Takes `dev` out of this CM (its device closed: `ibv_close_device`): its port is
+    /// retired ([`Node::retire_port`]: the stack with every QP and region leaves the node,
+    /// no address resolves to the port any more) and the CM no longer keeps the device
+    /// open, so its sockets close with its last handle. Ids still bound to the port stay
+    /// (the application destroys them). `Error::NoSuchPort` if `dev` is not one of this
+    /// CM's devices.
+    pub fn remove_device(&self, dev: &Device) -> Result<(), Error> {
+        let mut devices = lock(&self.shared.devices);
+        let (host, port) = dev.shared().host();
+        if !Arc::ptr_eq(&host, &self.shared.host) {
+            return Err(Error::NoSuchPort);
+        }
+        let slot = devices.get_mut(port.index()).ok_or(Error::NoSuchPort)?;
+        let removed = slot.take().ok_or(Error::NoSuchPort)?;
+        let stack = self.shared.host.lock().node.retire_port(port)?;
+        self.shared.host.remove_device(port);
+        drop(devices);
+        // The regions and QPs go outside the locks; then the device itself.
+        drop(stack);
+        drop(removed);
+        Ok(())
     }
 
     /// The port (device) that holds `ip` as a RoCEv2 GID, if any.
@@ -257,7 +288,7 @@ impl Cm {
     /// thread, device by device, after the CM's lock is released.
     pub fn with_cm<R>(&self, f: impl FnOnce(&mut RdmaCm) -> R) -> R {
         let r = f(self.shared.host.lock().node.rdma_mut());
-        for d in lock(&self.shared.devices).iter() {
+        for d in lock(&self.shared.devices).iter().flatten() {
             d.shared().flush_commands();
         }
         self.shared.host.signal();
@@ -300,6 +331,7 @@ impl Cm {
     fn inline_devices(&self) -> Vec<Device> {
         lock(&self.shared.devices)
             .iter()
+            .flatten()
             .filter(|d| d.progress() == Progress::Inline)
             .cloned()
             .collect()

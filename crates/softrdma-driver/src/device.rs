@@ -40,14 +40,28 @@
 //!
 //! # Source port and ICRC
 //!
-//! rxe derives each QP's UDP source port from its QPN or flow label. A device has one socket,
-//! bound to `<ip>:4791`, so its datagrams leave from port 4791 (a legal choice: the source
+//! rxe derives each QP's UDP source port from its QPN or flow label. A device has one socket
+//! per address it serves, each bound to `<addr>:4791`, so its datagrams leave from port 4791 (a legal choice: the source
 //! port is only ECMP entropy, and rxe replies to 4791 whatever the source port was); the
 //! device tells the stack so ([`Stack::set_udp_src_port`]) and every ICRC is sealed for it,
 //! with the IPv4 ID of the datagram's place in its GSO send (0 for a datagram sent alone; see
-//! `docs/measurements.md` for the measurement), DF set. A train whose source address is not the
-//! device's address (a GID index whose IP the socket cannot send from) is dropped and counted
-//! in [`DriverCounters::tx_wrong_source`], as a kernel would fail to route it.
+//! `docs/measurements.md` for the measurement), DF set. A train leaves on the socket of its
+//! source address (the address of the GID the QP's or AH's `sgid_index` names); one whose
+//! source the device does not serve (the link-local GID on an IPv4 socket) is dropped and
+//! counted in [`DriverCounters::tx_wrong_source`], as a kernel would fail to route it.
+//!
+//! # Several addresses, one loop
+//!
+//! An rxe port serves every address of its interface. A device opened with
+//! [`DeviceConfig::more_ips`] does too: one socket per address (not one wildcard socket with
+//! `IP_PKTINFO`: a wildcard `0.0.0.0:4791` could not coexist with another process's device on
+//! `127.0.0.2:4791`, which the "two processes on one host" rule needs, and a socket bound to
+//! one address needs no control message per datagram). The first address's socket is the
+//! loop's: its epoll set also watches the other sockets ([`UdpEndpoint::watch_also`]) and its
+//! notifier wakes the loop; a receive drains every socket into the one batch of buffers
+//! ([`crate::timer::wait_for_input_any`]), each record's destination address saying which
+//! address it came to. An address another process already holds is left out, of the sockets
+//! and of the GID table.
 //!
 //! # GID table of a driver device
 //!
@@ -57,8 +71,9 @@
 //! the link-local default GID** `fe80::<EUI-64 of the MAC>` and **index 1 is the device's IP
 //! address** (`::ffff:a.b.c.d` for IPv4, the address itself for IPv6). That is the lab's
 //! convention (`ibv_rc_pingpong -g 1` selects the IPv4 GID there), and the same `-g 1` works
-//! against a softrdma device on 127.0.0.1. [`DeviceConfig::without_mac`] gives the MAC-less
-//! table instead (index 0 = the IP address). The link-local GID cannot be used as a source on
+//! against a softrdma device on 127.0.0.1; the [`DeviceConfig::more_ips`] follow, in order,
+//! as rxe lists an interface's further addresses. [`DeviceConfig::without_mac`] gives the
+//! MAC-less table instead (index 0 = the IP address). The link-local GID cannot be used as a source on
 //! an IPv4 socket (see above).
 
 use std::fmt;
@@ -95,7 +110,7 @@ use crate::clock::{duration_to_micros, Clock, Micros};
 use crate::host::{Host, HostState};
 use crate::mad::{ClientClass, MadClient, PortCtx};
 use crate::tap::{mac_for_ip, Tap};
-use crate::timer::{wait_for_input, Input, PollMode};
+use crate::timer::{wait_for_input, wait_for_input_any, Input, PollMode};
 use crate::udp::{
     EndpointConfig, RecvDatagram, UdpEndpoint, VectoredTransmit, MAX_UDP_PAYLOAD_V4,
     MAX_UDP_PAYLOAD_V6, RECV_BATCH,
@@ -116,6 +131,11 @@ pub enum Progress {
 pub struct DeviceConfig {
     /// The device's IP address; the endpoint binds `<ip>:4791`.
     pub ip: IpAddr,
+    /// Further addresses the device serves, as an rxe port serves every address of its
+    /// interface (default none): each gets a socket on `<addr>:4791`, watched by the same
+    /// loop, and a RoCEv2 GID after `ip`'s, in this order. An address another process holds
+    /// (or the host does not have) is left out, of the sockets and of the GID table.
+    pub more_ips: Vec<IpAddr>,
     /// Device name (`query_device`, messages). Default `softrdma-<ip>`.
     pub name: String,
     /// The MAC the GID table is built with (`None`: no default link-local GID; see the
@@ -178,6 +198,7 @@ impl DeviceConfig {
             .unwrap_or(0);
         DeviceConfig {
             ip,
+            more_ips: Vec::new(),
             name: format!("softrdma-{ip}"),
             mac: Some(mac_for_ip(ip)),
             netdev_mtu: 1500,
@@ -192,6 +213,12 @@ impl DeviceConfig {
             defer_flush: false,
             max_qp: softrdma_core::device::RXE_MAX_QP,
         }
+    }
+
+    /// Sets [`DeviceConfig::more_ips`].
+    pub fn with_more_ips(mut self, ips: impl IntoIterator<Item = IpAddr>) -> Self {
+        self.more_ips = ips.into_iter().collect();
+        self
     }
 
     /// Sets the QP limit (scale runs: more than rxe's 65,536).
@@ -428,7 +455,12 @@ impl RxBufs {
 }
 
 pub(crate) struct Shared {
+    /// The socket of the device's first address: its receive wait is the loop's, and its
+    /// notifier wakes the loop.
     ep: UdpEndpoint,
+    /// The sockets of the further addresses ([`DeviceConfig::more_ips`]), watched by `ep`'s
+    /// wait ([`UdpEndpoint::watch_also`]).
+    more: Vec<UdpEndpoint>,
     clock: Clock,
     local: SocketAddr,
     name: String,
@@ -446,6 +478,11 @@ pub(crate) struct Shared {
     /// The deadline the background loop is sleeping towards (`u64::MAX`: none); written
     /// under the state lock.
     loop_deadline: AtomicU64,
+    /// Set once the node's loop runs this device (a threaded device added to a CM, see
+    /// [`crate::node_loop`]): its own loop thread ends, and its wake-ups go to
+    /// `node_notifier`.
+    on_node_loop: AtomicBool,
+    node_notifier: std::sync::OnceLock<crate::Notifier>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -459,6 +496,19 @@ impl Shared {
 
     fn now(&self) -> Instant {
         Instant::from_micros(self.clock.now())
+    }
+
+    /// Every socket of the device, the first address's first.
+    fn endpoints(&self) -> Vec<&UdpEndpoint> {
+        std::iter::once(&self.ep).chain(&self.more).collect()
+    }
+
+    /// The socket a train from `src` to `dst` leaves on: the one bound to `src` (the
+    /// address of the GID the QP or AH names), if the device serves it in `dst`'s family.
+    fn endpoint_for(&self, src: IpAddr, dst: SocketAddr) -> Option<&UdpEndpoint> {
+        std::iter::once(&self.ep)
+            .chain(&self.more)
+            .find(|e| e.local_addr().ip() == src && e.local_addr().is_ipv4() == dst.is_ipv4())
     }
 
     /// Runs `f` on this device's stack (the device's lock, then its host's).
@@ -537,9 +587,92 @@ impl Shared {
         st.port = port;
         to.add_device(Arc::downgrade(self), port);
         drop(st);
-        // Wake the loop: its next deadline is now the new node's.
+        if matches!(self.progress, Progress::Thread(_)) && !to.is_private() {
+            // One loop over all the node's sockets; if it cannot start (no thread, no
+            // epoll), the device's own loop goes on running it, as before.
+            if let Err(e) = to.run_on_loop(self) {
+                eprintln!(
+                    "softrdma {}: the node's loop: {e}; the device keeps its own",
+                    self.name
+                );
+            }
+        }
+        // Wake the loop: its next deadline is now the new node's (and the device's own
+        // loop thread ends if the node's took it over).
         let _ = self.ep.notifier().notify();
+        self.wake_loop();
         Ok(port)
+    }
+
+    /// Wakes the thread that runs this device's loop: its own, or the node's.
+    fn wake_loop(&self) {
+        // A failed eventfd write leaves it to the loop's next tick (≤ 5 ms).
+        let _ = match self.node_notifier.get() {
+            Some(n) => n.notify(),
+            None => self.ep.notifier().notify(),
+        };
+    }
+
+    /// Whether the node's loop runs this device.
+    pub(crate) fn on_node_loop(&self) -> bool {
+        self.on_node_loop.load(Ordering::Acquire)
+    }
+
+    /// The node's loop takes this device over: wake-ups go to `n` from now on, and the
+    /// device's own loop thread ends after its current turn.
+    pub(crate) fn hand_to_node_loop(&self, n: crate::Notifier) {
+        let _ = self.node_notifier.set(n);
+        self.on_node_loop.store(true, Ordering::Release);
+    }
+
+    /// The descriptors of the device's sockets.
+    pub(crate) fn socket_fds(&self) -> Vec<std::os::fd::RawFd> {
+        crate::node_loop::fds(&self.endpoints())
+    }
+
+    /// The node loop's turn of this device: non-blocking turns while its sockets had more
+    /// than a batch queued (at most a few, so one busy device cannot starve the others),
+    /// unless another thread holds its loop right now (which then drains it). Returns
+    /// whether its sockets were left drained: if not, the loop must not sleep (their
+    /// readiness is edge-triggered: no new edge comes for what is already queued).
+    pub(crate) fn turn_for_node_loop(&self) -> io::Result<bool> {
+        let Ok(mut rx) = self.rx.try_lock() else {
+            return Ok(true);
+        };
+        for _ in 0..4 {
+            self.turn(&mut rx, None)?;
+            if self.ep.rx_drained() && self.more.iter().all(|e| e.rx_drained()) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// How long the node's loop may sleep: until the node's next timer, at most `tick`;
+    /// the deadline is published to `devices` so that a command moving a timer earlier
+    /// wakes the loop ([`Shared::kick_loop`]).
+    pub(crate) fn arm_node_loop_deadline(
+        &self,
+        devices: &[Arc<Shared>],
+        tick: Duration,
+    ) -> Duration {
+        let now = self.clock.now();
+        let tick_us = duration_to_micros(tick);
+        let next = self
+            .state()
+            .poll_timeout()
+            .map(|t| t.total_micros())
+            .unwrap_or(u64::MAX)
+            .min(now.saturating_add(tick_us));
+        for d in devices {
+            d.loop_deadline.store(next, Ordering::Release);
+        }
+        self.clock.until(next)
+    }
+
+    /// The node's loop woke: no deadline to compare against until it sleeps again.
+    pub(crate) fn disarm_node_loop_deadline(&self) {
+        self.loop_deadline.store(u64::MAX, Ordering::Release);
     }
 
     /// Wakes blocking and async waiters.
@@ -568,9 +701,7 @@ impl Shared {
         // deadline needs no wake-up unless it is due more than TIMER_SLACK before it: posting an
         // RC message (which arms a 67 ms ACK timer) then costs no thread wake-up.
         if next.saturating_add(TIMER_SLACK_US) < self.loop_deadline.load(Ordering::Acquire) {
-            // Nothing useful to do if the eventfd write fails; the loop wakes at its own
-            // deadline anyway.
-            let _ = self.ep.notifier().notify();
+            self.wake_loop();
         }
     }
 
@@ -630,12 +761,43 @@ impl Shared {
         tap: &mut Option<Tap>,
         counters: &mut DriverCounters,
     ) {
+        if self.more.is_empty() {
+            self.send_trains_on(&self.ep, batch, mrs, tap, counters);
+            return;
+        }
+        // Several sockets: each train leaves on its source address's; one without is
+        // counted and dropped, as on one socket.
+        for train in batch.train_list() {
+            if self.endpoint_for(train.src_ip, train.dst).is_none() {
+                counters.tx_wrong_source += train.segments as u64;
+            }
+        }
+        for ep in self.endpoints() {
+            self.send_trains_on(ep, batch, mrs, tap, counters);
+        }
+    }
+
+    /// [`Shared::send_trains`] of the trains whose source is `ep`'s address (all of them
+    /// when `ep` is the device's only socket: the others are counted as from a wrong
+    /// source).
+    fn send_trains_on(
+        &self,
+        ep: &UdpEndpoint,
+        batch: &TransmitBatch,
+        mrs: &MrTable,
+        tap: &mut Option<Tap>,
+        counters: &mut DriverCounters,
+    ) {
+        let local = ep.local_addr();
+        let only = self.more.is_empty();
         let mut ts = Vec::with_capacity(batch.train_list().len());
         let mut sent_trains = Vec::with_capacity(ts.capacity());
         let mut pieces = Vec::new();
         for train in batch.train_list() {
-            if train.src_ip != self.local.ip() || train.dst.is_ipv4() != self.local.is_ipv4() {
-                counters.tx_wrong_source += train.segments as u64;
+            if train.src_ip != local.ip() || train.dst.is_ipv4() != local.is_ipv4() {
+                if only {
+                    counters.tx_wrong_source += train.segments as u64;
+                }
                 continue;
             }
             pieces.clear();
@@ -657,13 +819,13 @@ impl Shared {
         while done < ts.len() {
             // The tap records what a send carried at the time it was handed to the socket.
             let at = tap.is_some().then(std::time::SystemTime::now);
-            match self.ep.send_many_vectored(&ts[done..]) {
+            match ep.send_many_vectored(&ts[done..]) {
                 Ok(k) => {
                     if let Some(tap) = tap.as_mut() {
                         tap.stamp(at);
                     }
                     for (train, t) in sent_trains[done..done + k].iter().zip(&ts[done..done + k]) {
-                        self.account_sent(train, &t.parts, tap, counters);
+                        self.account_sent(local, train, &t.parts, tap, counters);
                     }
                     if let Some(tap) = tap.as_mut() {
                         tap.stamp(None);
@@ -672,7 +834,7 @@ impl Shared {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let left = deadline.saturating_duration_since(StdInstant::now());
-                    if left.is_zero() || self.ep.wait_writable(Some(left)).is_err() {
+                    if left.is_zero() || ep.wait_writable(Some(left)).is_err() {
                         for train in &sent_trains[done..] {
                             counters.tx_dropped += train.segments as u64;
                         }
@@ -690,6 +852,7 @@ impl Shared {
 
     fn account_sent(
         &self,
+        local: SocketAddr,
         train: &Train,
         parts: &[io::IoSlice<'_>],
         tap: &mut Option<Tap>,
@@ -707,7 +870,7 @@ impl Shared {
             let seg = train.segment_size.max(1);
             for (k, d) in bytes.chunks(seg).enumerate() {
                 if tap
-                    .sent_tos(self.local, train.dst, k as u16, train.tos, d)
+                    .sent_tos(local, train.dst, k as u16, train.tos, d)
                     .is_err()
                 {
                     counters.pcap_errors += 1;
@@ -734,7 +897,12 @@ impl Shared {
                 storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
             match wait {
                 None => {
-                    self.ep.recv_batch_into(&mut slices, records)?;
+                    let mut n = self.ep.recv_batch_into(&mut slices, records)?;
+                    for ep in &self.more {
+                        if n < slices.len() {
+                            n += ep.recv_batch_into(&mut slices[n..], records)?;
+                        }
+                    }
                 }
                 Some((user_deadline, mode)) => {
                     let stack_deadline = {
@@ -748,8 +916,13 @@ impl Shared {
                             .store(d.unwrap_or(u64::MAX), Ordering::Release);
                         d
                     };
-                    match wait_for_input(&self.ep, &mut slices, &self.clock, stack_deadline, mode)?
-                    {
+                    let got = if self.more.is_empty() {
+                        wait_for_input(&self.ep, &mut slices, &self.clock, stack_deadline, mode)?
+                    } else {
+                        let eps = self.endpoints();
+                        wait_for_input_any(&eps, &mut slices, &self.clock, stack_deadline, mode)?
+                    };
+                    match got {
                         Input::Datagrams(got) => records.extend(got),
                         Input::Deadline | Input::Woken => {}
                     }
@@ -839,8 +1012,7 @@ impl Shared {
             h.signal();
         }
         for d in others {
-            // A failed eventfd write leaves it to that loop's next tick.
-            let _ = d.ep.notifier().notify();
+            d.wake_loop();
         }
         Ok(worked)
     }
@@ -909,7 +1081,8 @@ impl Shared {
     fn run_background(self: Arc<Self>, mode: PollMode) {
         let mut rx = lock(&self.rx);
         let tick = duration_to_micros(LOOP_TICK);
-        while !self.shutdown.load(Ordering::Acquire) {
+        // Until the node's loop takes the device over (crate::node_loop).
+        while !self.shutdown.load(Ordering::Acquire) && !self.on_node_loop() {
             let until = self.clock.now().saturating_add(tick);
             if let Err(e) = self.turn(&mut rx, Some((Some(until), mode))) {
                 // A socket error that is not about one datagram (EBADF, ENOMEM): report once
@@ -978,7 +1151,31 @@ impl Device {
         let ep =
             UdpEndpoint::bind_with(SocketAddr::new(config.ip, ROCE_V2_PORT), &config.endpoint)?;
         let local = ep.local_addr();
-        let mut core_cfg = softrdma_core::DeviceConfig::new(config.name.clone(), vec![config.ip])
+        let mut more = Vec::new();
+        for &ip in &config.more_ips {
+            if ip == config.ip || more.iter().any(|e: &UdpEndpoint| e.local_addr().ip() == ip) {
+                continue;
+            }
+            match UdpEndpoint::bind_with(SocketAddr::new(ip, local.port()), &config.endpoint) {
+                Ok(e) => {
+                    ep.watch_also(&e)?;
+                    more.push(e);
+                }
+                // Held by another process (a second program on this host opening the same
+                // interface's device), or not an address of this host (any more): served by
+                // someone else or nobody, so not in this device's GID table.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let addrs = std::iter::once(config.ip)
+            .chain(more.iter().map(|e| e.local_addr().ip()))
+            .collect();
+        let mut core_cfg = softrdma_core::DeviceConfig::new(config.name.clone(), addrs)
             .with_netdev_mtu(config.netdev_mtu)
             .with_max_qp(config.max_qp);
         core_cfg.mac = config.mac;
@@ -1006,6 +1203,7 @@ impl Device {
         };
         let shared = Arc::new(Shared {
             ep,
+            more,
             clock: Clock::process(),
             local,
             name: config.name,
@@ -1033,6 +1231,8 @@ impl Device {
             waiters: Waiters::default(),
             shutdown: AtomicBool::new(false),
             loop_deadline: AtomicU64::new(u64::MAX),
+            on_node_loop: AtomicBool::new(false),
+            node_notifier: std::sync::OnceLock::new(),
         });
         host.add_device(Arc::downgrade(&shared), port);
         let thread = match config.progress {
@@ -1064,6 +1264,16 @@ impl Device {
     /// The endpoint's address (`<ip>:4791`).
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local
+    }
+
+    /// Every address the device serves (`<ip>:4791` first, then the
+    /// [`DeviceConfig::more_ips`] it could bind), one socket each.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.shared
+            .endpoints()
+            .iter()
+            .map(|e| e.local_addr())
+            .collect()
     }
 
     /// The device's clock (what the stack and the CM are given as `now`).
@@ -1102,8 +1312,7 @@ impl Device {
 
     /// Wakes the background loop (if any) for a turn.
     pub fn wake(&self) {
-        // A failed eventfd write leaves the loop to its next tick (≤ 5 ms).
-        let _ = self.shared.ep.notifier().notify();
+        self.shared.wake_loop();
     }
 
     /// Runs `f` with the stack and the MAD layer under the device lock, as a client does
@@ -1516,12 +1725,18 @@ impl Device {
     pub fn progress_wait(&self, mode: PollMode, timeout: Option<Duration>) -> Result<bool> {
         let sh = &self.shared;
         let deadline = timeout.and_then(|t| StdInstant::now().checked_add(t));
-        match sh.rx.try_lock() {
-            Ok(mut rx) => {
+        // A device on its node's loop is that loop's alone (its own loop thread held its
+        // buffers for good; the node's takes them each turn): never turned from here.
+        let rx = match sh.on_node_loop() {
+            true => None,
+            false => sh.rx.try_lock().ok(),
+        };
+        match rx {
+            Some(mut rx) => {
                 let until = deadline.map(|d| sh.clock.from_std(d).saturating_add(1));
                 Ok(sh.turn(&mut rx, Some((until, mode)))?)
             }
-            Err(_) => {
+            None => {
                 let wait = timeout
                     .unwrap_or(Duration::from_secs(1))
                     .min(Duration::from_secs(1));

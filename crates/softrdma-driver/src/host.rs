@@ -30,6 +30,7 @@ use softrdma_core::time::Instant;
 use softrdma_core::Node;
 
 use crate::device::Shared as DeviceShared;
+use crate::node_loop::NodeLoop;
 use crate::wait::Waiters;
 
 /// What the host's lock guards: the node and the runtime's per-id answers.
@@ -75,6 +76,9 @@ pub(crate) struct Host {
     /// A device's own host (its one port), which a CM may take the device out of; a
     /// CM's host keeps its devices.
     private: bool,
+    /// The one loop over the sockets of this host's threaded devices (a CM's host; started
+    /// with its first such device, see [`crate::node_loop`]).
+    node_loop: Mutex<Option<NodeLoop>>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -92,7 +96,33 @@ impl Host {
             waiters: Waiters::default(),
             devices: Mutex::new(Vec::new()),
             private,
+            node_loop: Mutex::new(None),
         }
+    }
+
+    /// Runs `dev` (a threaded device just made a port of this CM's host) on the host's one
+    /// loop, started now if it is the first: its sockets join the loop's epoll set, its
+    /// wake-ups go to the loop, and its own loop thread ends.
+    pub fn run_on_loop(self: &Arc<Self>, dev: &Arc<DeviceShared>) -> std::io::Result<()> {
+        let mut l = lock(&self.node_loop);
+        if l.is_none() {
+            *l = Some(NodeLoop::start(Arc::downgrade(self))?);
+        }
+        let Some(nl) = l.as_ref() else {
+            return Ok(());
+        };
+        nl.watch(dev)?;
+        dev.hand_to_node_loop(nl.notifier());
+        Ok(())
+    }
+
+    /// The devices the host's loop runs (alive, and handed to it).
+    pub fn loop_devices(&self) -> Vec<Arc<DeviceShared>> {
+        lock(&self.devices)
+            .iter()
+            .filter_map(|(w, _)| w.upgrade())
+            .filter(|d| d.on_node_loop())
+            .collect()
     }
 
     /// Whether this is a device's own host (see [`crate::cm::Cm::add_device`]).
@@ -123,6 +153,11 @@ impl Host {
         let mut v = lock(&self.devices);
         v.retain(|(w, _)| w.strong_count() > 0);
         v.push((d, port));
+    }
+
+    /// Forgets the device of `port` (removed from its CM).
+    pub fn remove_device(&self, port: CmPort) {
+        lock(&self.devices).retain(|(w, p)| *p != port && w.strong_count() > 0);
     }
 
     /// The other devices of this host whose MAD layer has sends waiting (queued by a CM

@@ -41,6 +41,7 @@ mod host;
 pub mod mad;
 pub mod mcast;
 pub mod netif;
+mod node_loop;
 pub mod tap;
 pub mod timer;
 pub mod udp;
@@ -51,7 +52,7 @@ pub use device::{
     AsyncDevice, Device, DeviceConfig, DriverCounters, Error, Progress, Result as DeviceResult,
 };
 pub use tap::Tap;
-pub use timer::{wait_for_input, Input, Notifier, PollMode};
+pub use timer::{wait_for_input, wait_for_input_any, Input, Notifier, PollMode};
 pub use udp::{
     Capabilities, EndpointConfig, IoStats, Readiness, RecvDatagram, Transmit, UdpEndpoint,
     VectoredTransmit, ROCEV2_PORT,

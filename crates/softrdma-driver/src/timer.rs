@@ -236,6 +236,89 @@ pub fn wait_for_input(
     }
 }
 
+/// [`wait_for_input`] over several endpoints (a device serving several addresses, one socket
+/// each): `eps[0]` is the one whose wait sleeps and whose [`Notifier`] wakes it; the others
+/// must be watched by it ([`UdpEndpoint::watch_also`]). A receive fills the buffers from each
+/// endpoint in turn, so record `i` is in `bufs[i]` as with one endpoint, and each record's
+/// `dst_ip` says which address it came to. With one endpoint this is [`wait_for_input`].
+pub fn wait_for_input_any(
+    eps: &[&UdpEndpoint],
+    bufs: &mut [IoSliceMut<'_>],
+    clock: &Clock,
+    deadline: Option<Micros>,
+    mode: PollMode,
+) -> io::Result<Input> {
+    let [first, rest @ ..] = eps else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no endpoint"));
+    };
+    if rest.is_empty() {
+        return wait_for_input(first, bufs, clock, deadline, mode);
+    }
+    let notifier = first.notifier();
+    let mut spin_until = match mode {
+        PollMode::Blocking => None,
+        PollMode::BusyPoll => Some(u64::MAX),
+        PollMode::SpinThenBlock(_) if spin_is_off() => None,
+        PollMode::SpinThenBlock(d) => Some(
+            clock
+                .now()
+                .saturating_add(crate::clock::duration_to_micros(d)),
+        ),
+    };
+    let mut watch =
+        (spin_until.is_some() && matches!(mode, PollMode::SpinThenBlock(_))).then(SpinWatch::start);
+    let mut got = Vec::new();
+    loop {
+        // As in wait_for_input: skip the receive only when every socket was drained by the
+        // last one and no wait returned since.
+        let skip = spin_until.is_none()
+            && eps.iter().all(|e| e.rx_drained())
+            && deadline.is_none_or(|d| clock.now() < d);
+        if !skip {
+            let mut n = 0;
+            for ep in eps {
+                if n >= bufs.len() {
+                    // No buffer left for this socket: its queue is not known to be empty.
+                    ep.mark_undrained();
+                    continue;
+                }
+                n += ep.recv_batch_into(&mut bufs[n..], &mut got)?;
+            }
+            if n > 0 {
+                if let Some(w) = watch.as_ref().filter(|_| spin_until.is_some()) {
+                    w.lost_core();
+                }
+                return Ok(Input::Datagrams(got));
+            }
+        }
+        if notifier.take() {
+            return Ok(Input::Woken);
+        }
+        let now = clock.now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(Input::Deadline);
+        }
+        if spin_until.is_some_and(|s| now < s) {
+            if watch.as_mut().is_some_and(SpinWatch::preempted) {
+                spin_until = None;
+                continue;
+            }
+            std::hint::spin_loop();
+            continue;
+        }
+        let timeout = deadline.map(|d| clock.until(d));
+        let r = first.wait_readable(timeout)?;
+        // The wait may have ended for any of the sockets (edge-triggered): look at all.
+        for ep in rest {
+            ep.mark_undrained();
+        }
+        match r {
+            Readiness::Woken => return Ok(Input::Woken),
+            Readiness::Ready | Readiness::TimedOut => {}
+        }
+    }
+}
+
 /// Sleeps until `deadline` without watching a socket (for loops with nothing to read), spinning
 /// for the last `spin` of it for precision.
 pub fn sleep_until(clock: &Clock, deadline: Micros, spin: Duration) {

@@ -75,6 +75,8 @@ const READ: Token = Token(0);
 const WAKE: Token = Token(1);
 const WRITE: Token = Token(2);
 const TIMER: Token = Token(3);
+/// Another endpoint's socket watched by this one's receive wait ([`UdpEndpoint::watch_also`]).
+const OTHER: Token = Token(4);
 
 /// One send: a datagram, or with `segment_size` several datagrams of that size (the last may be
 /// shorter) to the same destination in one syscall (UDP GSO).
@@ -254,13 +256,17 @@ struct Waiter {
 }
 
 /// A `timerfd` in the waiter's epoll set and the deadline it is armed for.
-struct LazyTimer {
+pub(crate) struct LazyTimer {
     fd: OwnedFd,
     armed: Option<Instant>,
 }
 
 impl LazyTimer {
-    fn new(registry: &mio::Registry) -> io::Result<Self> {
+    /// The token its expirations carry.
+    pub(crate) const TOKEN: Token = TIMER;
+
+    /// A timer in `registry`'s epoll set, reported as [`LazyTimer::TOKEN`].
+    pub(crate) fn new(registry: &mio::Registry) -> io::Result<Self> {
         let fd = timerfd_create(
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
@@ -270,7 +276,7 @@ impl LazyTimer {
     }
 
     /// Makes sure the timer fires no later than `deadline` (which is in the future).
-    fn arm(&mut self, deadline: Instant, now: Instant) -> io::Result<()> {
+    pub(crate) fn arm(&mut self, deadline: Instant, now: Instant) -> io::Result<()> {
         if self.armed.is_some_and(|a| a <= deadline) {
             return Ok(()); // fires earlier (or on time): the caller re-checks and waits again
         }
@@ -294,7 +300,7 @@ impl LazyTimer {
     }
 
     /// The timer fired: consume the expiration so the fd's readiness resets.
-    fn fired(&mut self) {
+    pub(crate) fn fired(&mut self) {
         let mut buf = [0u8; 8];
         let _ = rustix::io::read(&self.fd, &mut buf);
         self.armed = None;
@@ -536,6 +542,25 @@ impl UdpEndpoint {
     /// one `recvmmsg` per wake-up instead of two ([`crate::timer::wait_for_input`] does).
     pub fn rx_drained(&self) -> bool {
         self.rx_drained.load(Ordering::Relaxed)
+    }
+
+    /// Forgets that the last receive drained the queue ([`UdpEndpoint::rx_drained`]): for a
+    /// loop over several sockets whose wait returned through another endpoint's wait, or
+    /// that had no buffer left to receive on this one.
+    pub(crate) fn mark_undrained(&self) {
+        self.rx_drained.store(false, Ordering::Relaxed);
+    }
+
+    /// Makes this endpoint's receive wait ([`UdpEndpoint::wait_readable`]) also end when
+    /// `other`'s socket becomes readable, so one thread sleeps on several sockets (a device
+    /// serving several addresses, one socket each; [`crate::timer::wait_for_input_any`]).
+    /// `other` must outlive the watch: the loop that waits holds both.
+    pub fn watch_also(&self, other: &UdpEndpoint) -> io::Result<()> {
+        let fd = other.socket.as_raw_fd();
+        lock(&self.reader)
+            .poll
+            .registry()
+            .register(&mut SourceFd(&fd), OTHER, Interest::READABLE)
     }
 
     /// A handle other threads use to wake a thread blocked in a receive wait on this endpoint.

@@ -86,8 +86,25 @@ fn connect_rc_with(
     timeout: u8,
     retry_cnt: u8,
 ) {
+    let sgid = e.dev.ip_gid_index().unwrap();
+    connect_rc_from(
+        e, sgid, peer_ip, peer_qpn, my_psn, peer_psn, timeout, retry_cnt,
+    );
+}
+
+/// [`connect_rc_with`] from the GID at `sgid`.
+#[allow(clippy::too_many_arguments)]
+fn connect_rc_from(
+    e: &End,
+    sgid: u16,
+    peer_ip: IpAddr,
+    peer_qpn: u32,
+    my_psn: u32,
+    peer_psn: u32,
+    timeout: u8,
+    retry_cnt: u8,
+) {
     let d = &e.dev;
-    let sgid = d.ip_gid_index().unwrap();
     let attr = QpAttr {
         path_mtu: Mtu::Mtu1024,
         dest_qp_num: peer_qpn,
@@ -686,4 +703,79 @@ fn ud_multicast_reaches_every_joined_device() {
         .unwrap();
     assert_eq!(n, 0, "{out:?}");
     r2.dev.leave_multicast(group);
+}
+
+/// A device serving two addresses ([`DeviceConfig::with_more_ips`]): both are RoCEv2 GIDs
+/// after the link-local one, in order; a QP whose sgid_index names the second sends from it
+/// (the peer sees that source) and receives at it (the peer's replies and ACKs go there), in
+/// the device's one loop over its two sockets. A second device asking for an address the
+/// first holds leaves it out of its sockets and its GID table.
+#[test]
+fn a_device_serves_every_address_of_its_gid_table() {
+    serves_every_address(22, |c| c.background());
+}
+
+/// [`a_device_serves_every_address_of_its_gid_table`] with the two-socket device's loop run
+/// by the application's busy-polling waits.
+#[test]
+fn an_inline_device_serves_every_address_of_its_gid_table() {
+    serves_every_address(24, DeviceConfig::busy_poll);
+}
+
+fn serves_every_address(net: u8, progress: fn(DeviceConfig) -> DeviceConfig) {
+    let (a1, a2, b1) = (ip(net, 1), ip(net, 2), ip(net, 3));
+    let a = Device::open_with(progress(DeviceConfig::new(a1).with_more_ips([a2]))).unwrap();
+    let table: Vec<Gid> = a.gid_table().iter().map(|e| e.gid).collect();
+    assert_eq!(table.len(), 3, "{table:?}");
+    assert_eq!(&table[0].0[..2], &[0xfe, 0x80]);
+    assert_eq!(table[1], Gid::from_ip(a1));
+    assert_eq!(table[2], Gid::from_ip(a2));
+    assert_eq!(
+        a.local_addrs().iter().map(|s| s.ip()).collect::<Vec<_>>(),
+        [a1, a2]
+    );
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let b = Device::open_with(DeviceConfig::new(b1).with_rx_drop(move |src, _| {
+        s2.lock().unwrap().push(src.ip());
+        false
+    }))
+    .unwrap();
+    let ea = end(a.clone(), QpType::Rc, 4096);
+    let eb = end(b, QpType::Rc, 4096);
+    connect_rc_from(&ea, 2, b1, eb.qpn, 100, 200, 14, 7);
+    connect_rc(&eb, a2, ea.qpn, 200, 100);
+    for round in 0..3u8 {
+        let data = pattern(3000, round);
+        post_recv(&eb, 10);
+        post_recv(&ea, 20);
+        ea.dev.write_mr(ea.lkey, 0x1000, &data).unwrap();
+        send(&ea, 1, 3000, None);
+        assert_eq!(wait_one(&eb).wr_id, 10);
+        send(&eb, 2, 3000, None);
+        let mut ids = [wait_one(&ea).wr_id, wait_one(&ea).wr_id];
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 20]);
+        assert_eq!(wait_one(&eb).wr_id, 2);
+        let mut back = vec![0u8; 3000];
+        ea.dev.read_mr(ea.lkey, 0x1000, &mut back).unwrap();
+        assert_eq!(back, data);
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter().all(|s| *s == a2),
+        "B saw sources other than A's second address: {seen:?}"
+    );
+    let dc = a.driver_counters();
+    assert_eq!(
+        dc.tx_wrong_source + dc.tx_errors + dc.tx_dropped,
+        0,
+        "{dc:?}"
+    );
+    assert_eq!(a.counters().total_drops(), 0);
+
+    let c = Device::open_with(DeviceConfig::new(ip(net, 4)).with_more_ips([a2])).unwrap();
+    assert_eq!(c.local_addrs().len(), 1);
+    assert_eq!(c.gid_table().len(), 2, "{:?}", c.gid_table());
 }

@@ -4,14 +4,25 @@
 //! in the order `getifaddrs` lists the interfaces (the loopback first on Linux). Its node GUID
 //! is derived from the interface's MAC as rxe derives it (the EUI-64 of the MAC,
 //! `softrdma_core::device::node_guid`); the port is ACTIVE with link layer Ethernet and an
-//! active MTU from the interface MTU; the GID table is the default link-local GID of the MAC
-//! followed by the RoCEv2 GID of the address the device serves (see [`DevInfo::addr`]).
+//! active MTU from the interface MTU; the GID table is rxe's (ib_core's `roce_gid_mgmt.c`):
+//! index 0 the default link-local GID of the MAC (`fe80::` + its EUI-64), then a RoCEv2 GID
+//! per address the device serves, IPv4 ones (IPv4-mapped) first, then IPv6, in the
+//! interface's order. `ibv_query_gid`, `ibv_query_gid_ex`, `ibv_query_gid_type` and
+//! `ibv_devinfo -v` show them; a QP's or AH's `sgid_index` picks the address it sends from.
 //!
-//! **The address a device serves.** Opening a device binds `<addr>:4791` for it: the
-//! interface's first IPv4 address, else its first IPv6 address. When that is an IPv4 loopback
-//! address already held by another process (a server on this host), the device takes the
-//! first free `127.0.0.x` instead, as two rxe devices on one host would use two addresses,
-//! and its GID table says so — a server and a client on one machine just work.
+//! **The addresses a device serves.** Opening a device binds `<addr>:4791` for every address
+//! of its interface, one socket each, all watched by the device's one loop: first the
+//! interface's first IPv4 address (else its first IPv6 one), then the others
+//! ([`DevInfo::served_after`]). The loopback's device serves `127.0.0.1` and `::1`. When the
+//! first is an IPv4 loopback address already held by another process (a server on this
+//! host), the device takes the first free `127.0.0.x` instead, as two rxe devices on one host
+//! would use two addresses, and its GID table says so — a server and a client on one machine
+//! just work; a further address another process holds (the second program's `::1`) is left
+//! out of its sockets and its table. IPv6 link-local addresses are not served: rxe lists the
+//! interface's EUI-64 link-local address as the default GID at index 0, and so does softrdma,
+//! but sending from it needs the interface's scope, which a RoCEv2 GID does not carry (a QP on
+//! GID 0 gets its datagrams counted as from a wrong source and dropped); another link-local
+//! address of the interface (a privacy or stable-privacy one) is not listed.
 
 use std::net::IpAddr;
 
@@ -38,6 +49,21 @@ impl DevInfo {
     pub fn addr(&self) -> Option<IpAddr> {
         self.addrs.first().copied()
     }
+
+    /// The further addresses a device whose first address is `first` serves: the
+    /// interface's others, in order, but its IPv6 link-local ones (see the module docs).
+    pub fn served_after(&self, first: IpAddr) -> Vec<IpAddr> {
+        self.addrs
+            .iter()
+            .copied()
+            .filter(|a| *a != first && self.addr() != Some(*a) && !is_link_local_v6(a))
+            .collect()
+    }
+}
+
+/// `fe80::/10`.
+fn is_link_local_v6(a: &IpAddr) -> bool {
+    matches!(a, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
 }
 
 /// The interfaces that have an address, as devices.
@@ -99,5 +125,27 @@ mod tests {
         assert_eq!(lo.addr(), Some("127.0.0.1".parse().expect("ip")));
         // rxe's node GUID of an all-zero MAC: EUI-64 with the U/L bit flipped.
         assert_eq!(lo.guid, 0x0200_00ff_fe00_0000);
+    }
+
+    /// The further addresses a device serves: the interface's others in order, without its
+    /// first (when the device took a free 127.0.0.x instead) and without link-local IPv6.
+    #[test]
+    fn served_after_skips_the_first_and_link_local() {
+        let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        let d = DevInfo {
+            name: "softrdma_x".into(),
+            ifname: "x".into(),
+            addrs: vec![ip("10.0.0.1"), ip("10.0.1.1"), ip("fe80::1"), ip("fd00::1")],
+            mac: [0; 6],
+            guid: 0,
+        };
+        assert_eq!(
+            d.served_after(ip("10.0.0.1")),
+            [ip("10.0.1.1"), ip("fd00::1")]
+        );
+        assert_eq!(
+            d.served_after(ip("127.0.0.5")),
+            [ip("10.0.1.1"), ip("fd00::1")]
+        );
     }
 }

@@ -357,7 +357,8 @@ fn open_dev(info: &DevInfo, at: Option<IpAddr>) -> Result<Device, Errno> {
         let mut c = DeviceConfig::new(ip)
             .with_interface_mtu()
             .with_progress(progress)
-            .with_wait(PollMode::Blocking);
+            .with_wait(PollMode::Blocking)
+            .with_more_ips(info.served_after(ip));
         c.name = info.name.clone();
         c.mac = Some(info.mac);
         c
@@ -451,6 +452,18 @@ pub(crate) fn open_context(
         )
         .map_err(|e| Errno(e.raw_os_error()))?;
         v.context.async_fd = async_fd.as_raw_fd();
+        // One node per process: a context's device is a port of the process's CM's node
+        // from the start (the RDMA CM then runs on it as it is), and with the default
+        // progress the node's one loop thread runs it beside every other context's
+        // sockets. An inline device stays a node of its own until the RDMA CM adopts it:
+        // the CM's event thread turns the loops of inline devices in its node, which would
+        // take the loop from the application's busy polls.
+        if dev.progress() != Progress::Inline {
+            crate::rdmacm::proc_()
+                .cm
+                .add_device(&dev)
+                .map_err(|_| Errno(libc::ENODEV))?;
+        }
         let rs = CtxRs {
             ifindex: nix::net::if_::if_nametoindex(info.ifname.as_str()).unwrap_or(0),
             shared: Arc::new(CtxShared {
@@ -468,9 +481,9 @@ pub(crate) fn open_context(
         };
         // The watcher delivers completion-channel and asynchronous events.
         rs.watch();
-        let ip = rs.dev().local_addr().ip();
+        let ips = rs.dev().local_addrs().iter().map(|a| a.ip()).collect();
         let ctx = ptr::publish_ctx(v, rs);
-        open_contexts().push((ctx as usize, ip));
+        open_contexts().push((ctx as usize, ips));
         Ok(ctx)
     }
 }
@@ -495,15 +508,18 @@ entry! {
                 return Ok(());
             }
         }
+        // Its port leaves the process's node (not one for an inline context never adopted).
+        let _ = crate::rdmacm::proc_().cm.remove_device(ctx_rs(context)?.dev());
         drop(ptr::retire_ctx::<CtxRs>(context)?);
         Ok(())
     }
 }
 
-/// The contexts the program opened (`ibv_open_device`), with their device's address: the RDMA
-/// CM runs on one of these rather than open a second device on the same address.
-fn open_contexts() -> MutexGuard<'static, Vec<(usize, IpAddr)>> {
-    static L: OnceLock<Mutex<Vec<(usize, IpAddr)>>> = OnceLock::new();
+/// The contexts the program opened (`ibv_open_device`), with the addresses their device
+/// serves: the RDMA CM runs on one of these rather than open a second device on an address.
+type OpenContexts = Vec<(usize, Vec<IpAddr>)>;
+fn open_contexts() -> MutexGuard<'static, OpenContexts> {
+    static L: OnceLock<Mutex<OpenContexts>> = OnceLock::new();
     lock(L.get_or_init(Default::default))
 }
 
@@ -520,7 +536,7 @@ pub(crate) fn adopt_context(device: usize, ip: Option<IpAddr>) -> Option<*mut ib
     // through its Rust state: the device it was opened on, by name.
     let name = &device_info(device as *const ibv_device).ok()?.1.name;
     let found = open.iter().find(|(c, a)| {
-        ip.is_none_or(|ip| *a == ip)
+        ip.is_none_or(|ip| a.contains(&ip))
             && ctx_rs(*c as *const ibv_context).is_ok_and(|r| r.dev().name() == name.as_str())
     })?;
     pinned_contexts().insert(found.0);
@@ -1922,10 +1938,12 @@ entry! {
 }
 
 entry! {
-    /// Posts the batch: its first builder or setter error if it has one (then nothing is
-    /// posted), else the WRs in order, all under one hold of the device, stopping at the
-    /// first the core refuses (those before it stay posted, as with `ibv_post_send`'s
-    /// `bad_wr`; rxe checks queue room as it builds, the core as it posts).
+    /// Posts the batch all or nothing, as rxe's and mlx5's `wr_complete` do (they roll the
+    /// send queue back to where `wr_start` found it on an error): its first builder or
+    /// setter error if it has one, else the core's refusal of any of its WRs (queue room
+    /// counted with the batch's earlier WRs, `ENOSPC` as rxe's builders say it;
+    /// `Stack::post_send_batch`) — then nothing of the batch is posted — else every WR, in
+    /// order, under one hold of the device.
     op errno fn op_wr_complete(qp: *mut ibv_qp_ex) -> c_int {
         let q = ptr::get::<ibv_qp_ex, QpRs>(qp)?;
         let c = ctx_rs(q.ctx as *const ibv_context)?;
@@ -1938,9 +1956,14 @@ entry! {
             return Err(Errno::EINVAL);
         }
         let qpn = q.qpn;
-        c.dev().with_stack(|s| {
-            b.wrs.into_iter().try_for_each(|w| s.post_send(qpn, w).map_err(|e| conv::verbs_errno(&e)))
-        })
+        c.dev()
+            .with_stack(|s| s.post_send_batch(qpn, b.wrs))
+            .map_err(|(_, e)| match e {
+                // rxe's builders find the queue full as they build (`check_qp_queue_full`):
+                // ENOSPC, where its ibv_post_send says ENOMEM.
+                softrdma_core::verbs::VerbsError::QueueFull { .. } => Errno(libc::ENOSPC),
+                e => conv::verbs_errno(&e),
+            })
     }
 }
 

@@ -98,7 +98,9 @@ pub struct CtxEntry {
     /// `ibv_context *`.
     pub ctx: usize,
     pub port: CmPort,
-    pub ip: IpAddr,
+    /// The addresses its device serves (the first its first; a loopback device also serves
+    /// `::1` unless another process holds it).
+    pub ips: Vec<IpAddr>,
     pub loopback: bool,
     /// The PD `rdma_create_qp(id, NULL, …)` uses (`ibv_pd *`), made on first need.
     pub pd: usize,
@@ -329,10 +331,19 @@ impl Proc {
     /// device at `ip` itself (see the module docs).
     pub fn ctx_for(&self, ip: IpAddr, exact: bool) -> Result<(usize, CmPort, IpAddr), Errno> {
         let mut st = lock(&self.st);
-        if let Some(c) = st.ctxs.iter().find(|c| {
-            c.ip == ip || (c.loopback && is_loopback(&ip) && c.ip.is_ipv4() == ip.is_ipv4())
-        }) {
-            return Ok((c.ctx, c.port, c.ip));
+        if let Some(c) = st.ctxs.iter().find(|c| c.ips.contains(&ip)) {
+            return Ok((c.ctx, c.port, ip));
+        }
+        if is_loopback(&ip) {
+            let same = st.ctxs.iter().filter(|c| c.loopback).find_map(|c| {
+                c.ips
+                    .iter()
+                    .find(|a| a.is_loopback() && a.is_ipv4() == ip.is_ipv4())
+                    .map(|a| (c.ctx, c.port, *a))
+            });
+            if let Some(found) = same {
+                return Ok(found);
+            }
         }
         let devs = crate::exports::device_list();
         let found = devs
@@ -374,11 +385,19 @@ impl Proc {
         };
         let d: Device = crate::exports::context_device(ctx)?;
         let port = self.cm.add_device(&d).map_err(|e| drv_errno(&e))?;
-        let actual = d.local_addr().ip();
+        let ips: Vec<IpAddr> = d.local_addrs().iter().map(|a| a.ip()).collect();
+        // The address asked for when the device serves it, else (a loopback device on a free
+        // 127.0.0.x, see crate::devices) its address of that family, else its first.
+        let actual = ips
+            .iter()
+            .find(|a| **a == ip)
+            .or_else(|| ips.iter().find(|a| a.is_ipv4() == ip.is_ipv4()))
+            .copied()
+            .unwrap_or_else(|| d.local_addr().ip());
         st.ctxs.push(CtxEntry {
             ctx: ctx as usize,
             port,
-            ip: actual,
+            ips,
             loopback: is_loopback(&ip),
             pd: 0,
         });

@@ -92,3 +92,22 @@ fn bad_input_from_c_gets_an_errno_or_a_completion_error() {
     let out = run_c("bad_input");
     assert!(out.lines().any(|l| l == "ok"), "{out}");
 }
+
+/// `ibv_wr_complete` all or nothing (rxe's and mlx5's `wr_complete` roll the send queue back
+/// on an error): a batch one WR longer than the send queue (`ENOSPC`, rxe's) and a batch whose second
+/// WR is a misaligned atomic (`EINVAL`) post none of their WRs — no completion, no byte at the
+/// peer — and a batch of exactly `max_send_wr` afterwards posts all.
+#[test]
+fn wr_complete_posts_a_batch_all_or_nothing() {
+    let out = run_c("wr_batch");
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
+
+/// One node per process with one loop over all of its sockets: two contexts of one process
+/// are run by one `softrdma-node` thread (no loop thread per device), RC traffic between them
+/// flows, and a context closed and opened again gets its address back and joins the same loop.
+#[test]
+fn the_contexts_of_a_process_are_one_node_on_one_loop() {
+    let out = run_c("one_node");
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}

@@ -117,6 +117,173 @@ fn debian_ibv_devinfo_v_describes_the_loopback_device() {
     ] {
         assert!(s.contains(want), "missing {want:?} in:\n{s}");
     }
+    // The loopback's IPv6 address is served too (GID 2), unless another process on this
+    // host holds [::1]:4791 (a parallel test's device): then it is left out.
+    if !s.contains("GID[  2]:\t\t::1, RoCE v2") {
+        assert!(
+            std::net::UdpSocket::bind("[::1]:4791").is_err(),
+            "::1 is free but not in the GID table:\n{s}"
+        );
+    }
+}
+
+/// A network namespace of this test's own (root; skipped with a message otherwise) with a
+/// veth pair, each end holding two IPv4 addresses and an IPv6 one; removed when dropped.
+struct Netns(String);
+
+impl Netns {
+    fn create() -> Option<Netns> {
+        if !nix_is_root() {
+            eprintln!("skipped: creating a network namespace needs root");
+            return None;
+        }
+        let ns = Netns(format!("softrdma-gids-{}", std::process::id()));
+        let n = ns.0.as_str();
+        let steps: &[&[&str]] = &[
+            &["netns", "add", n],
+            &["-n", n, "link", "set", "lo", "up"],
+            &[
+                "-n", n, "link", "add", "va", "type", "veth", "peer", "name", "vb",
+            ],
+            &["-n", n, "link", "set", "va", "up"],
+            &["-n", n, "link", "set", "vb", "up"],
+            &["-n", n, "addr", "add", "10.22.0.1/24", "dev", "va"],
+            &["-n", n, "addr", "add", "10.22.1.1/24", "dev", "va"],
+            &["-n", n, "addr", "add", "fd22::1/64", "dev", "va", "nodad"],
+            &["-n", n, "addr", "add", "10.22.0.2/24", "dev", "vb"],
+            &["-n", n, "addr", "add", "10.22.1.2/24", "dev", "vb"],
+            &["-n", n, "addr", "add", "fd22::2/64", "dev", "vb", "nodad"],
+        ];
+        for a in steps {
+            let o = Command::new("ip").args(*a).output().unwrap();
+            assert!(o.status.success(), "ip {a:?}: {}", text(&o.stderr));
+        }
+        Some(ns)
+    }
+
+    /// `softrdma run -- ARGS` inside the namespace.
+    fn spawn(&self, args: &[&str]) -> std::process::Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.0, BIN, "run", "--"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn nix_is_root() -> bool {
+    // The effective uid, from /proc (no libc in this test).
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
+/// Every address of an interface is in its device's GID table and served, as on rxe: in a
+/// namespace of the test's own, `ibv_devinfo -v` lists the veth end's link-local default GID,
+/// both IPv4 addresses and the IPv6 one; `ibv_rc_pingpong -g IDX` between the two ends (two
+/// processes) works from each of GIDs 1, 2 and 3 — the QP sends from the address its
+/// sgid_index names and receives at it — and both sides print the GID they used.
+#[test]
+fn debian_tools_see_and_use_every_address_of_an_interface() {
+    let (Some(devinfo), Some(pingpong)) = (debian("ibv_devinfo"), debian("ibv_rc_pingpong")) else {
+        return;
+    };
+    lib_built();
+    let Some(ns) = Netns::create() else {
+        return;
+    };
+    let (code, out, err) = finish(
+        ns.spawn(&[&devinfo, "-v", "-d", "softrdma_va"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    for want in [
+        "GID[  1]:\t\t::ffff:10.22.0.1, RoCE v2",
+        "GID[  2]:\t\t::ffff:10.22.1.1, RoCE v2",
+        "GID[  3]:\t\tfd22::1, RoCE v2",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    let g0 = out.lines().find(|l| l.contains("GID[  0]:")).unwrap_or("");
+    assert!(g0.contains("fe80::") && g0.contains("RoCE v2"), "{out}");
+    assert!(!out.contains("GID[  4]"), "{out}");
+    for (g, server_gid, client_gid) in [
+        ("1", "::ffff:10.22.0.1", "::ffff:10.22.0.2"),
+        ("2", "::ffff:10.22.1.1", "::ffff:10.22.1.2"),
+        ("3", "fd22::1", "fd22::2"),
+    ] {
+        let port = free_port().to_string();
+        let args = |dev: &'static str| {
+            vec![
+                pingpong.clone(),
+                "-d".into(),
+                dev.to_string(),
+                "-g".into(),
+                g.to_string(),
+                "-c".into(),
+                "-n".into(),
+                "50".into(),
+                "-p".into(),
+                port.clone(),
+            ]
+        };
+        let sargs = args("softrdma_va");
+        let server = ns.spawn(&sargs.iter().map(String::as_str).collect::<Vec<_>>());
+        // The server's side channel listens in the namespace: its /proc/PID/net/tcp says so.
+        let needle = format!(":{:04X}", port.parse::<u16>().unwrap());
+        let start = Instant::now();
+        while !std::fs::read_to_string(format!("/proc/{}/net/tcp", server.id())).is_ok_and(|t| {
+            t.lines().any(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                c.len() > 3 && c[1].ends_with(&needle) && c[3] == "0A"
+            })
+        }) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the server never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut cargs = args("softrdma_vb");
+        cargs.push("10.22.0.1".into());
+        let client = finish(
+            ns.spawn(&cargs.iter().map(String::as_str).collect::<Vec<_>>()),
+            Duration::from_secs(60),
+        );
+        let server = finish(server, Duration::from_secs(30));
+        for (who, (code, out, err), mine, theirs) in [
+            ("server", server, server_gid, client_gid),
+            ("client", client, client_gid, server_gid),
+        ] {
+            assert_eq!(code, Some(0), "-g {g} {who}: {out}{err}");
+            assert!(out.contains("50 iters in"), "-g {g} {who}: {out}{err}");
+            let line = |what: &str| {
+                out.lines()
+                    .find(|l| l.contains(what))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            assert!(
+                line("local address").ends_with(&format!("GID {mine}")),
+                "-g {g} {who}: {out}"
+            );
+            assert!(
+                line("remote address").ends_with(&format!("GID {theirs}")),
+                "-g {g} {who}: {out}"
+            );
+        }
+    }
 }
 
 fn free_port() -> u16 {

@@ -463,6 +463,31 @@ impl Stack {
         Ok(())
     }
 
+    /// Posts `wrs` on `qpn` all or nothing, as `ibv_wr_complete` does on rxe and mlx5
+    /// (their `wr_complete` rolls the send queue back to where `wr_start` found it when a
+    /// builder failed): every WR is checked first, against the QP's state, type and caps
+    /// and against the room left in the send queue with the batch's earlier WRs counted,
+    /// and only when all pass are they posted, in order. On a refusal nothing was posted;
+    /// the error is the first WR's that failed, with its index in the batch.
+    pub fn post_send_batch(
+        &mut self,
+        qpn: u32,
+        wrs: Vec<SendWr>,
+    ) -> Result<(), (usize, VerbsError)> {
+        for (i, wr) in wrs.iter().enumerate() {
+            self.verbs.check_send(qpn, wr, i).map_err(|e| (i, e))?;
+        }
+        for (i, wr) in wrs.into_iter().enumerate() {
+            // Cannot be refused after the checks above (the same checks, nothing changed in
+            // between but the queue growing by the WRs counted there); kept as an error all
+            // the same rather than trusted.
+            self.verbs.post_send(qpn, wr).map_err(|e| (i, e))?;
+        }
+        self.pull_send_queue(qpn);
+        self.sync(qpn);
+        Ok(())
+    }
+
     /// `ibv_post_recv`.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
         self.verbs.post_recv(qpn, wr)

@@ -817,8 +817,25 @@ impl Verbs {
     /// for the transport. On a QP in ERR (or SQE) the WR completes at once with
     /// `WR_FLUSH_ERR`, as rxe does.
     pub(crate) fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
-        let max_inline = self.attr.max_inline_data;
+        self.check_send(qpn, &wr, 0)?;
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::InvalidQp(qpn))?;
+        let state = qp.attr.qp_state;
+        if matches!(state, QpState::Err | QpState::Sqe) {
+            let scq = qp.send_cq;
+            let wc = WorkCompletion::new(wr.wr_id, qpn, wr.op.wc_opcode(), WcStatus::WrFlushErr);
+            complete_into(&mut self.cqs, &mut self.events, scq, wc);
+            return Ok(());
+        }
+        qp.sq.push_back(wr);
+        Ok(())
+    }
+
+    /// Whether [`Verbs::post_send`] would accept `wr` on `qpn` with `ahead` more WRs
+    /// queued before it than the send queue holds now (a batch's earlier WRs: see
+    /// [`crate::Stack::post_send_batch`]). Changes nothing.
+    pub(crate) fn check_send(&self, qpn: u32, wr: &SendWr, ahead: usize) -> Result<(), VerbsError> {
+        let max_inline = self.attr.max_inline_data;
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::InvalidQp(qpn))?;
         let state = qp.attr.qp_state;
         if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
             return Err(VerbsError::QpState {
@@ -894,19 +911,12 @@ impl Verbs {
             }
             _ => {}
         }
-        if qp.sq.len() as u64 >= u64::from(cap.max_send_wr) {
+        if (qp.sq.len() as u64).saturating_add(ahead as u64) >= u64::from(cap.max_send_wr) {
             return Err(VerbsError::QueueFull {
                 what: "send queue",
                 depth: cap.max_send_wr,
             });
         }
-        if matches!(state, QpState::Err | QpState::Sqe) {
-            let scq = qp.send_cq;
-            let wc = WorkCompletion::new(wr.wr_id, qpn, wr.op.wc_opcode(), WcStatus::WrFlushErr);
-            complete_into(&mut self.cqs, &mut self.events, scq, wc);
-            return Ok(());
-        }
-        qp.sq.push_back(wr);
         Ok(())
     }
 

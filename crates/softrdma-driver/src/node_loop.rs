@@ -1,0 +1,170 @@
+//! One loop over all the sockets of a node: the thread that runs the devices of one
+//! [`crate::cm::Cm`] (the ports of its node) instead of a thread per device.
+//!
+//! A device opened with [`crate::Progress::Thread`] runs its own loop thread while it is
+//! the one port of a node of its own. When a `Cm` takes it ([`crate::cm::Cm::add_device`]),
+//! its thread ends and the node's loop takes it over: one epoll set holds every socket of
+//! every threaded device of the node (each device's address sockets) and the loop's waker;
+//! one thread sleeps in it until input on any of them, the node's next timer (whichever
+//! port's transport, MAD layer, class or CM it is: it is one node), or a wake-up, and then
+//! turns each device in turn — the same turn a device's own loop runs (receive what is
+//! queued, `Node::handle_datagram` for each datagram, the node's timers, transmit), non-
+//! blocking, repeated while a device's sockets had more than one batch queued.
+//!
+//! The loop takes a device's receive buffers with `try_lock`: a thread turning an inline
+//! device itself is never waited for, and a device whose buffers are busy is turned next
+//! time round. What a device's commands do to wake the loop (a post that moves the next
+//! timer earlier, a CM command's sends) goes to this loop's waker once the device is on it.
+//!
+//! The loop sleeps in `epoll_wait` without a timeout, bounded by a lazily armed `timerfd`
+//! (re-armed only for an earlier deadline, as a device loop's: an `epoll_wait` timeout arms
+//! and cancels a kernel hrtimer every time), and never longer than a device loop's tick. It
+//! does not
+//! spin, whatever a device's [`crate::PollMode`] says: one spinning thread per node would
+//! burn a core for all of the node's devices; the latency-minded spin in the application's
+//! own polls (`Progress::Inline`).
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Registry, Token};
+
+use crate::device::Shared as DeviceShared;
+use crate::host::{lock, Host};
+use crate::timer::Notifier;
+use crate::udp::LazyTimer;
+
+const WAKE: Token = Token(0);
+const SOCKET: Token = Token(1);
+
+/// The longest the loop sleeps without looking at the node's timers (as a device loop's).
+const TICK: Duration = Duration::from_millis(5);
+
+/// The loop thread of one node (see the module docs).
+pub(crate) struct NodeLoop {
+    registry: Registry,
+    notifier: Notifier,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl NodeLoop {
+    /// Starts the loop of `host` (which it holds weakly: the loop ends with the host).
+    pub fn start(host: Weak<Host>) -> io::Result<NodeLoop> {
+        let poll = Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let notifier = Notifier::new(poll.registry(), WAKE)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let n = notifier.clone();
+        let thread = std::thread::Builder::new()
+            .name("softrdma-node".into())
+            .spawn(move || run(host, poll, s, n))?;
+        Ok(NodeLoop {
+            registry,
+            notifier,
+            stop,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Watches `dev`'s sockets from now on (the device's own loop stops by itself once it
+    /// sees it was taken over).
+    pub fn watch(&self, dev: &DeviceShared) -> io::Result<()> {
+        for fd in dev.socket_fds() {
+            self.registry
+                .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)?;
+        }
+        Ok(())
+    }
+
+    /// What wakes the loop.
+    pub fn notifier(&self) -> Notifier {
+        self.notifier.clone()
+    }
+}
+
+impl Drop for NodeLoop {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.notifier.notify();
+        if let Some(t) = lock(&self.thread).take() {
+            // The host may go on the loop thread itself (it held the last reference for a
+            // turn): that thread ends by itself; joining itself would fail.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifier) {
+    let mut events = Events::with_capacity(64);
+    let mut timer = match LazyTimer::new(poll.registry()) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("softrdma node loop: timerfd: {e}; sleeping with epoll timeouts");
+            None
+        }
+    };
+    while !stop.load(Ordering::Acquire) {
+        let Some(h) = host.upgrade() else { return };
+        let devices = h.loop_devices();
+        drop(h);
+        let mut more = false;
+        for d in &devices {
+            match d.turn_for_node_loop() {
+                Ok(drained) => more |= !drained,
+                // As a device loop: a socket error that is not about one datagram is
+                // reported and the loop goes on (the device stays usable for queries).
+                Err(e) => eprintln!("softrdma node loop: {e}"),
+            }
+        }
+        let timeout = match devices.first() {
+            // A device with datagrams still queued: look again at once.
+            Some(_) if more => Duration::ZERO,
+            Some(d) => d.arm_node_loop_deadline(&devices, TICK),
+            None => TICK,
+        };
+        drop(devices);
+        let wait = match timer.as_mut() {
+            Some(t) if !timeout.is_zero() => {
+                let now = std::time::Instant::now();
+                match t.arm(now + timeout, now) {
+                    Ok(()) => None,
+                    Err(_) => Some(timeout),
+                }
+            }
+            _ => Some(timeout),
+        };
+        match poll.poll(&mut events, wait) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                eprintln!("softrdma node loop: epoll: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if events.iter().any(|e| e.token() == LazyTimer::TOKEN) {
+            if let Some(t) = timer.as_mut() {
+                t.fired();
+            }
+        }
+        notifier.take();
+        if let Some(h) = host.upgrade() {
+            for d in h.loop_devices() {
+                d.disarm_node_loop_deadline();
+            }
+        }
+    }
+}
+
+/// The raw descriptors of a device's sockets, for [`NodeLoop::watch`].
+pub(crate) fn fds(eps: &[&crate::udp::UdpEndpoint]) -> Vec<std::os::fd::RawFd> {
+    eps.iter().map(|e| e.socket().as_raw_fd()).collect()
+}

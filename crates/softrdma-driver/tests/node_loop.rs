@@ -1,0 +1,217 @@
+//! One loop over all the sockets of a node: the threaded devices a `Cm` takes are run by one
+//! thread of the node's (`softrdma-node`), not a thread each; two CMs are two nodes with a
+//! loop each. One test in this binary, so that the threads counted are its own.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use softrdma_core::device::Mtu;
+use softrdma_core::verbs::{
+    steps_to_rts, AccessFlags, AddressVector, CqId, QpAttr, QpCap, QpInitAttr, QpType, RecvWr,
+    SendOp, SendWr, Sge, WcStatus,
+};
+use softrdma_driver::cm::Cm;
+use softrdma_driver::{Device, DeviceConfig};
+use softrdma_wire::Gid;
+
+fn ip(b: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 24, b))
+}
+
+/// The process's threads by name (`/proc/self/task/*/comm`, 15 characters at most).
+fn threads(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|c| c.starts_with(prefix))
+        .count()
+}
+
+/// Waits up to 2 s for `n` threads named `prefix*`.
+fn expect_threads(prefix: &str, n: usize) {
+    let start = Instant::now();
+    while threads(prefix) != n {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{} threads named {prefix}*, expected {n}",
+            threads(prefix)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+struct End {
+    dev: Device,
+    cq: CqId,
+    qpn: u32,
+    lkey: u32,
+}
+
+fn end(dev: &Device) -> End {
+    let pd = dev.alloc_pd().unwrap();
+    let keys = dev
+        .reg_mr(pd, vec![0u8; 4096], 0x1000, AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let cq = dev.create_cq(64).unwrap();
+    let cap = QpCap {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let (qpn, _) = dev
+        .create_qp(QpInitAttr {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap,
+            sq_sig_all: true,
+        })
+        .unwrap();
+    End {
+        dev: dev.clone(),
+        cq,
+        qpn,
+        lkey: keys.lkey,
+    }
+}
+
+fn connect(e: &End, peer: &End) {
+    let attr = QpAttr {
+        path_mtu: Mtu::Mtu1024,
+        dest_qp_num: peer.qpn,
+        rq_psn: 1,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ah_attr: AddressVector {
+            dgid: Gid::from_ip(peer.dev.local_addr().ip()),
+            sgid_index: e.dev.ip_gid_index().unwrap(),
+            hop_limit: 1,
+            ..AddressVector::default()
+        },
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        sq_psn: 1,
+        max_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    for (a, mask) in steps_to_rts(QpType::Rc, &attr) {
+        e.dev.modify_qp(e.qpn, &a, mask).unwrap();
+    }
+}
+
+fn completions(e: &End, n: usize) {
+    let mut got = 0;
+    let mut out = Vec::new();
+    while got < n {
+        out.clear();
+        let k = e
+            .dev
+            .wait_cq(e.cq, &mut out, n - got, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert!(k > 0, "{got} of {n} completions within 5 s on {:?}", e.dev);
+        assert!(out.iter().all(|w| w.status == WcStatus::Success), "{out:?}");
+        got += k;
+    }
+}
+
+/// `rounds` SENDs A → B and back, each waited for.
+fn ping_pong(a: &End, b: &End, rounds: usize) {
+    let sge = |e: &End| Sge {
+        addr: 0x1000,
+        length: 64,
+        lkey: e.lkey,
+    };
+    for i in 0..rounds as u64 {
+        b.dev
+            .post_recv(b.qpn, RecvWr::new(i, vec![sge(b)]))
+            .unwrap();
+        a.dev
+            .post_recv(a.qpn, RecvWr::new(i, vec![sge(a)]))
+            .unwrap();
+        a.dev
+            .post_send(a.qpn, SendWr::new(i, SendOp::Send).with_sge(sge(a)))
+            .unwrap();
+        completions(b, 1);
+        b.dev
+            .post_send(b.qpn, SendWr::new(i, SendOp::Send).with_sge(sge(b)))
+            .unwrap();
+        completions(a, 2);
+        completions(b, 1);
+    }
+}
+
+#[test]
+fn the_devices_of_a_cm_run_on_one_loop_thread_of_its_node() {
+    let open = |b| Device::open_with(DeviceConfig::new(ip(b)).background()).unwrap();
+    let (d1, d2, d3) = (open(1), open(2), open(3));
+    expect_threads("softrdma-127.0.", 3);
+    expect_threads("softrdma-node", 0);
+
+    // Two devices of one CM: their own loop threads end, one node loop runs both.
+    let cm = Cm::new(1);
+    cm.add_device(&d1).unwrap();
+    cm.add_device(&d2).unwrap();
+    expect_threads("softrdma-127.0.", 1);
+    expect_threads("softrdma-node", 1);
+    let (a, b) = (end(&d1), end(&d2));
+    connect(&a, &b);
+    connect(&b, &a);
+    ping_pong(&a, &b, 50);
+
+    // A second CM is a second node, with its own loop (perf's client and server).
+    let cm2 = Cm::new(2);
+    cm2.add_device(&d3).unwrap();
+    expect_threads("softrdma-127.0.", 0);
+    expect_threads("softrdma-node", 2);
+    let (c, a2) = (end(&d3), end(&d1));
+    connect(&c, &a2);
+    connect(&a2, &c);
+    ping_pong(&c, &a2, 50);
+    ping_pong(&a, &b, 10);
+    for d in [&d1, &d2, &d3] {
+        let dc = d.driver_counters();
+        assert_eq!(
+            dc.tx_errors + dc.tx_dropped + dc.tx_wrong_source,
+            0,
+            "{dc:?}"
+        );
+    }
+
+    // A device taken out of its CM (a context closed) releases its address; opened again,
+    // it is a new port of the same node, on the same loop.
+    let port2 = cm.port_for_ip(ip(2)).unwrap();
+    cm.remove_device(&d2).unwrap();
+    assert!(cm.port_for_ip(ip(2)).is_none());
+    assert!(cm.device(port2).is_none());
+    drop((b, d2));
+    // (The node's loop may hold the device for the rest of a turn.)
+    let start = Instant::now();
+    while let Err(e) = std::net::UdpSocket::bind((ip(2), 4791)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "the removed device's address is still held: {e}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let d2 = open(2);
+    let port2b = cm.add_device(&d2).unwrap();
+    assert_ne!(port2, port2b);
+    assert_eq!(cm.port_for_ip(ip(2)), Some(port2b));
+    expect_threads("softrdma-127.0.", 0);
+    expect_threads("softrdma-node", 2);
+    let (a3, b) = (end(&d1), end(&d2));
+    connect(&a3, &b);
+    connect(&b, &a3);
+    ping_pong(&a3, &b, 20);
+
+    // The node's loop ends with its last device.
+    drop((a, a3, b, c, a2, d1, d2, d3, cm, cm2));
+    expect_threads("softrdma-node", 0);
+}
