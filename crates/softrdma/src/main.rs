@@ -8,6 +8,7 @@ mod cmtool;
 mod decode;
 mod demo;
 mod narrow_link;
+mod relay;
 mod perf;
 mod perf_cm;
 mod perf_live;

@@ -5,7 +5,15 @@
 //! through it in the same run; `scripts/narrow-link.sh` builds the same link for commands
 //! run by hand (the SRP target in one namespace, the initiator in the other).
 //!
-//! Needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN` for `setns`) and the `ip` and `tc` tools.
+//! With impairments ([`NarrowLink::create_with`]), a third namespace (`srl<pid>r`) sits in
+//! the middle: side A's veth is paired with `r0` there, side B's with `r1`, and the frame
+//! relay ([`crate::relay`]) forwards frames between `r0` and `r1` with random loss,
+//! delay/jitter and, when it is the bottleneck itself ([`crate::relay::Shape`]), ECN marking.
+//! GSO, TSO and GRO are off on those veths (`ethtool`), so the relay's loss is per packet
+//! on the wire, as a link's is, for our GSO trains and TCP's segments alike.
+//!
+//! Needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN` for `setns`) and the `ip` and `tc` tools
+//! (and `ethtool` for the relay).
 //! The namespaces are named after this process (`srl<pid>a`, `srl<pid>b`) and deleted
 //! when the [`NarrowLink`] is dropped; a run killed before that leaves them behind, and
 //! the next [`NarrowLink::create`] deletes those of processes that are gone. Addresses are
@@ -83,6 +91,8 @@ pub enum Side {
 #[derive(Debug)]
 pub struct NarrowLink {
     names: [String; 2],
+    /// The relay's namespace and the relay, when the link has impairments.
+    relay: Option<(String, crate::relay::Relay)>,
     /// The namespace the creating thread was in (to go back to).
     home: File,
     pub rate_bps: u64,
@@ -136,6 +146,7 @@ fn sweep_stale() {
         let Some(pid) = rest
             .strip_suffix('a')
             .or_else(|| rest.strip_suffix('b'))
+            .or_else(|| rest.strip_suffix('r'))
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
@@ -149,8 +160,22 @@ fn sweep_stale() {
 impl NarrowLink {
     /// Builds the link: rate `rate_bps` each way over a `queue_bytes` tail-drop queue.
     pub fn create(rate_bps: u64, queue_bytes: u64) -> Result<NarrowLink, String> {
+        Self::create_with(rate_bps, queue_bytes, None)
+    }
+
+    /// Builds the link with the frame relay in the middle when `imp` is given. The `htb`
+    /// shaping stays on both sides unless the relay shapes itself (`imp.shape`: the relay's
+    /// queue is then the bottleneck, so it can mark ECN).
+    pub fn create_with(
+        rate_bps: u64,
+        queue_bytes: u64,
+        imp: Option<crate::relay::Impairments>,
+    ) -> Result<NarrowLink, String> {
         if let Some(why) = unavailable() {
             return Err(why);
+        }
+        if imp.is_some() && Command::new("ethtool").arg("--version").output().is_err() {
+            return Err("the frame relay needs the `ethtool` tool (Debian's ethtool)".into());
         }
         sweep_stale();
         let home = File::open("/proc/thread-self/ns/net")
@@ -158,33 +183,102 @@ impl NarrowLink {
         let pid = std::process::id();
         let names = [format!("{PREFIX}{pid}a"), format!("{PREFIX}{pid}b")];
         // From here on, drop deletes whatever was made.
-        let link = NarrowLink {
+        let mut link = NarrowLink {
             names,
+            relay: None,
             home,
             rate_bps,
             queue_bytes,
         };
-        link.build()?;
+        match imp {
+            None => link.build(true)?,
+            Some(imp) => {
+                let r = format!("{PREFIX}{pid}r");
+                // Made first, so drop deletes it whatever fails later.
+                run(Command::new("ip").args(["netns", "add", &r]))?;
+                let path = format!("/var/run/netns/{r}");
+                link.relay = Some((r.clone(), crate::relay::Relay::stopped()));
+                link.build_relayed(&r, imp.shape.is_none())?;
+                let relay = crate::relay::Relay::start(Some(&path), "r0", "r1", imp)?;
+                link.relay = Some((r, relay));
+            }
+        }
         Ok(link)
     }
 
-    fn build(&self) -> Result<(), String> {
+    /// Side A's veth paired with `r0` in the relay's namespace, side B's with `r1`; offloads
+    /// off on all four.
+    fn build_relayed(&self, r: &str, shaped: bool) -> Result<(), String> {
+        let [a, b] = &self.names;
+        let ip = |args: &[&str]| run(Command::new("ip").args(args));
+        ip(&["netns", "add", a])?;
+        ip(&["netns", "add", b])?;
+        for (ns, peer) in [(a, "r0"), (b, "r1")] {
+            let dev = format!("{ns}v");
+            ip(&[
+                "link", "add", &dev, "netns", ns, "mtu", "1500", "type", "veth", "peer", "name",
+                peer, "netns", r, "mtu", "1500",
+            ])?;
+        }
+        ip(&["-n", r, "link", "set", "lo", "up"])?;
+        for (ns, dev) in [
+            (a.as_str(), format!("{a}v")),
+            (b.as_str(), format!("{b}v")),
+            (r, "r0".into()),
+            (r, "r1".into()),
+        ] {
+            // Wire-sized frames through the relay: no GSO/TSO trains leave a veth, none are
+            // merged by GRO. Checksum offload stays (the relay forwards its state).
+            run(Command::new("ip").args([
+                "netns",
+                "exec",
+                ns,
+                "ethtool",
+                "-K",
+                &dev,
+                "tso",
+                "off",
+                "gso",
+                "off",
+                "gro",
+                "off",
+                "tx-udp-segmentation",
+                "off",
+            ]))?;
+        }
+        ip(&["-n", r, "link", "set", "r0", "up"])?;
+        ip(&["-n", r, "link", "set", "r1", "up"])?;
+        self.configure_sides(shaped)
+    }
+
+    fn build(&self, shaped: bool) -> Result<(), String> {
         let [a, b] = &self.names;
         let (va, vb) = (format!("{a}v"), format!("{b}v"));
         let ip = |args: &[&str]| run(Command::new("ip").args(args));
-        let tc = |args: &[&str]| run(Command::new("tc").args(args));
         ip(&["netns", "add", a])?;
         ip(&["netns", "add", b])?;
         ip(&[
             "link", "add", &va, "netns", a, "mtu", "1500", "type", "veth", "peer", "name", &vb,
             "netns", b, "mtu", "1500",
         ])?;
+        self.configure_sides(shaped)
+    }
+
+    /// Addresses, links up and (when `shaped`) each side's egress shaping.
+    fn configure_sides(&self, shaped: bool) -> Result<(), String> {
+        let [a, b] = &self.names;
+        let (va, vb) = (format!("{a}v"), format!("{b}v"));
+        let ip = |args: &[&str]| run(Command::new("ip").args(args));
+        let tc = |args: &[&str]| run(Command::new("tc").args(args));
         let rate = format!("{}bit", self.rate_bps);
         let limit = format!("{}b", self.queue_bytes);
         for (ns, dev, addr) in [(a, &va, ADDR_A), (b, &vb, ADDR_B)] {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
             ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
             ip(&["-n", ns, "link", "set", dev, "up"])?;
+            if !shaped {
+                continue;
+            }
             // GSO trains (ours) and TSO segments (TCP's) reach the qdisc whole; the bfifo
             // counts them by the bytes their segments take on the wire (`qdisc_pkt_len`),
             // so both are held to the same queue.
@@ -260,9 +354,20 @@ impl NarrowLink {
     }
 }
 
+impl NarrowLink {
+    /// The relay's counters, when the link has one.
+    pub fn relay_counts(&self) -> Option<crate::relay::Counts> {
+        self.relay.as_ref().map(|(_, r)| r.stats.counts())
+    }
+}
+
 impl Drop for NarrowLink {
     fn drop(&mut self) {
         let _ = self.leave();
+        if let Some((name, mut relay)) = self.relay.take() {
+            let _ = relay.stop();
+            let _ = run(Command::new("ip").args(["netns", "del", &name]));
+        }
         for n in &self.names {
             let _ = run(Command::new("ip").args(["netns", "del", n]));
         }
