@@ -142,6 +142,9 @@ pub struct RecvDatagram {
     pub len: usize,
     /// Size of each datagram in the buffer; equals `len` when GRO did not coalesce.
     pub segment_size: usize,
+    /// The ECN field of the IP header (0 unless [`UdpEndpoint::set_recv_ecn`] asked for
+    /// it; GRO only coalesces datagrams with the same TOS, so it holds for every segment).
+    pub ecn: u8,
 }
 
 impl RecvDatagram {
@@ -166,6 +169,7 @@ impl RecvDatagram {
             dst_ip: m.dst_ip,
             len: m.len,
             segment_size: if m.stride == 0 { m.len } else { m.stride },
+            ecn: m.ecn.map_or(0, |e| e as u8),
         }
     }
 }
@@ -513,6 +517,18 @@ impl UdpEndpoint {
         }
     }
 
+    /// Whether received datagrams report their ECN field (`IP_RECVTOS` /
+    /// `IPV6_RECVTCLASS`): on with congestion control (CE marks draw CNPs), off otherwise —
+    /// the control message costs work per datagram on both sides of the syscall.
+    pub fn set_recv_ecn(&self, on: bool) -> io::Result<()> {
+        let r = if self.local.is_ipv6() {
+            nix::sys::socket::setsockopt(&self.socket, sockopt_nix::Ipv6RecvTClass, &on)
+        } else {
+            nix::sys::socket::setsockopt(&self.socket, sockopt_nix::IpRecvTos, &on)
+        };
+        r.map_err(io::Error::from)
+    }
+
     /// The syscalls made so far.
     pub fn io_stats(&self) -> IoStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -577,12 +593,14 @@ impl UdpEndpoint {
         seg: Option<usize>,
         tos: u8,
     ) -> io::Result<()> {
-        if tos != 0 {
+        // An ECN codepoint alone (congestion control's ECT(0)) is what quinn-udp's own
+        // control message carries; any other TOS needs the whole byte.
+        if tos & !0b11 != 0 {
             return self.send_one_tos(dst, contents, seg, tos);
         }
         let tx = quinn_udp::Transmit {
             destination: dst,
-            ecn: None,
+            ecn: quinn_udp::EcnCodepoint::from_bits(tos),
             contents,
             segment_size: seg,
             src_ip: None,
@@ -1270,6 +1288,7 @@ mod tests {
             dst_ip: None,
             len: 250,
             segment_size: 100,
+            ecn: 0,
         };
         let segs: Vec<&[u8]> = r.segments(&buf).collect();
         assert_eq!(segs.len(), 3);
@@ -1284,6 +1303,7 @@ mod tests {
             dst_ip: None,
             len: 0,
             segment_size: 0,
+            ecn: 0,
         };
         assert_eq!(r.segments(&buf).count(), 0);
         assert_eq!(r.datagrams(), 1);

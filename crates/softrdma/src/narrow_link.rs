@@ -53,7 +53,9 @@ pub fn cc_from_env() -> Option<bool> {
 /// Applies [`CC_ENV`] to `dev` (`default` when it is unset).
 pub fn apply_cc(dev: &softrdma_driver::Device, default: bool) {
     let on = cc_from_env().unwrap_or(default);
-    dev.with_stack(|s| s.set_congestion_control(on));
+    if let Err(e) = dev.set_congestion_control(on) {
+        eprintln!("{CC_ENV}: the ECN field of received datagrams cannot be read: {e}");
+    }
 }
 
 /// A rate such as `2gbit`, `500mbit`, `2000000000` (bit/s); returns bit/s.
