@@ -1121,6 +1121,42 @@ mod tests {
         );
     }
 
+    /// ECT(0) alone goes out through quinn-udp's own ECN control message (single and GSO
+    /// sends); an endpoint that asked for the ECN field (`set_recv_ecn`) sees it on receipt,
+    /// one that did not sees 0.
+    #[test]
+    fn ect_is_sent_and_the_ecn_field_read_when_asked() {
+        let (ep, rx, dst) = endpoint_and_tos_receiver();
+        let data = [9u8; 200];
+        ep.send(&Transmit::single(dst, &data[..100]).with_tos(0b10))
+            .unwrap();
+        ep.send(&Transmit::segmented(dst, &data, 100).with_tos(0b10))
+            .unwrap();
+        assert_eq!(
+            recv_with_tos(&rx, 3),
+            vec![(100, Some(2)), (100, Some(2)), (100, Some(2))]
+        );
+        // Two endpoints: the receiver reads the field only once asked.
+        let lo = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
+        let a = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
+        let b = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
+        let mut buf = vec![0u8; 2048];
+        let mut got = |want_ecn: bool| {
+            b.set_recv_ecn(want_ecn).unwrap();
+            a.send(&Transmit::single(b.local_addr(), &data[..50]).with_tos(0b10))
+                .unwrap();
+            let mut bufs = [IoSliceMut::new(&mut buf)];
+            let r = b
+                .recv_batch_timeout(&mut bufs, Some(Duration::from_secs(2)))
+                .unwrap();
+            assert_eq!(r.len(), 1);
+            r[0].ecn
+        };
+        assert_eq!(got(false), 0);
+        assert_eq!(got(true), 0b10);
+        assert_eq!(got(false), 0);
+    }
+
     /// `send_many` puts runs of same-shaped transmits in one `sendmmsg` (GSO and TOS
     /// control messages per message) and every datagram arrives whole, in order, with its
     /// TOS.

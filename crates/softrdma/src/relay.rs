@@ -37,9 +37,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::sys::socket::{
-    self, AddressFamily, LinkAddr, MsgFlags, SockFlag, SockProtocol, SockType,
-};
+use nix::sys::socket::{self, AddressFamily, LinkAddr, MsgFlags, SockFlag, SockProtocol, SockType};
 
 /// `SOL_PACKET` options (include/uapi/linux/if_packet.h).
 mod opts {
@@ -150,7 +148,9 @@ pub fn parse_share(s: &str) -> Result<f64, String> {
     };
     match num.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=1.0).contains(&(v * scale)) => Ok(v * scale),
-        _ => Err(format!("{s} is not a share from 0% to 100% (like 1%, 0.5%, 0.01)")),
+        _ => Err(format!(
+            "{s} is not a share from 0% to 100% (like 1%, 0.5%, 0.01)"
+        )),
     }
 }
 
@@ -267,7 +267,10 @@ pub struct Impairer {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// Send at this time (possibly marked CE in place).
-    Send { at: Instant, marked: bool },
+    Send {
+        at: Instant,
+        marked: bool,
+    },
     Lost,
     QueueDrop,
 }
@@ -304,8 +307,8 @@ impl Impairer {
         if let Some(shape) = self.imp.shape {
             let start = (*link_free).max(now);
             let backlog_ns = start.duration_since(now).as_nanos() as u64;
-            let queued = (u128::from(backlog_ns) * u128::from(shape.rate_bps) / 8 / 1_000_000_000)
-                as u64;
+            let queued =
+                (u128::from(backlog_ns) * u128::from(shape.rate_bps) / 8 / 1_000_000_000) as u64;
             if queued + frame.len() as u64 > shape.queue_bytes {
                 return Verdict::QueueDrop;
             }
@@ -378,7 +381,11 @@ impl Relay {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Stats::default());
         let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
-        let (ns, a, b) = (netns.map(str::to_string), if_a.to_string(), if_b.to_string());
+        let (ns, a, b) = (
+            netns.map(str::to_string),
+            if_a.to_string(),
+            if_b.to_string(),
+        );
         let (stop2, stats2) = (stop.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name("relay".into())
@@ -474,8 +481,7 @@ fn run(
             for _ in 0..64 {
                 match socket::recvfrom::<LinkAddr>(fd.as_raw_fd(), &mut buf) {
                     Ok((n, addr)) => {
-                        if addr.is_some_and(|a| a.pkttype() == PACKET_OUTGOING) || n <= VNET_HDR
-                        {
+                        if addr.is_some_and(|a| a.pkttype() == PACKET_OUTGOING) || n <= VNET_HDR {
                             continue;
                         }
                         if buf[1] != 0 {
@@ -486,8 +492,7 @@ fn run(
                             stats.ect_seen.fetch_add(1, Ordering::Relaxed);
                         }
                         let d = &mut dirs[i];
-                        match imps[i].admit(frame, now, &mut d.link_free, &mut d.last_departure)
-                        {
+                        match imps[i].admit(frame, now, &mut d.link_free, &mut d.last_departure) {
                             Verdict::Send { at, marked } => {
                                 if marked {
                                     stats.ce_marked.fetch_add(1, Ordering::Relaxed);
@@ -617,9 +622,7 @@ mod tests {
             let t = Instant::now();
             let (mut free, mut last) = (t, t);
             (0..100_000)
-                .filter(|_| {
-                    imp.admit(&mut ipv4_frame(0), t, &mut free, &mut last) == Verdict::Lost
-                })
+                .filter(|_| imp.admit(&mut ipv4_frame(0), t, &mut free, &mut last) == Verdict::Lost)
                 .count()
         };
         let lost = run(7);

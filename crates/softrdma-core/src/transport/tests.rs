@@ -1980,7 +1980,10 @@ fn without_congestion_control_nothing_is_ect_and_no_cnp_is_sent() {
     assert_eq!(sim.ce_marked, vec![0, 0]);
     for s in &sim.stacks {
         let c = s.counters();
-        assert_eq!((c.rcvd_ce, c.sent_cnp, c.rcvd_cnp, c.drop_cnp), (0, 0, 0, 0));
+        assert_eq!(
+            (c.rcvd_ce, c.sent_cnp, c.rcvd_cnp, c.drop_cnp),
+            (0, 0, 0, 0)
+        );
     }
 }
 
