@@ -468,7 +468,7 @@ fn run(
     let mut imps = [
         Impairer::new(imp),
         Impairer::new(Impairments {
-            seed: imp.seed ^ 0x5eed_0f_b_5eed,
+            seed: imp.seed ^ 0x05ee_d0fb_5eed,
             ..imp
         }),
     ];
