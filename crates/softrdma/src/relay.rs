@@ -559,6 +559,92 @@ fn run(
     Ok(())
 }
 
+/// `softrdma relay`: the relay as a command, for links built by hand
+/// (`scripts/narrow-link.sh up` with `LOSS=…`).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The network namespace to run in (`/var/run/netns/NAME`); default: this process's.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// The two interfaces to relay between.
+    pub if_a: String,
+    pub if_b: String,
+    /// Random loss of IP frames, like `1%` (each direction).
+    #[arg(long, value_parser = parse_share, default_value = "0")]
+    pub loss: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// One-way delay, microseconds.
+    #[arg(long, default_value_t = 0)]
+    pub delay_us: u64,
+    /// Uniform extra delay up to this, microseconds (no reordering).
+    #[arg(long, default_value_t = 0)]
+    pub jitter_us: u64,
+    /// Be the bottleneck at this rate (like `2gbit`) over `--queue` bytes, marking CE on
+    /// ECT frames above `--ecn-mark` bytes queued.
+    #[arg(long, value_parser = crate::narrow_link::parse_rate)]
+    pub rate: Option<u64>,
+    #[arg(long, default_value_t = crate::narrow_link::DEFAULT_QUEUE)]
+    pub queue: u64,
+    #[arg(long)]
+    pub ecn_mark: Option<u64>,
+}
+
+/// Runs the relay until SIGINT/SIGTERM; prints its counters then.
+pub fn run_cmd(args: &Args) -> std::process::ExitCode {
+    let imp = Impairments {
+        loss: args.loss,
+        seed: args.seed,
+        delay: Duration::from_micros(args.delay_us),
+        jitter: Duration::from_micros(args.jitter_us),
+        shape: args.rate.map(|rate_bps| Shape {
+            rate_bps,
+            queue_bytes: args.queue,
+            ecn_threshold: args.ecn_mark,
+        }),
+    };
+    let path = args.netns.as_ref().map(|n| format!("/var/run/netns/{n}"));
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, term.clone()) {
+            eprintln!("relay: signal: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    let mut relay = match Relay::start(path.as_deref(), &args.if_a, &args.if_b, imp) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("relay: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    eprintln!(
+        "relay: {} <-> {}: loss {:.2}% (seed {}), delay {} us + jitter {} us{}",
+        args.if_a,
+        args.if_b,
+        args.loss * 100.0,
+        args.seed,
+        args.delay_us,
+        args.jitter_us,
+        match imp.shape {
+            Some(s) => format!(", shaping to {} bit/s over {} B", s.rate_bps, s.queue_bytes),
+            None => String::new(),
+        }
+    );
+    while !term.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = relay.stop();
+    println!("relay: {:?}", relay.stats.counts());
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relay: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
