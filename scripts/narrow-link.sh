@@ -113,7 +113,7 @@ srp_bench() {
     # Congestion control on (off by default: docs/congestion-control.md); CC=0 to compare.
     export SOFTRDMA_CC=${CC:-1}
     echo "SOFTRDMA_CC=$SOFTRDMA_CC"
-    ip netns exec "$A" "$bin" srpt -a "$ADDR_A" --lun mem:256m >"$log" 2>&1 &
+    ip netns exec "$A" "$bin" srpt -a "$ADDR_A" --lun mem:256m --allow "$ADDR_B" >"$log" 2>&1 &
     pids+=($!)
     local line=""
     for _ in $(seq 100); do

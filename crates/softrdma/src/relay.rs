@@ -509,6 +509,8 @@ fn run(
                     }
                     Err(nix::errno::Errno::EAGAIN) => break,
                     Err(nix::errno::Errno::EINTR) => continue,
+                    // The link is being taken down under a running relay: its end.
+                    Err(nix::errno::Errno::ENETDOWN | nix::errno::Errno::ENXIO) => return Ok(()),
                     Err(e) => return Err(format!("relay recv: {e}")),
                 }
             }
