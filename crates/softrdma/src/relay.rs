@@ -317,7 +317,8 @@ impl Impairer {
             }
             // Ethernet's preamble, SFD, FCS and gap: 24 bytes a frame on the wire.
             let wire_bits = (frame.len() as u64 + 24) * 8;
-            *link_free = start + Duration::from_nanos(wire_bits * 1_000_000_000 / shape.rate_bps);
+            *link_free =
+                start + Duration::from_nanos(wire_bits * 1_000_000_000 / shape.rate_bps.max(1));
             depart = *link_free;
         }
         let mut extra = self.imp.delay;
