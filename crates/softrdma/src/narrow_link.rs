@@ -162,8 +162,12 @@ fn sweep_stale() {
 }
 
 impl NarrowLink {
-    /// Builds the link: rate `rate_bps` each way over a `queue_bytes` tail-drop queue, with
-    /// the frame relay in the middle when `imp` is given. The `htb`
+    /// Builds the link: rate `rate_bps` each way over a `queue_bytes` tail-drop queue.
+    pub fn create(rate_bps: u64, queue_bytes: u64) -> Result<NarrowLink, String> {
+        Self::create_with(rate_bps, queue_bytes, None)
+    }
+
+    /// [`NarrowLink::create`] with the frame relay in the middle when `imp` is given. The `htb`
     /// shaping stays on both sides unless the relay shapes itself (`imp.shape`: the relay's
     /// queue is then the bottleneck, so it can mark ECN).
     pub fn create_with(
@@ -401,7 +405,7 @@ mod tests {
             eprintln!("skipped: {why}");
             return;
         }
-        let link = NarrowLink::create_with(2_000_000_000, DEFAULT_QUEUE, None).expect("create");
+        let link = NarrowLink::create(2_000_000_000, DEFAULT_QUEUE).expect("create");
         let a = link.name(Side::A).to_string();
         let out = Command::new("tc")
             .args(["-n", &a, "qdisc", "show", "dev", &format!("{a}v")])

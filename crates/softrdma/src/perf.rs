@@ -673,11 +673,10 @@ pub fn run(args: &Args) -> ExitCode {
         plan.client,
     );
     let _link = match args.link {
-        Some(rate) => match crate::narrow_link::NarrowLink::create_with(
-            rate,
-            args.link_queue,
-            args.impairments(),
-        ) {
+        Some(rate) => match match args.impairments() {
+            None => crate::narrow_link::NarrowLink::create(rate, args.link_queue),
+            imp => crate::narrow_link::NarrowLink::create_with(rate, args.link_queue, imp),
+        } {
             Ok(l) => {
                 println!(
                     "narrow link: {} Mbit/s each way, {} B tail-drop queue{}, veth MTU {}, path MTU {}",
