@@ -16,11 +16,20 @@
 #       workloads with fio --ioengine=nbd against nbdkit memory over TCP through the same
 #       link, prints both, and deletes the link (also when interrupted). Ours runs with
 #       SOFTRDMA_CC=1 (congestion control on); CC=0 in the environment turns it off.
+#
+# LOSS=1% (and SEED=N) in the environment puts the frame relay in the middle: a third
+# namespace "${NAME}r" joined to A's veth by r0 and to B's by r1, GSO/TSO/GRO off on the
+# four veths (needs ethtool), and `softrdma relay` (BIN, default target/release/softrdma)
+# forwarding frames unchanged between r0 and r1, losing LOSS of the IP frames each way.
+# srp-bench then also runs a verified random read/write workload (srp bench --verify).
 set -euo pipefail
 
 NAME=${NARROW_LINK_NAME:-srlsh}
 A=${NAME}a
 B=${NAME}b
+R=${NAME}r
+BIN=${BIN:-target/release/softrdma}
+RELAY_PID=/run/${NAME}-relay.pid
 ADDR_A=10.221.0.1
 ADDR_B=10.221.0.2
 
@@ -36,8 +45,13 @@ need_root() {
 }
 
 down() {
+    if [ -f "$RELAY_PID" ]; then
+        kill "$(cat "$RELAY_PID")" 2>/dev/null || true
+        rm -f "$RELAY_PID"
+    fi
     ip netns del "$A" 2>/dev/null || true
     ip netns del "$B" 2>/dev/null || true
+    ip netns del "$R" 2>/dev/null || true
 }
 
 up() {
@@ -45,7 +59,23 @@ up() {
     down
     ip netns add "$A"
     ip netns add "$B"
-    ip link add "${A}v" netns "$A" mtu 1500 type veth peer name "${B}v" netns "$B" mtu 1500
+    if [ -n "${LOSS:-}" ]; then
+        command -v ethtool >/dev/null || { echo "narrow-link: LOSS needs ethtool" >&2; exit 1; }
+        [ -x "$BIN" ] || { echo "narrow-link: $BIN not found (cargo build --release -p softrdma)" >&2; exit 1; }
+        ip netns add "$R"
+        ip link add "${A}v" netns "$A" mtu 1500 type veth peer name r0 netns "$R" mtu 1500
+        ip link add "${B}v" netns "$B" mtu 1500 type veth peer name r1 netns "$R" mtu 1500
+        for nd in "$A:${A}v" "$B:${B}v" "$R:r0" "$R:r1"; do
+            ip netns exec "${nd%%:*}" ethtool -K "${nd#*:}" tso off gso off gro off tx-udp-segmentation off >/dev/null
+        done
+        ip -n "$R" link set lo up
+        ip -n "$R" link set r0 up
+        ip -n "$R" link set r1 up
+        "$BIN" relay --netns "$R" r0 r1 --loss "$LOSS" --seed "${SEED:-1}" &
+        echo $! >"$RELAY_PID"
+    else
+        ip link add "${A}v" netns "$A" mtu 1500 type veth peer name "${B}v" netns "$B" mtu 1500
+    fi
     local ns dev addr
     for side in "$A:${A}v:$ADDR_A" "$B:${B}v:$ADDR_B"; do
         IFS=: read -r ns dev addr <<<"$side"
@@ -56,7 +86,7 @@ up() {
         tc -n "$ns" class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" quantum 60000
         tc -n "$ns" qdisc add dev "$dev" parent 1:1 handle 10: bfifo limit "${queue}b"
     done
-    echo "narrow link up: $A ($ADDR_A) <-> $B ($ADDR_B), $rate each way, ${queue} B bfifo"
+    echo "narrow link up: $A ($ADDR_A) <-> $B ($ADDR_B), $rate each way, ${queue} B bfifo${LOSS:+, relay in $R losing $LOSS}"
 }
 
 stats() {
@@ -67,7 +97,8 @@ stats() {
 }
 
 srp_bench() {
-    local rate=${1:-2gbit} runtime=${2:-10} bin=${3:-target/release/softrdma}
+    local rate=${1:-2gbit} runtime=${2:-10} bin=${3:-$BIN}
+    BIN=$bin
     [ -x "$bin" ] || { echo "narrow-link: $bin not found (cargo build --release -p softrdma)" >&2; exit 1; }
     local pids=()
     cleanup() {
@@ -82,7 +113,7 @@ srp_bench() {
     # Congestion control on (off by default: docs/congestion-control.md); CC=0 to compare.
     export SOFTRDMA_CC=${CC:-1}
     echo "SOFTRDMA_CC=$SOFTRDMA_CC"
-    ip netns exec "$A" "$bin" srpt -a "$ADDR_A" --lun mem:256m >"$log" 2>&1 &
+    ip netns exec "$A" "$bin" srpt -a "$ADDR_A" --lun mem:256m --allow "$ADDR_B" >"$log" 2>&1 &
     pids+=($!)
     local line=""
     for _ in $(seq 100); do
@@ -97,6 +128,10 @@ srp_bench() {
         ip netns exec "$B" "$bin" srp bench --rw "$rw" --bs 1M --iodepth 8 --runtime "$runtime" --size 256m "$line" | grep -vE "^Jobs:"
         stats | grep -E 'egress|dropped'
     done
+    if [ -n "${LOSS:-}" ]; then
+        echo "== softrdma SRP 1 MiB randrw QD8, verified, through $rate with $LOSS loss =="
+        ip netns exec "$B" "$bin" srp bench --rw randrw --bs 1M --iodepth 8 --runtime "$runtime" --size 256m --verify "$line" | grep -vE "^Jobs:"
+    fi
     if command -v fio >/dev/null && command -v nbdkit >/dev/null; then
         ip netns exec "$A" nbdkit --foreground --exit-with-parent --ipaddr="$ADDR_A" --port=10809 memory 256M &
         pids+=($!)

@@ -374,12 +374,26 @@ impl Node {
         dst: IpAddr,
         bytes: &[u8],
     ) {
+        self.handle_datagram_ecn(now, port, src, dst, bytes, 0);
+    }
+
+    /// [`Node::handle_datagram`] with the ECN field of the datagram's IP header
+    /// (`Stack::handle_datagram_ecn`).
+    pub fn handle_datagram_ecn(
+        &mut self,
+        now: Instant,
+        port: CmPort,
+        src: SocketAddr,
+        dst: IpAddr,
+        bytes: &[u8],
+        ecn: u8,
+    ) {
         self.advance(now);
         let Some(p) = self.ports.get_mut(port.index()) else {
             self.counters.no_such_port += 1;
             return;
         };
-        p.stack.handle_datagram(now, src, dst, bytes);
+        p.stack.handle_datagram_ecn(now, src, dst, bytes, ecn);
         // Only a datagram for QP1 gives the MAD layer work; the check keeps the data path
         // free of MAD-layer calls.
         if p.mad.poll(now, &mut p.stack) > 0 {
@@ -627,6 +641,19 @@ impl crate::sim::Host for Node {
     ) {
         let p = port_at(&self.rdma, port);
         Node::handle_datagram(self, now, p, src, dst, bytes);
+    }
+
+    fn handle_datagram_ecn(
+        &mut self,
+        now: Instant,
+        port: usize,
+        src: SocketAddr,
+        dst: IpAddr,
+        bytes: &[u8],
+        ecn: u8,
+    ) {
+        let p = port_at(&self.rdma, port);
+        Node::handle_datagram_ecn(self, now, p, src, dst, bytes, ecn);
     }
 
     fn handle_timeout(&mut self, now: Instant) {

@@ -49,6 +49,20 @@ pub trait Host {
         dst: IpAddr,
         bytes: &[u8],
     );
+    /// [`Host::handle_datagram`] with the ECN field the datagram arrived with (a host
+    /// that reads none ignores it).
+    fn handle_datagram_ecn(
+        &mut self,
+        now: Instant,
+        port: usize,
+        src: SocketAddr,
+        dst: IpAddr,
+        bytes: &[u8],
+        ecn: u8,
+    ) {
+        let _ = ecn;
+        self.handle_datagram(now, port, src, dst, bytes);
+    }
     /// Timers due by `now` (the simulation calls it when [`Host::poll_timeout`] is due).
     fn handle_timeout(&mut self, now: Instant);
     fn poll_timeout(&self) -> Option<Instant>;
@@ -74,6 +88,17 @@ impl Host for Stack {
         bytes: &[u8],
     ) {
         Stack::handle_datagram(self, now, src, dst, bytes);
+    }
+    fn handle_datagram_ecn(
+        &mut self,
+        now: Instant,
+        _port: usize,
+        src: SocketAddr,
+        dst: IpAddr,
+        bytes: &[u8],
+        ecn: u8,
+    ) {
+        Stack::handle_datagram_ecn(self, now, src, dst, bytes, ecn);
     }
     fn handle_timeout(&mut self, now: Instant) {
         Stack::handle_timeout(self, now);
@@ -118,6 +143,8 @@ struct InFlight {
     src: SocketAddr,
     dst: IpAddr,
     payload: Vec<u8>,
+    /// The ECN field of its IP header (the sender's TOS, CE if the link marked it).
+    ecn: u8,
 }
 
 // Datagrams in flight leave in (time, sequence) order.
@@ -162,6 +189,11 @@ pub struct Sim<H: Host = Stack> {
     pub icrc_id_errors: u64,
     /// The bottleneck link, if any; each stack's queue drains at `busy_until_ns`.
     pub link: Option<Link>,
+    /// ECN marking at the link's queue: ECT datagrams that find more than this many bytes
+    /// queued arrive CE.
+    pub ecn_mark: Option<u64>,
+    /// Datagrams the link marked CE, per sending stack.
+    pub ce_marked: Vec<u64>,
     busy_until_ns: Vec<u64>,
     /// Datagrams the link's queues dropped, and bytes they delivered, per sending stack.
     pub link_drops: Vec<u64>,
@@ -226,6 +258,8 @@ impl<H: Host> Sim<H> {
             train_datagrams: 0,
             icrc_id_errors: 0,
             link: None,
+            ecn_mark: None,
+            ce_marked: vec![0; n],
             busy_until_ns: vec![0; n],
             link_drops: vec![0; n],
             link_bytes: vec![0; n],
@@ -248,7 +282,7 @@ impl<H: Host> Sim<H> {
             for p in 0..self.ports_of(i) {
                 while let Some(tx) = self.stacks[i].poll_transmit(self.now, p) {
                     let src = SocketAddr::new(tx.src_ip, tx.src_port);
-                    self.launch(i, src, tx.dst.ip(), &tx.payload);
+                    self.launch(i, src, tx.dst.ip(), &tx.payload, tx.tos);
                 }
             }
         }
@@ -282,7 +316,7 @@ impl<H: Host> Sim<H> {
                         if !ok {
                             self.icrc_id_errors += 1;
                         }
-                        self.launch(i, src, t.dst.ip(), seg);
+                        self.launch(i, src, t.dst.ip(), seg, t.tos);
                     }
                 }
             }
@@ -308,7 +342,8 @@ impl<H: Host> Sim<H> {
     }
 
     /// Puts one datagram from host `i` on the network (or loses or duplicates it).
-    fn launch(&mut self, i: usize, src: SocketAddr, dst: IpAddr, payload: &[u8]) {
+    fn launch(&mut self, i: usize, src: SocketAddr, dst: IpAddr, payload: &[u8], tos: u8) {
+        let mut ecn = tos & 0b11;
         if self.down[i] {
             return;
         }
@@ -326,6 +361,12 @@ impl<H: Host> Sim<H> {
             if queued + size > link.queue {
                 self.link_drops[i] += 1;
                 return;
+            }
+            // A marking switch: CE on an ECT datagram that finds the queue above the
+            // threshold (DCQCN's step marking).
+            if self.ecn_mark.is_some_and(|t| queued > t) && matches!(ecn, 0b01 | 0b10) {
+                ecn = 0b11;
+                self.ce_marked[i] += 1;
             }
             let end = start + size * 1_000_000_000 / rate;
             self.busy_until_ns[i] = end;
@@ -355,6 +396,7 @@ impl<H: Host> Sim<H> {
                 src,
                 dst,
                 payload: payload.to_vec(),
+                ecn,
             }));
         }
     }
@@ -389,7 +431,8 @@ impl<H: Host> Sim<H> {
                             self.tap.push((from, host, f.payload.clone()));
                         }
                         let now = self.now;
-                        self.stacks[host].handle_datagram(now, port, f.src, f.dst, &f.payload);
+                        self.stacks[host]
+                            .handle_datagram_ecn(now, port, f.src, f.dst, &f.payload, f.ecn);
                     }
                 }
             }
@@ -448,6 +491,6 @@ impl<H: Host> Sim<H> {
     /// write their own bytes.
     pub fn inject(&mut self, from: usize, dst: IpAddr, payload: &[u8]) {
         let src = SocketAddr::new(self.addrs[from], softrdma_wire::icrc::ROCE_V2_PORT);
-        self.launch(from, src, dst, payload);
+        self.launch(from, src, dst, payload, 0);
     }
 }

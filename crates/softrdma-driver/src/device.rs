@@ -967,7 +967,8 @@ impl Shared {
                         counters.rx_filtered += 1;
                         continue;
                     }
-                    h.node.handle_datagram(now, *port, rec.src, dst.ip(), seg);
+                    h.node
+                        .handle_datagram_ecn(now, *port, rec.src, dst.ip(), seg, rec.ecn);
                 }
             }
             if h.node.poll_timeout().is_some_and(|t| t <= now) {
@@ -1759,6 +1760,15 @@ impl Device {
     /// waits on).
     pub fn notifier(&self) -> crate::Notifier {
         self.shared.ep.notifier()
+    }
+
+    /// Congestion control and pacing on or off (`Stack::set_congestion_control`), and with
+    /// it the reading of the ECN field of received datagrams (CE marks answered with CNPs;
+    /// our RC packets are ECT(0) while it is on).
+    pub fn set_congestion_control(&self, on: bool) -> Result<()> {
+        self.with_stack(|s| s.set_congestion_control(on));
+        self.shared.ep.set_recv_ecn(on)?;
+        Ok(())
     }
 
     /// The endpoint's syscall counts (`recvmmsg`, `epoll_wait`, `sendmsg`).

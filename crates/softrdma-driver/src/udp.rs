@@ -144,6 +144,9 @@ pub struct RecvDatagram {
     pub len: usize,
     /// Size of each datagram in the buffer; equals `len` when GRO did not coalesce.
     pub segment_size: usize,
+    /// The ECN field of the IP header (0 unless [`UdpEndpoint::set_recv_ecn`] asked for
+    /// it; GRO only coalesces datagrams with the same TOS, so it holds for every segment).
+    pub ecn: u8,
 }
 
 impl RecvDatagram {
@@ -168,6 +171,7 @@ impl RecvDatagram {
             dst_ip: m.dst_ip,
             len: m.len,
             segment_size: if m.stride == 0 { m.len } else { m.stride },
+            ecn: m.ecn.map_or(0, |e| e as u8),
         }
     }
 }
@@ -525,6 +529,18 @@ impl UdpEndpoint {
         }
     }
 
+    /// Whether received datagrams report their ECN field (`IP_RECVTOS` /
+    /// `IPV6_RECVTCLASS`): on with congestion control (CE marks draw CNPs), off otherwise —
+    /// the control message costs work per datagram on both sides of the syscall.
+    pub fn set_recv_ecn(&self, on: bool) -> io::Result<()> {
+        let r = if self.local.is_ipv6() {
+            nix::sys::socket::setsockopt(&self.socket, sockopt_nix::Ipv6RecvTClass, &on)
+        } else {
+            nix::sys::socket::setsockopt(&self.socket, sockopt_nix::IpRecvTos, &on)
+        };
+        r.map_err(io::Error::from)
+    }
+
     /// The syscalls made so far.
     pub fn io_stats(&self) -> IoStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -608,12 +624,14 @@ impl UdpEndpoint {
         seg: Option<usize>,
         tos: u8,
     ) -> io::Result<()> {
-        if tos != 0 {
+        // An ECN codepoint alone (congestion control's ECT(0)) is what quinn-udp's own
+        // control message carries; any other TOS needs the whole byte.
+        if tos & !0b11 != 0 {
             return self.send_one_tos(dst, contents, seg, tos);
         }
         let tx = quinn_udp::Transmit {
             destination: dst,
-            ecn: None,
+            ecn: quinn_udp::EcnCodepoint::from_bits(tos),
             contents,
             segment_size: seg,
             src_ip: None,
@@ -1134,6 +1152,42 @@ mod tests {
         );
     }
 
+    /// ECT(0) alone goes out through quinn-udp's own ECN control message (single and GSO
+    /// sends); an endpoint that asked for the ECN field (`set_recv_ecn`) sees it on receipt,
+    /// one that did not sees 0.
+    #[test]
+    fn ect_is_sent_and_the_ecn_field_read_when_asked() {
+        let (ep, rx, dst) = endpoint_and_tos_receiver();
+        let data = [9u8; 200];
+        ep.send(&Transmit::single(dst, &data[..100]).with_tos(0b10))
+            .unwrap();
+        ep.send(&Transmit::segmented(dst, &data, 100).with_tos(0b10))
+            .unwrap();
+        assert_eq!(
+            recv_with_tos(&rx, 3),
+            vec![(100, Some(2)), (100, Some(2)), (100, Some(2))]
+        );
+        // Two endpoints: the receiver reads the field only once asked.
+        let lo = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0);
+        let a = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
+        let b = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
+        let mut buf = vec![0u8; 2048];
+        let mut got = |want_ecn: bool| {
+            b.set_recv_ecn(want_ecn).unwrap();
+            a.send(&Transmit::single(b.local_addr(), &data[..50]).with_tos(0b10))
+                .unwrap();
+            let mut bufs = [IoSliceMut::new(&mut buf)];
+            let r = b
+                .recv_batch_timeout(&mut bufs, Some(Duration::from_secs(2)))
+                .unwrap();
+            assert_eq!(r.len(), 1);
+            r[0].ecn
+        };
+        assert_eq!(got(false), 0);
+        assert_eq!(got(true), 0b10);
+        assert_eq!(got(false), 0);
+    }
+
     /// `send_many` puts runs of same-shaped transmits in one `sendmmsg` (GSO and TOS
     /// control messages per message) and every datagram arrives whole, in order, with its
     /// TOS.
@@ -1301,6 +1355,7 @@ mod tests {
             dst_ip: None,
             len: 250,
             segment_size: 100,
+            ecn: 0,
         };
         let segs: Vec<&[u8]> = r.segments(&buf).collect();
         assert_eq!(segs.len(), 3);
@@ -1315,6 +1370,7 @@ mod tests {
             dst_ip: None,
             len: 0,
             segment_size: 0,
+            ecn: 0,
         };
         assert_eq!(r.segments(&buf).count(), 0);
         assert_eq!(r.datagrams(), 1);

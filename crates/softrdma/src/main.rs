@@ -15,6 +15,7 @@ mod perf_live;
 mod perf_srp;
 mod pingpong;
 mod pingpong_exch;
+mod relay;
 mod rping;
 mod run;
 mod srp;
@@ -71,6 +72,10 @@ enum Command {
     /// Runs an unmodified verbs program (ibv_devinfo, ibv_rc_pingpong, …) over softrdma: its
     /// libibverbs.so.1 first on LD_LIBRARY_PATH.
     Run(run::Args),
+    /// The frame relay of the narrow link (root): forwards Ethernet frames unchanged
+    /// between two interfaces of a namespace, with random loss, delay/jitter and ECN
+    /// marking (`scripts/narrow-link.sh` with LOSS=…).
+    Relay(relay::Args),
 }
 
 fn main() -> ExitCode {
@@ -88,5 +93,6 @@ fn main() -> ExitCode {
         Command::Mckey(args) => mckey::run(args),
         Command::Srp(args) => srp::run(args),
         Command::Run(args) => run::run(args),
+        Command::Relay(args) => relay::run_cmd(&args),
     }
 }

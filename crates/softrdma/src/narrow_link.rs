@@ -5,10 +5,19 @@
 //! through it in the same run; `scripts/narrow-link.sh` builds the same link for commands
 //! run by hand (the SRP target in one namespace, the initiator in the other).
 //!
-//! Needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN` for `setns`) and the `ip` and `tc` tools.
-//! The namespaces are named after this process (`srl<pid>a`, `srl<pid>b`) and deleted
+//! With impairments ([`NarrowLink::create_with`]), a third namespace (`srl<pid>r`) sits in
+//! the middle: side A's veth is paired with `r0` there, side B's with `r1`, and the frame
+//! relay ([`crate::relay`]) forwards frames between `r0` and `r1` with random loss,
+//! delay/jitter and, when it is the bottleneck itself ([`crate::relay::Shape`]), ECN marking.
+//! GSO, TSO and GRO are off on those veths (`ethtool`), so the relay's loss is per packet
+//! on the wire, as a link's is, for our GSO trains and TCP's segments alike.
+//!
+//! Needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN` for `setns`) and the `ip` and `tc` tools
+//! (and `ethtool` for the relay).
+//! The namespaces are named after this process (`srl<pid>x<n>a`, `srl<pid>x<n>b`, n the
+//! link's number in the process) and deleted
 //! when the [`NarrowLink`] is dropped; a run killed before that leaves them behind, and
-//! the next [`NarrowLink::create`] deletes those of processes that are gone. Addresses are
+//! the next [`NarrowLink::create_with`] deletes those of processes that are gone. Addresses are
 //! 10.221.0.1 (side A) and 10.221.0.2 (side B), inside those namespaces only: nothing is
 //! sent anywhere else.
 
@@ -45,7 +54,9 @@ pub fn cc_from_env() -> Option<bool> {
 /// Applies [`CC_ENV`] to `dev` (`default` when it is unset).
 pub fn apply_cc(dev: &softrdma_driver::Device, default: bool) {
     let on = cc_from_env().unwrap_or(default);
-    dev.with_stack(|s| s.set_congestion_control(on));
+    if let Err(e) = dev.set_congestion_control(on) {
+        eprintln!("{CC_ENV}: the ECN field of received datagrams cannot be read: {e}");
+    }
 }
 
 /// A rate such as `2gbit`, `500mbit`, `2000000000` (bit/s); returns bit/s.
@@ -83,6 +94,8 @@ pub enum Side {
 #[derive(Debug)]
 pub struct NarrowLink {
     names: [String; 2],
+    /// The relay's namespace and the relay, when the link has impairments.
+    relay: Option<(String, crate::relay::Relay)>,
     /// The namespace the creating thread was in (to go back to).
     home: File,
     pub rate_bps: u64,
@@ -136,6 +149,8 @@ fn sweep_stale() {
         let Some(pid) = rest
             .strip_suffix('a')
             .or_else(|| rest.strip_suffix('b'))
+            .or_else(|| rest.strip_suffix('r'))
+            .and_then(|p| p.split('x').next())
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
@@ -149,42 +164,129 @@ fn sweep_stale() {
 impl NarrowLink {
     /// Builds the link: rate `rate_bps` each way over a `queue_bytes` tail-drop queue.
     pub fn create(rate_bps: u64, queue_bytes: u64) -> Result<NarrowLink, String> {
+        Self::create_with(rate_bps, queue_bytes, None)
+    }
+
+    /// [`NarrowLink::create`] with the frame relay in the middle when `imp` is given. The `htb`
+    /// shaping stays on both sides unless the relay shapes itself (`imp.shape`: the relay's
+    /// queue is then the bottleneck, so it can mark ECN).
+    pub fn create_with(
+        rate_bps: u64,
+        queue_bytes: u64,
+        imp: Option<crate::relay::Impairments>,
+    ) -> Result<NarrowLink, String> {
         if let Some(why) = unavailable() {
             return Err(why);
+        }
+        if imp.is_some() && Command::new("ethtool").arg("--version").output().is_err() {
+            return Err("the frame relay needs the `ethtool` tool (Debian's ethtool)".into());
         }
         sweep_stale();
         let home = File::open("/proc/thread-self/ns/net")
             .map_err(|e| format!("/proc/thread-self/ns/net: {e}"))?;
-        let pid = std::process::id();
+        // Named after the process and the link's number in it (tests build several): at
+        // most 15 bytes with the `v` of the veth names.
+        static SERIAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 100;
+        let pid = format!("{}x{n}", std::process::id());
         let names = [format!("{PREFIX}{pid}a"), format!("{PREFIX}{pid}b")];
         // From here on, drop deletes whatever was made.
-        let link = NarrowLink {
+        let mut link = NarrowLink {
             names,
+            relay: None,
             home,
             rate_bps,
             queue_bytes,
         };
-        link.build()?;
+        match imp {
+            None => link.build(true)?,
+            Some(imp) => {
+                let r = format!("{PREFIX}{pid}r");
+                // Made first, so drop deletes it whatever fails later.
+                run(Command::new("ip").args(["netns", "add", &r]))?;
+                let path = format!("/var/run/netns/{r}");
+                link.relay = Some((r.clone(), crate::relay::Relay::stopped()));
+                link.build_relayed(&r, imp.shape.is_none())?;
+                let relay = crate::relay::Relay::start(Some(&path), "r0", "r1", imp)?;
+                link.relay = Some((r, relay));
+            }
+        }
         Ok(link)
     }
 
-    fn build(&self) -> Result<(), String> {
+    /// Side A's veth paired with `r0` in the relay's namespace, side B's with `r1`; offloads
+    /// off on all four.
+    fn build_relayed(&self, r: &str, shaped: bool) -> Result<(), String> {
+        let [a, b] = &self.names;
+        let ip = |args: &[&str]| run(Command::new("ip").args(args));
+        ip(&["netns", "add", a])?;
+        ip(&["netns", "add", b])?;
+        for (ns, peer) in [(a, "r0"), (b, "r1")] {
+            let dev = format!("{ns}v");
+            ip(&[
+                "link", "add", &dev, "netns", ns, "mtu", "1500", "type", "veth", "peer", "name",
+                peer, "netns", r, "mtu", "1500",
+            ])?;
+        }
+        ip(&["-n", r, "link", "set", "lo", "up"])?;
+        for (ns, dev) in [
+            (a.as_str(), format!("{a}v")),
+            (b.as_str(), format!("{b}v")),
+            (r, "r0".into()),
+            (r, "r1".into()),
+        ] {
+            // Wire-sized frames through the relay: no GSO/TSO trains leave a veth, none are
+            // merged by GRO. Checksum offload stays (the relay forwards its state).
+            run(Command::new("ip").args([
+                "netns",
+                "exec",
+                ns,
+                "ethtool",
+                "-K",
+                &dev,
+                "tso",
+                "off",
+                "gso",
+                "off",
+                "gro",
+                "off",
+                "tx-udp-segmentation",
+                "off",
+            ]))?;
+        }
+        ip(&["-n", r, "link", "set", "r0", "up"])?;
+        ip(&["-n", r, "link", "set", "r1", "up"])?;
+        self.configure_sides(shaped)
+    }
+
+    fn build(&self, shaped: bool) -> Result<(), String> {
         let [a, b] = &self.names;
         let (va, vb) = (format!("{a}v"), format!("{b}v"));
         let ip = |args: &[&str]| run(Command::new("ip").args(args));
-        let tc = |args: &[&str]| run(Command::new("tc").args(args));
         ip(&["netns", "add", a])?;
         ip(&["netns", "add", b])?;
         ip(&[
             "link", "add", &va, "netns", a, "mtu", "1500", "type", "veth", "peer", "name", &vb,
             "netns", b, "mtu", "1500",
         ])?;
+        self.configure_sides(shaped)
+    }
+
+    /// Addresses, links up and (when `shaped`) each side's egress shaping.
+    fn configure_sides(&self, shaped: bool) -> Result<(), String> {
+        let [a, b] = &self.names;
+        let (va, vb) = (format!("{a}v"), format!("{b}v"));
+        let ip = |args: &[&str]| run(Command::new("ip").args(args));
+        let tc = |args: &[&str]| run(Command::new("tc").args(args));
         let rate = format!("{}bit", self.rate_bps);
         let limit = format!("{}b", self.queue_bytes);
         for (ns, dev, addr) in [(a, &va, ADDR_A), (b, &vb, ADDR_B)] {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
             ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
             ip(&["-n", ns, "link", "set", dev, "up"])?;
+            if !shaped {
+                continue;
+            }
             // GSO trains (ours) and TSO segments (TCP's) reach the qdisc whole; the bfifo
             // counts them by the bytes their segments take on the wire (`qdisc_pkt_len`),
             // so both are held to the same queue.
@@ -260,9 +362,20 @@ impl NarrowLink {
     }
 }
 
+impl NarrowLink {
+    /// The relay's counters, when the link has one.
+    pub fn relay_counts(&self) -> Option<crate::relay::Counts> {
+        self.relay.as_ref().map(|(_, r)| r.stats.counts())
+    }
+}
+
 impl Drop for NarrowLink {
     fn drop(&mut self) {
         let _ = self.leave();
+        if let Some((name, mut relay)) = self.relay.take() {
+            let _ = relay.stop();
+            let _ = run(Command::new("ip").args(["netns", "del", &name]));
+        }
         for n in &self.names {
             let _ = run(Command::new("ip").args(["netns", "del", n]));
         }
@@ -302,5 +415,173 @@ mod tests {
         assert!(text.contains("htb") && text.contains("bfifo"), "{text}");
         drop(link);
         assert!(!std::path::Path::new(&format!("/var/run/netns/{a}")).exists());
+    }
+
+    /// The frame relay between the namespaces (root only; skipped otherwise, saying so).
+    /// One test, since links are named after the process: (1) UDP datagrams from A reach B
+    /// unchanged, about 80% of them at 20% loss, and the relay counts what it lost; (2) a
+    /// TCP stream arrives intact (its checksum-offload state forwarded with the frames); (3)
+    /// a relay that shapes and marks sets CE on ECT datagrams that find a queue, which our
+    /// endpoint reads (`set_recv_ecn`), and leaves not-ECT ones alone.
+    #[test]
+    fn the_relay_forwards_loses_and_marks() {
+        use crate::relay::{Impairments, Shape};
+        use softrdma_driver::udp::{EndpointConfig, Transmit, UdpEndpoint};
+        use std::io::{IoSliceMut, Read, Write};
+        use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+        use std::time::Duration;
+        if let Some(why) = unavailable() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        if Command::new("ethtool").arg("--version").output().is_err() {
+            eprintln!("skipped: the relay needs ethtool");
+            return;
+        }
+        let imp = Impairments {
+            loss: 0.2,
+            seed: 3,
+            ..Impairments::default()
+        };
+        let link = NarrowLink::create_with(1_000_000_000, DEFAULT_QUEUE, Some(imp)).expect("link");
+        let in_side = |side, f: &mut dyn FnMut()| {
+            link.enter(side).expect("enter");
+            f();
+            link.leave().expect("leave");
+        };
+        let (mut rx, mut tx) = (None, None);
+        in_side(Side::B, &mut || {
+            rx = Some(UdpSocket::bind((ADDR_B, 0)).unwrap())
+        });
+        in_side(Side::A, &mut || {
+            tx = Some(UdpSocket::bind((ADDR_A, 0)).unwrap())
+        });
+        let (rx, tx) = (rx.unwrap(), tx.unwrap());
+        rx.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let dst = rx.local_addr().unwrap();
+        // ARP first (not IP: the relay passes it without loss).
+        for _ in 0..5 {
+            tx.send_to(b"hello", dst).unwrap();
+        }
+        let mut buf = [0u8; 2048];
+        while rx.recv(&mut buf).is_ok() {}
+        let before = link.relay_counts().unwrap();
+        const N: usize = 1000;
+        // Read while sending (a socket buffer holds few of these datagrams as the kernel
+        // accounts them).
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let mut got = 0;
+            while let Ok(n) = rx.recv(&mut buf) {
+                assert_eq!(n, 400);
+                let i = usize::from(buf[0]);
+                assert!(
+                    (0..400).all(|k| buf[k] == (i + k) as u8),
+                    "a datagram arrived changed"
+                );
+                got += 1;
+            }
+            got
+        });
+        for i in 0..N {
+            let msg: Vec<u8> = (0..400).map(|k| (i + k) as u8).collect();
+            tx.send_to(&msg, dst).unwrap();
+            if i % 20 == 19 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let got: usize = reader.join().expect("reader");
+        let c = link.relay_counts().unwrap().minus(&before);
+        assert!(
+            (700..=880).contains(&got),
+            "{got} of {N} at 20% loss: {c:?}"
+        );
+        // (Frames the hosts send by themselves — IPv6 neighbour discovery — cross too.)
+        assert!((c.lost as usize + got).abs_diff(N) <= 5, "{c:?}");
+        assert_eq!(c.gso_frames, 0);
+        drop(link);
+
+        // A clean relay that shapes to 100 Mbit/s and marks above 0 bytes queued.
+        let imp = Impairments {
+            shape: Some(Shape {
+                rate_bps: 100_000_000,
+                queue_bytes: DEFAULT_QUEUE,
+                ecn_threshold: Some(0),
+            }),
+            ..Impairments::default()
+        };
+        let link = NarrowLink::create_with(1_000_000_000, DEFAULT_QUEUE, Some(imp)).expect("link");
+        let in_side = |side, f: &mut dyn FnMut()| {
+            link.enter(side).expect("enter");
+            f();
+            link.leave().expect("leave");
+        };
+        // TCP: 4 MB through the relay, intact.
+        let (mut lis, mut client) = (None, None);
+        in_side(Side::B, &mut || {
+            lis = Some(TcpListener::bind((ADDR_B, 0)).unwrap())
+        });
+        let lis = lis.unwrap();
+        let at = lis.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut s, _) = lis.accept().unwrap();
+            let mut all = Vec::new();
+            s.read_to_end(&mut all).unwrap();
+            all
+        });
+        in_side(Side::A, &mut || {
+            client = Some(TcpStream::connect_timeout(&at, Duration::from_secs(5)).unwrap())
+        });
+        let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+        let mut client = client.unwrap();
+        client.write_all(&data).unwrap();
+        drop(client);
+        assert!(
+            reader.join().unwrap() == data,
+            "the TCP stream arrived changed"
+        );
+        // ECN: a burst of ECT(0) datagrams finds the relay's queue and arrives CE.
+        let (mut a, mut b) = (None, None);
+        let any = |ip| SocketAddr::new(ip, 0);
+        in_side(Side::B, &mut || {
+            b = Some(UdpEndpoint::bind_with(any(ADDR_B), &EndpointConfig::default()).unwrap())
+        });
+        in_side(Side::A, &mut || {
+            a = Some(UdpEndpoint::bind_with(any(ADDR_A), &EndpointConfig::default()).unwrap())
+        });
+        let (a, b) = (a.unwrap(), b.unwrap());
+        b.set_recv_ecn(true).unwrap();
+        let payload = [5u8; 1000];
+        let mut ecns = Vec::new();
+        for tos in [0b10u8, 0] {
+            for _ in 0..20 {
+                a.send(&Transmit::single(b.local_addr(), &payload).with_tos(tos))
+                    .unwrap();
+            }
+            let mut rbuf = vec![0u8; 4096];
+            let mut seen = Vec::new();
+            while seen.len() < 20 {
+                let mut bufs = [IoSliceMut::new(&mut rbuf)];
+                let r = b
+                    .recv_batch_timeout(&mut bufs, Some(Duration::from_secs(2)))
+                    .unwrap();
+                if r.is_empty() {
+                    break;
+                }
+                seen.extend(r.iter().map(|d| d.ecn));
+            }
+            ecns.push(seen);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let c = link.relay_counts().unwrap();
+        assert_eq!(ecns[0].len(), 20, "{ecns:?}");
+        assert!(ecns[0].contains(&0b11), "CE: {ecns:?} {c:?}");
+        assert!(ecns[0].iter().all(|&e| e == 0b11 || e == 0b10));
+        assert!(
+            ecns[1].iter().all(|&e| e == 0),
+            "not-ECT stays so: {ecns:?}"
+        );
+        assert!(c.ce_marked > 0 && c.ect_seen >= 20, "{c:?}");
     }
 }

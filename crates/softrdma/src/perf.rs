@@ -224,6 +224,48 @@ pub struct Args {
     /// The narrow link's queue in bytes, each direction.
     #[arg(long, default_value_t = crate::narrow_link::DEFAULT_QUEUE, requires = "link")]
     pub link_queue: u64,
+    /// Random loss on the narrow link, like `1%`: puts the frame relay (`relay.rs`) between
+    /// the two sides, which loses that share of the IP frames it forwards, each direction
+    /// (seeded: `--loss-seed`). Ours and TCP go through the same relay.
+    #[arg(long, value_parser = crate::relay::parse_share, requires = "link")]
+    pub loss: Option<f64>,
+    /// The relay's loss seed.
+    #[arg(long, default_value_t = 1, requires = "link")]
+    pub loss_seed: u64,
+    /// One-way delay the relay adds, microseconds (puts the relay in the path).
+    #[arg(long, requires = "link")]
+    pub delay_us: Option<u64>,
+    /// Jitter the relay adds on top of the delay, microseconds (uniform, no reordering).
+    #[arg(long, requires = "link")]
+    pub jitter_us: Option<u64>,
+    /// ECN marking: the relay becomes the bottleneck itself (rate `--link`, queue
+    /// `--link-queue`, no htb) and marks CE on ECT frames that find more than BYTES queued.
+    #[arg(long, requires = "link")]
+    pub ecn_mark: Option<u64>,
+}
+
+impl Args {
+    /// The relay's impairments, when any option asks for the relay.
+    fn impairments(&self) -> Option<crate::relay::Impairments> {
+        if self.loss.is_none()
+            && self.delay_us.is_none()
+            && self.jitter_us.is_none()
+            && self.ecn_mark.is_none()
+        {
+            return None;
+        }
+        Some(crate::relay::Impairments {
+            loss: self.loss.unwrap_or(0.0),
+            seed: self.loss_seed,
+            delay: Duration::from_micros(self.delay_us.unwrap_or(0)),
+            jitter: Duration::from_micros(self.jitter_us.unwrap_or(0)),
+            shape: self.ecn_mark.map(|t| crate::relay::Shape {
+                rate_bps: self.link.unwrap_or(1_000_000_000),
+                queue_bytes: self.link_queue,
+                ecn_threshold: Some(t),
+            }),
+        })
+    }
 }
 
 thread_local! {
@@ -546,6 +588,8 @@ struct Outcome {
     cpu: f64,
     /// Round-trip times (lat).
     rtt: RttStats,
+    /// The longest time without a completion (bw; ours only), from the start.
+    max_gap: Duration,
 }
 
 impl Outcome {
@@ -577,6 +621,13 @@ struct RunOutcome {
     tcp_busy: Option<Outcome>,
     /// Packets the narrow link's queues dropped during ours, during TCP's.
     link_drops: Option<(u64, u64)>,
+    /// What the frame relay did during ours, during TCP's.
+    relay: Option<(crate::relay::Counts, crate::relay::Counts)>,
+}
+
+/// The frame relay's counters so far, if the link has one.
+fn relay_counts() -> Option<crate::relay::Counts> {
+    LINK.with(|l| l.borrow().as_ref().and_then(|l| l.relay_counts()))
 }
 
 /// Packets the narrow link's queues have dropped so far (both directions).
@@ -622,12 +673,32 @@ pub fn run(args: &Args) -> ExitCode {
         plan.client,
     );
     let _link = match args.link {
-        Some(rate) => match crate::narrow_link::NarrowLink::create(rate, args.link_queue) {
+        Some(rate) => match match args.impairments() {
+            None => crate::narrow_link::NarrowLink::create(rate, args.link_queue),
+            imp => crate::narrow_link::NarrowLink::create_with(rate, args.link_queue, imp),
+        } {
             Ok(l) => {
                 println!(
-                    "narrow link: {} Mbit/s each way, {} B tail-drop queue, veth MTU {}, path MTU {}",
+                    "narrow link: {} Mbit/s each way, {} B tail-drop queue{}, veth MTU {}, path MTU {}",
                     rate / 1_000_000,
                     args.link_queue,
+                    match args.impairments() {
+                        None => String::new(),
+                        Some(i) => format!(
+                            "; frame relay: loss {:.2}% (seed {}), delay {} us + jitter {} us{}",
+                            i.loss * 100.0,
+                            i.seed,
+                            i.delay.as_micros(),
+                            i.jitter.as_micros(),
+                            match i.shape {
+                                Some(s) => format!(
+                                    ", the relay shapes (no htb) and marks CE above {} B",
+                                    s.ecn_threshold.unwrap_or(0)
+                                ),
+                                None => String::new(),
+                            }
+                        ),
+                    },
                     crate::narrow_link::LINK_MTU,
                     plan.mtu.bytes()
                 );
@@ -691,6 +762,16 @@ pub fn run(args: &Args) -> ExitCode {
                     if let Some(d) = &r.link_drops {
                         line += &format!(" | queue drops: softrdma {} TCP {}", d.0, d.1);
                     }
+                    if let Some(d) = &r.relay {
+                        line += &format!(
+                            " | relay lost: softrdma {} TCP {}, CE marked: softrdma {} TCP {}",
+                            d.0.lost, d.1.lost, d.0.ce_marked, d.1.ce_marked
+                        );
+                    }
+                    line += &format!(
+                        " | longest gap between completions {:.1} ms",
+                        ours.max_gap.as_secs_f64() * 1e3
+                    );
                 }
                 line
             }
@@ -1219,6 +1300,7 @@ fn serve(
 fn measure_bw(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
     let mut out = RunOutcome::default();
     let d0 = link_drops();
+    let r0 = relay_counts();
     if plan.ours {
         let pair = Pair::open(args, plan)?;
         let before = [pair.client.dev.io_stats(), pair.server_dev.io_stats()];
@@ -1235,9 +1317,13 @@ fn measure_bw(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
             None => plan.iters * plan.size as u64,
         };
         let d1 = link_drops();
+        let r1 = relay_counts();
         out.tcp = Some(tcp_bw(args, plan, bytes).map_err(|e| format!("tcp baseline: {e}"))?);
         if let (Some(a), Some(b), Some(c)) = (d0, d1, link_drops()) {
             out.link_drops = Some((b - a, c - b));
+        }
+        if let (Some(a), Some(b), Some(c)) = (r0, r1, relay_counts()) {
+            out.relay = Some((b.minus(&a), c.minus(&b)));
         }
     }
     Ok(out)
@@ -1253,6 +1339,7 @@ fn client_bw(pair: &Pair, plan: &Plan) -> Result<Outcome, String> {
     let (t0, cpu0) = (Instant::now(), thread_cpu());
     let (mut posted, mut done) = (0u64, 0u64);
     let mut last = t0;
+    let mut max_gap = Duration::ZERO;
     let want = |posted: u64| match plan.duration {
         Some(d) => t0.elapsed() < d,
         None => posted < plan.iters,
@@ -1288,7 +1375,9 @@ fn client_bw(pair: &Pair, plan: &Plan) -> Result<Outcome, String> {
             check(wc, n.ip)?;
             done += 1;
         }
-        last = Instant::now();
+        let now = Instant::now();
+        max_gap = max_gap.max(now.duration_since(last));
+        last = now;
     }
     let cpu = thread_cpu() - cpu0;
     pair.phase.set(PAUSE);
@@ -1296,6 +1385,7 @@ fn client_bw(pair: &Pair, plan: &Plan) -> Result<Outcome, String> {
         units: done * size as u64,
         secs: last.duration_since(t0).as_secs_f64(),
         cpu,
+        max_gap,
         rtt: RttStats::default(),
     })
 }
@@ -1589,6 +1679,7 @@ impl LatSide<'_> {
             secs: self.secs,
             cpu: self.cpu,
             rtt: self.rtts.stats(),
+            max_gap: Duration::ZERO,
         }
     }
 }
@@ -1764,6 +1855,7 @@ fn tcp_bw(args: &Args, plan: &Plan, total: u64) -> std::io::Result<Outcome> {
         secs: end.duration_since(t0).as_secs_f64(),
         cpu: cpu + reader_cpu,
         rtt: RttStats::default(),
+        max_gap: Duration::ZERO,
     })
 }
 

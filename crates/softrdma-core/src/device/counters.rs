@@ -67,6 +67,15 @@ counters! {
     retransmitted_pkts,
     /// Times the pacer held a requester back (its next packet was not yet due).
     paced_waits,
+    /// Request packets that arrived marked CE (congestion control on; `transport::ecn`).
+    rcvd_ce,
+    /// CNPs sent in answer to CE marks (at most one per QP per 50 µs).
+    sent_cnp,
+    /// CNPs taken to a QP's congestion controller (DCQCN's reaction).
+    rcvd_cnp,
+    /// Dropped: a CNP for a QP that never sent ECT (congestion control off, not RC, not
+    /// sending) — or whose P_Key matches nothing.
+    drop_cnp,
     /// Dropped: the ICRC did not match (rxe drops these silently after counting).
     drop_bad_icrc,
     /// Dropped: the ICRC could not be verified (no IP header available and no IPv4 ID

@@ -40,6 +40,7 @@
 //! exponent 0 disables the timer.
 
 pub mod cc;
+pub mod ecn;
 pub mod emit;
 pub mod mcast;
 pub mod memory;
@@ -115,6 +116,8 @@ pub struct Ctx<'a> {
 struct QpTransport {
     req: Requester,
     resp: Responder,
+    /// When this QP last answered a CE mark with a CNP.
+    np: ecn::NotificationPoint,
     ud_psn: Psn,
     /// The deadline this QP has in [`Stack::deadlines`] (what `req.poll_timeout()` was at
     /// the last [`Stack::sync`]).
@@ -346,8 +349,12 @@ impl Stack {
             min_rnr_timer: a.min_rnr_timer,
             ack_timeout: (a.timeout != 0).then(|| Duration::from_ib_timeout_exp(a.timeout)),
             access: a.qp_access_flags,
+            // With congestion control on, an RC QP's packets are ECT(0) (`ecn.rs`); off,
+            // the traffic class as rxe sends it.
             tos: if ty.is_datagram() {
                 0
+            } else if self.congestion_control && ty == QpType::Rc {
+                ecn::with_ect(a.ah_attr.traffic_class)
             } else {
                 a.ah_attr.traffic_class
             },
@@ -562,6 +569,20 @@ impl Stack {
 
     /// A UDP datagram arrived from `src` at our address `dst_ip` (port 4791).
     pub fn handle_datagram(&mut self, now: Instant, src: SocketAddr, dst_ip: IpAddr, data: &[u8]) {
+        self.handle_datagram_ecn(now, src, dst_ip, data, ecn::NOT_ECT);
+    }
+
+    /// [`Stack::handle_datagram`] with the ECN field the datagram's IP header carried (the
+    /// driver reads it when congestion control is on): a CE-marked request draws a CNP
+    /// (`ecn.rs`).
+    pub fn handle_datagram_ecn(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        dst_ip: IpAddr,
+        data: &[u8],
+        ecn_field: u8,
+    ) {
         let c = &mut self.device.counters;
         let Ok(pkt) = RocePacket::new_checked(data) else {
             c.drop_malformed += 1;
@@ -596,7 +617,7 @@ impl Stack {
                 return;
             }
             for m in members {
-                self.receive_on(now, m, &pkt, src, dst_ip, ident, data.len());
+                self.receive_on(now, m, &pkt, src, dst_ip, ident, data.len(), ecn_field);
             }
             return;
         }
@@ -608,7 +629,7 @@ impl Stack {
             self.device.counters.drop_bad_dgid += 1;
             return;
         }
-        self.receive_on(now, qpn, &pkt, src, dst_ip, ident, data.len());
+        self.receive_on(now, qpn, &pkt, src, dst_ip, ident, data.len(), ecn_field);
     }
 
     /// The per-QP half of [`Stack::handle_datagram`]: the checks of QP `qpn` (type, P_Key,
@@ -623,6 +644,7 @@ impl Stack {
         dst_ip: IpAddr,
         ident: Option<icrc::Ipv4Ident>,
         udp_len: usize,
+        ecn_field: u8,
     ) {
         let bth = pkt.bth();
         let Some(info) = self.info(qpn) else {
@@ -630,6 +652,10 @@ impl Stack {
             return;
         };
         let opcode = pkt.opcode();
+        if opcode == Opcode::CNP {
+            self.on_cnp(now, qpn, &info);
+            return;
+        }
         let op_ok = match info.qp_type {
             QpType::Rc => opcode.transport() == Transport::Rc && opcode.is_defined(),
             QpType::Ud | QpType::Gsi => matches!(
@@ -709,6 +735,22 @@ impl Stack {
                     local_ip: dst_ip,
                     ..info
                 };
+                if ecn::is_ce(ecn_field) && self.congestion_control {
+                    // The notification point: a marked request draws a CNP, at most one per
+                    // interval. CE is only ever set on ECT, so the peer understands ECN.
+                    ctx.counters.rcvd_ce += 1;
+                    if t.np.on_ce(now) {
+                        ctx.out.push_sealed(ecn::cnp(
+                            info.pkey,
+                            info.dest_qpn,
+                            info.local_ip,
+                            info.src_port,
+                            info.peer_ip,
+                            info.tos,
+                        ));
+                        ctx.counters.sent_cnp += 1;
+                    }
+                }
                 t.resp.on_request(&mut ctx, &info, pkt);
             }
         }
@@ -717,6 +759,30 @@ impl Stack {
             self.flush_transport(q, now);
             self.verbs.set_qp_error(q);
         }
+        self.sync(qpn);
+    }
+
+    /// A CNP (BTH opcode 0x81) for `qpn`: DCQCN's reaction on an RC QP whose packets we
+    /// marked ECT (congestion control on); dropped and counted otherwise (a peer has no
+    /// business sending one then: we never sent it ECT).
+    fn on_cnp(&mut self, now: Instant, qpn: u32, info: &QpInfo) {
+        let port_pkey_ok = self
+            .device
+            .port(PORT_NUM)
+            .ok()
+            .and_then(|p| p.pkeys.find_match(Pkey(info.pkey)))
+            .is_some();
+        let state_ok = self
+            .verbs
+            .qp(qpn)
+            .is_ok_and(|q| matches!(q.state(), QpState::Rts | QpState::Sqd));
+        if !(self.congestion_control && info.qp_type == QpType::Rc && port_pkey_ok && state_ok) {
+            self.device.counters.drop_cnp += 1;
+            return;
+        }
+        self.device.counters.rcvd_cnp += 1;
+        let t = self.qps.entry(qpn).or_default();
+        t.req.cc.on_cnp(now);
         self.sync(qpn);
     }
 
