@@ -72,8 +72,16 @@ impl Events {
         }
     }
 
-    pub(super) fn retain_mut(&mut self, mut f: impl FnMut(&mut RdmaCmEvent) -> bool) {
-        self.rdma.retain_mut(|(_, e)| f(e));
+    /// Takes every RDMA CM event for which `f` holds, in order; the others stay queued.
+    pub(super) fn remove_where(
+        &mut self,
+        mut f: impl FnMut(&RdmaCmEvent) -> bool,
+    ) -> Vec<RdmaCmEvent> {
+        let (gone, kept) = std::mem::take(&mut self.rdma)
+            .into_iter()
+            .partition(|(_, e)| f(e));
+        self.rdma = kept;
+        gone.into_iter().map(|(_, e): (u64, _)| e).collect()
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = &RdmaCmEvent> + '_ {
@@ -98,7 +106,7 @@ impl Events {
 mod tests {
     use super::*;
     use crate::cm::{CmConfig, CmEndpoint};
-    use crate::rdma_cm::RdmaCmEventType;
+    use crate::rdma_cm::RdmaId;
 
     #[test]
     fn both_kinds_come_out_in_the_order_they_were_queued() {
@@ -108,9 +116,12 @@ mod tests {
         let mut q = Events::default();
         assert_eq!(q.ib_first(), None);
         q.push_ib(CmEvent::TimewaitExit { id: a.as_ref() });
-        q.push_back(RdmaCmEvent::new(RdmaCmEventType::Established, 7));
+        q.push_back(RdmaCmEvent::TimewaitExit { id: RdmaId(7) });
         q.push_ib(CmEvent::TimewaitExit { id: b.as_ref() });
-        q.push_back(RdmaCmEvent::new(RdmaCmEventType::Disconnected, 7));
+        q.push_back(RdmaCmEvent::Disconnected {
+            id: RdmaId(7),
+            status: 0,
+        });
         assert_eq!(q.len(), 4);
         let mut order = Vec::new();
         while let Some(ib) = q.ib_first() {
@@ -121,10 +132,10 @@ mod tests {
                 order.push(format!("ib{}", label(id)));
             } else {
                 let e = q.pop_front().expect("an RDMA CM event");
-                order.push(format!("{:?}", e.event));
+                order.push(format!("{:?}", e.kind()));
             }
         }
-        assert_eq!(order, ["ib1", "Established", "ib2", "Disconnected"]);
+        assert_eq!(order, ["ib1", "TimewaitExit", "ib2", "Disconnected"]);
         assert_eq!((q.len(), q.rdma_len()), (0, 0));
         drop((a, b));
     }
