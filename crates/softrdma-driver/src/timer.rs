@@ -21,7 +21,7 @@
 //! ```
 
 use std::io::{self, IoSliceMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,14 +76,51 @@ pub enum PollMode {
     BusyPoll,
     /// Spin this long, then sleep in epoll (the usual compromise). A spin that loses its
     /// core to other threads (see [`spin_is_off`]) stops at once, and every such wait in
-    /// the process sleeps at once for the next [`SPIN_BACKOFF`]: without an idle core a
+    /// the process sleeps at once for a while ([`SpinBackoff`]: 1 ms after one lost spin,
+    /// doubling with each further one up to [`SPIN_BACKOFF`]): without an idle core a
     /// spinning thread waits for the scheduler (a timeslice, 0.4 ms measured at load 9 on
     /// 2 vCPUs) where a sleeping one is woken within tens of microseconds.
     SpinThenBlock(Duration),
 }
 
-/// How long [`PollMode::SpinThenBlock`] waits sleep at once after a spin lost its core.
+/// The longest [`PollMode::SpinThenBlock`] waits sleep at once after spins lost their core
+/// (a machine that stays busy).
 pub const SPIN_BACKOFF: Duration = Duration::from_millis(100);
+/// The first back-off, after one lost spin: one preemption on an otherwise idle machine (a
+/// kernel worker, the other spinner of a ping-pong) must not turn a hundred milliseconds of
+/// a latency benchmark's hops into wake-ups (`perf cm`'s one connection: 31 µs spinning,
+/// 119 µs asleep, session 8).
+const SPIN_BACKOFF_FIRST: Duration = Duration::from_millis(1);
+
+/// The back-off of spinning as data: how many spins in a row lost their core. Each lost
+/// spin doubles the time spinning stays off (from [`SPIN_BACKOFF_FIRST`] to
+/// [`SPIN_BACKOFF`]); a spin that ends with input on its core clears the count, so a busy
+/// machine backs off to the full period within a few lost spins and a quiet one comes back
+/// to spinning at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpinBackoff {
+    lost_in_a_row: u32,
+}
+
+impl SpinBackoff {
+    /// One more spin lost its core: how long spinning stays off now.
+    pub fn lost(&mut self) -> Duration {
+        self.lost_in_a_row = self.lost_in_a_row.saturating_add(1);
+        let shift = (self.lost_in_a_row - 1).min(16);
+        SPIN_BACKOFF_FIRST
+            .saturating_mul(1u32 << shift)
+            .min(SPIN_BACKOFF)
+    }
+
+    /// A spin found input without losing its core.
+    pub fn kept(&mut self) {
+        self.lost_in_a_row = 0;
+    }
+
+    fn from_bits(b: u32) -> SpinBackoff {
+        SpinBackoff { lost_in_a_row: b }
+    }
+}
 /// How much of a spin's wall time may go to other threads before it counts as preempted.
 const PREEMPTED: Duration = Duration::from_micros(50);
 /// Spin rounds between two looks at the thread's CPU time (a syscall, unlike the wall
@@ -93,6 +130,8 @@ const WATCH_EVERY: u32 = 8;
 /// Until when (monotonic ns) spinning is off, process-wide: a preemption says the machine
 /// has no idle core, whichever thread saw it.
 static SPIN_OFF_UNTIL: AtomicU64 = AtomicU64::new(0);
+/// The process's [`SpinBackoff`] (its count; racing updates lose a count at worst).
+static SPIN_LOST: AtomicU32 = AtomicU32::new(0);
 
 fn ns(t: rustix::time::Timespec) -> u64 {
     (t.tv_sec as u64)
@@ -155,11 +194,23 @@ impl SpinWatch {
         if lost < PREEMPTED.as_nanos() as u64 {
             return false;
         }
+        let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
+        let off = b.lost();
+        SPIN_LOST.store(b.lost_in_a_row, Ordering::Relaxed);
         SPIN_OFF_UNTIL.store(
-            wall.saturating_add(SPIN_BACKOFF.as_nanos() as u64),
+            wall.saturating_add(off.as_nanos() as u64),
             Ordering::Relaxed,
         );
         true
+    }
+
+    /// The spin ended with input: clears the back-off unless it lost its core on the way.
+    fn ended_with_input(&self) {
+        if !self.lost_core() {
+            let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
+            b.kept();
+            SPIN_LOST.store(b.lost_in_a_row, Ordering::Relaxed);
+        }
     }
 }
 
@@ -207,7 +258,7 @@ pub fn wait_for_input(
             let got = ep.recv_batch(bufs)?;
             if !got.is_empty() {
                 if let Some(w) = watch.as_ref().filter(|_| spin_until.is_some()) {
-                    w.lost_core();
+                    w.ended_with_input();
                 }
                 return Ok(Input::Datagrams(got));
             }
@@ -269,6 +320,21 @@ mod tests {
         let lost = (0..WATCH_EVERY).any(|_| w.preempted());
         assert!(lost, "2 ms off the core is a preemption");
         assert!(spin_is_off());
+    }
+
+    /// One lost spin turns spinning off for a millisecond, not a hundred; lost spins in a
+    /// row double it up to the full period; a spin that kept its core starts over.
+    #[test]
+    fn the_back_off_grows_with_lost_spins_and_clears_on_a_kept_one() {
+        let mut b = SpinBackoff::default();
+        let offs: Vec<u128> = (0..10).map(|_| b.lost().as_millis()).collect();
+        assert_eq!(offs, [1, 2, 4, 8, 16, 32, 64, 100, 100, 100]);
+        for _ in 0..1000 {
+            b.lost();
+        }
+        assert_eq!(b.lost(), SPIN_BACKOFF);
+        b.kept();
+        assert_eq!(b.lost(), Duration::from_millis(1));
     }
 
     #[test]
