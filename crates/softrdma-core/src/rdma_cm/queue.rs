@@ -73,15 +73,28 @@ impl Events {
     }
 
     /// Takes every RDMA CM event for which `f` holds, in order; the others stay queued.
+    /// Called for every destroyed id, mostly with nothing to take: that case is one scan and
+    /// no allocation (rebuilding the queue each time was 4 % of `perf cm`'s profile).
     pub(super) fn remove_where(
         &mut self,
         mut f: impl FnMut(&RdmaCmEvent) -> bool,
     ) -> Vec<RdmaCmEvent> {
-        let (gone, kept) = std::mem::take(&mut self.rdma)
-            .into_iter()
-            .partition(|(_, e)| f(e));
+        let Some(first) = self.rdma.iter().position(|(_, e)| f(e)) else {
+            return Vec::new();
+        };
+        let mut gone = Vec::new();
+        let mut kept = self.rdma.split_off(first);
+        std::mem::swap(&mut kept, &mut self.rdma);
+        // `kept` now holds the head (none taken); `self.rdma` the tail from the first match.
+        for (n, e) in std::mem::take(&mut self.rdma) {
+            if f(&e) {
+                gone.push(e);
+            } else {
+                kept.push_back((n, e));
+            }
+        }
         self.rdma = kept;
-        gone.into_iter().map(|(_, e): (u64, _)| e).collect()
+        gone
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = &RdmaCmEvent> + '_ {
@@ -138,5 +151,23 @@ mod tests {
         assert_eq!(order, ["ib1", "TimewaitExit", "ib2", "Disconnected"]);
         assert_eq!((q.len(), q.rdma_len()), (0, 0));
         drop((a, b));
+    }
+
+    #[test]
+    fn remove_where_takes_the_matching_events_in_order_and_keeps_the_rest() {
+        let ev = |id, status| RdmaCmEvent::Disconnected {
+            id: RdmaId(id),
+            status,
+        };
+        let mut q = Events::default();
+        for (id, status) in [(2, 0), (1, 1), (2, 2), (1, 3), (3, 4)] {
+            q.push_back(ev(id, status));
+        }
+        assert!(q.remove_where(|e| e.id() == RdmaId(9)).is_empty());
+        assert_eq!(q.rdma_len(), 5);
+        let gone = q.remove_where(|e| e.id() == RdmaId(1));
+        assert_eq!(gone, [ev(1, 1), ev(1, 3)]);
+        let left: Vec<i32> = q.iter().map(|e| e.status()).collect();
+        assert_eq!(left, [0, 2, 4]);
     }
 }
