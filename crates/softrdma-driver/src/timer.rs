@@ -86,39 +86,53 @@ pub enum PollMode {
 /// The longest [`PollMode::SpinThenBlock`] waits sleep at once after spins lost their core
 /// (a machine that stays busy).
 pub const SPIN_BACKOFF: Duration = Duration::from_millis(100);
-/// The first back-off, after one lost spin: one preemption on an otherwise idle machine (a
-/// kernel worker, the other spinner of a ping-pong) must not turn a hundred milliseconds of
-/// a latency benchmark's hops into wake-ups (`perf cm`'s one connection: 31 µs spinning,
-/// 119 µs asleep, session 8).
-const SPIN_BACKOFF_FIRST: Duration = Duration::from_millis(1);
+/// The first back-off by default, after one lost spin: one preemption on an otherwise idle
+/// machine (a kernel worker, the other spinner of a ping-pong) must not turn a hundred
+/// milliseconds of a latency benchmark's hops into wake-ups (`perf cm`'s one connection:
+/// 31 µs spinning, 119 µs asleep, session 8).
+pub const SPIN_BACKOFF_FIRST: Duration = Duration::from_millis(1);
 
-/// The back-off of spinning as data: how many spins in a row lost their core. Each lost
-/// spin doubles the time spinning stays off (from [`SPIN_BACKOFF_FIRST`] to
-/// [`SPIN_BACKOFF`]); a spin that ends with input on its core clears the count, so a busy
-/// machine backs off to the full period within a few lost spins and a quiet one comes back
-/// to spinning at once.
+/// The process's first back-off in µs ([`set_spin_backoff_first`]).
+static SPIN_BACKOFF_FIRST_US: AtomicU64 = AtomicU64::new(1000);
+
+/// Sets the first back-off after a lost spin for the whole process (default
+/// [`SPIN_BACKOFF_FIRST`]; [`SPIN_BACKOFF`] gives session 8's fixed 100 ms back-off, for
+/// comparisons: `perf cm --spin-backoff-us`).
+pub fn set_spin_backoff_first(d: Duration) {
+    SPIN_BACKOFF_FIRST_US.store(
+        d.as_micros().min(u128::from(u64::MAX)) as u64,
+        Ordering::Relaxed,
+    );
+}
+
+/// The back-off of spinning as data: a level that each spin losing its core raises and
+/// each spin keeping its core lowers. Spinning stays off for the first back-off
+/// ([`SPIN_BACKOFF_FIRST`]) doubled per level above one, at most [`SPIN_BACKOFF`]: a busy
+/// machine, whose spins keep losing, backs off to the full period within a few lost spins
+/// (and a lucky spin in between lowers it by one level only), while a quiet one whose spin
+/// lost once comes back to spinning after a millisecond.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpinBackoff {
-    lost_in_a_row: u32,
+    level: u32,
 }
 
 impl SpinBackoff {
-    /// One more spin lost its core: how long spinning stays off now.
-    pub fn lost(&mut self) -> Duration {
-        self.lost_in_a_row = self.lost_in_a_row.saturating_add(1);
-        let shift = (self.lost_in_a_row - 1).min(16);
-        SPIN_BACKOFF_FIRST
-            .saturating_mul(1u32 << shift)
+    /// One more spin lost its core: how long spinning stays off now, from the first
+    /// back-off `first`.
+    pub fn lost(&mut self, first: Duration) -> Duration {
+        self.level = self.level.saturating_add(1).min(17);
+        first
+            .saturating_mul(1u32 << (self.level - 1))
             .min(SPIN_BACKOFF)
     }
 
     /// A spin found input without losing its core.
     pub fn kept(&mut self) {
-        self.lost_in_a_row = 0;
+        self.level = self.level.saturating_sub(1);
     }
 
-    fn from_bits(b: u32) -> SpinBackoff {
-        SpinBackoff { lost_in_a_row: b }
+    fn from_bits(level: u32) -> SpinBackoff {
+        SpinBackoff { level }
     }
 }
 /// How much of a spin's wall time may go to other threads before it counts as preempted.
@@ -195,8 +209,10 @@ impl SpinWatch {
             return false;
         }
         let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
-        let off = b.lost();
-        SPIN_LOST.store(b.lost_in_a_row, Ordering::Relaxed);
+        let off = b.lost(Duration::from_micros(
+            SPIN_BACKOFF_FIRST_US.load(Ordering::Relaxed),
+        ));
+        SPIN_LOST.store(b.level, Ordering::Relaxed);
         SPIN_OFF_UNTIL.store(
             wall.saturating_add(off.as_nanos() as u64),
             Ordering::Relaxed,
@@ -209,7 +225,7 @@ impl SpinWatch {
         if !self.lost_core() {
             let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
             b.kept();
-            SPIN_LOST.store(b.lost_in_a_row, Ordering::Relaxed);
+            SPIN_LOST.store(b.level, Ordering::Relaxed);
         }
     }
 }
@@ -323,18 +339,26 @@ mod tests {
     }
 
     /// One lost spin turns spinning off for a millisecond, not a hundred; lost spins in a
-    /// row double it up to the full period; a spin that kept its core starts over.
+    /// row double it up to the full period; each spin that kept its core lowers it a step.
     #[test]
-    fn the_back_off_grows_with_lost_spins_and_clears_on_a_kept_one() {
+    fn the_back_off_grows_with_lost_spins_and_falls_with_kept_ones() {
+        let first = SPIN_BACKOFF_FIRST;
         let mut b = SpinBackoff::default();
-        let offs: Vec<u128> = (0..10).map(|_| b.lost().as_millis()).collect();
+        let offs: Vec<u128> = (0..10).map(|_| b.lost(first).as_millis()).collect();
         assert_eq!(offs, [1, 2, 4, 8, 16, 32, 64, 100, 100, 100]);
         for _ in 0..1000 {
-            b.lost();
+            b.lost(first);
         }
-        assert_eq!(b.lost(), SPIN_BACKOFF);
+        assert_eq!(b.lost(first), SPIN_BACKOFF);
+        // A busy machine: one lucky spin does not bring spinning back.
         b.kept();
-        assert_eq!(b.lost(), Duration::from_millis(1));
+        assert_eq!(b.lost(first), SPIN_BACKOFF);
+        for _ in 0..100 {
+            b.kept();
+        }
+        assert_eq!(b.lost(first), Duration::from_millis(1));
+        // Session 8's policy: the full period at once.
+        assert_eq!(SpinBackoff::default().lost(SPIN_BACKOFF), SPIN_BACKOFF);
     }
 
     #[test]
