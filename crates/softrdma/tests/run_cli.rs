@@ -242,29 +242,30 @@ fn debian_ibv_rc_pingpong_new_send_api_with_completion_channels() {
     pingpong("ibv_rc_pingpong", &["-N", "-e", "-s", "100"]);
 }
 
-/// `SOFTRDMA_PROGRESS=inline`: the device's loop turned by the application's CQ polls (and
-/// the watcher thread), not by the driver's thread.
+/// `SOFTRDMA_PROGRESS=thread`: the device's loop turned by the driver's own thread, not by
+/// the application's CQ polls and the watcher thread (the default, which the other tests
+/// run).
 #[test]
-fn debian_ibv_rc_pingpong_inline_progress() {
+fn debian_ibv_rc_pingpong_thread_progress() {
     pingpong_env(
         "ibv_rc_pingpong",
         &["-N"],
-        &[("SOFTRDMA_PROGRESS", "inline")],
+        &[("SOFTRDMA_PROGRESS", "thread")],
     );
 }
 
 #[test]
-fn debian_ibv_ud_pingpong_inline_progress_with_completion_channels() {
+fn debian_ibv_ud_pingpong_thread_progress_with_completion_channels() {
     pingpong_env(
         "ibv_ud_pingpong",
         &["-e", "-s", "1024"],
-        &[("SOFTRDMA_PROGRESS", "inline")],
+        &[("SOFTRDMA_PROGRESS", "thread")],
     );
 }
 
 #[test]
-fn debian_perftest_ib_write_bw_inline_progress() {
-    perftest_env("ib_write_bw", &[("SOFTRDMA_PROGRESS", "inline")]);
+fn debian_perftest_ib_write_bw_thread_progress() {
+    perftest_env("ib_write_bw", &[("SOFTRDMA_PROGRESS", "thread")]);
 }
 
 #[test]
