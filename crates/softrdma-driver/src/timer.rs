@@ -76,8 +76,8 @@ pub enum PollMode {
     BusyPoll,
     /// Spin this long, then sleep in epoll (the usual compromise). A spin that loses its
     /// core to other threads (see [`spin_is_off`]) stops at once, and every such wait in
-    /// the process sleeps at once for a while ([`SpinBackoff`]: 1 ms after one lost spin,
-    /// doubling with each further one up to [`SPIN_BACKOFF`]): without an idle core a
+    /// the process sleeps at once for a while ([`SpinBackoff`]: by default the full
+    /// [`SPIN_BACKOFF`]; see [`set_spin_backoff_first`]): without an idle core a
     /// spinning thread waits for the scheduler (a timeslice, 0.4 ms measured at load 9 on
     /// 2 vCPUs) where a sleeping one is woken within tens of microseconds.
     SpinThenBlock(Duration),
@@ -86,18 +86,20 @@ pub enum PollMode {
 /// The longest [`PollMode::SpinThenBlock`] waits sleep at once after spins lost their core
 /// (a machine that stays busy).
 pub const SPIN_BACKOFF: Duration = Duration::from_millis(100);
-/// The first back-off by default, after one lost spin: one preemption on an otherwise idle
-/// machine (a kernel worker, the other spinner of a ping-pong) must not turn a hundred
-/// milliseconds of a latency benchmark's hops into wake-ups (`perf cm`'s one connection:
-/// 31 µs spinning, 119 µs asleep, session 8).
+/// A short first back-off, for a machine with idle cores: there one preemption (a kernel
+/// worker, the other spinner of a ping-pong) should not turn a hundred milliseconds of a
+/// latency benchmark's hops into wake-ups (`perf cm`'s one connection: 31 µs spinning,
+/// 119 µs asleep, session 8). Not the default: at load 9 on the 2-vCPU VM it changed
+/// nothing for one connection (49 µs either way) and its retries took CPU from the builds
+/// and the other side (rate medians 0.80–1.05× TCP against 1.05–1.15×; measurements.md).
 pub const SPIN_BACKOFF_FIRST: Duration = Duration::from_millis(1);
 
 /// The process's first back-off in µs ([`set_spin_backoff_first`]).
-static SPIN_BACKOFF_FIRST_US: AtomicU64 = AtomicU64::new(1000);
+static SPIN_BACKOFF_FIRST_US: AtomicU64 = AtomicU64::new(SPIN_BACKOFF.as_micros() as u64);
 
 /// Sets the first back-off after a lost spin for the whole process (default
-/// [`SPIN_BACKOFF_FIRST`]; [`SPIN_BACKOFF`] gives session 8's fixed 100 ms back-off, for
-/// comparisons: `perf cm --spin-backoff-us`).
+/// [`SPIN_BACKOFF`], session 8's fixed back-off; [`SPIN_BACKOFF_FIRST`] for a quiet
+/// machine: `perf cm --spin-backoff-us 1000`).
 pub fn set_spin_backoff_first(d: Duration) {
     SPIN_BACKOFF_FIRST_US.store(
         d.as_micros().min(u128::from(u64::MAX)) as u64,
@@ -107,10 +109,11 @@ pub fn set_spin_backoff_first(d: Duration) {
 
 /// The back-off of spinning as data: a level that each spin losing its core raises and
 /// each spin keeping its core lowers. Spinning stays off for the first back-off
-/// ([`SPIN_BACKOFF_FIRST`]) doubled per level above one, at most [`SPIN_BACKOFF`]: a busy
-/// machine, whose spins keep losing, backs off to the full period within a few lost spins
-/// (and a lucky spin in between lowers it by one level only), while a quiet one whose spin
-/// lost once comes back to spinning after a millisecond.
+/// ([`set_spin_backoff_first`]) doubled per level above one, at most [`SPIN_BACKOFF`]:
+/// with a short first back-off a busy machine, whose spins keep losing, backs off to the
+/// full period within a few lost spins (and a lucky spin in between lowers it by one level
+/// only), while a quiet one whose spin lost once comes back to spinning after a
+/// millisecond.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpinBackoff {
     level: u32,

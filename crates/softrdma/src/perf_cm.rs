@@ -57,8 +57,10 @@ pub struct Plan {
     pub spin_us: u64,
     /// How long spinning stays off after a spin lost its core to other threads, the first
     /// time (it doubles with each further lost spin, up to 100 ms, and falls back with spins
-    /// that keep their core). 100000: session 8's fixed 100 ms back-off, for comparison.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    /// that keep their core). The default, 100000, is the driver's: 100 ms at once. 1000
+    /// suits a machine with idle cores (one stray preemption costs 1 ms of spinning, not
+    /// 100); on a busy one its retries cost CPU.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub spin_backoff_us: u64,
 }
 
