@@ -398,12 +398,12 @@ impl World {
 
     fn client_event(&mut self, e: RdmaCmEvent) {
         let now = self.now();
-        let Some(&tag) = self.client_ids.get(&e.id) else {
+        let Some(&tag) = self.client_ids.get(&e.id()) else {
             panic!("client: an event for an id it does not hold: {e:?}");
         };
         let c = self.clients.get_mut(&tag).expect("client");
-        c.log.push((e.event, e.status));
-        match e.event {
+        c.log.push((e.kind(), e.status()));
+        match e.kind() {
             T::AddrResolved => {
                 let id = c.res.id.as_ref().expect("id");
                 self.sim.stacks[0]
@@ -453,7 +453,7 @@ impl World {
             }
             T::Rejected => {
                 assert_eq!(
-                    e.status,
+                    e.status(),
                     i32::from(RejectReason::CONSUMER_DEFINED.0),
                     "{e:?}"
                 );
@@ -517,11 +517,15 @@ impl World {
 
     // ---- the server ---------------------------------------------------------------------
 
-    fn server_event(&mut self, k: usize, mut e: RdmaCmEvent) {
+    fn server_event(&mut self, k: usize, e: RdmaCmEvent) {
         let now = self.now();
-        if e.event == T::ConnectRequest {
-            let id = e.new_id.take().expect("new id");
-            let tag = u32::from_be_bytes(e.private_data[..4].try_into().expect("tag"));
+        if let RdmaCmEvent::ConnectRequest {
+            new_id: id,
+            private_data,
+            ..
+        } = e
+        {
+            let tag = u32::from_be_bytes(private_data[..4].try_into().expect("tag"));
             // The kinds are the client's to draw; the server's application knows its part.
             let kind = self.clients.get(&tag).map(|c| c.kind);
             match kind {
@@ -607,11 +611,11 @@ impl World {
             }
             return;
         }
-        let key = (k, e.id);
+        let key = (k, e.id());
         let Some(sv) = self.servers.get_mut(&key) else {
             panic!("server {k}: an event for an id it does not hold: {e:?}");
         };
-        match e.event {
+        match e.kind() {
             T::Established => {
                 if sv.disconnects && sv.recvd == sv.msgs {
                     self.server_disconnect(key);
@@ -1068,7 +1072,7 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
         while let Some(e) = sim.stacks[0].node().poll_rdma_event() {
             let id = client.as_ref().expect("client");
             let n = sim.stacks[0].node();
-            match e.event {
+            match e.kind() {
                 T::AddrResolved => n.rdma_mut().resolve_route(id).expect("route"),
                 T::RouteResolved => {
                     let (pd, cq) = (apps[0].pd, apps[0].cq);
@@ -1094,13 +1098,13 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
         while budget > 0 {
             let client_ip = sim.addrs[0];
             let n = sim.stacks[1].node();
-            let Some(mut e) = n.poll_rdma_event() else {
+            let Some(e) = n.poll_rdma_event() else {
                 break;
             };
             budget -= 1;
-            match e.event {
+            match e.kind() {
                 T::ConnectRequest => {
-                    let id = e.new_id.take().expect("new id");
+                    let id = e.into_new_id().expect("new id");
                     let (pd, cq) = (apps[1].pd, apps[1].cq);
                     let s = n.stack_mut(apps[1].port).expect("port");
                     let (qpn, _) = s.verbs.create_qp(QpInitAttr::rc(pd, cq, 4, 4)).expect("qp");
@@ -1123,9 +1127,9 @@ fn rdma_cm_connect_flood_backlog_bounds_memory() {
                         },
                     );
                 }
-                T::Established => assert_eq!(Some(e.id), server_side),
+                T::Established => assert_eq!(Some(e.id()), server_side),
                 T::Unreachable => {
-                    let res = accepted.remove(&e.id).expect("accepted");
+                    let res = accepted.remove(&e.id()).expect("accepted");
                     n.rdma_mut().destroy(now, res.id.expect("id"));
                     let s = n.stack_mut(apps[1].port).expect("port");
                     s.destroy_qp(res.qpn.expect("qp")).expect("destroy qp");

@@ -739,10 +739,10 @@ mod tests {
             .resolve_addr(&id, Some(src), dst)
             .expect("resolve addr");
         let e = n.poll_event_of(id.name()).expect("ADDR_RESOLVED");
-        assert_eq!(e.event, T::AddrResolved);
+        assert_eq!(e.kind(), T::AddrResolved);
         n.rdma_mut().resolve_route(&id).expect("resolve route");
         let e = n.poll_event_of(id.name()).expect("ROUTE_RESOLVED");
-        assert_eq!(e.event, T::RouteResolved);
+        assert_eq!(e.kind(), T::RouteResolved);
         let q = qp(n);
         let p = port0(n);
         n.with_port(now, p, |cm, s| {
@@ -793,7 +793,7 @@ mod tests {
         let e = sim.stacks[1]
             .poll_event_of(l.name())
             .expect("CONNECT_REQUEST");
-        let id = e.new_id.expect("new id");
+        let id = e.into_new_id().expect("new id");
         let now = sim.now;
         let n1 = &mut sim.stacks[1];
         let q = qp(n1);
@@ -805,7 +805,7 @@ mod tests {
         .expect("accept");
         run_for(&mut sim, Duration::from_millis(5));
         let e = sim.stacks[0].poll_event_of(c.name()).expect("ESTABLISHED");
-        assert_eq!(e.event, T::Established);
+        assert_eq!(e.kind(), T::Established);
         let now = sim.now;
         sim.stacks[0].rdma_mut().destroy(now, c);
         sim.stacks[1].rdma_mut().destroy(now, id);
@@ -827,9 +827,9 @@ mod tests {
         let e = sim.stacks[1]
             .poll_event_of(l.name())
             .expect("CONNECT_REQUEST after one delivery");
-        assert_eq!(e.event, T::ConnectRequest);
-        assert_eq!(e.listen_id, Some(l.name()));
-        let id = e.new_id.expect("the new id, handed over");
+        assert_eq!(e.kind(), T::ConnectRequest);
+        assert_eq!(e.listen_id(), Some(l.name()));
+        let id = e.into_new_id().expect("the new id, handed over");
         let now = sim.now;
         sim.stacks[1].rdma_mut().destroy(now, id);
     }
@@ -852,15 +852,15 @@ mod tests {
         // Listener b's owner takes only b's request, though a's came first.
         let n1 = &mut sim.stacks[1];
         let eb = n1.poll_event_of(lb.name()).expect("b's request");
-        assert_eq!(eb.listen_id, Some(lb.name()));
+        assert_eq!(eb.listen_id(), Some(lb.name()));
         assert!(n1.poll_event_of(lb.name()).is_none(), "b has one request");
         let ea = n1.poll_event_of(la.name()).expect("a's request");
-        assert_eq!(ea.listen_id, Some(la.name()));
+        assert_eq!(ea.listen_id(), Some(la.name()));
         // Accept b only: only cb hears ESTABLISHED; ca's owner finds nothing of cb's.
         let now = sim.now;
         let q = qp(n1);
         let p = port0(n1);
-        let idb = eb.new_id.expect("id");
+        let idb = eb.into_new_id().expect("id");
         n1.with_port(now, p, |cm, s| {
             cm.accept(now, s, &idb, q, &ConnParam::default())
         })
@@ -870,12 +870,12 @@ mod tests {
         let n0 = &mut sim.stacks[0];
         assert!(n0.poll_event_of(ca.name()).is_none(), "nothing for a yet");
         let e = n0.poll_event_of(cb.name()).expect("b's ESTABLISHED");
-        assert_eq!((e.event, e.id), (T::Established, cb.name()));
+        assert_eq!((e.kind(), e.id()), (T::Established, cb.name()));
         let now = sim.now;
         for id in [ca, cb] {
             sim.stacks[0].rdma_mut().destroy(now, id);
         }
-        for id in [idb, ea.new_id.expect("id"), la, lb] {
+        for id in [idb, ea.into_new_id().expect("id"), la, lb] {
             sim.stacks[1].rdma_mut().destroy(now, id);
         }
     }
@@ -898,7 +898,7 @@ mod tests {
         for k in 1..=5 {
             let n = &mut sim.stacks[k];
             while let Some(e) = n.poll_rdma_event() {
-                assert_ne!(e.event, T::Rejected, "client {k} was rejected");
+                assert_ne!(e.kind(), T::Rejected, "client {k} was rejected");
             }
         }
         // The owner takes one: its slot frees, and the fifth client's retried REQ is
@@ -913,12 +913,12 @@ mod tests {
             5,
             "every client's request, the dropped one retried"
         );
-        assert!(taken.iter().all(|e| e.event == T::ConnectRequest));
+        assert!(taken.iter().all(|e| e.kind() == T::ConnectRequest));
         let now = sim.now;
         for e in taken {
             sim.stacks[0]
                 .rdma_mut()
-                .destroy(now, e.new_id.expect("new id"));
+                .destroy(now, e.into_new_id().expect("new id"));
         }
         for (k, id) in (1..).zip(clients) {
             sim.stacks[k].rdma_mut().destroy(now, id);

@@ -157,7 +157,7 @@ fn connect_all(
         }
         events.clear();
         while let Some(e) = a.node.poll_rdma_event() {
-            events.push((e.id, e.event));
+            events.push((e.id(), e.kind()));
         }
         assert!(events.iter().all(|e| e.1 == T::AddrResolved), "{events:?}");
         for id in &ids {
@@ -165,7 +165,7 @@ fn connect_all(
         }
         events.clear();
         while let Some(e) = a.node.poll_rdma_event() {
-            events.push((e.id, e.event));
+            events.push((e.id(), e.kind()));
         }
         assert!(events.iter().all(|e| e.1 == T::RouteResolved), "{events:?}");
         for (j, id) in ids.iter().enumerate() {
@@ -179,9 +179,9 @@ fn connect_all(
         *now += Duration::from_micros(10);
         pump(*now, a, b);
         // The server accepts every request.
-        while let Some(mut e) = b.node.poll_rdma_event() {
-            assert_eq!(e.event, T::ConnectRequest, "{e:?}");
-            let id = e.new_id.take().expect("new id");
+        while let Some(e) = b.node.poll_rdma_event() {
+            assert_eq!(e.kind(), T::ConnectRequest, "{e:?}");
+            let id = e.into_new_id().expect("new id");
             let qpn = b_qps[pas.len()];
             b.node
                 .with_port(*now, b.port, |cm, s| cm.accept(*now, s, &id, qpn, &p))
@@ -197,13 +197,13 @@ fn connect_all(
         pump(*now, a, b);
         let mut up = 0;
         while let Some(e) = a.node.poll_rdma_event() {
-            assert_eq!(e.event, T::Established, "{e:?}");
+            assert_eq!(e.kind(), T::Established, "{e:?}");
             up += 1;
         }
         *now += Duration::from_micros(10);
         pump(*now, a, b);
         while let Some(e) = b.node.poll_rdma_event() {
-            assert_eq!(e.event, T::Established, "{e:?}");
+            assert_eq!(e.kind(), T::Established, "{e:?}");
             up += 1;
         }
         assert_eq!(up, 2 * BLOCK, "block {k}");

@@ -148,20 +148,22 @@ impl ConnError {
     }
 
     fn from_event(e: &RdmaCmEvent) -> ConnError {
-        use RdmaCmEventType as T;
-        match e.event {
-            T::Rejected => ConnError::Rejected {
-                reason: e
-                    .reject_reason
-                    .unwrap_or(RejectReason(e.status.clamp(0, 0xffff) as u16)),
-                private_data: e.private_data.clone(),
+        use RdmaCmEvent as E;
+        match e {
+            E::Rejected {
+                reason,
+                private_data,
+                ..
+            } => ConnError::Rejected {
+                reason: *reason,
+                private_data: private_data.clone(),
             },
-            T::Unreachable => ConnError::Unreachable { status: e.status },
-            T::AddrError => ConnError::AddrError { status: e.status },
-            T::RouteError => ConnError::RouteError { status: e.status },
-            T::ConnectError => ConnError::ConnectError { status: e.status },
-            T::Disconnected => ConnError::Disconnected,
-            _ => ConnError::ConnectError { status: e.status },
+            E::Unreachable { status, .. } => ConnError::Unreachable { status: *status },
+            E::AddrError { status, .. } => ConnError::AddrError { status: *status },
+            E::RouteError { status, .. } => ConnError::RouteError { status: *status },
+            E::ConnectError { status, .. } => ConnError::ConnectError { status: *status },
+            E::Disconnected { .. } => ConnError::Disconnected,
+            e => ConnError::ConnectError { status: e.status() },
         }
     }
 }
@@ -293,39 +295,59 @@ pub enum ConnEvent {
 
 impl From<&RdmaCmEvent> for ConnEvent {
     fn from(e: &RdmaCmEvent) -> ConnEvent {
-        use RdmaCmEventType as T;
-        match e.event {
-            T::AddrResolved => ConnEvent::AddrResolved,
-            T::AddrError => ConnEvent::AddrError { status: e.status },
-            T::RouteResolved => ConnEvent::RouteResolved,
-            T::RouteError => ConnEvent::RouteError { status: e.status },
-            T::ConnectRequest => ConnEvent::ConnectRequest {
-                private_data: e.private_data.clone(),
-                param: e.param.clone(),
-                ece: e.ece,
+        use RdmaCmEvent as E;
+        match e {
+            E::AddrResolved { .. } => ConnEvent::AddrResolved,
+            E::AddrError { status, .. } => ConnEvent::AddrError { status: *status },
+            E::RouteResolved { .. } => ConnEvent::RouteResolved,
+            E::RouteError { status, .. } => ConnEvent::RouteError { status: *status },
+            E::ConnectRequest {
+                private_data,
+                param,
+                ece,
+                ..
+            } => ConnEvent::ConnectRequest {
+                private_data: private_data.clone(),
+                param: param.clone(),
+                ece: *ece,
             },
-            T::ConnectResponse => ConnEvent::ConnectResponse {
-                private_data: e.private_data.clone(),
-                param: e.param.clone(),
-                ece: e.ece,
+            E::ConnectResponse {
+                private_data,
+                param,
+                ece,
+                ..
+            } => ConnEvent::ConnectResponse {
+                private_data: private_data.clone(),
+                param: param.clone(),
+                ece: *ece,
             },
-            T::ConnectError => ConnEvent::ConnectError { status: e.status },
-            T::Unreachable => ConnEvent::Unreachable { status: e.status },
-            T::Rejected => ConnEvent::Rejected {
-                reason: e.reject_reason.unwrap_or(RejectReason(0)),
-                private_data: e.private_data.clone(),
+            E::ConnectError { status, .. } => ConnEvent::ConnectError { status: *status },
+            E::Unreachable { status, .. } => ConnEvent::Unreachable { status: *status },
+            E::Rejected {
+                reason,
+                private_data,
+                ..
+            } => ConnEvent::Rejected {
+                reason: *reason,
+                private_data: private_data.clone(),
             },
-            T::Established => ConnEvent::Established {
-                private_data: e.private_data.clone(),
-                param: e.param.clone(),
-                ece: e.ece,
-                ud: e.ud,
+            E::Established {
+                private_data,
+                param,
+                ece,
+                ud,
+                ..
+            } => ConnEvent::Established {
+                private_data: private_data.clone(),
+                param: param.clone(),
+                ece: *ece,
+                ud: *ud,
             },
-            T::Disconnected => ConnEvent::Disconnected { status: e.status },
-            T::TimewaitExit => ConnEvent::TimewaitExit,
-            kind => ConnEvent::Other {
-                kind,
-                status: e.status,
+            E::Disconnected { status, .. } => ConnEvent::Disconnected { status: *status },
+            E::TimewaitExit { .. } => ConnEvent::TimewaitExit,
+            E::MulticastJoin { .. } | E::MulticastError { .. } => ConnEvent::Other {
+                kind: e.kind(),
+                status: e.status(),
             },
         }
     }
@@ -745,8 +767,8 @@ impl Connecting {
     /// One event; `Some` when connected.
     fn on_event(&mut self, e: RdmaCmEvent) -> Result<Option<Connection>> {
         use RdmaCmEventType as T;
-        match e.event {
-            T::AddrResolved if self.stage == T::AddrResolved => {
+        match e {
+            RdmaCmEvent::AddrResolved { .. } if self.stage == T::AddrResolved => {
                 let ep = self.ep.clone();
                 ep.set_options(self.id()?, &self.opts)?;
                 let id = self.id()?;
@@ -754,7 +776,7 @@ impl Connecting {
                 self.stage = T::RouteResolved;
                 Ok(None)
             }
-            T::RouteResolved if self.stage == T::RouteResolved => {
+            RdmaCmEvent::RouteResolved { .. } if self.stage == T::RouteResolved => {
                 let qp = self.ep.rc_qp(&self.opts)?;
                 let qpn = qp.qpn;
                 self.qp = Some(qp);
@@ -768,7 +790,12 @@ impl Connecting {
                 self.stage = T::Established;
                 Ok(None)
             }
-            T::Established if self.stage == T::Established => {
+            RdmaCmEvent::Established {
+                private_data,
+                param,
+                ece,
+                ..
+            } if self.stage == T::Established => {
                 let qp = self
                     .qp
                     .take()
@@ -779,18 +806,18 @@ impl Connecting {
                     id,
                     self.events.clone(),
                     qp,
-                    e.private_data.clone(),
-                    e.param.clone(),
-                    e.ece,
+                    private_data,
+                    param,
+                    ece,
                     self.opts.timeout,
                 )?))
             }
-            T::AddrError
-            | T::RouteError
-            | T::Unreachable
-            | T::Rejected
-            | T::ConnectError
-            | T::Disconnected => Err(ConnError::from_event(&e)),
+            RdmaCmEvent::AddrError { .. }
+            | RdmaCmEvent::RouteError { .. }
+            | RdmaCmEvent::Unreachable { .. }
+            | RdmaCmEvent::Rejected { .. }
+            | RdmaCmEvent::ConnectError { .. }
+            | RdmaCmEvent::Disconnected { .. } => Err(ConnError::from_event(&e)),
             _ => Ok(None),
         }
     }
@@ -858,8 +885,8 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         // Requests still queued are refused (REJ 28) when their ids are destroyed.
-        while let Some(mut e) = self.events.try_pop() {
-            if let Some(id) = e.new_id.take() {
+        while let Some(e) = self.events.try_pop() {
+            if let Some(id) = e.into_new_id() {
                 self.ep.destroy_id(id);
             }
         }
@@ -890,18 +917,24 @@ impl std::fmt::Debug for Incoming {
 }
 
 impl Incoming {
-    fn from_event(ep: &Endpoint, mut e: RdmaCmEvent) -> Option<Incoming> {
-        if e.event != RdmaCmEventType::ConnectRequest {
+    fn from_event(ep: &Endpoint, e: RdmaCmEvent) -> Option<Incoming> {
+        let RdmaCmEvent::ConnectRequest {
+            new_id: id,
+            private_data,
+            param,
+            ece,
+            ..
+        } = e
+        else {
             return None;
-        }
-        let id = e.new_id.take()?;
+        };
         let remote = ep.inner.cm.with_cm(|cm| cm.remote_addr(id.name()));
         Some(Incoming {
             ep: ep.clone(),
             id: Some(id),
-            private_data: e.private_data.clone(),
-            param: e.param.clone(),
-            ece: e.ece,
+            private_data,
+            param,
+            ece,
             remote,
         })
     }
@@ -973,7 +1006,7 @@ impl Incoming {
         timeout: Duration,
     ) -> Result<Connection> {
         let e = e.ok_or(ConnError::TimedOut("the RTU"))?;
-        if e.event != RdmaCmEventType::Established {
+        if e.kind() != RdmaCmEventType::Established {
             return Err(ConnError::from_event(&e));
         }
         let id = self.id.take().ok_or(ConnError::Cm(RdmaCmError::NoSuchId))?;
@@ -1471,7 +1504,7 @@ impl Connection {
     /// [`Connection::next_event`], async (no timeout).
     pub async fn next_event_async(&self) -> ConnEvent {
         let e = self.events.next().await;
-        if e.event == RdmaCmEventType::Disconnected {
+        if e.kind() == RdmaCmEventType::Disconnected {
             self.disconnected.store(true, Ordering::Relaxed);
         }
         ConnEvent::from(&e)
@@ -1787,7 +1820,7 @@ impl UdSocket {
         e: RdmaCmEvent,
     ) -> Result<Option<UdPeer>> {
         use RdmaCmEventType as T;
-        match (e.event, *st) {
+        match (e.kind(), *st) {
             (T::AddrResolved, UdResolve::Addr) => {
                 self.ep.inner.cm.with_cm(|cm| cm.resolve_route(id))?;
                 *st = UdResolve::Route;
@@ -1802,7 +1835,7 @@ impl UdSocket {
                 Ok(None)
             }
             (T::Established, UdResolve::Sidr) => {
-                let ud = e.ud.ok_or(ConnError::ConnectError { status: -22 })?;
+                let ud = e.ud().ok_or(ConnError::ConnectError { status: -22 })?;
                 Ok(Some(UdPeer {
                     ah: ud.ah,
                     qpn: ud.qp_num,

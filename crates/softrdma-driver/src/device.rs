@@ -172,6 +172,13 @@ pub struct DeviceConfig {
     /// commands leaves batched. A caller that stops polling should end with
     /// [`Device::flush`] ([`Device::progress_for`] does).
     pub defer_flush: bool,
+    /// With [`DeviceConfig::defer_flush`] on an inline device: whether commands' sends
+    /// (CM MADs, what a QP modification queued) wait for the next turn too (default true,
+    /// the batching above). False: commands send at once and only what a turn's input
+    /// queued waits — for a device whose turns an application's polls drive while another
+    /// thread may issue commands and nobody turns the loop soon (the drop-in
+    /// `libibverbs.so.1`: its RDMA CM's REQ must not wait for the next poll).
+    pub defer_commands: bool,
     /// The device's QP limit, `max_qp` (default rxe's 65,536; see
     /// [`softrdma_core::DeviceConfig::max_qp`]).
     pub max_qp: u32,
@@ -211,6 +218,7 @@ impl DeviceConfig {
             qp1_recv_depth: softrdma_core::mad::port::DEFAULT_RECV_DEPTH,
             rx_drop: None,
             defer_flush: false,
+            defer_commands: true,
             max_qp: softrdma_core::device::RXE_MAX_QP,
         }
     }
@@ -299,6 +307,12 @@ impl DeviceConfig {
     /// Sets [`DeviceConfig::defer_flush`].
     pub fn with_defer_flush(mut self, defer: bool) -> Self {
         self.defer_flush = defer;
+        self
+    }
+
+    /// Sets [`DeviceConfig::defer_commands`].
+    pub fn with_defer_commands(mut self, defer: bool) -> Self {
+        self.defer_commands = defer;
         self
     }
 }
@@ -469,6 +483,7 @@ pub(crate) struct Shared {
     coalesce: bool,
     rx_drop: Option<RxDropFilter>,
     defer_flush: bool,
+    defer_commands: bool,
     state: Mutex<State>,
     rx: Mutex<RxBufs>,
     /// Signalled after every loop turn that handled input or timers, and after posts
@@ -712,7 +727,7 @@ impl Shared {
     /// a thousand `sendmsg` calls; it turns the loop to learn the outcome, so nothing waits
     /// longer than that. Called with the state lock held.
     fn flush_command(&self, st: &mut State) {
-        if !(self.defer_flush && self.progress == Progress::Inline) {
+        if !(self.defer_flush && self.defer_commands && self.progress == Progress::Inline) {
             self.flush(st);
         }
     }
@@ -1116,6 +1131,9 @@ impl Drop for LoopGuard {
                 let _ = t.join();
             }
         }
+        // What a deferred flush left (DeviceConfig::defer_flush) leaves before the socket
+        // closes.
+        self.shared.flush(&mut self.shared.state());
         if let Some(tap) = self.shared.state().tap.as_mut() {
             let _ = tap.flush();
         }
@@ -1213,6 +1231,7 @@ impl Device {
             coalesce: config.gso_coalesce,
             rx_drop: config.rx_drop,
             defer_flush: config.defer_flush,
+            defer_commands: config.defer_commands,
             state: Mutex::new(State {
                 host: host.clone(),
                 port,
@@ -1496,8 +1515,14 @@ impl Device {
         })?)
     }
 
-    /// `ibv_destroy_qp`.
+    /// `ibv_destroy_qp`. What the QP's last turns left to send (with
+    /// [`DeviceConfig::defer_flush`]: the ACK of the last message received, which a
+    /// ping-pong that ends sends with no further post) leaves first: destroyed, the QP would
+    /// take it along, and the peer would retry its last message until it fails.
     pub fn destroy_qp(&self, qpn: u32) -> Result<()> {
+        if self.shared.defer_flush {
+            self.flush();
+        }
         Ok(self.shared.with_stack(|s| s.destroy_qp(qpn))?)
     }
 

@@ -51,8 +51,8 @@ impl HostState {
     pub fn after_input(&mut self, now: Instant) {
         let rdma = self.node.rdma_mut();
         for (&l, &qpn) in &self.sidr_answers {
-            while let Some(mut e) = rdma.poll_event_of(l) {
-                if let Some(id) = e.new_id.take() {
+            while let Some(e) = rdma.poll_event_of(l) {
+                if let Some(id) = e.into_new_id() {
                     // Refused only for a destroyed id or a bad state: nothing to answer.
                     let _ = rdma.accept_ud(now, &id, qpn, 0, &[]);
                     rdma.destroy(now, id);

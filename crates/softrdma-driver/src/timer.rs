@@ -21,7 +21,7 @@
 //! ```
 
 use std::io::{self, IoSliceMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,14 +76,68 @@ pub enum PollMode {
     BusyPoll,
     /// Spin this long, then sleep in epoll (the usual compromise). A spin that loses its
     /// core to other threads (see [`spin_is_off`]) stops at once, and every such wait in
-    /// the process sleeps at once for the next [`SPIN_BACKOFF`]: without an idle core a
+    /// the process sleeps at once for a while ([`SpinBackoff`]: by default the full
+    /// [`SPIN_BACKOFF`]; see [`set_spin_backoff_first`]): without an idle core a
     /// spinning thread waits for the scheduler (a timeslice, 0.4 ms measured at load 9 on
     /// 2 vCPUs) where a sleeping one is woken within tens of microseconds.
     SpinThenBlock(Duration),
 }
 
-/// How long [`PollMode::SpinThenBlock`] waits sleep at once after a spin lost its core.
+/// The longest [`PollMode::SpinThenBlock`] waits sleep at once after spins lost their core
+/// (a machine that stays busy).
 pub const SPIN_BACKOFF: Duration = Duration::from_millis(100);
+/// A short first back-off, for a machine with idle cores: there one preemption (a kernel
+/// worker, the other spinner of a ping-pong) should not turn a hundred milliseconds of a
+/// latency benchmark's hops into wake-ups (`perf cm`'s one connection: 31 µs spinning,
+/// 119 µs asleep, session 8). Not the default: at load 9 on the 2-vCPU VM it changed
+/// nothing for one connection (49 µs either way) and its retries took CPU from the builds
+/// and the other side (rate medians 0.80–1.05× TCP against 1.05–1.15×; measurements.md).
+pub const SPIN_BACKOFF_FIRST: Duration = Duration::from_millis(1);
+
+/// The process's first back-off in µs ([`set_spin_backoff_first`]).
+static SPIN_BACKOFF_FIRST_US: AtomicU64 = AtomicU64::new(SPIN_BACKOFF.as_micros() as u64);
+
+/// Sets the first back-off after a lost spin for the whole process (default
+/// [`SPIN_BACKOFF`], session 8's fixed back-off; [`SPIN_BACKOFF_FIRST`] for a quiet
+/// machine: `perf cm --spin-backoff-us 1000`).
+pub fn set_spin_backoff_first(d: Duration) {
+    SPIN_BACKOFF_FIRST_US.store(
+        d.as_micros().min(u128::from(u64::MAX)) as u64,
+        Ordering::Relaxed,
+    );
+}
+
+/// The back-off of spinning as data: a level that each spin losing its core raises and
+/// each spin keeping its core lowers. Spinning stays off for the first back-off
+/// ([`set_spin_backoff_first`]) doubled per level above one, at most [`SPIN_BACKOFF`]:
+/// with a short first back-off a busy machine, whose spins keep losing, backs off to the
+/// full period within a few lost spins (and a lucky spin in between lowers it by one level
+/// only), while a quiet one whose spin lost once comes back to spinning after a
+/// millisecond.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpinBackoff {
+    level: u32,
+}
+
+impl SpinBackoff {
+    /// One more spin lost its core: how long spinning stays off now, from the first
+    /// back-off `first`.
+    pub fn lost(&mut self, first: Duration) -> Duration {
+        self.level = self.level.saturating_add(1).min(17);
+        first
+            .saturating_mul(1u32 << (self.level - 1))
+            .min(SPIN_BACKOFF)
+    }
+
+    /// A spin found input without losing its core.
+    pub fn kept(&mut self) {
+        self.level = self.level.saturating_sub(1);
+    }
+
+    fn from_bits(level: u32) -> SpinBackoff {
+        SpinBackoff { level }
+    }
+}
 /// How much of a spin's wall time may go to other threads before it counts as preempted.
 const PREEMPTED: Duration = Duration::from_micros(50);
 /// Spin rounds between two looks at the thread's CPU time (a syscall, unlike the wall
@@ -93,6 +147,8 @@ const WATCH_EVERY: u32 = 8;
 /// Until when (monotonic ns) spinning is off, process-wide: a preemption says the machine
 /// has no idle core, whichever thread saw it.
 static SPIN_OFF_UNTIL: AtomicU64 = AtomicU64::new(0);
+/// The process's [`SpinBackoff`] (its count; racing updates lose a count at worst).
+static SPIN_LOST: AtomicU32 = AtomicU32::new(0);
 
 fn ns(t: rustix::time::Timespec) -> u64 {
     (t.tv_sec as u64)
@@ -155,11 +211,25 @@ impl SpinWatch {
         if lost < PREEMPTED.as_nanos() as u64 {
             return false;
         }
+        let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
+        let off = b.lost(Duration::from_micros(
+            SPIN_BACKOFF_FIRST_US.load(Ordering::Relaxed),
+        ));
+        SPIN_LOST.store(b.level, Ordering::Relaxed);
         SPIN_OFF_UNTIL.store(
-            wall.saturating_add(SPIN_BACKOFF.as_nanos() as u64),
+            wall.saturating_add(off.as_nanos() as u64),
             Ordering::Relaxed,
         );
         true
+    }
+
+    /// The spin ended with input: clears the back-off unless it lost its core on the way.
+    fn ended_with_input(&self) {
+        if !self.lost_core() {
+            let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
+            b.kept();
+            SPIN_LOST.store(b.level, Ordering::Relaxed);
+        }
     }
 }
 
@@ -207,7 +277,7 @@ pub fn wait_for_input(
             let got = ep.recv_batch(bufs)?;
             if !got.is_empty() {
                 if let Some(w) = watch.as_ref().filter(|_| spin_until.is_some()) {
-                    w.lost_core();
+                    w.ended_with_input();
                 }
                 return Ok(Input::Datagrams(got));
             }
@@ -352,6 +422,29 @@ mod tests {
         let lost = (0..WATCH_EVERY).any(|_| w.preempted());
         assert!(lost, "2 ms off the core is a preemption");
         assert!(spin_is_off());
+    }
+
+    /// One lost spin turns spinning off for a millisecond, not a hundred; lost spins in a
+    /// row double it up to the full period; each spin that kept its core lowers it a step.
+    #[test]
+    fn the_back_off_grows_with_lost_spins_and_falls_with_kept_ones() {
+        let first = SPIN_BACKOFF_FIRST;
+        let mut b = SpinBackoff::default();
+        let offs: Vec<u128> = (0..10).map(|_| b.lost(first).as_millis()).collect();
+        assert_eq!(offs, [1, 2, 4, 8, 16, 32, 64, 100, 100, 100]);
+        for _ in 0..1000 {
+            b.lost(first);
+        }
+        assert_eq!(b.lost(first), SPIN_BACKOFF);
+        // A busy machine: one lucky spin does not bring spinning back.
+        b.kept();
+        assert_eq!(b.lost(first), SPIN_BACKOFF);
+        for _ in 0..100 {
+            b.kept();
+        }
+        assert_eq!(b.lost(first), Duration::from_millis(1));
+        // Session 8's policy: the full period at once.
+        assert_eq!(SpinBackoff::default().lost(SPIN_BACKOFF), SPIN_BACKOFF);
     }
 
     #[test]

@@ -56,8 +56,8 @@ fn connect_all(cm: &Cm, dev: &Device, dst: SocketAddr, n: usize) -> Vec<RdmaCmId
         let Some(Event::Rdma(e)) = cm.wait_event(Duration::from_secs(5)) else {
             panic!("client: no event");
         };
-        let id = ids.iter().find(|i| **i == e.id).unwrap();
-        match e.event {
+        let id = ids.iter().find(|i| **i == e.id()).unwrap();
+        match e.kind() {
             T::AddrResolved => cm.with_cm(|r| r.resolve_route(id)).unwrap(),
             T::RouteResolved => {
                 let qpn = rc_qp(dev);
@@ -79,9 +79,7 @@ fn take_requests(cm: &Cm) -> Vec<RdmaCmId> {
     let mut got = Vec::new();
     while let Some(e) = cm.poll_event() {
         match e {
-            Event::Rdma(mut e) if e.event == T::ConnectRequest => {
-                got.push(e.new_id.take().unwrap())
-            }
+            Event::Rdma(e) if e.kind() == T::ConnectRequest => got.push(e.into_new_id().unwrap()),
             other => panic!("server: {other:?}"),
         }
     }
@@ -152,7 +150,7 @@ fn destroying_a_listener_withdraws_its_queued_connect_requests() {
     let Some(Event::Rdma(e)) = cm_a.wait_event(Duration::from_secs(5)) else {
         panic!("client: no event")
     };
-    assert_eq!(e.event, T::Rejected, "{e:?}");
+    assert_eq!(e.kind(), T::Rejected, "{e:?}");
     assert!(e.is_consumer_reject());
     wait_for("the REJ counted", || cm_b.counters().tx(AttrId::REJ) == 1);
     cm_a.with_cm(|r| {
@@ -380,12 +378,12 @@ fn two_devices_of_one_cm_are_ports_of_one_node() {
     let (mut established, mut server_id) = (0, None);
     while established < 2 {
         assert!(StdInstant::now() < end, "no connection between the ports");
-        let Some(Event::Rdma(mut e)) = cm.wait_event(Duration::from_millis(200)) else {
+        let Some(Event::Rdma(e)) = cm.wait_event(Duration::from_millis(200)) else {
             continue;
         };
-        match e.event {
+        match e.kind() {
             T::ConnectRequest => {
-                let id = e.new_id.take().unwrap();
+                let id = e.into_new_id().unwrap();
                 let qpn = rc_qp(&b);
                 cm.with(pb, |r, s, now| {
                     r.accept(now, s, &id, qpn, &ConnParam::default())

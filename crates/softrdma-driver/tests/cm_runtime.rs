@@ -413,28 +413,28 @@ fn rdma_cm_events_arrive_as_futures_under_tokio() {
         };
         let id = cm_a.with_cm(|r| r.create_id());
         cm_a.resolve_addr(&id, Some(a_ip), dst).unwrap();
-        assert_eq!(next(&cm_a).await.event, T::AddrResolved);
+        assert_eq!(next(&cm_a).await.kind(), T::AddrResolved);
         cm_a.with_cm(|r| r.resolve_route(&id)).unwrap();
-        assert_eq!(next(&cm_a).await.event, T::RouteResolved);
+        assert_eq!(next(&cm_a).await.kind(), T::RouteResolved);
         cm_a.with_id(id.name(), |r, s, now| {
             r.connect(now, s, &id, Some(qa), &ConnParam::default())
         })
         .unwrap()
         .unwrap();
-        let mut req = next(&cm_b).await;
-        assert_eq!(req.event, T::ConnectRequest);
-        let sid = req.new_id.take().unwrap();
+        let req = next(&cm_b).await;
+        assert_eq!(req.kind(), T::ConnectRequest);
+        let sid = req.into_new_id().unwrap();
         cm_b.with_id(sid.name(), |r, s, now| {
             r.accept(now, s, &sid, qb, &ConnParam::default())
         })
         .unwrap()
         .unwrap();
-        assert_eq!(next(&cm_a).await.event, T::Established);
-        assert_eq!(next(&cm_b).await.event, T::Established);
+        assert_eq!(next(&cm_a).await.kind(), T::Established);
+        assert_eq!(next(&cm_b).await.kind(), T::Established);
         cm_a.with_id(id.name(), |r, s, now| r.disconnect(now, s, &id))
             .unwrap()
             .unwrap();
-        assert_eq!(next(&cm_b).await.event, T::Disconnected);
+        assert_eq!(next(&cm_b).await.kind(), T::Disconnected);
         cm_a.with_cm(|r| r.destroy(a.now(), id));
         cm_b.with_cm(|r| {
             r.destroy(b.now(), sid);

@@ -301,9 +301,9 @@ fn server_app(
             };
             let mut st = app.stats.lock().unwrap();
             match ev {
-                Event::Rdma(mut e) => match e.event {
+                Event::Rdma(e) => match e.kind() {
                     T::ConnectRequest => {
-                        let id = e.new_id.take().unwrap();
+                        let id = e.into_new_id().unwrap();
                         let legit = cm.with_cm(|r| r.remote_addr(id.name())).map(|a| a.ip())
                             == Some(client_ip);
                         if legit {
@@ -328,21 +328,21 @@ fn server_app(
                     }
                     T::Unreachable => {
                         st.unreachable += 1;
-                        destroy(&mut conns, e.id);
+                        destroy(&mut conns, e.id());
                         st.live = conns.len();
                     }
-                    T::Established => st.client_conn = Some(e.id),
+                    T::Established => st.client_conn = Some(e.id()),
                     T::Disconnected => {
                         // rdma_disconnect: the DREP, then TIMEWAIT.
-                        if let Some((id, _)) = conns.get(&e.id) {
-                            let r = cm.with_id(e.id, |r, s, now| r.disconnect(now, s, id));
+                        if let Some((id, _)) = conns.get(&e.id()) {
+                            let r = cm.with_id(e.id(), |r, s, now| r.disconnect(now, s, id));
                             if !matches!(r, Ok(Ok(()))) {
                                 st.unexpected.push(format!("disconnect: {r:?}"));
                             }
                         }
                     }
                     T::TimewaitExit => {
-                        destroy(&mut conns, e.id);
+                        destroy(&mut conns, e.id());
                         st.live = conns.len();
                         st.client_gone = true;
                     }
@@ -422,7 +422,7 @@ fn client(
                 continue;
             };
             let mut st = stats.lock().unwrap();
-            match e.event {
+            match e.kind() {
                 T::AddrResolved => cm.with_cm(|r| r.resolve_route(&id)).unwrap(),
                 T::RouteResolved => {
                     let (q, _) = dev.create_qp(QpInitAttr::rc(pd, cq, 2, 2)).unwrap();

@@ -159,7 +159,7 @@ impl World {
     }
 
     fn take_event(&mut self, t: T) -> Option<RdmaCmEvent> {
-        let i = self.i.events.iter().position(|e| e.event == t)?;
+        let i = self.i.events.iter().position(|e| e.kind() == t)?;
         Some(self.i.events.remove(i))
     }
 }
@@ -241,10 +241,10 @@ fn dial(w: &mut World, login: &LoginReqRdmaRepr, base: u64) -> (Chan, RdmaCmEven
     let (src, dst) = (ip(w, 0), SocketAddr::new(ip(w, 1), PORT));
     w.icm().resolve_addr(&id, Some(src), dst).expect("addr");
     let e = w.sim.stacks[0].poll_event_of(id.name());
-    assert_eq!(e.map(|e| e.event), Some(T::AddrResolved));
+    assert_eq!(e.map(|e| e.kind()), Some(T::AddrResolved));
     w.icm().resolve_route(&id).expect("route");
     let e = w.sim.stacks[0].poll_event_of(id.name());
-    assert_eq!(e.map(|e| e.event), Some(T::RouteResolved));
+    assert_eq!(e.map(|e| e.kind()), Some(T::RouteResolved));
     let param = ConnParam {
         private_data: login.to_bytes(),
         responder_resources: 4,
@@ -259,7 +259,7 @@ fn dial(w: &mut World, login: &LoginReqRdmaRepr, base: u64) -> (Chan, RdmaCmEven
         .i
         .events
         .iter()
-        .any(|e| matches!(e.event, T::Established | T::Rejected))));
+        .any(|e| matches!(e.kind(), T::Established | T::Rejected))));
     let ev = w
         .take_event(T::Established)
         .or_else(|| w.take_event(T::Rejected))
@@ -269,8 +269,8 @@ fn dial(w: &mut World, login: &LoginReqRdmaRepr, base: u64) -> (Chan, RdmaCmEven
 
 fn logged_in(w: &mut World, multi: bool, base: u64) -> (Chan, LoginRspRepr) {
     let (c, ev) = dial(w, &login_req(multi), base);
-    assert_eq!(ev.event, T::Established, "{:?}", w.t.events);
-    let rsp = LoginRspRepr::parse(&ev.private_data).expect("login rsp");
+    assert_eq!(ev.kind(), T::Established, "{:?}", w.t.events);
+    let rsp = LoginRspRepr::parse(ev.private_data()).expect("login rsp");
     // The target sees the RTU and goes live.
     assert!(w.run(|w| w
         .t
@@ -440,7 +440,7 @@ fn login_response_and_channel_lifecycle() {
             t.engine.logout_all(now, cm, s, t.tport)
         })
         .expect("port");
-    assert!(w.run(|w| w.i.events.iter().any(|e| e.event == T::Disconnected)));
+    assert!(w.run(|w| w.i.events.iter().any(|e| e.kind() == T::Disconnected)));
     let _ = w.icm_with(|cm, s, now| cm.disconnect(now, s, &c2.id));
     assert!(w.run(|w| w.t.engine.channels().is_empty()));
     assert!(w.t.events.iter().any(|e| matches!(
@@ -454,7 +454,7 @@ fn login_response_and_channel_lifecycle() {
 
 fn rejected(w: &mut World, login: &LoginReqRdmaRepr) -> LoginRejRepr {
     let (_, ev) = dial(w, login, 40);
-    assert_eq!(ev.event, T::Rejected);
+    assert_eq!(ev.kind(), T::Rejected);
     assert!(ev.is_consumer_reject());
     LoginRejRepr::parse(ev.consumer_reject_data().expect("data")).expect("login rej")
 }
@@ -532,7 +532,7 @@ fn multichannel_single_and_multi() {
         .i
         .events
         .iter()
-        .filter(|e| e.event == T::Disconnected)
+        .filter(|e| e.kind() == T::Disconnected)
         .count()
         == 2));
     let _ = (c1, c2);
@@ -754,7 +754,7 @@ fn persistent_reservations_between_two_initiator_exts() {
     let mut second = login_req(true);
     second.initiator_port_id[7] = 0x12; // initiator_ext differs
     let (b, ev) = dial(&mut w, &second, 20);
-    assert_eq!(ev.event, T::Established);
+    assert_eq!(ev.kind(), T::Established);
     assert!(w.run(|w| w
         .t
         .engine

@@ -153,7 +153,7 @@ entry! {
         }
         let e = proc_().get_event(chan)?;
         // SAFETY: librdmacm's output struct, checked non-NULL above.
-        unsafe { ptr::write_out(out, rdmacm::event_out(&e)) }
+        unsafe { ptr::write_out(out, e) }
     }
 }
 

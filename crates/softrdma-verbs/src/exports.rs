@@ -246,7 +246,7 @@ impl CtxRs {
     }
 
     /// Starts the context's watcher thread (once): it turns armed CQs' new completions into
-    /// channel events and, on an inline device (`SOFTRDMA_PROGRESS=inline`), turns the
+    /// channel events and, on an inline device (the default), turns the
     /// device's loop (sleeping in epoll until input or a timer) so that transfers progress
     /// without the application, as on a NIC. While the application busy-polls a CQ
     /// ([`note_poll`]) it only naps between event checks: its polls turn an inline device's
@@ -343,22 +343,31 @@ fn open_dev(info: &DevInfo, at: Option<IpAddr>) -> Result<Device, Errno> {
     }
     let ip = info.addr().ok_or(Errno::ENODEV)?;
     let config = |ip: IpAddr| {
-        // Where the device's loop runs. By default on the driver's own thread, as a NIC
-        // makes progress by itself. `SOFTRDMA_PROGRESS=inline`: in the context's watcher
-        // thread, and in every CQ poll of the application's while it busy-polls
-        // (`note_poll`): no hand-off between threads per datagram, so busy-polled round
-        // trips are about a third (ib_send_lat 2 B: 14 µs against 37 µs one way), but on a
-        // loaded machine a streaming sender gets a quarter of the bandwidth (ib_write_bw
-        // 64 KiB: 0.4 against 1.5-2.5 GB/s), as `softrdma perf`'s inline devices do.
-        let progress = match std::env::var("SOFTRDMA_PROGRESS").as_deref() {
-            Ok("inline") => Progress::Inline,
-            _ => Progress::Thread(PollMode::Blocking),
+        // Where the device's loop runs. By default in the process's one node loop thread
+        // (`Cm::add_device`, `node_loop.rs`), which sleeps in epoll over every socket of every
+        // context: progress without the application, as on a NIC, one node per process, no
+        // core burnt when idle. `SOFTRDMA_PROGRESS=inline`: in every CQ poll of the
+        // application's while it busy-polls (`note_poll`: a non-blocking turn when nobody
+        // else turns the loop), and otherwise in the context's watcher thread; what a poll's
+        // turn queued (the ACK of the SEND just received) leaves with the application's next
+        // post or at its next poll, as one GSO send (`defer_flush`). Inline cuts
+        // `ib_send_lat` from about 4.4x `perf send lat` to about 1.3x, but such a context is
+        // a node of its own until the RDMA CM adopts it, and a sending process has one thread
+        // working instead of two (`ib_write_bw` is lower): docs/measurements.md. Commands
+        // (the RDMA CM's MADs) leave at once either way.
+        let inline = std::env::var("SOFTRDMA_PROGRESS").as_deref() == Ok("inline");
+        let progress = if inline {
+            Progress::Inline
+        } else {
+            Progress::Thread(PollMode::Blocking)
         };
         let mut c = DeviceConfig::new(ip)
             .with_interface_mtu()
             .with_progress(progress)
             .with_wait(PollMode::Blocking)
-            .with_more_ips(info.served_after(ip));
+            .with_more_ips(info.served_after(ip))
+            .with_defer_flush(inline)
+            .with_defer_commands(false);
         c.name = info.name.clone();
         c.mac = Some(info.mac);
         c
@@ -1321,11 +1330,13 @@ entry! {
                 // SAFETY: the caller's array holds `num_entries` ≥ n entries.
                 unsafe { ptr::write_elem(wc, i, conv::wc(w)) };
             }
-            if n == 0 {
+            if n == 0 && c.dev().progress() != Progress::Inline {
                 // A program spinning on an empty CQ would otherwise retake the device lock
                 // the instant it lets go, and the device's loop thread — which needs that lock
                 // to turn the datagram it woke for into the completion polled for — waits for
-                // the spinner's time slice to end (milliseconds on a busy machine).
+                // the spinner's time slice to end (milliseconds on a busy machine). An inline
+                // device's polls turn the loop themselves: a yield would only hand the core
+                // to other processes.
                 std::thread::yield_now();
             }
             Ok(n as c_int)
@@ -1373,7 +1384,9 @@ fn cq_ex_advance(cq: *mut ibv_cq_ex) -> Result<(), Errno> {
     let Some(wc) = wc else {
         // As in `op_poll_cq`: let the device's loop thread have the lock a spinner would
         // otherwise retake at once.
-        std::thread::yield_now();
+        if c.dev().progress() != Progress::Inline {
+            std::thread::yield_now();
+        }
         crate::entry::set_errno(Errno::ENOENT);
         return Err(Errno::ENOENT);
     };

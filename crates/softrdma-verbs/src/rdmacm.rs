@@ -84,7 +84,8 @@ pub struct Chan {
     /// Counts the queued events (eventfd, semaphore mode, blocking unless the program sets
     /// `O_NONBLOCK`).
     pub fd: OwnedFd,
-    events: Mutex<VecDeque<RdmaCmEvent>>,
+    /// As librdmacm will read them (a CONNECT_REQUEST's new id already in the id table).
+    events: Mutex<VecDeque<CmEventOut>>,
 }
 
 struct IdEntry {
@@ -186,23 +187,24 @@ fn is_loopback(ip: &IpAddr) -> bool {
 impl Proc {
     /// Queues `e` on its id's channel (a CONNECT_REQUEST: the listener's, which its new id
     /// joins); the event of an id destroyed meanwhile is dropped, its new id destroyed.
-    fn route(&self, mut e: RdmaCmEvent) {
+    fn route(&self, e: RdmaCmEvent) {
         let mut st = lock(&self.st);
-        let owner = e.listen_id.unwrap_or(e.id).value();
+        let owner = e.listen_id().unwrap_or(e.id()).value();
+        let out = event_out(&e);
         let Some(chan) = st.ids.get(&owner).map(|i| i.chan) else {
             drop(st);
-            if let Some(n) = e.new_id.take() {
+            if let Some(n) = e.into_new_id() {
                 self.destroy_core(n);
             }
             return;
         };
-        if let Some(n) = e.new_id.take() {
+        if let Some(n) = e.into_new_id() {
             st.ids
                 .insert(n.name().value(), IdEntry { id: Some(n), chan });
         }
         if let Some(c) = st.chans.get(&chan).cloned() {
             drop(st);
-            lock(&c.events).push_back(e);
+            lock(&c.events).push_back(out);
             // An eventfd write only fails when the counter would overflow.
             let _ = rustix::io::write(&c.fd, &1u64.to_ne_bytes());
         }
@@ -247,7 +249,7 @@ impl Proc {
 
     /// `rdma_get_cm_event`: waits on the channel's descriptor, then takes the event (events
     /// of ids destroyed after they were queued are skipped).
-    pub fn get_event(&self, chan: u32) -> Result<RdmaCmEvent, Errno> {
+    pub fn get_event(&self, chan: u32) -> Result<CmEventOut, Errno> {
         let c = lock(&self.st)
             .chans
             .get(&chan)
@@ -259,7 +261,7 @@ impl Proc {
             let Some(e) = lock(&c.events).pop_front() else {
                 continue;
             };
-            if lock(&self.st).ids.contains_key(&e.id.value()) {
+            if lock(&self.st).ids.contains_key(&e.id) {
                 return Ok(e);
             }
         }
@@ -787,25 +789,28 @@ pub fn socket_addr(b: &[u8]) -> Result<SocketAddr, Errno> {
 
 /// An event as librdmacm hands it over.
 pub fn event_out(e: &RdmaCmEvent) -> CmEventOut {
+    // Events without parameters report the defaults, as before the enum.
+    let dflt = ConnParam::default();
+    let param = e.param().unwrap_or(&dflt);
     let mut o = CmEventOut {
-        id: e.id.value(),
-        listen_id: e.listen_id.map(|l| l.value()).unwrap_or(0),
+        id: e.id().value(),
+        listen_id: e.listen_id().map(|l| l.value()).unwrap_or(0),
         event: RdmaCmEventType::ALL
             .iter()
-            .position(|t| *t == e.event)
+            .position(|t| *t == e.kind())
             .unwrap_or(0) as i32,
-        status: e.status,
-        responder_resources: e.param.responder_resources,
-        initiator_depth: e.param.initiator_depth,
-        flow_control: u8::from(e.param.flow_control),
-        retry_count: e.param.retry_count,
-        rnr_retry_count: e.param.rnr_retry_count,
+        status: e.status(),
+        responder_resources: param.responder_resources,
+        initiator_depth: param.initiator_depth,
+        flow_control: u8::from(param.flow_control),
+        retry_count: param.retry_count,
+        rnr_retry_count: param.rnr_retry_count,
         ..CmEventOut::default()
     };
-    let n = e.private_data.len().min(EVENT_PRIVATE_DATA_MAX);
-    o.private_data[..n].copy_from_slice(&e.private_data[..n]);
+    let n = e.private_data().len().min(EVENT_PRIVATE_DATA_MAX);
+    o.private_data[..n].copy_from_slice(&e.private_data()[..n]);
     o.private_data_len = n as u32;
-    if let Some(ud) = &e.ud {
+    if let Some(ud) = e.ud() {
         o.ud = 1;
         o.ud_qp_num = ud.qp_num;
         o.ud_qkey = ud.qkey;

@@ -209,7 +209,7 @@ fn hang_up(d: &CmDevice, conns: &mut [Conn]) {
             break;
         }
         if let Some(Event::Rdma(e)) = d.cm.wait_event(left.min(cmtool::SIGNAL_SLICE)) {
-            if e.event == RdmaCmEventType::Disconnected {
+            if e.kind() == RdmaCmEventType::Disconnected {
                 waiting -= 1;
             }
         }
@@ -269,19 +269,21 @@ fn wait_step(
             Ok(None) => continue,
             Err(sig) => return Err(signal_error(sig)),
         };
-        let Some(&c) = index.get(&e.id) else { continue };
-        match e.event {
+        let Some(&c) = index.get(&e.id()) else {
+            continue;
+        };
+        match e.kind() {
             T::Established => conns[c].up = true,
             T::Disconnected => conns[c].up = false,
             _ => {}
         }
-        match e.event {
+        match e.kind() {
             T::AddrResolved => t.end_c(c, Step::ResolveAddr),
             T::RouteResolved => t.end_c(c, Step::ResolveRoute),
             T::Established => t.end_c(c, Step::Connect),
             T::Disconnected => t.end_c(c, Step::Disconnect),
             T::AddrError | T::RouteError => {
-                let addr = e.event == T::AddrError;
+                let addr = e.kind() == T::AddrError;
                 if retries[c] > 0 {
                     retries[c] -= 1;
                     let id = conns[c].id.as_ref().ok_or("no id")?;
@@ -295,13 +297,13 @@ fn wait_step(
                         continue;
                     }
                 }
-                println!("{}, error: {}", e.event.as_str(), e.status);
+                println!("{}, error: {}", e.kind().as_str(), e.status());
                 t.end_c(c, step);
                 failed += usize::from(!conns[c].error);
                 conns[c].error = true;
             }
             T::ConnectError | T::Unreachable | T::Rejected => {
-                println!("event: {}, error: {}", e.event.as_str(), e.status);
+                println!("event: {}, error: {}", e.kind().as_str(), e.status());
                 t.end_c(c, Step::Connect);
                 failed += usize::from(!conns[c].error);
                 conns[c].error = true;
@@ -639,20 +641,23 @@ pub(crate) type Live = std::collections::HashMap<RdmaId, RdmaCmId>;
 pub(crate) fn on_server_event(
     d: &CmDevice,
     cq: softrdma_core::verbs::CqId,
-    mut e: RdmaCmEvent,
+    e: RdmaCmEvent,
     live: &mut Live,
     disc: &mut u32,
 ) -> Result<(), String> {
     use RdmaCmEventType as T;
-    match e.event {
+    match e.kind() {
         T::ConnectRequest => {
-            let Some(id) = e.new_id.take() else {
+            let RdmaCmEvent::ConnectRequest {
+                new_id: id, param, ..
+            } = e
+            else {
                 return Ok(());
             };
             // rdma_accept(id, NULL): the request's resources, retry counts 7.
             let p = ConnParam {
-                responder_resources: e.param.responder_resources,
-                initiator_depth: e.param.initiator_depth,
+                responder_resources: param.responder_resources,
+                initiator_depth: param.initiator_depth,
                 ..ConnParam::default()
             };
             let r = d.rc_qp_on(cq, 1, 1).and_then(|(_, qpn)| {
@@ -672,7 +677,7 @@ pub(crate) fn on_server_event(
         }
         T::Disconnected => {
             *disc += 1;
-            if let Some(id) = live.remove(&e.id) {
+            if let Some(id) = live.remove(&e.id()) {
                 let _ =
                     d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, &id));
                 let qpn = d.cm.with_cm(|cm| cm.qpn(id.name()));

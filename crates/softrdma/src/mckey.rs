@@ -133,7 +133,7 @@ impl Test {
     fn node_of(&self, e: &RdmaCmEvent) -> Option<usize> {
         self.nodes
             .iter()
-            .position(|n| n.id.as_ref().is_some_and(|i| *i == e.id))
+            .position(|n| n.id.as_ref().is_some_and(|i| *i == e.id()))
     }
 
     fn id(&self, i: usize) -> Result<&RdmaCmId, Fail> {
@@ -243,7 +243,7 @@ impl Test {
 
     /// `join_handler` (after librdmacm's attach of the QP).
     fn join_handler(&mut self, i: usize, e: &RdmaCmEvent) -> Result<(), Fail> {
-        let Some(ud) = e.ud else {
+        let Some(&ud) = e.ud() else {
             return Err(fail(-1, "mckey: failure creating address handle"));
         };
         if self.flags == JoinFlags::FullMember {
@@ -273,7 +273,7 @@ impl Test {
         let Some(i) = self.node_of(&e) else {
             return Ok(());
         };
-        match e.event {
+        match e.kind() {
             T::AddrResolved => {
                 if let Err(f) = self.addr_handler(i) {
                     self.connects_left = self.connects_left.saturating_sub(1);
@@ -287,10 +287,10 @@ impl Test {
                 }
             }
             T::AddrError | T::RouteError | T::MulticastError => {
-                println!("mckey: event: {}, error: {}", e.event.as_str(), e.status);
+                println!("mckey: event: {}, error: {}", e.kind().as_str(), e.status());
                 self.connects_left = self.connects_left.saturating_sub(1);
                 return Err(Fail {
-                    ret: e.status,
+                    ret: e.status(),
                     msg: None,
                 });
             }

@@ -55,6 +55,13 @@ pub struct Plan {
     /// host that is what keeps a hop near a wake-up's cost instead of a whole spin).
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub spin_us: u64,
+    /// How long spinning stays off after a spin lost its core to other threads, the first
+    /// time (it doubles with each further lost spin, up to 100 ms, and falls back with spins
+    /// that keep their core). The default, 100000, is the driver's: 100 ms at once. 1000
+    /// suits a machine with idle cores (one stray preemption costs 1 ms of spinning, not
+    /// 100); on a busy one its retries cost CPU.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub spin_backoff_us: u64,
 }
 
 /// Every counter of one side by name: the IB CM's, the MAD layer's, the stack's, the
@@ -209,6 +216,7 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     // commands sends leaves as GSO trains when the thread waits again
     // (cmtool::open_batched). --loop-thread gives each device a loop thread of its own and
     // sends per command, as the other tools do.
+    softrdma_driver::timer::set_spin_backoff_first(Duration::from_micros(p.spin_backoff_us));
     let trace_dir = if p.trace {
         let d = std::env::temp_dir().join(format!("softrdma-perf-cm-{}", std::process::id()));
         std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;

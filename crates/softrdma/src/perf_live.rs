@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use softrdma_core::cm::{CmConfig, RXE_CA_ACK_DELAY};
-use softrdma_core::rdma_cm::{ConnParam, RdmaCmEventType as T, RdmaCmId, RdmaId};
+use softrdma_core::rdma_cm::{ConnParam, RdmaCmEvent, RdmaCmEventType as T, RdmaCmId, RdmaId};
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::{Device, DeviceConfig};
 use softrdma_wire::Guid;
@@ -215,16 +215,23 @@ fn serve(p: &Plan) -> Result<(), String> {
     let mut t_down: Option<Instant> = None;
     let p_accept = ConnParam::default();
     while !stop.load(Ordering::Acquire) {
-        let Some(Event::Rdma(mut e)) = d.cm.wait_event(Duration::from_millis(100)) else {
+        let Some(Event::Rdma(e)) = d.cm.wait_event(Duration::from_millis(100)) else {
             continue;
         };
-        match e.event {
+        match e.kind() {
             T::ConnectRequest => {
-                let Some(id) = e.new_id.take() else { continue };
+                let RdmaCmEvent::ConnectRequest {
+                    new_id: id,
+                    param: req,
+                    ..
+                } = e
+                else {
+                    continue;
+                };
                 t_up.get_or_insert_with(Instant::now);
                 let param = ConnParam {
-                    responder_resources: e.param.responder_resources,
-                    initiator_depth: e.param.initiator_depth,
+                    responder_resources: req.responder_resources,
+                    initiator_depth: req.initiator_depth,
                     ..p_accept.clone()
                 };
                 let r = d.rc_qp_on(cq, 1, 1).and_then(|(_, qpn)| {
@@ -256,7 +263,7 @@ fn serve(p: &Plan) -> Result<(), String> {
             }
             T::Disconnected => {
                 t_down.get_or_insert_with(Instant::now);
-                if let Some((id, qpn)) = live.remove(&e.id) {
+                if let Some((id, qpn)) = live.remove(&e.id()) {
                     let _ =
                         d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, &id));
                     d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
@@ -274,8 +281,8 @@ fn serve(p: &Plan) -> Result<(), String> {
             }
             T::Unreachable | T::Rejected | T::ConnectError => {
                 failed += 1;
-                eprintln!("perf live server: {} ({})", e.event.as_str(), e.status);
-                if let Some((id, qpn)) = live.remove(&e.id) {
+                eprintln!("perf live server: {} ({})", e.kind().as_str(), e.status());
+                if let Some((id, qpn)) = live.remove(&e.id()) {
                     d.cm.with_cm(|cm| cm.destroy(d.dev.now(), id));
                     let _ = d.dev.destroy_qp(qpn);
                 }
@@ -467,11 +474,13 @@ fn client(p: &Plan) -> Result<(), String> {
             }
             continue;
         };
-        let Some(&k) = by_id.get(&e.id) else { continue };
+        let Some(&k) = by_id.get(&e.id()) else {
+            continue;
+        };
         last_progress = Instant::now();
         let c = &mut conns[k];
         let Some(id) = c.id.as_ref() else { continue };
-        match e.event {
+        match e.kind() {
             T::AddrResolved => {
                 d.cm.with_cm(|cm| cm.resolve_route(id))
                     .map_err(|e| format!("connection {k}: rdma_resolve_route: {}", e.text()))?;
@@ -507,7 +516,7 @@ fn client(p: &Plan) -> Result<(), String> {
                 return Err(format!(
                     "connection {k}: {} (status {}) with {up} established",
                     other.as_str(),
-                    e.status
+                    e.status()
                 ));
             }
         }
@@ -611,10 +620,10 @@ fn client(p: &Plan) -> Result<(), String> {
             }
             continue;
         };
-        if e.event != T::Disconnected {
+        if e.kind() != T::Disconnected {
             continue;
         }
-        let Some(k) = by_id.remove(&e.id) else {
+        let Some(k) = by_id.remove(&e.id()) else {
             continue;
         };
         last_progress = Instant::now();

@@ -495,12 +495,12 @@ impl<'a> Conn<'a> {
             };
             let Some(e) = e else { return Ok(None) };
             match e {
-                Event::Rdma(e) if self.id.as_ref().is_some_and(|i| *i == e.id) => {
-                    dbg_log!(self.o, "cma_event type {}", e.event.as_str());
+                Event::Rdma(e) if self.id.as_ref().is_some_and(|i| *i == e.id()) => {
+                    dbg_log!(self.o, "cma_event type {}", e.kind().as_str());
                     return Ok(Some(e));
                 }
-                Event::Rdma(e) if e.event == RdmaCmEventType::ConnectRequest => {
-                    dbg_log!(self.o, "cma_event type {} (queued)", e.event.as_str());
+                Event::Rdma(e) if e.kind() == RdmaCmEventType::ConnectRequest => {
+                    dbg_log!(self.o, "cma_event type {} (queued)", e.kind().as_str());
                     self.stash.push(e);
                 }
                 Event::Rdma(_) => {}
@@ -523,7 +523,7 @@ impl<'a> Conn<'a> {
         let mut wcs = Vec::new();
         loop {
             while let Some(e) = self.next_event(None)? {
-                match e.event {
+                match e.kind() {
                     RdmaCmEventType::Disconnected => {
                         eprintln!("{} DISCONNECT EVENT...", self.side());
                         self.disconnected = true;
@@ -533,7 +533,7 @@ impl<'a> Conn<'a> {
                     | RdmaCmEventType::TimewaitExit
                     | RdmaCmEventType::ConnectResponse => {}
                     other => {
-                        eprintln!("cma event {}, error {}", other.as_str(), e.status);
+                        eprintln!("cma event {}, error {}", other.as_str(), e.status());
                         return Err(fail(format!("wait for {what}: {}", other.as_str())));
                     }
                 }
@@ -613,13 +613,13 @@ impl<'a> Conn<'a> {
             let Some(e) = self.next_event(Some(left))? else {
                 continue;
             };
-            if e.event == want {
+            if e.kind() == want {
                 return Ok(());
             }
-            if e.event == RdmaCmEventType::TimewaitExit {
+            if e.kind() == RdmaCmEventType::TimewaitExit {
                 continue;
             }
-            eprintln!("cma event {}, error {}", e.event.as_str(), e.status);
+            eprintln!("cma event {}, error {}", e.kind().as_str(), e.status());
             return Err(fail(format!("waiting for {}", want.as_str())));
         }
     }
@@ -681,10 +681,10 @@ impl<'a> Conn<'a> {
                         break;
                     }
                     match self.cm.wait_event(left.min(SIGNAL_SLICE)) {
-                        Some(Event::Rdma(e)) if *id == e.id => {
-                            self.disconnected = e.event == RdmaCmEventType::Disconnected;
+                        Some(Event::Rdma(e)) if *id == e.id() => {
+                            self.disconnected = e.kind() == RdmaCmEventType::Disconnected;
                         }
-                        Some(Event::Rdma(e)) if e.event == RdmaCmEventType::ConnectRequest => {
+                        Some(Event::Rdma(e)) if e.kind() == RdmaCmEventType::ConnectRequest => {
                             self.stash.push(e)
                         }
                         _ => {}
@@ -748,8 +748,8 @@ fn run_server(o: &Opts) -> Result<(), Fail> {
     let r = serve(o, &cm, &mut pending);
     // Requests never served are refused (destroying their ids sends the REJ).
     let now = devs[0].now();
-    for mut e in pending {
-        if let Some(id) = e.new_id.take() {
+    for e in pending {
+        if let Some(id) = e.into_new_id() {
             cm.with_cm(|c| c.destroy(now, id));
         }
     }
@@ -795,18 +795,18 @@ fn next_request(
     o: &Opts,
     cm: &Cm,
     pending: &mut VecDeque<RdmaCmEvent>,
-) -> Result<(RdmaCmEvent, RdmaCmId), Fail> {
+) -> Result<(ConnParam, RdmaCmId), Fail> {
     loop {
-        let mut e = match pending.pop_front() {
+        let e = match pending.pop_front() {
             Some(e) => e,
             None => match cmtool::wait_event(cm, Duration::from_secs(1)) {
                 Err(s) => return Err(Fail::Signal(s)),
                 Ok(None) => continue,
                 Ok(Some(Event::Rdma(e))) => {
-                    if e.event != RdmaCmEventType::ConnectRequest {
+                    if e.kind() != RdmaCmEventType::ConnectRequest {
                         continue;
                     }
-                    dbg_log!(o, "cma_event type {}", e.event.as_str());
+                    dbg_log!(o, "cma_event type {}", e.kind().as_str());
                     e
                 }
                 Ok(Some(Event::Ib(ev))) => {
@@ -817,7 +817,12 @@ fn next_request(
                 }
             },
         };
-        let Some(id) = e.new_id.take() else { continue };
+        let RdmaCmEvent::ConnectRequest {
+            new_id: id, param, ..
+        } = e
+        else {
+            continue;
+        };
         if o.reject {
             let port = cm.with_cm(|c| c.port_of(id.name()));
             let Some(port) = port else {
@@ -835,11 +840,12 @@ fn next_request(
             println!("rejected connect request (--reject)");
             continue;
         }
-        return Ok((e, id));
+        return Ok((param, id));
     }
 }
 
-fn accept_and_serve(conn: &mut Conn<'_>, req: &RdmaCmEvent) -> Result<(), Fail> {
+/// `req`: the CONNECT_REQUEST's parameters.
+fn accept_and_serve(conn: &mut Conn<'_>, req: &ConnParam) -> Result<(), Fail> {
     let o = conn.o;
     conn.setup()?;
     if o.accept_delay > 0 {
@@ -867,8 +873,8 @@ fn accept_and_serve(conn: &mut Conn<'_>, req: &RdmaCmEvent) -> Result<(), Fail> 
         // counts 7.
         ConnParam {
             private_data: Vec::new(),
-            responder_resources: req.param.responder_resources,
-            initiator_depth: req.param.initiator_depth,
+            responder_resources: req.responder_resources,
+            initiator_depth: req.initiator_depth,
             flow_control: false,
             retry_count: 7,
             rnr_retry_count: 7,
@@ -1080,13 +1086,13 @@ fn connect(conn: &mut Conn<'_>, local: IpAddr) -> Result<(), Fail> {
         let Some(e) = conn.next_event(Some(left))? else {
             continue;
         };
-        if e.event == want {
+        if e.kind() == want {
             break;
         }
         // rping: "cma event RDMA_CM_EVENT_REJECTED, error 28" (status = the reason).
-        eprintln!("cma event {}, error {}", e.event.as_str(), e.status);
-        if e.event == RdmaCmEventType::Rejected {
-            if let Some(m) = u16::try_from(e.status)
+        eprintln!("cma event {}, error {}", e.kind().as_str(), e.status());
+        if e.kind() == RdmaCmEventType::Rejected {
+            if let Some(m) = u16::try_from(e.status())
                 .ok()
                 .and_then(|r| cmtool::rej_meaning(r, o.addr.port()))
             {

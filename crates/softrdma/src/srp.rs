@@ -398,7 +398,7 @@ impl Session {
             let ini = &mut self.ini;
             match ev {
                 Event::Rdma(e) => {
-                    if ini.owns_rdma(e.id) {
+                    if ini.owns_rdma(e.id()) {
                         let _ = self.cm.with(port, |rdma, stack, now| {
                             ini.rdma_event(now, rdma, stack, &e)
                         });

@@ -21,7 +21,7 @@ use tracing::{debug, error, info, warn};
 
 use softrdma_core::cm::{CmEvent, CmPort};
 use softrdma_core::mad::{AgentId, MadEvent, SendParams};
-use softrdma_core::rdma_cm::RdmaCmEventType;
+use softrdma_core::rdma_cm::RdmaCmEvent;
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::mad::{MadClient, PortCtx};
 use softrdma_driver::{Device, DeviceConfig, PollMode, Progress};
@@ -1232,10 +1232,12 @@ fn acl_text(e: &AclEntry) -> String {
 
 fn handle_event(cm: &Cm, engine: &mut SrpTarget, ports: &[Port], ev: Event) {
     match ev {
-        Event::Rdma(mut e) if e.event == RdmaCmEventType::ConnectRequest => {
-            let Some(id) = e.new_id.take() else { return };
+        Event::Rdma(RdmaCmEvent::ConnectRequest {
+            new_id: id,
+            private_data: pd,
+            ..
+        }) => {
             let name = id.name();
-            let pd = std::mem::take(&mut e.private_data);
             let mut id = Some(id);
             let r = cm.with_id(name, |rdma, stack, now| {
                 let Some(id) = id.take() else { return };
@@ -1251,7 +1253,7 @@ fn handle_event(cm: &Cm, engine: &mut SrpTarget, ports: &[Port], ev: Event) {
             }
         }
         Event::Rdma(e) => {
-            let _ = cm.with_id(e.id, |rdma, stack, now| {
+            let _ = cm.with_id(e.id(), |rdma, stack, now| {
                 engine.rdma_event(now, rdma, stack, &e)
             });
         }

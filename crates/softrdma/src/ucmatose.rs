@@ -142,9 +142,9 @@ fn is_signal(m: &str) -> Option<i32> {
 fn event_error(e: &RdmaCmEvent) -> String {
     format!(
         "status {}|cmatose: event: {}, error: {}",
-        e.status,
-        e.event.as_str(),
-        e.status
+        e.status(),
+        e.kind().as_str(),
+        e.status()
     )
 }
 
@@ -211,7 +211,7 @@ impl Test {
     fn node_of(&self, e: &RdmaCmEvent) -> Option<usize> {
         self.nodes
             .iter()
-            .position(|n| n.id.as_ref().is_some_and(|i| *i == e.id))
+            .position(|n| n.id.as_ref().is_some_and(|i| *i == e.id()))
     }
 
     fn post_sends(&self) -> Result<(), String> {
@@ -314,9 +314,9 @@ impl Test {
     }
 
     /// cmatose's cma_handler.
-    fn on_event(&mut self, mut e: RdmaCmEvent) -> Result<(), String> {
+    fn on_event(&mut self, e: RdmaCmEvent) -> Result<(), String> {
         use RdmaCmEventType as T;
-        match e.event {
+        match e.kind() {
             T::AddrResolved => {
                 let i = self.node_of(&e).ok_or("unknown id")?;
                 let id = self.nodes[i].id.as_ref().ok_or("no id")?;
@@ -356,7 +356,7 @@ impl Test {
                     .map_err(|err| format!("cmatose: failure connecting: {}", err.text()))?;
             }
             T::ConnectRequest => {
-                let id = e.new_id.take().ok_or("no new id")?;
+                let id = e.into_new_id().ok_or("no new id")?;
                 let i = self.new_node(None)?;
                 if let Some(t) = self.args.ack_timeout {
                     if let Err(err) = self
@@ -437,7 +437,7 @@ impl Test {
                 break;
             }
             if let Some(Event::Rdma(e)) = self.d.cm.wait_event(left.min(SIGNAL_SLICE)) {
-                if e.event == RdmaCmEventType::Disconnected {
+                if e.kind() == RdmaCmEventType::Disconnected {
                     waiting -= 1;
                 }
             }
@@ -582,8 +582,8 @@ fn wait_disconnected(t: &mut Test) -> Result<(), String> {
             return Err("cmatose: timed out waiting for disconnects".into());
         }
         match cmtool::wait_event(&t.d.cm, left) {
-            Ok(Some(Event::Rdma(e))) if e.event == RdmaCmEventType::Disconnected => seen += 1,
-            Ok(Some(Event::Rdma(e))) if e.event == RdmaCmEventType::TimewaitExit => {}
+            Ok(Some(Event::Rdma(e))) if e.kind() == RdmaCmEventType::Disconnected => seen += 1,
+            Ok(Some(Event::Rdma(e))) if e.kind() == RdmaCmEventType::TimewaitExit => {}
             Ok(Some(Event::Rdma(e))) => t.on_event(e)?,
             Ok(_) => {}
             Err(sig) => return Err(signal_error(sig)),

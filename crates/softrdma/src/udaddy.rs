@@ -163,7 +163,7 @@ impl Test {
     fn node_of(&self, e: &RdmaCmEvent) -> Option<usize> {
         self.nodes
             .iter()
-            .position(|n| n.id.as_ref().is_some_and(|i| *i == e.id))
+            .position(|n| n.id.as_ref().is_some_and(|i| *i == e.id()))
     }
 
     /// `verify_test_params`: the message must fit the port's active MTU.
@@ -331,9 +331,9 @@ impl Test {
     }
 
     /// udaddy's cma_handler; `Err` ends the event loop with its status.
-    fn on_event(&mut self, mut e: RdmaCmEvent) -> Result<(), Fail> {
+    fn on_event(&mut self, e: RdmaCmEvent) -> Result<(), Fail> {
         use RdmaCmEventType as T;
-        match e.event {
+        match e.kind() {
             T::AddrResolved => {
                 let i = self.node_of(&e).ok_or_else(|| fail(-22, "unknown id"))?;
                 let id = self.nodes[i]
@@ -385,12 +385,12 @@ impl Test {
                 }
             }
             T::ConnectRequest => {
-                let id = e.new_id.take().ok_or_else(|| fail(-22, "no new id"))?;
+                let id = e.into_new_id().ok_or_else(|| fail(-22, "no new id"))?;
                 return self.connect_handler(id);
             }
             T::Established => {
                 let i = self.node_of(&e).ok_or_else(|| fail(-22, "unknown id"))?;
-                let Some(ud) = e.ud else {
+                let Some(ud) = e.ud() else {
                     self.connect_error();
                     return Err(fail(-1, "udaddy: failure creating address handle"));
                 };
@@ -404,8 +404,12 @@ impl Test {
             T::AddrError | T::RouteError | T::ConnectError | T::Unreachable | T::Rejected => {
                 self.connect_error();
                 return Err(fail(
-                    e.status,
-                    format!("udaddy: event: {}, error: {}", e.event.as_str(), e.status),
+                    e.status(),
+                    format!(
+                        "udaddy: event: {}, error: {}",
+                        e.kind().as_str(),
+                        e.status()
+                    ),
                 ));
             }
             _ => {}

@@ -520,19 +520,16 @@ impl RdmaCm {
     /// CONNECT_REQUEST frees the listener's backlog slot, so a listener whose owner does
     /// not take its requests keeps its backlog full (ucma's `rdma_get_cm_event`).
     pub fn poll_event_of(&mut self, owner: RdmaId) -> Option<RdmaCmEvent> {
-        let e = self.events.take_first(|e| {
-            if e.event == RdmaCmEventType::ConnectRequest {
-                e.listen_id == Some(owner)
-            } else {
-                e.id == owner
-            }
+        let e = self.events.take_first(|e| match e {
+            RdmaCmEvent::ConnectRequest { listen_id, .. } => *listen_id == owner,
+            e => e.id() == owner,
         })?;
         Some(self.taken(e))
     }
 
     fn taken(&mut self, e: RdmaCmEvent) -> RdmaCmEvent {
-        if e.event == RdmaCmEventType::ConnectRequest {
-            if let Some(l) = e.listen_id.and_then(|l| self.ids.get_mut(&l.0)) {
+        if let RdmaCmEvent::ConnectRequest { listen_id, .. } = &e {
+            if let Some(l) = self.ids.get_mut(&listen_id.0) {
                 l.pending = l.pending.saturating_sub(1);
             }
         }
@@ -1011,14 +1008,18 @@ impl RdmaCm {
             return Err(RdmaCmError::FamilyMismatch);
         }
         let Some(port) = self.port_for(src_ip) else {
-            self.events
-                .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrError, id.0).with_status(ENODEV));
+            self.events.push_back(RdmaCmEvent::AddrError {
+                id: id.name(),
+                status: ENODEV,
+            });
             return Ok(());
         };
         if ps == PortSpace::IPOIB {
             // addr_handler → cma_acquire_dev_by_src_ip: -EINVAL on a RoCE port.
-            self.events
-                .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrError, id.0).with_status(EINVAL));
+            self.events.push_back(RdmaCmEvent::AddrError {
+                id: id.name(),
+                status: EINVAL,
+            });
             return Ok(());
         }
         let sport = match bound.map(|b| b.port()).filter(|&p| p != 0) {
@@ -1034,7 +1035,7 @@ impl RdmaCm {
         i.remote = Some(dst);
         i.state = CmaState::AddrResolved;
         self.events
-            .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrResolved, id.0));
+            .push_back(RdmaCmEvent::AddrResolved { id: id.name() });
         Ok(())
     }
 
@@ -1064,8 +1065,10 @@ impl RdmaCm {
             None => self.resolve_ib_dev(&dst.gid),
         };
         let Some((port, src_ip)) = found else {
-            self.events
-                .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrError, id.0).with_status(ENODEV));
+            self.events.push_back(RdmaCmEvent::AddrError {
+                id: id.name(),
+                status: ENODEV,
+            });
             return Ok(());
         };
         let dst_sa = SocketAddr::new(dst.gid.to_ip(), dst.port);
@@ -1080,7 +1083,7 @@ impl RdmaCm {
         i.remote = Some(SocketAddr::new(dst.gid.to_ip(), dst.port));
         i.state = CmaState::AddrResolved;
         self.events
-            .push_back(RdmaCmEvent::new(RdmaCmEventType::AddrResolved, id.0));
+            .push_back(RdmaCmEvent::AddrResolved { id: id.name() });
         Ok(())
     }
 
@@ -1114,9 +1117,10 @@ impl RdmaCm {
             return Err(RdmaCmError::InvalidState);
         };
         if (!i.ib && local.is_ipv4() != remote.is_ipv4()) || !info.up {
-            self.events.push_back(
-                RdmaCmEvent::new(RdmaCmEventType::RouteError, id.0).with_status(ENETUNREACH),
-            );
+            self.events.push_back(RdmaCmEvent::RouteError {
+                id: id.name(),
+                status: ENETUNREACH,
+            });
             return Ok(());
         }
         let i = self.id_mut(id)?;
@@ -1132,7 +1136,7 @@ impl RdmaCm {
         });
         i.state = CmaState::RouteResolved;
         self.events
-            .push_back(RdmaCmEvent::new(RdmaCmEventType::RouteResolved, id.0));
+            .push_back(RdmaCmEvent::RouteResolved { id: id.name() });
         Ok(())
     }
 
@@ -1615,7 +1619,7 @@ impl RdmaCm {
             if self
                 .events
                 .iter()
-                .any(|e| e.id.0 == id && e.event == RdmaCmEventType::ConnectRequest)
+                .any(|e| e.id().0 == id && e.kind() == RdmaCmEventType::ConnectRequest)
             {
                 p.pending = p.pending.saturating_sub(1);
             }
@@ -1623,19 +1627,13 @@ impl RdmaCm {
         // No event for a destroyed id (a CONNECT_REQUEST's new id goes with it), nor a
         // destroyed listener's CONNECT_REQUESTs, whose new ids are destroyed too
         // (ucma_cleanup_ctx_events).
-        let mut orphans = Vec::new();
-        self.events.retain_mut(|e| {
-            if e.id.0 == id || e.listen_id.is_some_and(|l| l.0 == id) {
-                if let Some(n) = e.new_id.take() {
-                    orphans.push(n);
-                }
-                false
-            } else {
-                true
+        let gone = self
+            .events
+            .remove_where(|e| e.id().0 == id || e.listen_id().is_some_and(|l| l.0 == id));
+        for e in gone {
+            if let RdmaCmEvent::ConnectRequest { new_id, .. } = e {
+                self.destroy_inner(now, new_id.0);
             }
-        });
-        for n in orphans {
-            self.destroy_inner(now, n.0);
         }
     }
 
@@ -1664,18 +1662,15 @@ impl RdmaCm {
         }
     }
 
-    fn push(&mut self, event: RdmaCmEventType, id: u32) {
-        self.events.push_back(RdmaCmEvent::new(event, id));
-    }
-
     /// DISCONNECTED once per connection (`cma_comp_exch(CONNECT, DISCONNECT)`).
     fn disconnected(&mut self, id: u32, status: i32) {
         if let Some(i) = self.ids.get_mut(&id) {
             if i.state == CmaState::Connect {
                 i.state = CmaState::Disconnect;
-                self.events.push_back(
-                    RdmaCmEvent::new(RdmaCmEventType::Disconnected, id).with_status(status),
-                );
+                self.events.push_back(RdmaCmEvent::Disconnected {
+                    id: RdmaId(id),
+                    status,
+                });
             }
         }
     }
@@ -1691,7 +1686,6 @@ impl RdmaCm {
     }
 
     fn on_cm_event(&mut self, now: Instant, stack: Option<&mut Stack>, ev: CmEvent) {
-        use RdmaCmEventType as T;
         match ev {
             CmEvent::ReqReceived { id, listen, req } => {
                 let ours = self.listen_cms.contains_key(&listen.local_comm_id());
@@ -1753,24 +1747,36 @@ impl RdmaCm {
                 self.on_rep(now, stack, r, &rep, attr_mod)
             }
             CmEvent::RtuReceived { .. } | CmEvent::UserEstablished { .. } => {
-                self.push(T::Established, r)
+                self.events.push_back(RdmaCmEvent::Established {
+                    id: RdmaId(r),
+                    private_data: Vec::new(),
+                    param: ConnParam::default(),
+                    ece: Ece::default(),
+                    ud: None,
+                })
             }
             CmEvent::ReqError { .. } | CmEvent::RepError { .. } | CmEvent::SidrReqError { .. } => {
-                self.events
-                    .push_back(RdmaCmEvent::new(T::Unreachable, r).with_status(ETIMEDOUT))
+                self.events.push_back(RdmaCmEvent::Unreachable {
+                    id: RdmaId(r),
+                    status: ETIMEDOUT,
+                    private_data: Vec::new(),
+                })
             }
             CmEvent::SidrRepReceived { rep, .. } => self.on_sidr_rep(stack, r, &rep),
             CmEvent::RejReceived { rej, .. } => {
                 // cma_modify_qp_err, then REJECTED with the reason as the status.
                 self.qp_to_err(stack, r);
-                let mut e = RdmaCmEvent::new(T::Rejected, r).with_status(i32::from(rej.reason.0));
-                e.reject_reason = Some(rej.reason);
-                e.private_data = rej.private_data.to_vec();
-                self.events.push_back(e);
+                self.events.push_back(RdmaCmEvent::Rejected {
+                    id: RdmaId(r),
+                    reason: rej.reason,
+                    private_data: rej.private_data.to_vec(),
+                });
             }
             CmEvent::DreqError { .. } => self.disconnected(r, ETIMEDOUT),
             CmEvent::DreqReceived { .. } | CmEvent::DrepReceived { .. } => self.disconnected(r, 0),
-            CmEvent::TimewaitExit { .. } => self.push(T::TimewaitExit, r),
+            CmEvent::TimewaitExit { .. } => self
+                .events
+                .push_back(RdmaCmEvent::TimewaitExit { id: RdmaId(r) }),
             _ => {}
         }
     }
@@ -1786,7 +1792,6 @@ impl RdmaCm {
         rep: &softrdma_wire::cm::RepRepr,
         attr_mod: u32,
     ) {
-        use RdmaCmEventType as T;
         let Some(i) = self.ids.get(&r) else { return };
         let (has_qp, local_vendor) = (i.qpn.is_some(), i.local_ece.vendor_id);
         // The REP's options travel in its MAD's attribute modifier (cma_rep_recv reads
@@ -1795,20 +1800,24 @@ impl RdmaCm {
             vendor_id: rep.vendor_id,
             attr_mod,
         };
-        let fill = |e: &mut RdmaCmEvent| {
-            e.private_data = rep.private_data.to_vec();
-            e.param.responder_resources = rep.initiator_depth;
-            e.param.initiator_depth = rep.responder_resources;
-            e.param.rnr_retry_count = rep.rnr_retry_count;
-            e.ece = ece;
+        // Seen from our side: the peer's initiator depth is what we answer with.
+        let param = ConnParam {
+            responder_resources: rep.initiator_depth,
+            initiator_depth: rep.responder_resources,
+            rnr_retry_count: rep.rnr_retry_count,
+            ..ConnParam::default()
         };
+        let id = RdmaId(r);
         if !has_qp {
-            let mut e = RdmaCmEvent::new(T::ConnectResponse, r);
-            fill(&mut e);
             if let Some(i) = self.ids.get_mut(&r) {
                 i.remote_ece = ece;
             }
-            self.events.push_back(e);
+            self.events.push_back(RdmaCmEvent::ConnectResponse {
+                id,
+                private_data: rep.private_data.to_vec(),
+                param,
+                ece,
+            });
             return;
         }
         if rep.vendor_id != 0 && rep.vendor_id != local_vendor {
@@ -1819,7 +1828,7 @@ impl RdmaCm {
                     .send_rej(now, cm, RejectReason::CONSUMER_DEFINED, &[], &[]);
             }
             self.events
-                .push_back(RdmaCmEvent::new(T::ConnectError, r).with_status(EINVAL));
+                .push_back(RdmaCmEvent::ConnectError { id, status: EINVAL });
             return;
         }
         if let Some(i) = self.ids.get_mut(&r) {
@@ -1836,9 +1845,13 @@ impl RdmaCm {
                 .map(|cm| self.cm.send_rtu(now, cm, &[]).is_ok())
                 .unwrap_or(false);
         if ok {
-            let mut e = RdmaCmEvent::new(T::Established, r);
-            fill(&mut e);
-            self.events.push_back(e);
+            self.events.push_back(RdmaCmEvent::Established {
+                id,
+                private_data: rep.private_data.to_vec(),
+                param,
+                ece,
+                ud: None,
+            });
         } else {
             // cma_rep_recv failing: REJ CONSUMER_DEFINED and CONNECT_ERROR.
             if let Some(cm) = self.ids.get(&r).and_then(|i| i.cm.as_ref()) {
@@ -1846,7 +1859,8 @@ impl RdmaCm {
                     .cm
                     .send_rej(now, cm, RejectReason::CONSUMER_DEFINED, &[], &[]);
             }
-            self.push(T::ConnectError, r);
+            self.events
+                .push_back(RdmaCmEvent::ConnectError { id, status: 0 });
         }
     }
 
@@ -1894,12 +1908,7 @@ impl RdmaCm {
         };
         let data = inc.data.to_vec();
         let r = self.new_passive(l, cm, &inc, ece);
-        let mut e = RdmaCmEvent::new(RdmaCmEventType::ConnectRequest, r);
-        e.listen_id = Some(RdmaId(l));
-        e.new_id = Some(RdmaCmId(r));
-        e.private_data = data;
-        e.ece = ece;
-        e.param = ConnParam {
+        let param = ConnParam {
             private_data: Vec::new(),
             // cm_format_req_event: seen from our side, the peer's initiator depth is what
             // we must answer with responder resources, and vice versa.
@@ -1909,7 +1918,13 @@ impl RdmaCm {
             retry_count: req.req.retry_count,
             rnr_retry_count: req.req.rnr_retry_count,
         };
-        self.events.push_back(e);
+        self.events.push_back(RdmaCmEvent::ConnectRequest {
+            new_id: RdmaCmId(r),
+            listen_id: RdmaId(l),
+            private_data: data,
+            param,
+            ece,
+        });
     }
 
     /// The passive id of a request accepted by listener `l` (`cma_ib_new_conn_id` /

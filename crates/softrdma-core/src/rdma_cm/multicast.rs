@@ -26,8 +26,7 @@ use std::net::IpAddr;
 use softrdma_wire::Gid;
 
 use super::{
-    CmaState, PortSpace, RdmaCm, RdmaCmError, RdmaCmEvent, RdmaCmEventType, RdmaCmId, UdParam,
-    RDMA_UDP_QKEY,
+    CmaState, PortSpace, RdmaCm, RdmaCmError, RdmaCmEvent, RdmaCmId, UdParam, RDMA_UDP_QKEY,
 };
 use crate::device::{GidType, PORT_NUM};
 use crate::transport::mcast::MULTICAST_QPN;
@@ -134,24 +133,26 @@ impl RdmaCm {
         };
         let m = Membership { addr, mgid, flags };
         self.joins.push((id.0, m));
-        let mut e = RdmaCmEvent::new(RdmaCmEventType::MulticastJoin, id.0);
-        e.ud = Some(UdParam {
-            ah: AddressVector {
-                dgid: mgid,
-                sgid_index,
-                hop_limit: MC_HOP_LIMIT,
-                traffic_class: 0,
-                flow_label: 0,
-                sl: 0,
-                port_num: PORT_NUM,
+        let e = RdmaCmEvent::MulticastJoin {
+            id: id.name(),
+            ud: UdParam {
+                ah: AddressVector {
+                    dgid: mgid,
+                    sgid_index,
+                    hop_limit: MC_HOP_LIMIT,
+                    traffic_class: 0,
+                    flow_label: 0,
+                    sl: 0,
+                    port_num: PORT_NUM,
+                },
+                qp_num: MULTICAST_QPN,
+                qkey: if ps == PortSpace::UDP {
+                    RDMA_UDP_QKEY
+                } else {
+                    0
+                },
             },
-            qp_num: MULTICAST_QPN,
-            qkey: if ps == PortSpace::UDP {
-                RDMA_UDP_QKEY
-            } else {
-                0
-            },
-        });
+        };
         self.events.push_back(e);
         Ok(m)
     }

@@ -72,8 +72,29 @@ impl Events {
         }
     }
 
-    pub(super) fn retain_mut(&mut self, mut f: impl FnMut(&mut RdmaCmEvent) -> bool) {
-        self.rdma.retain_mut(|(_, e)| f(e));
+    /// Takes every RDMA CM event for which `f` holds, in order; the others stay queued.
+    /// Called for every destroyed id, mostly with nothing to take: that case is one scan and
+    /// no allocation (rebuilding the queue each time was 4 % of `perf cm`'s profile).
+    pub(super) fn remove_where(
+        &mut self,
+        mut f: impl FnMut(&RdmaCmEvent) -> bool,
+    ) -> Vec<RdmaCmEvent> {
+        let Some(first) = self.rdma.iter().position(|(_, e)| f(e)) else {
+            return Vec::new();
+        };
+        let mut gone = Vec::new();
+        let mut kept = self.rdma.split_off(first);
+        std::mem::swap(&mut kept, &mut self.rdma);
+        // `kept` now holds the head (none taken); `self.rdma` the tail from the first match.
+        for (n, e) in std::mem::take(&mut self.rdma) {
+            if f(&e) {
+                gone.push(e);
+            } else {
+                kept.push_back((n, e));
+            }
+        }
+        self.rdma = kept;
+        gone
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = &RdmaCmEvent> + '_ {
@@ -98,7 +119,7 @@ impl Events {
 mod tests {
     use super::*;
     use crate::cm::{CmConfig, CmEndpoint};
-    use crate::rdma_cm::RdmaCmEventType;
+    use crate::rdma_cm::RdmaId;
 
     #[test]
     fn both_kinds_come_out_in_the_order_they_were_queued() {
@@ -108,9 +129,12 @@ mod tests {
         let mut q = Events::default();
         assert_eq!(q.ib_first(), None);
         q.push_ib(CmEvent::TimewaitExit { id: a.as_ref() });
-        q.push_back(RdmaCmEvent::new(RdmaCmEventType::Established, 7));
+        q.push_back(RdmaCmEvent::TimewaitExit { id: RdmaId(7) });
         q.push_ib(CmEvent::TimewaitExit { id: b.as_ref() });
-        q.push_back(RdmaCmEvent::new(RdmaCmEventType::Disconnected, 7));
+        q.push_back(RdmaCmEvent::Disconnected {
+            id: RdmaId(7),
+            status: 0,
+        });
         assert_eq!(q.len(), 4);
         let mut order = Vec::new();
         while let Some(ib) = q.ib_first() {
@@ -121,11 +145,29 @@ mod tests {
                 order.push(format!("ib{}", label(id)));
             } else {
                 let e = q.pop_front().expect("an RDMA CM event");
-                order.push(format!("{:?}", e.event));
+                order.push(format!("{:?}", e.kind()));
             }
         }
-        assert_eq!(order, ["ib1", "Established", "ib2", "Disconnected"]);
+        assert_eq!(order, ["ib1", "TimewaitExit", "ib2", "Disconnected"]);
         assert_eq!((q.len(), q.rdma_len()), (0, 0));
         drop((a, b));
+    }
+
+    #[test]
+    fn remove_where_takes_the_matching_events_in_order_and_keeps_the_rest() {
+        let ev = |id, status| RdmaCmEvent::Disconnected {
+            id: RdmaId(id),
+            status,
+        };
+        let mut q = Events::default();
+        for (id, status) in [(2, 0), (1, 1), (2, 2), (1, 3), (3, 4)] {
+            q.push_back(ev(id, status));
+        }
+        assert!(q.remove_where(|e| e.id() == RdmaId(9)).is_empty());
+        assert_eq!(q.rdma_len(), 5);
+        let gone = q.remove_where(|e| e.id() == RdmaId(1));
+        assert_eq!(gone, [ev(1, 1), ev(1, 3)]);
+        let left: Vec<i32> = q.iter().map(|e| e.status()).collect();
+        assert_eq!(left, [0, 2, 4]);
     }
 }

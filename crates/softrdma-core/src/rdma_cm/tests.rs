@@ -185,7 +185,7 @@ fn resolve(sim: &mut Sim<Node>, h: usize, id: &RdmaCmId, dst: SocketAddr, opts: 
         .resolve_addr(id, Some(src), dst)
         .expect("resolve_addr");
     assert_eq!(
-        n.poll_rdma_event().map(|e| e.event),
+        n.poll_rdma_event().map(|e| e.kind()),
         Some(RdmaCmEventType::AddrResolved)
     );
     for o in opts {
@@ -193,7 +193,7 @@ fn resolve(sim: &mut Sim<Node>, h: usize, id: &RdmaCmId, dst: SocketAddr, opts: 
     }
     n.rdma_mut().resolve_route(id).expect("resolve_route");
     assert_eq!(
-        n.poll_rdma_event().map(|e| e.event),
+        n.poll_rdma_event().map(|e| e.kind()),
         Some(RdmaCmEventType::RouteResolved)
     );
 }
@@ -213,18 +213,18 @@ fn listen(sim: &mut Sim<Node>, h: usize, addr: SocketAddr, backlog: u32) -> Rdma
 }
 
 fn has(n: &App, t: RdmaCmEventType) -> bool {
-    n.events.iter().any(|e| e.event == t)
+    n.events.iter().any(|e| e.kind() == t)
 }
 
 fn count(n: &App, t: RdmaCmEventType) -> usize {
-    n.events.iter().filter(|e| e.event == t).count()
+    n.events.iter().filter(|e| e.kind() == t).count()
 }
 
 fn take(n: &mut App, t: RdmaCmEventType) -> RdmaCmEvent {
     let i = n
         .events
         .iter()
-        .position(|e| e.event == t)
+        .position(|e| e.kind() == t)
         .unwrap_or_else(|| panic!("no {t:?} in {:?}", n.events));
     n.events.remove(i)
 }
@@ -291,11 +291,11 @@ fn connected(sim: &mut Sim<Node>, n: &mut [App]) -> (RdmaCmId, RdmaCmId, RdmaCmI
     let (a, b) = (sim.addrs[0], sim.addrs[1]);
     let l = listen(sim, 1, sa(b, 7174), 0);
     let ca = dial(sim, 0, &n[0], sa(b, 7174), b"hello");
-    let mut req = wait(sim, n, 1, RdmaCmEventType::ConnectRequest);
-    assert_eq!(req.listen_id, Some(l.name()));
-    assert_eq!(&req.private_data[..5], b"hello");
-    assert_eq!(req.private_data.len(), 92 - 36);
-    let sb = req.new_id.take().expect("new id");
+    let req = wait(sim, n, 1, RdmaCmEventType::ConnectRequest);
+    assert_eq!(req.listen_id(), Some(l.name()));
+    assert_eq!(&req.private_data()[..5], b"hello");
+    assert_eq!(req.private_data().len(), 92 - 36);
+    let sb = req.into_new_id().expect("new id");
     assert_eq!(
         sim.stacks[1]
             .rdma_mut()
@@ -470,8 +470,8 @@ fn reject_carries_consumer_data_and_a_failed_reject_returns_the_id() {
     let b = sim.addrs[1];
     let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     let _a = dial(&mut sim, 0, &n[0], sa(b, 7174), b"x");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let id = req.new_id.take().expect("new id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let id = req.into_new_id().expect("new id");
     // Too much private data: refused, and the id comes back still usable.
     let (id, e) = sim.stacks[1]
         .rdma_mut()
@@ -488,8 +488,8 @@ fn reject_carries_consumer_data_and_a_failed_reject_returns_the_id() {
         .map_err(|(_, e)| e)
         .expect("rej");
     let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Rejected);
-    assert_eq!(e.reject_reason, Some(RejectReason::CONSUMER_DEFINED));
-    assert_eq!(e.status, 28);
+    assert_eq!(e.reject_reason(), Some(RejectReason::CONSUMER_DEFINED));
+    assert_eq!(e.status(), 28);
     assert!(e.is_consumer_reject());
     assert_eq!(e.reject_msg(), "consumer defined");
     assert_eq!(&e.consumer_reject_data().expect("data")[..7], b"go away");
@@ -513,8 +513,8 @@ fn retransmitted_req_gets_the_delayed_mra_then_accept_connects() {
     let b = sim.addrs[1];
     let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     let _a = dial(&mut sim, 0, &n[0], sa(b, 7174), b"");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let id = req.new_id.take().expect("id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let id = req.into_new_id().expect("id");
     assert_eq!(attrs(&cm_log(&sim)), vec![AttrId::REQ]);
     // The active side's REQ timer runs out: it retransmits.
     run_timers(&mut sim, &mut n);
@@ -545,7 +545,7 @@ fn address_and_route_errors() {
     cm.resolve_addr(&id, Some(nowhere), sa(b, 7174))
         .expect("queued");
     let e = cm.poll_event().expect("event");
-    assert_eq!((e.event, e.status), (RdmaCmEventType::AddrError, ENODEV));
+    assert_eq!((e.kind(), e.status()), (RdmaCmEventType::AddrError, ENODEV));
     // Families differ: refused at once.
     let v6: IpAddr = "fd00::1".parse().expect("ip");
     assert_eq!(
@@ -572,7 +572,7 @@ fn address_and_route_errors() {
     let z = cm.create_id();
     cm.resolve_addr(&z, Some(a), sa(b, 7174)).expect("addr");
     assert_eq!(
-        cm.poll_event().map(|e| e.event),
+        cm.poll_event().map(|e| e.kind()),
         Some(RdmaCmEventType::AddrResolved)
     );
     let dev0 = n[0].devs[0].port;
@@ -583,7 +583,7 @@ fn address_and_route_errors() {
     sim.stacks[0].rdma_mut().resolve_route(&z).expect("queued");
     let e = sim.stacks[0].poll_rdma_event().expect("event");
     assert_eq!(
-        (e.event, e.status),
+        (e.kind(), e.status()),
         (RdmaCmEventType::RouteError, ENETUNREACH)
     );
     for i in [id, x, y, z] {
@@ -664,10 +664,10 @@ fn backlog_overflow_drops_silently_and_the_retried_req_is_served() {
         "no REJ for the dropped REQ"
     );
     // The application takes the first request; the second REQ's retransmission is served.
-    let mut first = sim.stacks[1].poll_rdma_event().expect("first request");
-    assert_eq!(first.event, RdmaCmEventType::ConnectRequest);
-    assert_eq!(&first.private_data[..5], b"first");
-    let fid = first.new_id.take().expect("id");
+    let first = sim.stacks[1].poll_rdma_event().expect("first request");
+    assert_eq!(first.kind(), RdmaCmEventType::ConnectRequest);
+    assert_eq!(&first.private_data()[..5], b"first");
+    let fid = first.into_new_id().expect("id");
     for _ in 0..5 {
         if has(&n[1], RdmaCmEventType::ConnectRequest) {
             break;
@@ -675,9 +675,9 @@ fn backlog_overflow_drops_silently_and_the_retried_req_is_served() {
         run_timers(&mut sim, &mut n);
     }
     let second = take(&mut n[1], RdmaCmEventType::ConnectRequest);
-    assert_eq!(&second.private_data[..6], b"second");
+    assert_eq!(&second.private_data()[..6], b"second");
     sim.stacks[1].rdma_mut().destroy(sim.now, fid);
-    if let Some(id) = second.new_id {
+    if let Some(id) = second.into_new_id() {
         sim.stacks[1].rdma_mut().destroy(sim.now, id);
     }
 }
@@ -746,8 +746,8 @@ fn passive_side_binds_each_request_to_the_device_it_arrived_on() {
             attrs(&cm_log(&sim)),
             sim.stacks[1].rdma_mut().counters()
         );
-        let mut e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
-        let id = e.new_id.take().expect("id");
+        let e = take(&mut n[1], RdmaCmEventType::ConnectRequest);
+        let id = e.into_new_id().expect("id");
         let port = sim.stacks[1].rdma_mut().port_of(id.name()).expect("bound");
         got.push((dst, port, sim.stacks[1].rdma_mut().local_addr(id.name())));
         accept(&mut sim, 1, &n[1], &id);

@@ -135,10 +135,10 @@ fn ud_over_sidr_then_datagrams_both_ways() {
         Err(RdmaCmError::TooLong)
     );
     sim.stacks[0].rdma_mut().destroy(sim.now, x);
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    assert_eq!(req.listen_id, Some(l.name()));
-    assert_eq!(req.private_data, user.to_vec());
-    let sb = req.new_id.take().expect("new id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    assert_eq!(req.listen_id(), Some(l.name()));
+    assert_eq!(req.private_data(), user.to_vec());
+    let sb = req.into_new_id().expect("new id");
     assert_eq!(
         sim.stacks[1].rdma_mut().qp_type(sb.name()),
         Some(QpType::Ud)
@@ -167,11 +167,11 @@ fn ud_over_sidr_then_datagrams_both_ways() {
         "no event passively"
     );
     let e = take(&mut n[0], RdmaCmEventType::Established);
-    let ud = e.ud.expect("UD parameters");
+    let ud = e.ud().expect("UD parameters");
     assert_eq!((ud.qp_num, ud.qkey), (qb, RDMA_UDP_QKEY));
     assert_eq!(ud.ah.dgid, Gid::from(b));
     assert_eq!(ud.ah.hop_limit, 64);
-    assert_eq!(&e.private_data[..3], b"rep");
+    assert_eq!(&e.private_data()[..3], b"rep");
     let log = cm_log(&sim);
     assert_eq!(attrs(&log), vec![AttrId::SIDR_REQ, AttrId::SIDR_REP]);
     let (CmMessage::SidrReq(q), CmMessage::SidrRep(r)) = (&log[0].1, &log[1].1) else {
@@ -267,14 +267,14 @@ fn ud_unreachable_carries_the_sidr_status() {
     let b = sim.addrs[1];
     let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
     let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Unreachable);
-    assert_eq!(e.status, 1);
+    assert_eq!(e.status(), 1);
     let _l = sim.stacks[1]
         .rdma_mut()
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("listen");
     let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let id = req.new_id.take().expect("id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let id = req.into_new_id().expect("id");
     assert_eq!(
         sim.stacks[1]
             .rdma_mut()
@@ -287,8 +287,8 @@ fn ud_unreachable_carries_the_sidr_status() {
     );
     // (that id is gone; a new request)
     let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let id = req.new_id.take().expect("id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let id = req.into_new_id().expect("id");
     sim.stacks[1]
         .rdma_mut()
         .reject(sim.now, id, b"busy")
@@ -301,12 +301,12 @@ fn ud_unreachable_carries_the_sidr_status() {
     let statuses: Vec<i32> = n[0]
         .events
         .iter()
-        .filter(|e| e.event == RdmaCmEventType::Unreachable)
-        .map(|e| e.status)
+        .filter(|e| e.kind() == RdmaCmEventType::Unreachable)
+        .map(|e| e.status())
         .collect();
     assert_eq!(statuses, vec![2, 2], "destroyed, then rejected: status 2");
     let last = n[0].events.last().expect("event");
-    assert_eq!(&last.private_data[..4], b"busy");
+    assert_eq!(&last.private_data()[..4], b"busy");
 }
 
 /// A SIDR REQ lost, then its SIDR REP lost, every datagram duplicated: the client
@@ -338,10 +338,10 @@ fn ud_sidr_survives_loss_and_duplicates() {
         if let Some(i) = n[1]
             .events
             .iter()
-            .position(|e| e.event == RdmaCmEventType::ConnectRequest)
+            .position(|e| e.kind() == RdmaCmEventType::ConnectRequest)
         {
-            let mut req = n[1].events.remove(i);
-            let id = req.new_id.take().expect("id");
+            let req = n[1].events.remove(i);
+            let id = req.into_new_id().expect("id");
             sim.stacks[1]
                 .rdma_mut()
                 .accept_ud(sim.now, &id, qb, 0, b"")
@@ -393,15 +393,15 @@ fn ud_sidr_rep_with_another_qkey_is_addr_error() {
         .listen_on_ps(PortSpace::UDP, sa(b, 7174), 0)
         .expect("listen");
     let _ = ud_dial(&mut sim, 0, &n[0], PortSpace::UDP, sa(b, 7174), b"");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let id = req.new_id.take().expect("id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let id = req.into_new_id().expect("id");
     sim.stacks[1]
         .rdma_mut()
         .accept_ud(sim.now, &id, 0x99, 0x1111, b"")
         .expect("accept");
     assert_eq!(sim.stacks[1].rdma_mut().qkey(id.name()), Some(0x1111));
     let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::AddrError);
-    assert_eq!(e.status, EINVAL);
+    assert_eq!(e.status(), EINVAL);
 }
 
 /// IPoIB ids cannot use a RoCE device, as in the kernel: bind to an address -EINVAL,
@@ -427,7 +427,7 @@ fn ipoib_space_is_refused_on_roce() {
         .resolve_addr(&c, Some(a), sa(b, 7174))
         .expect("queued");
     let e = sim.stacks[0].poll_rdma_event().expect("event");
-    assert_eq!((e.event, e.status), (RdmaCmEventType::AddrError, EINVAL));
+    assert_eq!((e.kind(), e.status()), (RdmaCmEventType::AddrError, EINVAL));
     // A raw SIDR REQ for service ID 0x21c06 with a proper IP header.
     let p = crate::cm::SidrReqParams {
         port: n[0].devs[0].port,
@@ -473,7 +473,7 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
         .resolve_addr_ib(&c, None, IbAddr::new(Gid::from(b), 7471))
         .expect("addr");
     assert_eq!(
-        sim.stacks[0].poll_rdma_event().map(|e| e.event),
+        sim.stacks[0].poll_rdma_event().map(|e| e.kind()),
         Some(RdmaCmEventType::AddrResolved)
     );
     assert_eq!(
@@ -488,10 +488,10 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
         cm.connect(now, s, &c, Some(qa), &param(b"\0\0ib"))
     })
     .expect("connect");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    assert_eq!(&req.private_data[..4], b"\0\0ib");
-    assert_eq!(req.private_data.len(), 92);
-    let sb = req.new_id.take().expect("id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    assert_eq!(&req.private_data()[..4], b"\0\0ib");
+    assert_eq!(req.private_data().len(), 92);
+    let sb = req.into_new_id().expect("id");
     assert!(sim.stacks[1].rdma_mut().is_af_ib(sb.name()));
     assert_eq!(
         sim.stacks[1].rdma_mut().local_ib(sb.name()),
@@ -537,7 +537,7 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
         &n[0],
         RdmaCmEventType::Rejected
     )));
-    assert_eq!(take(&mut n[0], RdmaCmEventType::Rejected).status, 28);
+    assert_eq!(take(&mut n[0], RdmaCmEventType::Rejected).status(), 28);
     // IP-addressed PS_IB: same service ID space, the IP header, hop limit 64.
     sim.tap.clear();
     let _l2 = sim.stacks[1]
@@ -553,7 +553,7 @@ fn ps_ib_connects_with_gids_and_with_ip_addresses() {
     })
     .expect("connect");
     let e = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let sb2 = e.new_id.expect("id");
+    let sb2 = e.into_new_id().expect("id");
     assert!(!sim.stacks[1].rdma_mut().is_af_ib(sb2.name()));
     let log = cm_log(&sim);
     let CmMessage::Req(q) = &log[0].1 else {
@@ -589,9 +589,9 @@ fn ece_is_offered_and_accepted() {
             cm.connect_ece(now, s, &id, Some(q), &param(b""), ece)
         })
         .expect("connect");
-        let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-        assert_eq!(req.ece, ece);
-        let sb = req.new_id.take().expect("id");
+        let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+        assert_eq!(req.ece(), ece);
+        let sb = req.into_new_id().expect("id");
         assert_eq!(sim.stacks[1].rdma_mut().remote_ece(sb.name()), Some(ece));
         let (_, qb, _) = rc_qp(st(&mut sim, 1));
         match answer {
@@ -618,9 +618,9 @@ fn ece_is_offered_and_accepted() {
         });
         assert!(ok, "{:?} {:?}", attrs(&cm_log(&sim)), n[0].events);
         let e = take(&mut n[0], RdmaCmEventType::Established);
-        assert_eq!(e.ece.vendor_id, 0x00ab_cdef);
+        assert_eq!(e.ece().vendor_id, 0x00ab_cdef);
         // The active side learns what was agreed (the REP's attribute modifier).
-        assert_eq!(e.ece.attr_mod, want);
+        assert_eq!(e.ece().attr_mod, want);
         let log = cm_log_attr(&sim);
         let (CmMessage::Req(q), CmMessage::Rep(r)) = (&log[0].1, &log[1].1) else {
             panic!()
@@ -653,8 +653,8 @@ fn ece_reject_is_reason_35() {
     let b = sim.addrs[1];
     let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     let _c = dial(&mut sim, 0, &n[0], sa(b, 7174), b"");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let id = req.new_id.take().expect("id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let id = req.into_new_id().expect("id");
     let (id, e) = sim.stacks[1]
         .rdma_mut()
         .reject_with(sim.now, id, RejectReason::INVALID_SERVICE_ID, b"")
@@ -666,11 +666,11 @@ fn ece_reject_is_reason_35() {
         .map_err(|(_, e)| e)
         .expect("reject");
     let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Rejected);
-    assert_eq!(e.status, 35);
+    assert_eq!(e.status(), 35);
     assert!(!e.is_consumer_reject());
     assert_eq!(e.consumer_reject_data(), None);
     assert_eq!(e.reject_msg(), "vendor option is not supported");
-    assert_eq!(&e.private_data[..14], b"no such option");
+    assert_eq!(&e.private_data()[..14], b"no such option");
     let log = cm_log(&sim);
     let CmMessage::Rej(r) = &log[1].1 else {
         panic!()
@@ -707,7 +707,7 @@ fn afonly_decides_port_sharing_and_which_requests_a_listener_takes() {
     cm.listen(&l, 0).expect("listen");
     let _c = dial(&mut sim, 0, &n[0], sa(b, 7001), b"");
     let e = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let sb = e.new_id.expect("id");
+    let sb = e.into_new_id().expect("id");
     assert_eq!(
         sim.stacks[1].rdma_mut().local_addr(sb.name()),
         Some(sa(b, 7001))
@@ -800,8 +800,8 @@ fn ack_timeout_sets_the_packet_lifetime_and_the_qp_timeout() {
             cm.connect(now, s, &id, Some(qa), &param(b""))
         })
         .expect("connect");
-        let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-        let sb = req.new_id.take().expect("id");
+        let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+        let sb = req.into_new_id().expect("id");
         if t != 0 {
             sim.stacks[1]
                 .rdma_mut()
@@ -841,8 +841,8 @@ fn min_rnr_timer_is_on_the_wire() {
     let b = sim.addrs[1];
     let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     let _c = dial(&mut sim, 0, &n[0], sa(b, 7174), b"");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let sb = req.new_id.take().expect("id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let sb = req.into_new_id().expect("id");
     assert_eq!(
         sim.stacks[1].rdma_mut().set_min_rnr_timer(&sb, 32),
         Err(RdmaCmError::Invalid),
@@ -914,8 +914,8 @@ fn tos_is_the_paths_traffic_class() {
         cm.connect(now, s, &id, Some(qa), &param(b""))
     })
     .expect("connect");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let sb = req.new_id.take().expect("id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let sb = req.into_new_id().expect("id");
     accept(&mut sim, 1, &n[1], &sb);
     let _ = wait(&mut sim, &mut n, 0, RdmaCmEventType::Established);
     let log = cm_log(&sim);
@@ -963,15 +963,15 @@ fn tos_is_the_paths_traffic_class() {
         cm.connect(now, s, &c, None, &param(b""))
     })
     .expect("sidr");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let u = req.new_id.take().expect("id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let u = req.into_new_id().expect("id");
     sim.stacks[1]
         .rdma_mut()
         .accept_ud(sim.now, &u, 0x42, 0, b"")
         .expect("accept");
     let e = wait(&mut sim, &mut n, 0, RdmaCmEventType::Established);
     assert_eq!(
-        e.ud.map(|u| (u.ah.traffic_class, u.qp_num)),
+        e.ud().map(|u| (u.ah.traffic_class, u.qp_num)),
         Some((0x20, 0x42))
     );
 }
@@ -1038,13 +1038,13 @@ fn ece_rep_of_another_vendor_is_connect_error() {
         let e = take(&mut n[0], want);
         pump(&mut sim, &mut n, |_| false);
         if ok {
-            assert_eq!(e.ece, Ece::default());
+            assert_eq!(e.ece(), Ece::default());
             assert_eq!(
                 attrs(&cm_log(&sim)),
                 vec![AttrId::REQ, AttrId::REP, AttrId::RTU]
             );
         } else {
-            assert_eq!(e.status, EINVAL);
+            assert_eq!(e.status(), EINVAL);
             assert_eq!(
                 st(&mut sim, 0).verbs.qp(qa).expect("qp").state(),
                 QpState::Err
@@ -1083,7 +1083,7 @@ fn multicast_join_and_leave_as_cma_iboe_join_multicast() {
         .resolve_addr(&id, Some(src), sa(group, 0))
         .expect("resolve_addr");
     assert_eq!(
-        sim.stacks[0].poll_rdma_event().map(|e| e.event),
+        sim.stacks[0].poll_rdma_event().map(|e| e.kind()),
         Some(RdmaCmEventType::AddrResolved)
     );
     let m = join(&mut sim, &id, group, JoinFlags::FullMember).expect("join");
@@ -1091,9 +1091,9 @@ fn multicast_join_and_leave_as_cma_iboe_join_multicast() {
     assert_eq!(m.mgid.0[..12], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]);
     assert_eq!(m.mgid.0[12..], [239, 1, 2, 3]);
     let e = sim.stacks[0].poll_rdma_event().expect("an event");
-    assert_eq!(e.event, RdmaCmEventType::MulticastJoin);
-    assert_eq!(e.status, 0);
-    let ud = e.ud.expect("param.ud");
+    assert_eq!(e.kind(), RdmaCmEventType::MulticastJoin);
+    assert_eq!(e.status(), 0);
+    let ud = e.ud().cloned().expect("param.ud");
     assert_eq!((ud.qp_num, ud.qkey), (0xFF_FFFF, RDMA_UDP_QKEY));
     assert_eq!((ud.ah.dgid, ud.ah.hop_limit, ud.ah.sl), (m.mgid, 64, 0));
     let sgid = st(&mut sim, 0)
@@ -1113,7 +1113,7 @@ fn multicast_join_and_leave_as_cma_iboe_join_multicast() {
     let so = join(&mut sim, &id, other, JoinFlags::SendOnlyFullMember).expect("join");
     assert!(!so.joins_interface());
     assert_eq!(
-        sim.stacks[0].poll_rdma_event().map(|e| e.event),
+        sim.stacks[0].poll_rdma_event().map(|e| e.kind()),
         Some(RdmaCmEventType::MulticastJoin)
     );
     assert!(sim.stacks[0].rdma_mut().group_in_use(group));
@@ -1145,7 +1145,7 @@ fn multicast_join_and_leave_as_cma_iboe_join_multicast() {
         .resolve_addr(&tcp, Some(src), sa(group, 0))
         .expect("resolve_addr");
     assert_eq!(
-        sim.stacks[0].poll_rdma_event().map(|e| e.event),
+        sim.stacks[0].poll_rdma_event().map(|e| e.kind()),
         Some(RdmaCmEventType::AddrResolved)
     );
     let routed = sim.stacks[0].rdma_mut().create_id_ps(PortSpace::UDP);
@@ -1176,8 +1176,8 @@ fn notify_comm_est_establishes_the_passive_side_before_the_rtu() {
     let b = sim.addrs[1];
     let _l = listen(&mut sim, 1, sa(b, 7174), 0);
     let _ca = dial(&mut sim, 0, &n[0], sa(b, 7174), b"x");
-    let mut req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
-    let sb = req.new_id.take().expect("new id");
+    let req = wait(&mut sim, &mut n, 1, RdmaCmEventType::ConnectRequest);
+    let sb = req.into_new_id().expect("new id");
     assert_eq!(
         sim.stacks[1].rdma_mut().notify(&sb, EVENT_COMM_EST),
         Err(RdmaCmError::Cm(CmError::InvalidState(CmState::MraReqSent)))
@@ -1198,7 +1198,7 @@ fn notify_comm_est_establishes_the_passive_side_before_the_rtu() {
         sim.stacks[1].rdma_mut().cm_state(sb.name()),
         Some(CmState::Established)
     );
-    let e = sim.stacks[1].poll_rdma_event().map(|e| (e.event, e.id));
+    let e = sim.stacks[1].poll_rdma_event().map(|e| (e.kind(), e.id()));
     assert_eq!(e, Some((RdmaCmEventType::Established, sb.name())));
     // The RTU arrives: nothing more.
     pump(&mut sim, &mut n, |_| false);

@@ -9,8 +9,8 @@ use softrdma_wire::rdma_cm::{service_id, IpCmHeader, PortSpace};
 use softrdma_wire::Gid;
 
 use super::{
-    roce_udp_flow_label, CmaState, Ece, RdmaCm, RdmaCmError, RdmaCmEvent, RdmaCmEventType,
-    RdmaCmId, RdmaId, UdParam, CMA_CM_RESPONSE_TIMEOUT, CMA_MAX_CM_RETRIES, EINVAL,
+    roce_udp_flow_label, CmaState, ConnParam, Ece, RdmaCm, RdmaCmError, RdmaCmEvent, RdmaCmId,
+    RdmaId, UdParam, CMA_CM_RESPONSE_TIMEOUT, CMA_MAX_CM_RETRIES, EINVAL,
 };
 use crate::cm::{CmId, SidrRepParams, SidrReqParams};
 use crate::device::{GidType, PORT_NUM};
@@ -282,32 +282,37 @@ impl RdmaCm {
         }
         let data = inc.data.to_vec();
         let r = self.new_passive(l, cm, &inc, Ece::default());
-        let mut e = RdmaCmEvent::new(RdmaCmEventType::ConnectRequest, r);
-        e.listen_id = Some(RdmaId(l));
-        e.new_id = Some(RdmaCmId(r));
-        e.private_data = data;
-        self.events.push_back(e);
+        self.events.push_back(RdmaCmEvent::ConnectRequest {
+            new_id: RdmaCmId(r),
+            listen_id: RdmaId(l),
+            private_data: data,
+            param: ConnParam::default(),
+            ece: Ece::default(),
+        });
     }
 
     /// `cma_sidr_rep_handler`: ESTABLISHED with the peer's AH (from the route), QPN and
     /// Q_Key; UNREACHABLE with the SIDR status; ADDR_ERROR `-EINVAL` for a Q_Key other than
     /// the id's.
     pub(super) fn on_sidr_rep(&mut self, stack: Option<&mut Stack>, r: u32, rep: &SidrRepRepr) {
-        use RdmaCmEventType as T;
         let Some(i) = self.ids.get(&r) else { return };
         if i.state != CmaState::Connect {
             return;
         }
         let (local, remote, route) = (i.local, i.remote, i.route);
         if rep.status != SidrStatus::SUCCESS {
-            let mut e = RdmaCmEvent::new(T::Unreachable, r).with_status(i32::from(rep.status.0));
-            e.private_data = rep.private_data.to_vec();
-            self.events.push_back(e);
+            self.events.push_back(RdmaCmEvent::Unreachable {
+                id: RdmaId(r),
+                status: i32::from(rep.status.0),
+                private_data: rep.private_data.to_vec(),
+            });
             return;
         }
         if self.set_qkey(r, rep.qkey).is_err() {
-            self.events
-                .push_back(RdmaCmEvent::new(T::AddrError, r).with_status(EINVAL));
+            self.events.push_back(RdmaCmEvent::AddrError {
+                id: RdmaId(r),
+                status: EINVAL,
+            });
             return;
         }
         let (Some(local), Some(remote)) = (local, remote) else {
@@ -329,13 +334,16 @@ impl RdmaCm {
             sl: 0,
             port_num: PORT_NUM,
         };
-        let mut e = RdmaCmEvent::new(T::Established, r);
-        e.private_data = rep.private_data.to_vec();
-        e.ud = Some(UdParam {
-            ah,
-            qp_num: rep.qpn,
-            qkey: rep.qkey,
+        self.events.push_back(RdmaCmEvent::Established {
+            id: RdmaId(r),
+            private_data: rep.private_data.to_vec(),
+            param: ConnParam::default(),
+            ece: Ece::default(),
+            ud: Some(UdParam {
+                ah,
+                qp_num: rep.qpn,
+                qkey: rep.qkey,
+            }),
         });
-        self.events.push_back(e);
     }
 }

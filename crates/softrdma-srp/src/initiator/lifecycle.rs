@@ -30,18 +30,20 @@ impl SrpInitiator {
         stack: &mut Stack,
         ev: &RdmaCmEvent,
     ) {
-        let Some(k) = self.channel_of_rdma(ev.id) else {
+        let Some(k) = self.channel_of_rdma(ev.id()) else {
             return;
         };
         use RdmaCmEventType as T;
         let st = self.channels[k].state;
         // A login step that failed: the channel's login fails and the channel goes.
-        let failed = match ev.event {
+        let failed = match ev.kind() {
             T::AddrResolved => match &self.channels[k].conn {
                 Some(Conn::Rdma(id)) => rdma.resolve_route(id).err().map(LoginError::ResolveRoute),
                 _ => return,
             },
-            T::AddrError => Some(LoginError::AddrError { status: ev.status }),
+            T::AddrError => Some(LoginError::AddrError {
+                status: ev.status(),
+            }),
             T::RouteResolved => {
                 let c = &self.channels[k];
                 let param = ConnParam {
@@ -65,14 +67,16 @@ impl SrpInitiator {
                 }
                 r.err().map(LoginError::Connect)
             }
-            T::RouteError => Some(LoginError::RouteError { status: ev.status }),
+            T::RouteError => Some(LoginError::RouteError {
+                status: ev.status(),
+            }),
             T::Unreachable if st < ChannelState::Live => Some(LoginError::Unreachable),
-            T::ConnectError if st < ChannelState::Live => {
-                Some(LoginError::ConnectError { status: ev.status })
-            }
+            T::ConnectError if st < ChannelState::Live => Some(LoginError::ConnectError {
+                status: ev.status(),
+            }),
             T::Rejected if st < ChannelState::Live => Some(LoginError::Rejected(Reject::new(
-                ev.reject_reason,
-                &ev.private_data,
+                ev.reject_reason(),
+                ev.private_data(),
             ))),
             _ => None,
         };
@@ -81,15 +85,15 @@ impl SrpInitiator {
             self.after_change(now, rdma, stack);
             return;
         }
-        match ev.event {
+        match ev.kind() {
             T::Established if st == ChannelState::Connecting => {
-                self.logged_in(now, rdma, stack, k, &ev.private_data);
+                self.logged_in(now, rdma, stack, k, ev.private_data());
             }
             T::Disconnected => {
                 if st == ChannelState::Disconnecting {
                     self.events.push_back(InitiatorEvent::LoggedOut {
                         channel: k,
-                        answered: ev.status == 0,
+                        answered: ev.status() == 0,
                     });
                 }
                 if st == ChannelState::Live {
@@ -106,8 +110,8 @@ impl SrpInitiator {
                 self.channel_down(
                     k,
                     DownReason::CmEvent {
-                        event: ev.event,
-                        status: ev.status,
+                        event: ev.kind(),
+                        status: ev.status(),
                     },
                 );
                 self.release_channel(now, rdma, stack, k);

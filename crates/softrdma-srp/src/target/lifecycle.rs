@@ -23,11 +23,11 @@ impl SrpTarget {
         stack: &mut Stack,
         ev: &RdmaCmEvent,
     ) {
-        let Some(ChannelId(ch)) = self.channel_of(ev.id) else {
+        let Some(ChannelId(ch)) = self.channel_of(ev.id()) else {
             return;
         };
         use RdmaCmEventType as T;
-        match ev.event {
+        match ev.kind() {
             T::Established => self.rtu(now, rdma, stack, ch),
             T::Disconnected => {
                 let st = self.channels.get(&ch).map(|c| c.state);
@@ -41,7 +41,7 @@ impl SrpTarget {
             T::Rejected | T::Unreachable | T::ConnectError => {
                 self.events.push_back(SrpEvent::Warning {
                     channel: Some(ChannelId(ch)),
-                    what: format!("{} (status {})", ev.event, ev.status),
+                    what: format!("{} (status {})", ev.kind(), ev.status()),
                 });
                 self.close(stack, ch);
             }

@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 
 use softrdma_core::cm::{CmConfig, CmEvent, CmPort, RXE_CA_ACK_DELAY};
-use softrdma_core::rdma_cm::{RdmaCmEventType as T, RdmaCmId};
+use softrdma_core::rdma_cm::{RdmaCmEvent, RdmaCmId};
 use softrdma_core::sim::Sim;
 use softrdma_core::time::Instant;
 use softrdma_core::{DeviceConfig, Node, Stack};
@@ -93,11 +93,15 @@ impl TargetApp {
             return;
         }
         let (engine, port) = (&mut self.engine, self.port);
-        while let Some(mut e) = node.poll_rdma_event() {
+        while let Some(e) = node.poll_rdma_event() {
             node.with_port(now, port, |cm, s| {
-                if e.event == T::ConnectRequest {
-                    let id = e.new_id.take().expect("new id");
-                    if let Err(f) = engine.rdma_connect_request(now, cm, s, id, &e.private_data) {
+                if let RdmaCmEvent::ConnectRequest {
+                    new_id,
+                    private_data,
+                    ..
+                } = e
+                {
+                    if let Err(f) = engine.rdma_connect_request(now, cm, s, new_id, &private_data) {
                         f.reject(now, cm);
                     }
                 } else {
