@@ -115,8 +115,8 @@ pub struct Cc {
     /// Samples this round above / below the target.
     round_high: u32,
     round_low: u32,
-    /// The sum of this round's queueing delays, microseconds (for their mean).
-    round_qdelay: u64,
+    /// The smallest queueing delay sampled this round, microseconds (`u64::MAX`: none yet).
+    round_min_q: u64,
     /// Rounds without a cut.
     quiet_rounds: u32,
     /// When a sample was last below the target.
@@ -155,7 +155,7 @@ impl Default for Cc {
             round_start: Instant::ZERO,
             round_high: 0,
             round_low: 0,
-            round_qdelay: 0,
+            round_min_q: u64::MAX,
             quiet_rounds: 0,
             last_low: Instant::ZERO,
             last_cut: None,
@@ -371,7 +371,7 @@ impl Cc {
                 self.set_rate(r);
             }
         }
-        self.round_qdelay = self.round_qdelay.saturating_add(qdelay);
+        self.round_min_q = self.round_min_q.min(qdelay);
         if now < self.round_start + self.round() {
             return;
         }
@@ -387,9 +387,12 @@ impl Cc {
                 self.set_rate(r);
             }
             Mode::SlowStart | Mode::Delay if congested => {
-                // The round's mean queueing delay.
-                let n = u64::from(self.round_high + self.round_low).max(1);
-                let q = (self.round_qdelay / n).max(1) as f64;
+                // The round's smallest queueing delay: a queue shows in every sample of a
+                // round, a scheduling stall of either host only in some (the ACKs that
+                // waited for it), so the minimum is the queue and the mean is queue plus
+                // noise — cutting by the mean cut a userspace sender on a busy host far
+                // below the link.
+                let q = self.round_min_q.max(1) as f64;
                 let f = (1.0 - BETA * (q - target as f64) / q).max(1.0 - MAX_MD);
                 let before = self.rate;
                 if self.cut(now, f) {
@@ -424,7 +427,7 @@ impl Cc {
         self.round_start = now;
         self.round_high = 0;
         self.round_low = 0;
-        self.round_qdelay = 0;
+        self.round_min_q = u64::MAX;
     }
 
     /// A loss was detected at `now` (a sequence NAK, a probe that found a hole, the ACK
