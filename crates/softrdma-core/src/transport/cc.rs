@@ -55,6 +55,15 @@ pub const BETA: f64 = 0.8;
 pub const MAX_MD: f64 = 0.5;
 /// The cut on loss.
 pub const LOSS_MD: f64 = 0.7;
+/// How long every sample must have been above the target before the delay cuts. RTTs of a
+/// userspace stack carry both hosts' scheduling; a queue shows in every sample for as long
+/// as it stands, a stall of either thread only in the samples whose ACKs waited for it, and
+/// a round of a few tens of µs held one or two samples, so the rate was cut on every stall
+/// (1,700 delay cuts in 5 s at load 10; `docs/congestion-control.md`). A round that is
+/// above the target for less than this neither cuts nor increases. A queue of the narrow
+/// link's size (256 KB at 2 Gbit/s: 1 ms) is still seen in time. (Rounds of at least this
+/// length instead also slowed the increase: 84% of the simulated link for READ.)
+pub const MIN_DECISION: Duration = Duration::from_millis(1);
 /// How long `min_rtt` is kept before it is learned again.
 pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// A window in which no sample below the target means a standing queue of another flow.
@@ -380,8 +389,14 @@ impl Cc {
 
     fn end_round(&mut self, now: Instant) {
         let target = self.target();
-        let congested = self.round_high > 0 && self.round_low == 0;
+        let high = self.round_high > 0 && self.round_low == 0;
+        let persistent = now.saturating_duration_since(self.last_low) >= MIN_DECISION;
+        let congested = high && persistent;
         match self.mode {
+            Mode::Delay if high && !persistent => {
+                // Above the target, but not for long enough to tell a queue from a stall:
+                // hold the rate.
+            }
             Mode::SlowStart if !congested => {
                 let r = self.rate * 2.0;
                 self.set_rate(r);
