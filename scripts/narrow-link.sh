@@ -100,6 +100,13 @@ srp_bench() {
     local rate=${1:-2gbit} runtime=${2:-10} bin=${3:-$BIN}
     BIN=$bin
     [ -x "$bin" ] || { echo "narrow-link: $bin not found (cargo build --release -p softrdma)" >&2; exit 1; }
+    # A link of this run's own unless NARROW_LINK_NAME names one: the default names are
+    # shared, and `up` deletes what has them (one engineer's benchmark once removed
+    # another's link in the middle of its run).
+    if [ -z "${NARROW_LINK_NAME:-}" ]; then
+        A=srlsh$$a
+        B=srlsh$$b
+    fi
     local pids=()
     cleanup() {
         for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done

@@ -136,6 +136,17 @@ impl Link {
     pub const OVERHEAD: u64 = 14 + 20 + 8;
 }
 
+/// Host scheduling noise: each host's thread is off the CPU for `length` of every `period`
+/// (host `i`'s stalls start `i × period / hosts` into each period, so the two ends of a
+/// connection stall at different times), as a busy-polling userspace stack is on a loaded
+/// machine. A stalled host sends nothing, its timers wait, and datagrams arriving for it
+/// wait in its socket until the stall ends (no socket-buffer limit).
+#[derive(Clone, Copy, Debug)]
+pub struct Stalls {
+    pub period: Duration,
+    pub length: Duration,
+}
+
 struct InFlight {
     at: Instant,
     seq: u64,
@@ -198,6 +209,8 @@ pub struct Sim<H: Host = Stack> {
     /// Datagrams the link's queues dropped, and bytes they delivered, per sending stack.
     pub link_drops: Vec<u64>,
     pub link_bytes: Vec<u64>,
+    /// Host scheduling noise, if any.
+    pub stalls: Option<Stalls>,
     batch: TransmitBatch,
     rng: Rng,
     flight: BinaryHeap<Reverse<InFlight>>,
@@ -263,10 +276,29 @@ impl<H: Host> Sim<H> {
             busy_until_ns: vec![0; n],
             link_drops: vec![0; n],
             link_bytes: vec![0; n],
+            stalls: None,
             batch: TransmitBatch::default(),
             rng,
             flight: BinaryHeap::new(),
             seq: 0,
+        }
+    }
+
+    /// When host `i` can run at or after `t`: `t`, or the end of the stall `t` falls in.
+    fn runnable_at(&self, i: usize, t: Instant) -> Instant {
+        let Some(st) = self.stalls else { return t };
+        let period = st.period.total_micros().max(1);
+        let len = st.length.total_micros().min(period);
+        let phase = period * i as u64 / self.stacks.len().max(1) as u64;
+        let x = t.total_micros();
+        let Some(since) = x.checked_sub(phase) else {
+            return t;
+        };
+        let into = since % period;
+        if into < len {
+            Instant::from_micros(x - into + len)
+        } else {
+            t
         }
     }
 
@@ -279,6 +311,9 @@ impl<H: Host> Sim<H> {
             return self.collect_batched();
         }
         for i in 0..self.stacks.len() {
+            if self.runnable_at(i, self.now) > self.now {
+                continue;
+            }
             for p in 0..self.ports_of(i) {
                 while let Some(tx) = self.stacks[i].poll_transmit(self.now, p) {
                     let src = SocketAddr::new(tx.src_ip, tx.src_port);
@@ -291,6 +326,9 @@ impl<H: Host> Sim<H> {
     fn collect_batched(&mut self) {
         let mut batch = std::mem::take(&mut self.batch);
         for (i, p) in self.host_ports() {
+            if self.runnable_at(i, self.now) > self.now {
+                continue;
+            }
             loop {
                 batch.clear();
                 if self.stacks[i].poll_transmit_batch(self.now, p, &mut batch) == 0 {
@@ -405,7 +443,7 @@ impl<H: Host> Sim<H> {
     pub fn step(&mut self) -> bool {
         self.collect();
         let next_pkt = self.flight.peek().map(|f| (f.0.at, f.0.seq));
-        let next_timer = self.stacks.iter().filter_map(|s| s.poll_timeout()).min();
+        let next_timer = self.next_timer();
         let next = match (next_pkt.map(|p| p.0), next_timer) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => match a.or(b) {
@@ -419,8 +457,18 @@ impl<H: Host> Sim<H> {
         // Deliver one due packet at a time in (time, seq) order, then timers.
         if let Some((at, _)) = next_pkt {
             if at <= self.now {
-                if let Some(Reverse(f)) = self.flight.pop() {
+                if let Some(Reverse(mut f)) = self.flight.pop() {
                     let (host, port) = self.addr_at[f.to];
+                    let wake = self.runnable_at(host, self.now);
+                    if wake > self.now {
+                        // Its thread is off the CPU: the datagram waits in the socket
+                        // (in arrival order: the sequence numbers grow).
+                        self.seq += 1;
+                        f.at = wake;
+                        f.seq = self.seq;
+                        self.flight.push(Reverse(f));
+                        return true;
+                    }
                     if !self.down[host] {
                         if self.record {
                             let from = self
@@ -438,12 +486,33 @@ impl<H: Host> Sim<H> {
             }
         }
         let now = self.now;
-        for s in &mut self.stacks {
-            if s.poll_timeout().is_some_and(|t| t <= now) {
-                s.handle_timeout(now);
+        for i in 0..self.stacks.len() {
+            if self.runnable_at(i, now) > now {
+                continue;
+            }
+            if self.stacks[i].poll_timeout().is_some_and(|t| t <= now) {
+                self.stacks[i].handle_timeout(now);
             }
         }
         true
+    }
+
+    /// The next stack timer, each one no earlier than its host can run, or the end of a
+    /// host's current stall (it may have sends waiting, which need no timer).
+    fn next_timer(&self) -> Option<Instant> {
+        let now = self.now;
+        self.stacks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let wake = self.runnable_at(i, now);
+                if wake > now {
+                    Some(wake)
+                } else {
+                    s.poll_timeout().map(|t| self.runnable_at(i, t))
+                }
+            })
+            .min()
     }
 
     /// Steps until `done` holds or `limit` of virtual time passes; returns whether `done`.
@@ -468,7 +537,7 @@ impl<H: Host> Sim<H> {
     /// When [`Sim::step`] has something to do: the next datagram due or stack timer.
     pub fn next_event(&self) -> Option<Instant> {
         let pkt = self.flight.peek().map(|f| f.0.at);
-        let timer = self.stacks.iter().filter_map(|s| s.poll_timeout()).min();
+        let timer = self.next_timer();
         match (pkt, timer) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -72,6 +72,14 @@ pub enum Pin {
     Off,
 }
 
+/// What competes with ours on the narrow link (`--compete`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Compete {
+    /// A bulk TCP stream (the kernel's default congestion control, cubic) in the same
+    /// direction as our data, for the whole run.
+    Tcp,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Test {
     Bw,
@@ -242,6 +250,12 @@ pub struct Args {
     /// `--link-queue`, no htb) and marks CE on ECT frames that find more than BYTES queued.
     #[arg(long, requires = "link")]
     pub ecn_mark: Option<u64>,
+    /// Share the narrow link with a competing flow for the whole run instead of measuring
+    /// ours and TCP one after the other: prints both goodputs over the same interval and
+    /// Jain's fairness index of the two, (a + b)^2 / (2 (a^2 + b^2)) (1 = equal shares,
+    /// 0.5 = one flow has everything). Without -D the run takes 10 s.
+    #[arg(long, value_enum, requires = "link")]
+    pub compete: Option<Compete>,
 }
 
 impl Args {
@@ -380,6 +394,9 @@ fn plan(args: &Args) -> Result<Plan, String> {
     if link && args.test != Test::Bw {
         return Err("--link measures bw only".into());
     }
+    if args.compete.is_some() && args.tcp_only {
+        return Err("--compete runs ours beside the competing flow: not with --tcp-only".into());
+    }
     let size = args.size.unwrap_or(match args.test {
         Test::Bw => 1 << 20,
         Test::Lat => 8,
@@ -413,7 +430,10 @@ fn plan(args: &Args) -> Result<Plan, String> {
         test: args.test,
         size,
         iters,
-        duration: args.duration.map(Duration::from_secs_f64),
+        duration: args
+            .duration
+            .or(args.compete.map(|_| COMPETE_SECS))
+            .map(Duration::from_secs_f64),
         warmup,
         mtu,
         depth: args.tx_depth as usize,
@@ -623,6 +643,24 @@ struct RunOutcome {
     link_drops: Option<(u64, u64)>,
     /// What the frame relay did during ours, during TCP's.
     relay: Option<(crate::relay::Counts, crate::relay::Counts)>,
+    /// `--compete`: the competing flow over the same interval as ours (`tcp` is then
+    /// none), and the queue drops while both ran.
+    competing: Option<Outcome>,
+    compete_drops: Option<u64>,
+}
+
+/// How long a `--compete` run takes without `-D`, seconds.
+const COMPETE_SECS: f64 = 10.0;
+
+/// Jain's fairness index of some throughputs: (Σx)² / (n Σx²); 1 when all are equal, 1/n
+/// when one flow has everything (Jain, Chiu and Hawe, DEC-TR-301, 1984).
+fn jain_index(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    if x.is_empty() || sq <= 0.0 {
+        return 0.0;
+    }
+    sum * sum / (x.len() as f64 * sq)
 }
 
 /// The frame relay's counters so far, if the link has one.
@@ -714,6 +752,7 @@ pub fn run(args: &Args) -> ExitCode {
         None => None,
     };
     let mut ratios = Vec::new();
+    let mut fairness = Vec::new();
     for run in 1..=args.runs {
         if args.wait_quiet {
             let t = Instant::now();
@@ -752,7 +791,22 @@ pub fn run(args: &Args) -> ExitCode {
                         line += &format!(" | ratio {x:.2}x TCP: higher is better");
                     }
                 }
-                if let Some(rate) = args.link {
+                if let (Some(c), Some(rate)) = (r.competing, args.link) {
+                    let pct = |mbps: f64| 100.0 * mbps * 8e6 / rate as f64;
+                    let j = jain_index(&[ours.mbps(), c.mbps()]);
+                    fairness.push(j);
+                    line += &format!(
+                        " | competing TCP {:8.1} MB/s | of the link: softrdma {:.0}% TCP {:.0}% together {:.0}% | Jain's index {j:.3}",
+                        c.mbps(),
+                        pct(ours.mbps()),
+                        pct(c.mbps()),
+                        pct(ours.mbps() + c.mbps())
+                    );
+                    if let Some(d) = r.compete_drops {
+                        line += &format!(" | queue drops {d}");
+                    }
+                }
+                if let (Some(rate), None) = (args.link, r.competing) {
                     // Goodput (payload) against the link's bit rate.
                     let pct = |mbps: f64| 100.0 * mbps * 8e6 / rate as f64;
                     line += &format!(" | of the link: softrdma {:.0}%", pct(ours.mbps()));
@@ -799,6 +853,17 @@ pub fn run(args: &Args) -> ExitCode {
             }
         };
         println!("{line}{}", noisy(args));
+    }
+    if fairness.len() > 1 {
+        let mut f = fairness.clone();
+        f.sort_by(f64::total_cmp);
+        println!(
+            "Jain's index over {} runs: min {:.3} median {:.3} max {:.3}",
+            f.len(),
+            f[0],
+            f[f.len() / 2],
+            f[f.len() - 1]
+        );
     }
     if ratios.len() > 1 {
         let mut r = ratios.clone();
@@ -1298,6 +1363,9 @@ fn serve(
 }
 
 fn measure_bw(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
+    if args.compete.is_some() {
+        return measure_compete(args, plan);
+    }
     let mut out = RunOutcome::default();
     let d0 = link_drops();
     let r0 = relay_counts();
@@ -1327,6 +1395,134 @@ fn measure_bw(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
         }
     }
     Ok(out)
+}
+
+/// `--compete tcp`: a bulk TCP stream through the link in our data's direction (client to
+/// server for SEND and WRITE, server to client for READ's responses) starts first and runs
+/// until ours has finished; each one's goodput is counted over the interval ours ran.
+fn measure_compete(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
+    use crate::narrow_link::Side;
+    let toward_server = plan.verb != Verb::Read;
+    let (recv_side, send_side) = if toward_server {
+        (Side::A, Side::B)
+    } else {
+        (Side::B, Side::A)
+    };
+    let recv_addr = if toward_server {
+        plan.server
+    } else {
+        plan.client
+    };
+    let tcp = CompetingTcp::start(args.pin, recv_side, send_side, recv_addr)
+        .map_err(|e| format!("competing tcp: {e}"))?;
+    // Let the stream leave slow start and fill the queue: ours joins a link already in use.
+    std::thread::sleep(Duration::from_millis(500));
+    let pair = Pair::open(args, plan)?;
+    let before = [pair.client.dev.io_stats(), pair.server_dev.io_stats()];
+    let (d0, g0, t0) = (link_drops(), tcp.received(), Instant::now());
+    let r = client_bw(&pair, plan);
+    let (d1, g1, secs) = (link_drops(), tcp.received(), t0.elapsed().as_secs_f64());
+    tcp.stop().map_err(|e| format!("competing tcp: {e}"))?;
+    let units = r.as_ref().map_or(1, |o| o.units / plan.size as u64);
+    let server_cpu = pair.finish(args.verbose.then_some((units, "message", before)))?;
+    let mut o = r?;
+    o.cpu += server_cpu;
+    Ok(RunOutcome {
+        ours: Some(o),
+        competing: Some(Outcome {
+            units: g1 - g0,
+            secs,
+            // Not measured (not printed): the share of the link is the point here.
+            cpu: 0.0,
+            rtt: RttStats::default(),
+            max_gap: Duration::ZERO,
+        }),
+        compete_drops: d0.zip(d1).map(|(a, b)| b - a),
+        ..RunOutcome::default()
+    })
+}
+
+/// A bulk TCP stream through the narrow link for as long as it is kept: a sender writing as
+/// fast as the socket takes, a reader counting bytes as they arrive.
+struct CompetingTcp {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    got: Arc<std::sync::atomic::AtomicU64>,
+    threads: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl CompetingTcp {
+    fn start(
+        pin: Pin,
+        recv_side: crate::narrow_link::Side,
+        send_side: crate::narrow_link::Side,
+        recv_addr: IpAddr,
+    ) -> std::io::Result<CompetingTcp> {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        let io = |e: String| std::io::Error::other(e);
+        let listener = in_side(recv_side, || {
+            TcpListener::bind(SocketAddr::new(recv_addr, 0)).map_err(|e| e.to_string())
+        })
+        .map_err(io)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let got = Arc::new(AtomicU64::new(0));
+        let server_side = recv_side == crate::narrow_link::Side::A;
+        let (g, st) = (got.clone(), stop.clone());
+        let reader = std::thread::spawn(move || -> std::io::Result<()> {
+            pin_side(pin, server_side);
+            let (mut s, _) = listener.accept()?;
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = s.read(&mut buf)?;
+                if n == 0 || st.load(Ordering::Relaxed) {
+                    break;
+                }
+                g.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Ok(())
+        });
+        let s = in_side(send_side, || {
+            TcpStream::connect(addr).map_err(|e| e.to_string())
+        })
+        .map_err(io)?;
+        let st = stop.clone();
+        let sender = std::thread::spawn(move || -> std::io::Result<()> {
+            pin_side(pin, !server_side);
+            let mut s = s;
+            let data = vec![0x5au8; 1 << 20];
+            while !st.load(Ordering::Relaxed) {
+                if let Err(e) = s.write_all(&data) {
+                    // The reader stops first and closes its end.
+                    return if st.load(Ordering::Relaxed) {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    };
+                }
+            }
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            Ok(())
+        });
+        Ok(CompetingTcp {
+            stop,
+            got,
+            threads: vec![reader, sender],
+        })
+    }
+
+    /// Bytes the reader has received so far.
+    fn received(&self) -> u64 {
+        self.got.load(Ordering::Relaxed)
+    }
+
+    fn stop(self) -> std::io::Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join()
+                .map_err(|_| std::io::Error::other("a tcp thread panicked"))??;
+        }
+        Ok(())
+    }
 }
 
 fn client_bw(pair: &Pair, plan: &Plan) -> Result<Outcome, String> {
@@ -1871,6 +2067,16 @@ mod tests {
             MAX_TX_DEPTH,
             softrdma_core::device::DeviceAttr::rxe(Default::default()).max_qp_wr
         );
+    }
+
+    #[test]
+    fn jain_index_of_shares() {
+        assert!((jain_index(&[100.0, 100.0]) - 1.0).abs() < 1e-12);
+        assert!((jain_index(&[100.0, 0.0]) - 0.5).abs() < 1e-12);
+        // 2:1 -> 9 / (2 * 5) = 0.9, the bar.
+        assert!((jain_index(&[200.0, 100.0]) - 0.9).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), 0.0);
+        assert_eq!(jain_index(&[0.0, 0.0]), 0.0);
     }
 
     #[test]

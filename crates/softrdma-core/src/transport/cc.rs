@@ -55,6 +55,15 @@ pub const BETA: f64 = 0.8;
 pub const MAX_MD: f64 = 0.5;
 /// The cut on loss.
 pub const LOSS_MD: f64 = 0.7;
+/// How long every sample must have been above the target before the delay cuts. RTTs of a
+/// userspace stack carry both hosts' scheduling; a queue shows in every sample for as long
+/// as it stands, a stall of either thread only in the samples whose ACKs waited for it, and
+/// a round of a few tens of µs held one or two samples, so the rate was cut on every stall
+/// (1,700 delay cuts in 5 s at load 10; `docs/congestion-control.md`). A round that is
+/// above the target for less than this neither cuts nor increases. A queue of the narrow
+/// link's size (256 KB at 2 Gbit/s: 1 ms) is still seen in time. (Rounds of at least this
+/// length instead also slowed the increase: 84% of the simulated link for READ.)
+pub const MIN_DECISION: Duration = Duration::from_millis(1);
 /// How long `min_rtt` is kept before it is learned again.
 pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// A window in which no sample below the target means a standing queue of another flow.
@@ -115,8 +124,8 @@ pub struct Cc {
     /// Samples this round above / below the target.
     round_high: u32,
     round_low: u32,
-    /// The sum of this round's queueing delays, microseconds (for their mean).
-    round_qdelay: u64,
+    /// The smallest queueing delay sampled this round, microseconds (`u64::MAX`: none yet).
+    round_min_q: u64,
     /// Rounds without a cut.
     quiet_rounds: u32,
     /// When a sample was last below the target.
@@ -155,7 +164,7 @@ impl Default for Cc {
             round_start: Instant::ZERO,
             round_high: 0,
             round_low: 0,
-            round_qdelay: 0,
+            round_min_q: u64::MAX,
             quiet_rounds: 0,
             last_low: Instant::ZERO,
             last_cut: None,
@@ -371,7 +380,7 @@ impl Cc {
                 self.set_rate(r);
             }
         }
-        self.round_qdelay = self.round_qdelay.saturating_add(qdelay);
+        self.round_min_q = self.round_min_q.min(qdelay);
         if now < self.round_start + self.round() {
             return;
         }
@@ -380,16 +389,25 @@ impl Cc {
 
     fn end_round(&mut self, now: Instant) {
         let target = self.target();
-        let congested = self.round_high > 0 && self.round_low == 0;
+        let high = self.round_high > 0 && self.round_low == 0;
+        let persistent = now.saturating_duration_since(self.last_low) >= MIN_DECISION;
+        let congested = high && persistent;
         match self.mode {
+            Mode::Delay if high && !persistent => {
+                // Above the target, but not for long enough to tell a queue from a stall:
+                // hold the rate.
+            }
             Mode::SlowStart if !congested => {
                 let r = self.rate * 2.0;
                 self.set_rate(r);
             }
             Mode::SlowStart | Mode::Delay if congested => {
-                // The round's mean queueing delay.
-                let n = u64::from(self.round_high + self.round_low).max(1);
-                let q = (self.round_qdelay / n).max(1) as f64;
+                // The round's smallest queueing delay: a queue shows in every sample of a
+                // round, a scheduling stall of either host only in some (the ACKs that
+                // waited for it), so the minimum is the queue and the mean is queue plus
+                // noise — cutting by the mean cut a userspace sender on a busy host far
+                // below the link.
+                let q = self.round_min_q.max(1) as f64;
                 let f = (1.0 - BETA * (q - target as f64) / q).max(1.0 - MAX_MD);
                 let before = self.rate;
                 if self.cut(now, f) {
@@ -424,7 +442,7 @@ impl Cc {
         self.round_start = now;
         self.round_high = 0;
         self.round_low = 0;
-        self.round_qdelay = 0;
+        self.round_min_q = u64::MAX;
     }
 
     /// A loss was detected at `now` (a sequence NAK, a probe that found a hole, the ACK
