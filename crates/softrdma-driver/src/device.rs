@@ -663,6 +663,15 @@ impl Shared {
         Ok(false)
     }
 
+    /// How the node's loop should wait for this device: the [`PollMode`] its own loop thread
+    /// had ([`Progress::Thread`]); `Blocking` for any other device.
+    pub(crate) fn loop_mode(&self) -> PollMode {
+        match self.progress {
+            Progress::Thread(m) => m,
+            Progress::Inline => PollMode::Blocking,
+        }
+    }
+
     /// How long the node's loop may sleep: until the node's next timer, at most `tick`;
     /// the deadline is published to `devices` so that a command moving a timer earlier
     /// wakes the loop ([`Shared::kick_loop`]).

@@ -18,11 +18,12 @@
 //!
 //! The loop sleeps in `epoll_wait` without a timeout, bounded by a lazily armed `timerfd`
 //! (re-armed only for an earlier deadline, as a device loop's: an `epoll_wait` timeout arms
-//! and cancels a kernel hrtimer every time), and never longer than a device loop's tick. It
-//! does not
-//! spin, whatever a device's [`crate::PollMode`] says: one spinning thread per node would
-//! burn a core for all of the node's devices; the latency-minded spin in the application's
-//! own polls (`Progress::Inline`).
+//! and cancels a kernel hrtimer every time), and never longer than a device loop's tick.
+//! Before it sleeps it spins as the most eager of its devices' [`crate::PollMode`]s says
+//! (a device's own loop thread spun that way; `softrdma perf cm`'s devices spin 50 µs
+//! then sleep): non-blocking `epoll_wait`s over the same set, so the answer that comes
+//! within microseconds is turned without a wake-up. A spin that loses its core stops and
+//! backs off process-wide as a device loop's does ([`crate::timer::spin_is_off`]).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -36,7 +37,7 @@ use mio::{Events, Interest, Poll, Registry, Token};
 
 use crate::device::Shared as DeviceShared;
 use crate::host::{lock, Host};
-use crate::timer::Notifier;
+use crate::timer::{spin_is_off, Notifier, PollMode, SpinWatch};
 use crate::udp::LazyTimer;
 
 const WAKE: Token = Token(0);
@@ -125,6 +126,7 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
                 Err(e) => eprintln!("softrdma node loop: {e}"),
             }
         }
+        let spin = spin_budget(&devices);
         let timeout = match devices.first() {
             // A device with datagrams still queued: look again at once.
             Some(_) if more => Duration::ZERO,
@@ -132,6 +134,14 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
             None => TICK,
         };
         drop(devices);
+        if !timeout.is_zero() {
+            if let Some(budget) = spin.filter(|_| !spin_is_off()) {
+                if spin_for_input(&mut poll, &mut events, &notifier, budget.min(timeout)) {
+                    after_wake(&host, &events, &mut timer, &notifier);
+                    continue;
+                }
+            }
+        }
         let wait = match timer.as_mut() {
             Some(t) if !timeout.is_zero() => {
                 let now = std::time::Instant::now();
@@ -150,17 +160,68 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        if events.iter().any(|e| e.token() == LazyTimer::TOKEN) {
-            if let Some(t) = timer.as_mut() {
-                t.fired();
-            }
+        after_wake(&host, &events, &mut timer, &notifier);
+    }
+}
+
+/// What the loop does once its wait ended (events, a wake-up or its deadline).
+fn after_wake(
+    host: &Weak<Host>,
+    events: &Events,
+    timer: &mut Option<LazyTimer>,
+    notifier: &Notifier,
+) {
+    if events.iter().any(|e| e.token() == LazyTimer::TOKEN) {
+        if let Some(t) = timer.as_mut() {
+            t.fired();
         }
-        notifier.take();
-        if let Some(h) = host.upgrade() {
-            for d in h.loop_devices() {
-                d.disarm_node_loop_deadline();
-            }
+    }
+    notifier.take();
+    if let Some(h) = host.upgrade() {
+        for d in h.loop_devices() {
+            d.disarm_node_loop_deadline();
         }
+    }
+}
+
+/// How long the loop spins before it sleeps: the longest spin any of its devices asks for
+/// (`BusyPoll`: until the deadline), or none.
+fn spin_budget(devices: &[Arc<DeviceShared>]) -> Option<Duration> {
+    devices
+        .iter()
+        .filter_map(|d| match d.loop_mode() {
+            PollMode::Blocking => None,
+            PollMode::BusyPoll => Some(Duration::MAX),
+            PollMode::SpinThenBlock(s) => Some(s),
+        })
+        .max()
+}
+
+/// Spins on non-blocking `epoll_wait`s for at most `budget`; true when something became
+/// ready (a socket, the timer, a wake-up), false when the budget ran out or the spin lost
+/// its core (and spinning backs off).
+fn spin_for_input(
+    poll: &mut Poll,
+    events: &mut Events,
+    notifier: &Notifier,
+    budget: Duration,
+) -> bool {
+    let end = std::time::Instant::now() + budget;
+    let mut watch = SpinWatch::start();
+    loop {
+        match poll.poll(events, Some(Duration::ZERO)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+        if !events.is_empty() || notifier.pending() {
+            watch.ended_with_input();
+            return true;
+        }
+        if std::time::Instant::now() >= end || watch.preempted() {
+            return false;
+        }
+        std::hint::spin_loop();
     }
 }
 

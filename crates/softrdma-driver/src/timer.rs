@@ -175,14 +175,14 @@ pub fn spin_is_off() -> bool {
 }
 
 /// Watches one spin for preemption: wall time that did not go to this thread.
-struct SpinWatch {
+pub(crate) struct SpinWatch {
     wall0: u64,
     cpu0: u64,
     rounds: u32,
 }
 
 impl SpinWatch {
-    fn start() -> SpinWatch {
+    pub(crate) fn start() -> SpinWatch {
         SpinWatch {
             wall0: monotonic_ns(),
             cpu0: thread_cpu_ns(),
@@ -192,7 +192,7 @@ impl SpinWatch {
 
     /// Whether the spin has lost more than [`PREEMPTED`] to other threads; if so, spinning
     /// is off for [`SPIN_BACKOFF`].
-    fn preempted(&mut self) -> bool {
+    pub(crate) fn preempted(&mut self) -> bool {
         self.rounds += 1;
         if self.rounds % WATCH_EVERY != 0 {
             return false;
@@ -224,7 +224,7 @@ impl SpinWatch {
     }
 
     /// The spin ended with input: clears the back-off unless it lost its core on the way.
-    fn ended_with_input(&self) {
+    pub(crate) fn ended_with_input(&self) {
         if !self.lost_core() {
             let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
             b.kept();
