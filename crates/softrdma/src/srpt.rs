@@ -969,6 +969,16 @@ fn serve(args: Args) -> Result<(), String> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, term.clone()).map_err(|e| format!("signal: {e}"))?;
     }
+    // The management socket before the add_target lines: whoever reads them may send a
+    // `ctl` command at once (a test did, and found no socket yet).
+    let ctl_path = args
+        .ctl
+        .clone()
+        .or_else(|| setup_ctl_from_config(&args).ok().flatten());
+    if let Some(p) = &ctl_path {
+        served.listen_ctl(p)?;
+        info!(socket = %p.display(), "management commands: softrdma srpt ctl SOCKET ...");
+    }
     let guid = served.guid;
     println!("target GUID {guid:016x} ({})", colon_guid(guid));
     for l in served.add_target_lines() {
@@ -982,14 +992,6 @@ fn serve(args: Args) -> Result<(), String> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
 
-    let ctl_path = args
-        .ctl
-        .clone()
-        .or_else(|| setup_ctl_from_config(&args).ok().flatten());
-    if let Some(p) = &ctl_path {
-        served.listen_ctl(p)?;
-        info!(socket = %p.display(), "management commands: softrdma srpt ctl SOCKET ...");
-    }
     served.run(&term);
     if let Some(p) = &ctl_path {
         let _ = std::fs::remove_file(p);
