@@ -244,6 +244,25 @@ pub enum Input {
     Woken,
 }
 
+/// How a wait spins before it sleeps, as `mode` says: until when (`None`: it sleeps at
+/// once; [`spin_is_off`] turns [`PollMode::SpinThenBlock`] into that), and the watch that
+/// notices a spin losing its core (only a bounded spin has one: a busy poll never stops).
+fn spin_plan(mode: PollMode, clock: &Clock) -> (Option<Micros>, Option<SpinWatch>) {
+    let until = match mode {
+        PollMode::Blocking => None,
+        PollMode::BusyPoll => Some(u64::MAX),
+        PollMode::SpinThenBlock(_) if spin_is_off() => None,
+        PollMode::SpinThenBlock(d) => Some(
+            clock
+                .now()
+                .saturating_add(crate::clock::duration_to_micros(d)),
+        ),
+    };
+    let watch =
+        (until.is_some() && matches!(mode, PollMode::SpinThenBlock(_))).then(SpinWatch::start);
+    (until, watch)
+}
+
 /// Waits until the earlier of socket input and `deadline` (`None`: no timer pending), or a
 /// notification, as `mode` says. Input that is already queued is returned at once, even if the
 /// deadline has passed, so a loop whose timers keep firing still drains the socket.
@@ -255,18 +274,7 @@ pub fn wait_for_input(
     mode: PollMode,
 ) -> io::Result<Input> {
     let notifier = ep.notifier();
-    let mut spin_until = match mode {
-        PollMode::Blocking => None,
-        PollMode::BusyPoll => Some(u64::MAX),
-        PollMode::SpinThenBlock(_) if spin_is_off() => None,
-        PollMode::SpinThenBlock(d) => Some(
-            clock
-                .now()
-                .saturating_add(crate::clock::duration_to_micros(d)),
-        ),
-    };
-    let mut watch =
-        (spin_until.is_some() && matches!(mode, PollMode::SpinThenBlock(_))).then(SpinWatch::start);
+    let (mut spin_until, mut watch) = spin_plan(mode, clock);
     loop {
         // Blocking, right after a receive that drained the socket, with time left: a receive
         // now finds only what the wait reports at once anyway (see `UdpEndpoint::rx_drained`),
@@ -325,18 +333,7 @@ pub fn wait_for_input_any(
         return wait_for_input(first, bufs, clock, deadline, mode);
     }
     let notifier = first.notifier();
-    let mut spin_until = match mode {
-        PollMode::Blocking => None,
-        PollMode::BusyPoll => Some(u64::MAX),
-        PollMode::SpinThenBlock(_) if spin_is_off() => None,
-        PollMode::SpinThenBlock(d) => Some(
-            clock
-                .now()
-                .saturating_add(crate::clock::duration_to_micros(d)),
-        ),
-    };
-    let mut watch =
-        (spin_until.is_some() && matches!(mode, PollMode::SpinThenBlock(_))).then(SpinWatch::start);
+    let (mut spin_until, mut watch) = spin_plan(mode, clock);
     let mut got = Vec::new();
     loop {
         // As in wait_for_input: skip the receive only when every socket was drained by the
