@@ -353,7 +353,7 @@ pub fn wait_for_input_any(
             }
             if n > 0 {
                 if let Some(w) = watch.as_ref().filter(|_| spin_until.is_some()) {
-                    w.lost_core();
+                    w.ended_with_input();
                 }
                 return Ok(Input::Datagrams(got));
             }
