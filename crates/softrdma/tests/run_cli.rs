@@ -307,6 +307,38 @@ fn listening(port: u16) -> bool {
     })
 }
 
+/// Each thread of process `pid` as `name state wchan`, from /proc (for a stuck process).
+fn thread_states(pid: u32) -> String {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return "(gone)".into();
+    };
+    let read = |p: std::path::PathBuf, f: &str| {
+        std::fs::read_to_string(p.join(f))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    tasks
+        .flatten()
+        .map(|t| {
+            let stat = read(t.path(), "stat");
+            let state = stat
+                .rsplit(") ")
+                .next()
+                .and_then(|r| r.split(' ').next())
+                .unwrap_or("?")
+                .to_string();
+            format!(
+                "{} {} {}",
+                read(t.path(), "comm"),
+                state,
+                read(t.path(), "wchan")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Starts `args` as the server, waits until it listens on TCP `port` (the tools' side
 /// channel), then runs `args` with `127.0.0.1` appended as the client, both with `env`; the
 /// two outcomes (exit code, stdout, stderr), server first.
@@ -324,13 +356,21 @@ fn server_then_client(
             .spawn()
             .unwrap()
     };
-    let server = spawn(args);
+    let mut server = spawn(args);
     let start = Instant::now();
     while !listening(port.parse().unwrap()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the server never listened"
-        );
+        // A server that ended, or one stuck before it listens, is reported with what it
+        // printed and (when stuck) where each of its threads waits, so that a failure in CI
+        // says why rather than only that.
+        if server.try_wait().unwrap().is_some() {
+            let (code, out, err) = finish(server, Duration::from_secs(1));
+            panic!("the server ended before it listened on {port} (exit {code:?}): {out}{err}");
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let threads = thread_states(server.id());
+            let (_, out, err) = finish(server, Duration::ZERO);
+            panic!("the server never listened on {port} in 20 s; its threads: {threads}; it printed: {out}{err}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut client_args = args.to_vec();
