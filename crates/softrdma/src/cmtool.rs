@@ -458,6 +458,25 @@ pub fn parse_in(s: &str, lo: i64, hi: i64) -> Result<i64, String> {
     }
 }
 
+/// A number as C's `strtoul(s, NULL, 0)` reads it: `0x…` hex, `0…` octal, else decimal
+/// (the RDMA CM tools' numeric flags).
+pub fn parse_c(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let r = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else if t.len() > 1 && t.starts_with('0') {
+        u64::from_str_radix(&t[1..], 8)
+    } else {
+        t.parse()
+    };
+    r.map_err(|_| format!("'{s}' is not a number"))
+}
+
+/// [`parse_c`] into a u16 (a port space number).
+pub fn parse_c_u16(s: &str) -> Result<u16, String> {
+    parse_c(s).and_then(|v| u16::try_from(v).map_err(|_| format!("'{s}' is out of range")))
+}
+
 /// A port, 1 to 65535.
 pub fn parse_port(s: &str) -> Result<u16, String> {
     parse_in(s, 1, 65535).map(|v| v as u16)

@@ -24,6 +24,7 @@ mod srp_nbd;
 mod srpt;
 mod ucmatose;
 mod udaddy;
+mod udtool;
 
 /// softrdma: the Linux RDMA connection-management stack (IB CM, RDMA CM, SRP) in userspace,
 /// over RoCEv2.

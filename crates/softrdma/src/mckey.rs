@@ -16,21 +16,16 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
 use softrdma_core::rdma_cm::multicast::JoinFlags;
-use softrdma_core::rdma_cm::{PortSpace, RdmaCmEvent, RdmaCmEventType, RdmaCmId};
-use softrdma_core::verbs::{
-    AccessFlags, AddressVector, CqId, MrKeys, RecvWr, SendOp, SendWr, Sge, UdDest, WorkCompletion,
-};
+use softrdma_core::rdma_cm::{PortSpace, RdmaCmEvent, RdmaCmEventType};
 use softrdma_driver::cm::Event;
 
-use crate::cmtool::{self, CmDevice};
+use crate::cmtool;
+use crate::udtool::{self, fail, status, Fail, Ud};
 
-/// The GRH area in front of every receive.
-const GRH: u32 = 40;
-const IOVA: u64 = 0x10_0000;
 /// mckey's pause between the joins and the data ("to give SM chance to configure
 /// switches").
 const SM_PAUSE: Duration = Duration::from_secs(3);
@@ -59,7 +54,7 @@ pub struct Args {
     #[arg(short = 'S', default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=65536))]
     pub message_size: u32,
     /// Port space as a number: 0x111 UDP (default), 0x2 IPoIB (`strtol(…, 0)`).
-    #[arg(short = 'p', value_parser = parse_c_u16)]
+    #[arg(short = 'p', value_parser = cmtool::parse_c_u16)]
     pub port_space: Option<u16>,
     /// Join as a send-only full member.
     #[arg(short = 'o')]
@@ -76,152 +71,29 @@ pub struct Args {
     pub timeout: u64,
 }
 
-fn parse_c_u16(s: &str) -> Result<u16, String> {
-    let t = s.trim();
-    let r = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u16::from_str_radix(h, 16)
-    } else if t.len() > 1 && t.starts_with('0') {
-        u16::from_str_radix(&t[1..], 8)
-    } else {
-        t.parse()
-    };
-    r.map_err(|_| format!("'{s}' is not a port space number"))
-}
-
-struct Node {
-    id: Option<RdmaCmId>,
-    cq: Option<CqId>,
-    qpn: u32,
-    mr: Option<MrKeys>,
-    ah: Option<AddressVector>,
-    remote_qpn: u32,
-    remote_qkey: u32,
-    connected: bool,
-    /// The MGID this node's QP is attached to.
-    attached: Option<softrdma_wire::Gid>,
-}
-
-/// An error that ends the run with `ret` (mckey's `return status`), after `msg` (stdout).
-struct Fail {
-    ret: i32,
-    msg: Option<String>,
-}
-
-fn fail(ret: i32, msg: impl Into<String>) -> Fail {
-    Fail {
-        ret,
-        msg: Some(msg.into()),
-    }
-}
-
 struct Test {
-    d: CmDevice,
-    nodes: Vec<Node>,
-    connects_left: u32,
-    count: u32,
-    size: u32,
+    ud: Ud,
     sender: bool,
     flags: JoinFlags,
     group: SocketAddr,
     /// The interface joins this run made (left at the end).
     iface_joins: u32,
+    /// The QPs attached to the group's MGID (a full member's), detached at the end.
+    attached: Vec<(u32, softrdma_wire::Gid)>,
     /// `--timeout`.
     data_timeout: Duration,
 }
 
 impl Test {
-    fn node_of(&self, e: &RdmaCmEvent) -> Option<usize> {
-        self.nodes
-            .iter()
-            .position(|n| n.id.as_ref().is_some_and(|i| *i == e.id()))
-    }
-
-    fn id(&self, i: usize) -> Result<&RdmaCmId, Fail> {
-        self.nodes[i].id.as_ref().ok_or_else(|| fail(-22, "no id"))
-    }
-
-    /// `verify_test_params`.
-    fn verify_test_params(&self) -> Result<(), Fail> {
-        let mtu = self
-            .d
-            .dev
-            .query_port(1)
-            .map(|p| p.active_mtu.bytes())
-            .unwrap_or(1024);
-        if self.count > 0 && self.size > mtu {
-            return Err(fail(
-                -22,
-                format!(
-                    "mckey: message_size {} is larger than active mtu {mtu}",
-                    self.size
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// `init_node` (+ `post_recvs` for the receiver).
-    fn init_node(&mut self, i: usize) -> Result<(), Fail> {
-        let c = self.count;
-        let cq = self
-            .d
-            .dev
-            .create_cq((c * 2).max(2))
-            .map_err(|e| fail(-12, format!("mckey: unable to create CQ ({e})")))?;
-        let (_, qpn) = self
-            .d
-            .ud_qp_on(cq, c.max(1), c.max(1))
-            .map_err(|e| fail(-1, format!("mckey: unable to create QP: {e}")))?;
-        let id = self.id(i)?;
-        self.d
-            .cm
-            .with_id(id.name(), |cm, s, _| cm.init_qp_for(s, id, qpn))
-            .map_err(|e| fail(-1, format!("mckey: unable to create QP: {e}")))?
-            .map_err(|e| fail(-1, format!("mckey: unable to create QP: {e}")))?;
-        let n = &mut self.nodes[i];
-        n.cq = Some(cq);
-        n.qpn = qpn;
-        if c == 0 {
-            return Ok(());
-        }
-        let mr = self
-            .d
-            .dev
-            .reg_mr(
-                self.d.pd,
-                vec![0u8; (self.size + GRH) as usize],
-                IOVA,
-                AccessFlags::LOCAL_WRITE,
-            )
-            .map_err(|_| fail(-1, "failed to reg MR"))?;
-        if !self.sender {
-            for k in 0..c {
-                let wr = RecvWr::new(
-                    u64::from(k),
-                    vec![Sge {
-                        addr: IOVA,
-                        length: self.size + GRH,
-                        lkey: mr.lkey,
-                    }],
-                );
-                self.d
-                    .dev
-                    .post_recv(qpn, wr)
-                    .map_err(|e| fail(-1, format!("failed to post receives: {e}")))?;
-            }
-        }
-        self.nodes[i].mr = Some(mr);
-        Ok(())
-    }
-
-    /// `addr_handler`: resources, then `rdma_join_multicast_ex` (a full member's device
-    /// joins the IP group first, as librdmacm over softrdma does).
+    /// `addr_handler`: resources (`init_node`, the receiver's `post_recvs`), then
+    /// `rdma_join_multicast_ex` (a full member's device joins the IP group first, as
+    /// librdmacm over softrdma does).
     fn addr_handler(&mut self, i: usize) -> Result<(), Fail> {
-        self.verify_test_params()?;
-        self.init_node(i)?;
+        self.ud.verify_test_params()?;
+        self.ud.init_node(i, !self.sender)?;
         let group = self.group.ip();
         if self.flags == JoinFlags::FullMember {
-            self.d.dev.join_multicast(group).map_err(|e| {
+            self.ud.d.dev.join_multicast(group).map_err(|e| {
                 fail(
                     -e.raw_os_error().unwrap_or(22),
                     format!("mckey: failure joining: {e} (the interface of the -b address must carry multicast)"),
@@ -229,9 +101,10 @@ impl Test {
             })?;
             self.iface_joins += 1;
         }
-        let id = self.id(i)?;
+        let id = self.ud.id(i)?;
         let flags = self.flags;
-        self.d
+        self.ud
+            .d
             .cm
             .with_id(id.name(), |cm, s, _| {
                 cm.join_multicast(Some(s), id, group, flags)
@@ -247,62 +120,52 @@ impl Test {
             return Err(fail(-1, "mckey: failure creating address handle"));
         };
         if self.flags == JoinFlags::FullMember {
-            let qpn = self.nodes[i].qpn;
-            self.d
+            let qpn = self.ud.nodes[i].qpn;
+            self.ud
+                .d
                 .dev
                 .with_stack(|s| s.attach_mcast(qpn, ud.ah.dgid))
                 .map_err(|e| fail(-1, format!("mckey: ibv_attach_mcast: {e}")))?;
-            self.nodes[i].attached = Some(ud.ah.dgid);
+            self.attached.push((qpn, ud.ah.dgid));
         }
         println!(
             "mckey: joined dgid: {} mlid 0x0 sl {}",
             std::net::Ipv6Addr::from(ud.ah.dgid.0),
             ud.ah.sl
         );
-        let n = &mut self.nodes[i];
+        let n = &mut self.ud.nodes[i];
         n.remote_qpn = ud.qp_num;
         n.remote_qkey = ud.qkey;
         n.ah = Some(ud.ah);
         n.connected = true;
-        self.connects_left = self.connects_left.saturating_sub(1);
+        self.ud.connect_done();
         Ok(())
     }
 
     fn on_event(&mut self, e: RdmaCmEvent) -> Result<(), Fail> {
         use RdmaCmEventType as T;
-        let Some(i) = self.node_of(&e) else {
+        let Some(i) = self.ud.node_of(&e) else {
             return Ok(());
         };
-        match e.kind() {
-            T::AddrResolved => {
-                if let Err(f) = self.addr_handler(i) {
-                    self.connects_left = self.connects_left.saturating_sub(1);
-                    return Err(f);
-                }
-            }
-            T::MulticastJoin => {
-                if let Err(f) = self.join_handler(i, &e) {
-                    self.connects_left = self.connects_left.saturating_sub(1);
-                    return Err(f);
-                }
-            }
+        let r = match e.kind() {
+            T::AddrResolved => self.addr_handler(i),
+            T::MulticastJoin => self.join_handler(i, &e),
             T::AddrError | T::RouteError | T::MulticastError => {
                 println!("mckey: event: {}, error: {}", e.kind().as_str(), e.status());
-                self.connects_left = self.connects_left.saturating_sub(1);
-                return Err(Fail {
-                    ret: e.status(),
-                    msg: None,
-                });
+                Err(status(e.status()))
             }
-            _ => {}
+            _ => return Ok(()),
+        };
+        if r.is_err() {
+            self.ud.connect_done();
         }
-        Ok(())
+        r
     }
 
     /// `connect_events`.
     fn connect_events(&mut self) -> Result<(), Fail> {
-        while self.connects_left > 0 {
-            let e = match cmtool::wait_event(&self.d.cm, Duration::from_secs(30)) {
+        while self.ud.connects_left > 0 {
+            let e = match cmtool::wait_event(&self.ud.d.cm, Duration::from_secs(30)) {
                 Ok(Some(Event::Rdma(e))) => e,
                 Ok(Some(Event::Ib(_))) => continue,
                 Ok(None) => return Err(fail(-110, "mckey: timed out waiting for CM events")),
@@ -313,91 +176,24 @@ impl Test {
         Ok(())
     }
 
-    /// `post_sends`: C unsignalled SENDs with immediate (our QPN) to the group.
-    fn post_sends(&self, i: usize) -> Result<(), Fail> {
-        let n = &self.nodes[i];
-        let (Some(ah), Some(mr)) = (n.ah, n.mr.as_ref()) else {
-            return Ok(());
-        };
-        if !n.connected {
-            return Ok(());
-        }
-        for k in 0..self.count {
-            let mut wr = SendWr::new(u64::from(k), SendOp::SendWithImm { imm: n.qpn })
-                .with_sge(Sge {
-                    addr: IOVA,
-                    length: self.size,
-                    lkey: mr.lkey,
-                })
-                .with_ud(UdDest {
-                    av: ah,
-                    remote_qpn: n.remote_qpn,
-                    remote_qkey: n.remote_qkey,
-                });
-            wr.signaled = false;
-            self.d
-                .dev
-                .post_send(n.qpn, wr)
-                .map_err(|e| fail(-1, format!("failed to post sends: {e}")))?;
-        }
-        Ok(())
-    }
-
-    /// `poll_cqs`: C completions on each joined node.
-    fn poll_cqs(&mut self) -> Result<(), Fail> {
-        let mut wcs: Vec<WorkCompletion> = Vec::new();
-        for n in &self.nodes {
-            let (true, Some(cq)) = (n.connected, n.cq) else {
-                continue;
-            };
-            let end = Instant::now() + self.data_timeout;
-            let mut done = 0;
-            while done < self.count {
-                if Instant::now() > end {
-                    return Err(fail(
-                        -110,
-                        format!(
-                            "mckey: timed out: {done} of {} messages received",
-                            self.count
-                        ),
-                    ));
-                }
-                wcs.clear();
-                let k = self
-                    .d
-                    .dev
-                    .wait_cq_or(cq, &mut wcs, 8, Some(Duration::from_millis(200)), &|| false)
-                    .map_err(|e| fail(-1, format!("mckey: failed polling CQ: {e}")))?;
-                done += k as u32;
-            }
-        }
-        Ok(())
-    }
-
-    /// `rdma_leave_multicast` on every id (QP detached first), then the ids.
+    /// `rdma_leave_multicast` on every id (QPs detached first), then the ids.
     fn leave_and_destroy(&mut self) -> i32 {
         let group = self.group.ip();
-        let now = self.d.dev.now();
+        for (qpn, g) in self.attached.drain(..) {
+            let _ = self.ud.d.dev.with_stack(|s| s.detach_mcast(qpn, &g));
+        }
         let mut ret = 0;
-        for n in &mut self.nodes {
-            if let Some(g) = n.attached.take() {
-                let qpn = n.qpn;
-                let _ = self.d.dev.with_stack(|s| s.detach_mcast(qpn, &g));
-            }
-            if let Some(id) = n.id.as_ref() {
-                if n.connected {
-                    if let Err(e) = self.d.cm.with_cm(|cm| cm.leave_multicast(id, group)) {
-                        println!("mckey: failure leaving: {e:?}");
-                        ret = -1;
-                    }
+        for n in &self.ud.nodes {
+            if let (Some(id), true) = (n.id.as_ref(), n.connected) {
+                if let Err(e) = self.ud.d.cm.with_cm(|cm| cm.leave_multicast(id, group)) {
+                    println!("mckey: failure leaving: {e:?}");
+                    ret = -1;
                 }
             }
-            if let Some(id) = n.id.take() {
-                self.d.cm.with_cm(|cm| cm.destroy(now, id));
-            }
         }
+        self.ud.destroy_ids();
         for _ in 0..self.iface_joins {
-            self.d.dev.leave_multicast(group);
+            self.ud.d.dev.leave_multicast(group);
         }
         self.iface_joins = 0;
         ret
@@ -424,46 +220,24 @@ fn run_test(a: &Args) -> Result<(), Fail> {
     let Some(m) = a.mcast.as_deref() else {
         return Err(fail(-22, "mckey: give the group with -m ADDR"));
     };
-    let group = softrdma_driver::cm::resolve_host(m, 0, None).map_err(|e| {
-        fail(
-            -2,
-            format!("getaddrinfo failed ({e}) - invalid hostname or IP address"),
-        )
-    })?;
+    let resolve = |h: &str| {
+        softrdma_driver::cm::resolve_host(h, 0, None).map_err(|e| {
+            fail(
+                -2,
+                format!("getaddrinfo failed ({e}) - invalid hostname or IP address"),
+            )
+        })
+    };
+    let group = resolve(m)?;
     let src = match a.bind.as_deref() {
-        Some(b) => Some(
-            softrdma_driver::cm::resolve_host(b, 0, None)
-                .map_err(|e| {
-                    fail(
-                        -2,
-                        format!("getaddrinfo failed ({e}) - invalid hostname or IP address"),
-                    )
-                })?
-                .ip(),
-        ),
+        Some(b) => Some(resolve(b)?.ip()),
         None => None,
     };
-    let d = cmtool::open_client(
-        src,
-        group.ip(),
-        a.pcap.as_ref(),
-        "-b",
-        "mckey",
-        cmtool::THREAD,
-    )
-    .map_err(|m| fail(-19, m))?;
+    let d = udtool::open_client("mckey", src, group.ip(), a.pcap.as_ref())?;
     let src = d.dev.local_addr().ip();
     let ps = PortSpace(a.port_space.unwrap_or(PortSpace::UDP.0));
     let mut t = Test {
-        d,
-        nodes: Vec::new(),
-        connects_left: a.connections,
-        count: if a.message_size == 0 {
-            0
-        } else {
-            a.message_count
-        },
-        size: a.message_size,
+        ud: Ud::new("mckey", d, a.connections, a.message_count, a.message_size),
         sender: a.sender,
         flags: if a.send_only {
             JoinFlags::SendOnlyFullMember
@@ -472,42 +246,30 @@ fn run_test(a: &Args) -> Result<(), Fail> {
         },
         group,
         iface_joins: 0,
+        attached: Vec::new(),
         data_timeout: Duration::from_secs(a.timeout),
     };
-    for _ in 0..a.connections {
-        let id = t.d.cm.with_cm(|cm| cm.create_id_ps(ps));
-        t.nodes.push(Node {
-            id: Some(id),
-            cq: None,
-            qpn: 0,
-            mr: None,
-            ah: None,
-            remote_qpn: 0,
-            remote_qkey: 0,
-            connected: false,
-            attached: None,
-        });
-    }
+    t.ud.create_ids(a.connections, ps);
     println!("mckey: joining");
     let r = (|| {
-        for i in 0..t.nodes.len() {
-            let id = t.id(i)?;
-            if let Err(e) = t.d.cm.resolve_addr(id, Some(src), group) {
+        for i in 0..t.ud.nodes.len() {
+            let id = t.ud.id(i)?;
+            if let Err(e) = t.ud.d.cm.resolve_addr(id, Some(src), group) {
                 println!("mckey: resolve addr failure: {e}");
-                return Err(Fail { ret: -1, msg: None });
+                return Err(status(-1));
             }
         }
         t.connect_events()?;
         std::thread::sleep(SM_PAUSE);
-        if t.count > 0 {
+        if t.ud.count > 0 {
             if t.sender {
                 println!("initiating data transfers");
-                for i in 0..t.nodes.len() {
-                    t.post_sends(i)?;
+                for i in 0..t.ud.nodes.len() {
+                    t.ud.post_sends(i, false)?;
                 }
             } else {
                 println!("receiving data transfers");
-                t.poll_cqs()?;
+                t.ud.poll_cqs(t.data_timeout, "messages received", false)?;
             }
             println!("data transfers complete");
         }
@@ -515,25 +277,11 @@ fn run_test(a: &Args) -> Result<(), Fail> {
     })();
     let left = t.leave_and_destroy();
     match r {
-        Ok(()) if left != 0 => Err(Fail {
-            ret: left,
-            msg: None,
-        }),
+        Ok(()) if left != 0 => Err(status(left)),
         r => r,
     }
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let status = match run_test(&args) {
-        Ok(()) => 0,
-        Err(f) => {
-            if let Some(m) = f.msg {
-                println!("{m}");
-            }
-            f.ret
-        }
-    };
-    println!("test complete");
-    println!("return status {status}");
-    ExitCode::from((status & 0xff) as u8)
+    udtool::report(run_test(&args))
 }

@@ -101,15 +101,7 @@ fn parse_ack_timeout(s: &str) -> Result<u8, String> {
 
 /// A number as C's `strtol(s, NULL, 0)` reads it (0x hex, 0 octal), at most `hi`.
 fn parse_c_in(s: &str, hi: u8) -> Result<u8, String> {
-    let t = s.trim();
-    let r = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16)
-    } else if t.len() > 1 && t.starts_with('0') {
-        u64::from_str_radix(&t[1..], 8)
-    } else {
-        t.parse()
-    };
-    match r {
+    match cmtool::parse_c(s) {
         Ok(v) if v <= u64::from(hi) => Ok(v as u8),
         _ => Err(format!("{s} is not in 0..={hi}")),
     }

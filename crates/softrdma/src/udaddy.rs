@@ -17,22 +17,16 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use softrdma_core::rdma_cm::{
-    init_ah_from_wc, ConnParam, IbAddr, PortSpace, RdmaCmEvent, RdmaCmEventType, RdmaCmId,
-    RdmaOption,
-};
-use softrdma_core::verbs::{
-    AccessFlags, AddressVector, CqId, MrKeys, RecvWr, SendOp, SendWr, Sge, UdDest, WorkCompletion,
+    ConnParam, IbAddr, PortSpace, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaOption,
 };
 use softrdma_driver::cm::Event;
 use softrdma_wire::Gid;
 
-use crate::cmtool::{self, CmDevice};
+use crate::cmtool;
+use crate::udtool::{self, fail, status, Fail, Node, Ud};
 
 /// udaddy's fixed port.
 const PORT: u16 = 7174;
-/// The GRH area in front of every receive.
-const GRH: u32 = 40;
-const IOVA: u64 = 0x10_0000;
 /// How long the tool waits for completions before it stops with a message (v44 waits
 /// forever); for CM events it waits `--timeout` (a SIDR REQ gives up after 16 × 4.096 s).
 const DATA_TIMEOUT: Duration = Duration::from_secs(60);
@@ -58,7 +52,7 @@ pub struct Args {
     #[arg(short = 't', value_parser = parse_c_u8)]
     pub tos: Option<u8>,
     /// Port space as a number: 0x111 UDP (default), 0x2 IPoIB (`strtol(…, 0)`).
-    #[arg(short = 'p', value_parser = parse_c_u16)]
+    #[arg(short = 'p', value_parser = cmtool::parse_c_u16)]
     pub port_space_num: Option<u16>,
     /// Port space: udp or ipoib.
     #[arg(short = 'P')]
@@ -75,51 +69,9 @@ pub struct Args {
     pub timeout: u64,
 }
 
-/// C's `strtoul(s, NULL, 0)`: 0x… hex, 0… octal, else decimal.
-fn parse_c(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let r = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16)
-    } else if t.len() > 1 && t.starts_with('0') {
-        u64::from_str_radix(&t[1..], 8)
-    } else {
-        t.parse()
-    };
-    r.map_err(|_| format!("'{s}' is not a number"))
-}
-
+/// `strtoul(s, NULL, 0)` into a byte (`-t`).
 fn parse_c_u8(s: &str) -> Result<u8, String> {
-    parse_c(s).map(|v| v as u8)
-}
-
-fn parse_c_u16(s: &str) -> Result<u16, String> {
-    parse_c(s).and_then(|v| u16::try_from(v).map_err(|_| format!("'{s}' is out of range")))
-}
-
-struct Node {
-    id: Option<RdmaCmId>,
-    cq: Option<CqId>,
-    qpn: u32,
-    mr: Option<MrKeys>,
-    ah: Option<AddressVector>,
-    remote_qpn: u32,
-    remote_qkey: u32,
-    connected: bool,
-}
-
-impl Node {
-    fn new(id: Option<RdmaCmId>) -> Node {
-        Node {
-            id,
-            cq: None,
-            qpn: 0,
-            mr: None,
-            ah: None,
-            remote_qpn: 0,
-            remote_qkey: 0,
-            connected: false,
-        }
-    }
+    cmtool::parse_c(s).map(|v| v as u8)
 }
 
 /// The address form of `-f`.
@@ -131,12 +83,8 @@ enum Format {
 }
 
 struct Test {
-    d: CmDevice,
-    nodes: Vec<Node>,
+    ud: Ud,
     connections: u32,
-    connects_left: u32,
-    count: u32,
-    size: u32,
     ps: PortSpace,
     tos: Option<u8>,
     format: Format,
@@ -146,188 +94,17 @@ struct Test {
     peer: String,
 }
 
-/// An error that ends the run with `ret` (udaddy's `return status`), after `msg` (stdout).
-struct Fail {
-    ret: i32,
-    msg: Option<String>,
-}
-
-fn fail(ret: i32, msg: impl Into<String>) -> Fail {
-    Fail {
-        ret,
-        msg: Some(msg.into()),
-    }
-}
-
 impl Test {
-    fn node_of(&self, e: &RdmaCmEvent) -> Option<usize> {
-        self.nodes
-            .iter()
-            .position(|n| n.id.as_ref().is_some_and(|i| *i == e.id()))
-    }
-
-    /// `verify_test_params`: the message must fit the port's active MTU.
-    fn verify_test_params(&self) -> Result<(), Fail> {
-        let mtu = self
-            .d
-            .dev
-            .query_port(1)
-            .map(|p| p.active_mtu.bytes())
-            .unwrap_or(1024);
-        if self.count > 0 && self.size > mtu {
-            return Err(fail(
-                -22,
-                format!(
-                    "udaddy: message_size {} is larger than active mtu {mtu}",
-                    self.size
-                ),
-            ));
+    fn new(a: &Args, d: cmtool::CmDevice, (ps, format): (PortSpace, Format), peer: String) -> Test {
+        Test {
+            ud: Ud::new("udaddy", d, a.connections, a.message_count, a.message_size),
+            connections: a.connections,
+            ps,
+            tos: None,
+            format,
+            event_timeout: Duration::from_secs(a.timeout),
+            peer,
         }
-        Ok(())
-    }
-
-    /// `init_node` + `post_recvs`: a CQ of 2·C, a UD QP with C WRs each way (made ready by
-    /// the CM: INIT with the Q_Key, RTR, RTS), a buffer of S + 40 bytes, C receives.
-    fn init_node(&mut self, i: usize) -> Result<(), Fail> {
-        let c = self.count;
-        let cq = self
-            .d
-            .dev
-            .create_cq((c * 2).max(2))
-            .map_err(|e| fail(-12, format!("udaddy: unable to create CQ ({e})")))?;
-        let (_, qpn) = self
-            .d
-            .ud_qp_on(cq, c.max(1), c.max(1))
-            .map_err(|e| fail(-1, format!("udaddy: unable to create QP: {e}")))?;
-        let id = self.nodes[i]
-            .id
-            .as_ref()
-            .ok_or_else(|| fail(-22, "no id"))?;
-        self.d
-            .cm
-            .with_id(id.name(), |cm, s, _| cm.init_qp_for(s, id, qpn))
-            .map_err(|e| fail(-1, format!("udaddy: unable to create QP: {e}")))?
-            .map_err(|e| fail(-1, format!("udaddy: unable to create QP: {e}")))?;
-        let n = &mut self.nodes[i];
-        n.cq = Some(cq);
-        n.qpn = qpn;
-        if c == 0 {
-            return Ok(());
-        }
-        let mr = self
-            .d
-            .dev
-            .reg_mr(
-                self.d.pd,
-                vec![0u8; (self.size + GRH) as usize],
-                IOVA,
-                AccessFlags::LOCAL_WRITE,
-            )
-            .map_err(|_| fail(-1, "failed to reg MR"))?;
-        for k in 0..c {
-            let wr = RecvWr::new(
-                u64::from(k),
-                vec![Sge {
-                    addr: IOVA,
-                    length: self.size + GRH,
-                    lkey: mr.lkey,
-                }],
-            );
-            self.d
-                .dev
-                .post_recv(qpn, wr)
-                .map_err(|e| fail(-1, format!("failed to post receives: {e}")))?;
-        }
-        self.nodes[i].mr = Some(mr);
-        Ok(())
-    }
-
-    /// `post_sends`: C SENDs with immediate (our QPN, big-endian on the wire) of S bytes.
-    fn post_sends(&self, i: usize, signaled: bool) -> Result<(), Fail> {
-        let n = &self.nodes[i];
-        let (Some(ah), Some(mr)) = (n.ah, n.mr.as_ref()) else {
-            return Ok(());
-        };
-        if !n.connected || self.count == 0 {
-            return Ok(());
-        }
-        for k in 0..self.count {
-            let mut wr = SendWr::new(u64::from(k), SendOp::SendWithImm { imm: n.qpn })
-                .with_sge(Sge {
-                    addr: IOVA,
-                    length: self.size,
-                    lkey: mr.lkey,
-                })
-                .with_ud(UdDest {
-                    av: ah,
-                    remote_qpn: n.remote_qpn,
-                    remote_qkey: n.remote_qkey,
-                });
-            wr.signaled = signaled;
-            self.d
-                .dev
-                .post_send(n.qpn, wr)
-                .map_err(|e| fail(-1, format!("failed to post sends: {e}")))?;
-        }
-        Ok(())
-    }
-
-    /// `poll_cqs`: C completions on each connected node (of any kind, status not looked at);
-    /// the first completion of a node without an AH makes the reply AH from its GRH.
-    fn poll_cqs(&mut self) -> Result<(), Fail> {
-        let mut wcs: Vec<WorkCompletion> = Vec::new();
-        for i in 0..self.nodes.len() {
-            if !self.nodes[i].connected {
-                continue;
-            }
-            let Some(cq) = self.nodes[i].cq else { continue };
-            let end = Instant::now() + DATA_TIMEOUT;
-            let mut done = 0;
-            while done < self.count {
-                if Instant::now() > end {
-                    return Err(fail(-110, "udaddy: timed out waiting for completions"));
-                }
-                wcs.clear();
-                let n = self
-                    .d
-                    .dev
-                    .wait_cq_or(cq, &mut wcs, 8, Some(Duration::from_millis(200)), &|| false)
-                    .map_err(|e| fail(-1, format!("udaddy: failed polling CQ: {e}")))?;
-                if n > 0 && self.nodes[i].ah.is_none() {
-                    self.create_reply_ah(i, &wcs[0])
-                        .map_err(|_| fail(-1, "udaddy: failed to create reply AH"))?;
-                }
-                done += n as u32;
-            }
-        }
-        Ok(())
-    }
-
-    /// `create_reply_ah`: `ibv_create_ah_from_wc` on the GRH in front of the receive, the
-    /// client's QPN from the immediate, our QP's Q_Key.
-    fn create_reply_ah(&mut self, i: usize, wc: &WorkCompletion) -> Result<(), ()> {
-        let n = &self.nodes[i];
-        let mr = n.mr.as_ref().ok_or(())?;
-        let mut grh = [0u8; GRH as usize];
-        self.d
-            .dev
-            .read_mr(mr.lkey, IOVA, &mut grh)
-            .map_err(|_| ())?;
-        let ah = self
-            .d
-            .dev
-            .with_stack(|s| init_ah_from_wc(s, wc, &grh))
-            .ok_or(())?;
-        let qkey = self.d.dev.query_qp(n.qpn).map_err(|_| ())?.qkey;
-        let n = &mut self.nodes[i];
-        n.ah = Some(ah);
-        n.remote_qpn = wc.imm_data.unwrap_or(0);
-        n.remote_qkey = qkey;
-        Ok(())
-    }
-
-    fn connect_error(&mut self) {
-        self.connects_left = self.connects_left.saturating_sub(1);
     }
 
     /// udaddy's cma_handler; `Err` ends the event loop with its status.
@@ -335,13 +112,11 @@ impl Test {
         use RdmaCmEventType as T;
         match e.kind() {
             T::AddrResolved => {
-                let i = self.node_of(&e).ok_or_else(|| fail(-22, "unknown id"))?;
-                let id = self.nodes[i]
-                    .id
-                    .as_ref()
-                    .ok_or_else(|| fail(-22, "no id"))?;
+                let i = self.ud.node_of(&e).ok_or_else(|| fail(-22, "unknown id"))?;
+                let id = self.ud.id(i)?;
                 if let Some(t) = self.tos {
                     if let Err(err) = self
+                        .ud
                         .d
                         .cm
                         .with_cm(|cm| cm.set_option(id, RdmaOption::Tos(t)))
@@ -349,25 +124,24 @@ impl Test {
                         eprintln!("udaddy: set TOS option failed: {err}");
                     }
                 }
-                if let Err(err) = self.d.cm.with_cm(|cm| cm.resolve_route(id)) {
+                if let Err(err) = self.ud.d.cm.with_cm(|cm| cm.resolve_route(id)) {
                     eprintln!("udaddy: resolve route failed: {err}");
-                    self.connect_error();
-                    return Err(Fail { ret: -1, msg: None });
+                    self.ud.connect_done();
+                    return Err(status(-1));
                 }
             }
             T::RouteResolved => {
-                let i = self.node_of(&e).ok_or_else(|| fail(-22, "unknown id"))?;
+                let i = self.ud.node_of(&e).ok_or_else(|| fail(-22, "unknown id"))?;
                 let r = self
+                    .ud
                     .verify_test_params()
-                    .and_then(|()| self.init_node(i))
+                    .and_then(|()| self.ud.init_node(i, true))
                     .and_then(|()| {
-                        let id = self.nodes[i]
-                            .id
-                            .as_ref()
-                            .ok_or_else(|| fail(-22, "no id"))?;
-                        let qpn = self.nodes[i].qpn;
+                        let id = self.ud.id(i)?;
+                        let qpn = self.ud.nodes[i].qpn;
                         let p = ConnParam::default();
-                        self.d
+                        self.ud
+                            .d
                             .cm
                             .with_id(id.name(), |cm, s, now| {
                                 cm.connect(now, s, id, Some(qpn), &p)
@@ -376,11 +150,11 @@ impl Test {
                             .and_then(|r| r.map_err(|e| e.to_string()))
                             .map_err(|err| {
                                 eprintln!("udaddy: failure connecting: {err}");
-                                Fail { ret: -1, msg: None }
+                                status(-1)
                             })
                     });
                 if let Err(f) = r {
-                    self.connect_error();
+                    self.ud.connect_done();
                     return Err(f);
                 }
             }
@@ -389,20 +163,20 @@ impl Test {
                 return self.connect_handler(id);
             }
             T::Established => {
-                let i = self.node_of(&e).ok_or_else(|| fail(-22, "unknown id"))?;
+                let i = self.ud.node_of(&e).ok_or_else(|| fail(-22, "unknown id"))?;
                 let Some(ud) = e.ud() else {
-                    self.connect_error();
+                    self.ud.connect_done();
                     return Err(fail(-1, "udaddy: failure creating address handle"));
                 };
-                let n = &mut self.nodes[i];
+                let n = &mut self.ud.nodes[i];
                 n.remote_qpn = ud.qp_num;
                 n.remote_qkey = ud.qkey;
                 n.ah = Some(ud.ah);
                 n.connected = true;
-                self.connects_left = self.connects_left.saturating_sub(1);
+                self.ud.connect_done();
             }
             T::AddrError | T::RouteError | T::ConnectError | T::Unreachable | T::Rejected => {
-                self.connect_error();
+                self.ud.connect_done();
                 return Err(fail(
                     e.status(),
                     format!(
@@ -420,42 +194,40 @@ impl Test {
     /// `connect_handler`: a slot, the resources, C receives, `rdma_accept` (SIDR REP). A
     /// request beyond `-c`, or one that fails, is rejected (SIDR REP status 2).
     fn connect_handler(&mut self, id: RdmaCmId) -> Result<(), Fail> {
-        let i = self.nodes.len();
+        let i = self.ud.nodes.len();
         if i as u32 == self.connections {
             println!("udaddy: failing connection request");
-            let now = self.d.dev.now();
-            self.d.cm.with_cm(|cm| {
+            let now = self.ud.d.dev.now();
+            self.ud.d.cm.with_cm(|cm| {
                 if let Err((id, _)) = cm.reject(now, id, &[]) {
                     cm.destroy(now, id);
                 }
             });
-            return Err(Fail {
-                ret: -12,
-                msg: None,
-            });
+            return Err(status(-12));
         }
-        self.nodes.push(Node::new(Some(id)));
-        let r = self.verify_test_params().and_then(|()| self.init_node(i));
+        self.ud.nodes.push(Node::new(Some(id)));
+        let r = self
+            .ud
+            .verify_test_params()
+            .and_then(|()| self.ud.init_node(i, true));
         let r = r.and_then(|()| {
-            let id = self.nodes[i]
-                .id
-                .as_ref()
-                .ok_or_else(|| fail(-22, "no id"))?;
-            let qpn = self.nodes[i].qpn;
-            self.d
+            let id = self.ud.id(i)?;
+            let qpn = self.ud.nodes[i].qpn;
+            self.ud
+                .d
                 .cm
                 .with_id(id.name(), |cm, _, now| cm.accept_ud(now, id, qpn, 0, &[]))
                 .map_err(|e| e.to_string())
                 .and_then(|r| r.map_err(|e| e.to_string()))
                 .map_err(|err| {
                     eprintln!("udaddy: failure accepting: {err}");
-                    Fail { ret: -1, msg: None }
+                    status(-1)
                 })
         });
         match r {
             Ok(()) => {
-                self.nodes[i].connected = true;
-                self.connects_left = self.connects_left.saturating_sub(1);
+                self.ud.nodes[i].connected = true;
+                self.ud.connect_done();
                 Ok(())
             }
             Err(f) => {
@@ -463,26 +235,23 @@ impl Test {
                     println!("{m}");
                 }
                 println!("udaddy: failing connection request");
-                self.connect_error();
-                if let Some(id) = self.nodes[i].id.take() {
-                    let now = self.d.dev.now();
-                    self.d.cm.with_cm(|cm| {
+                self.ud.connect_done();
+                if let Some(id) = self.ud.nodes[i].id.take() {
+                    let now = self.ud.d.dev.now();
+                    self.ud.d.cm.with_cm(|cm| {
                         if let Err((id, _)) = cm.reject(now, id, &[]) {
                             cm.destroy(now, id);
                         }
                     });
                 }
-                Err(Fail {
-                    ret: f.ret,
-                    msg: None,
-                })
+                Err(status(f.ret))
             }
         }
     }
 
     /// `connect_events`: events until every connection is up or failed, or an error.
     fn connect_events(&mut self) -> Result<(), Fail> {
-        while self.connects_left > 0 {
+        while self.ud.connects_left > 0 {
             let end = Instant::now() + self.event_timeout;
             let e = loop {
                 let left = end.saturating_duration_since(Instant::now());
@@ -495,10 +264,10 @@ impl Test {
                         ),
                     ));
                 }
-                match self.d.cm.wait_event(left) {
+                match self.ud.d.cm.wait_event(left) {
                     Some(Event::Rdma(e)) => break e,
                     Some(Event::Ib(ev)) => {
-                        let now = self.d.dev.now();
+                        let now = self.ud.d.dev.now();
                         if let Some(l) = cmtool::retry_note("udaddy", &self.peer, now, &ev) {
                             eprintln!("{l}");
                         }
@@ -509,15 +278,6 @@ impl Test {
             self.on_event(e)?;
         }
         Ok(())
-    }
-
-    fn destroy(&mut self) {
-        let now = self.d.dev.now();
-        for n in &mut self.nodes {
-            if let Some(id) = n.id.take() {
-                self.d.cm.with_cm(|cm| cm.destroy(now, id));
-            }
-        }
     }
 }
 
@@ -587,25 +347,9 @@ fn run_server(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
         cmtool::THREAD,
     )
     .map_err(|m| fail(-19, m))?;
-    let mut t = Test {
-        d,
-        nodes: Vec::new(),
-        connections: a.connections,
-        connects_left: a.connections,
-        count: if a.message_size == 0 {
-            0
-        } else {
-            a.message_count
-        },
-        size: a.message_size,
-        ps,
-        tos: None,
-        format: fmt,
-        event_timeout: Duration::from_secs(a.timeout),
-        peer: String::new(),
-    };
-    let listen = t.d.cm.with_cm(|cm| cm.create_id_ps(t.ps));
-    let r = t.d.cm.with_cm(|cm| {
+    let mut t = Test::new(a, d, (ps, fmt), String::new());
+    let listen = t.ud.d.cm.with_cm(|cm| cm.create_id_ps(t.ps));
+    let r = t.ud.d.cm.with_cm(|cm| {
         if t.format == Format::Gid {
             cm.bind_ib(&listen, IbAddr::new(Gid::from(bind.ip()), PORT))
                 .map(|_| ())
@@ -616,12 +360,12 @@ fn run_server(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
     let r = match r {
         Err(e) => {
             eprintln!("udaddy: bind address failed: {e}");
-            Err(Fail { ret: -1, msg: None })
+            Err(status(-1))
         }
-        Ok(()) => match t.d.cm.with_cm(|cm| cm.listen(&listen, 0)) {
+        Ok(()) => match t.ud.d.cm.with_cm(|cm| cm.listen(&listen, 0)) {
             Err(e) => {
                 eprintln!("udaddy: failure trying to listen: {e}");
-                Err(Fail { ret: -1, msg: None })
+                Err(status(-1))
             }
             Ok(()) => (|| {
                 // v44 ignores what connect_events returns here.
@@ -630,22 +374,22 @@ fn run_server(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
                         println!("{m}");
                     }
                 }
-                if t.count > 0 {
+                if t.ud.count > 0 {
                     println!("receiving data transfers");
-                    t.poll_cqs()?;
+                    t.ud.poll_cqs(DATA_TIMEOUT, "completions", true)?;
                     println!("sending replies");
-                    for i in 0..t.nodes.len() {
-                        t.post_sends(i, true)?;
+                    for i in 0..t.ud.nodes.len() {
+                        t.ud.post_sends(i, true)?;
                     }
-                    t.poll_cqs()?;
+                    t.ud.poll_cqs(DATA_TIMEOUT, "completions", true)?;
                     println!("data transfers complete");
                 }
                 Ok(())
             })(),
         },
     };
-    t.d.cm.with_cm(|cm| cm.destroy(t.d.dev.now(), listen));
-    t.destroy();
+    t.ud.d.cm.with_cm(|cm| cm.destroy(t.ud.d.dev.now(), listen));
+    t.ud.destroy_ids();
     r
 }
 
@@ -662,45 +406,17 @@ fn run_client(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
         Some(b) => Some(parse_addr(b, fmt, 0, "getaddrinfo")?.ip()),
         None => None,
     };
-    // The source rule of the other tools: the routed address, or on IPv4 loopback a free
-    // 127.0.0.x when a server on this host holds it.
-    let d = cmtool::open_client(
-        src,
-        dst.ip(),
-        a.pcap.as_ref(),
-        "-b",
-        "udaddy",
-        cmtool::THREAD,
-    )
-    .map_err(|m| fail(-19, m))?;
+    let d = udtool::open_client("udaddy", src, dst.ip(), a.pcap.as_ref())?;
     let src = d.dev.local_addr().ip();
-    let mut t = Test {
-        d,
-        nodes: Vec::new(),
-        connections: a.connections,
-        connects_left: a.connections,
-        count: if a.message_size == 0 {
-            0
-        } else {
-            a.message_count
-        },
-        size: a.message_size,
-        ps,
-        tos: a.tos,
-        format: fmt,
-        event_timeout: Duration::from_secs(a.timeout),
-        peer: dst.to_string(),
-    };
-    for _ in 0..a.connections {
-        let id = t.d.cm.with_cm(|cm| cm.create_id_ps(t.ps));
-        t.nodes.push(Node::new(Some(id)));
-    }
+    let mut t = Test::new(a, d, (ps, fmt), dst.to_string());
+    t.tos = a.tos;
+    t.ud.create_ids(a.connections, t.ps);
     println!("udaddy: connecting");
     let r = (|| {
-        for i in 0..t.nodes.len() {
-            let id = t.nodes[i].id.as_ref().ok_or_else(|| fail(-22, "no id"))?;
+        for i in 0..t.ud.nodes.len() {
+            let id = t.ud.id(i)?;
             let r = if t.format == Format::Gid {
-                t.d.cm.with_cm(|cm| {
+                t.ud.d.cm.with_cm(|cm| {
                     cm.resolve_addr_ib(
                         id,
                         Some(Gid::from(src)),
@@ -708,7 +424,8 @@ fn run_client(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
                     )
                 })
             } else {
-                t.d.cm
+                t.ud.d
+                    .cm
                     .resolve_addr(id, Some(src), dst)
                     .map_err(|e| match e {
                         softrdma_driver::cm::Error::Rdma(r) => r,
@@ -717,8 +434,8 @@ fn run_client(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
             };
             if let Err(e) = r {
                 eprintln!("udaddy: failure getting addr: {e}");
-                t.connect_error();
-                return Err(Fail { ret: -1, msg: None });
+                t.ud.connect_done();
+                return Err(status(-1));
             }
         }
         eprintln!(
@@ -726,18 +443,18 @@ fn run_client(a: &Args, t_args: (PortSpace, Format)) -> Result<(), Fail> {
              dead address gives up after about 66 s, or --timeout SECS)"
         );
         t.connect_events()?;
-        if t.count > 0 {
+        if t.ud.count > 0 {
             println!("initiating data transfers");
-            for i in 0..t.nodes.len() {
-                t.post_sends(i, false)?;
+            for i in 0..t.ud.nodes.len() {
+                t.ud.post_sends(i, false)?;
             }
             println!("receiving data transfers");
-            t.poll_cqs()?;
+            t.ud.poll_cqs(DATA_TIMEOUT, "completions", true)?;
             println!("data transfers complete");
         }
         Ok(())
     })();
-    t.destroy();
+    t.ud.destroy_ids();
     r
 }
 
@@ -749,16 +466,5 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         run_server(&args, (ps, fmt))
     };
-    let status = match r {
-        Ok(()) => 0,
-        Err(f) => {
-            if let Some(m) = f.msg {
-                println!("{m}");
-            }
-            f.ret
-        }
-    };
-    println!("test complete");
-    println!("return status {status}");
-    ExitCode::from((status & 0xff) as u8)
+    udtool::report(r)
 }
