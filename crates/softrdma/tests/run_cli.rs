@@ -223,7 +223,7 @@ fn debian_tools_see_and_use_every_address_of_an_interface() {
         ("2", "::ffff:10.22.1.1", "::ffff:10.22.1.2"),
         ("3", "fd22::1", "fd22::2"),
     ] {
-        let port = free_port().to_string();
+        let port = common::tool_port().to_string();
         let args = |dev: &'static str| {
             vec![
                 pingpong.clone(),
@@ -250,7 +250,7 @@ fn debian_tools_see_and_use_every_address_of_an_interface() {
             })
         }) {
             assert!(
-                start.elapsed() < Duration::from_secs(20),
+                start.elapsed() < Duration::from_secs(60),
                 "the server never listened"
             );
             std::thread::sleep(Duration::from_millis(20));
@@ -284,14 +284,6 @@ fn debian_tools_see_and_use_every_address_of_an_interface() {
             );
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Whether something listens on TCP `port`, from /proc/net/tcp{,6}.
@@ -340,14 +332,16 @@ fn thread_states(pid: u32) -> String {
 }
 
 /// Starts `args` as the server, waits until it listens on TCP `port` (the tools' side
-/// channel), then runs `args` with `127.0.0.1` appended as the client, both with `env`; the
-/// two outcomes (exit code, stdout, stderr), server first.
+/// channel, the value after `-p` in `args`), then runs `args` with `127.0.0.1` appended as
+/// the client, both with `env`; the two outcomes (exit code, stdout, stderr), server first.
+/// A server that could not listen on its port (taken meanwhile by another process: it says
+/// `Couldn't listen to port` and ends) is started again on another one, twice at most.
 fn server_then_client(
     args: &[&str],
     port: &str,
     env: &[(&str, &str)],
 ) -> [(Option<i32>, String, String); 2] {
-    let spawn = |args: &[&str]| {
+    let spawn = |args: &[String]| {
         Command::new(BIN)
             .args(args)
             .envs(env.iter().copied())
@@ -356,25 +350,45 @@ fn server_then_client(
             .spawn()
             .unwrap()
     };
-    let mut server = spawn(args);
-    let start = Instant::now();
-    while !listening(port.parse().unwrap()) {
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let at = args.iter().position(|a| a == "-p").unwrap() + 1;
+    assert_eq!(args[at], port);
+    let mut attempts = 0;
+    let server = loop {
+        attempts += 1;
+        let port: u16 = args[at].parse().unwrap();
+        let mut server = spawn(&args);
+        let start = Instant::now();
         // A server that ended, or one stuck before it listens, is reported with what it
         // printed and (when stuck) where each of its threads waits, so that a failure in CI
-        // says why rather than only that.
-        if server.try_wait().unwrap().is_some() {
-            let (code, out, err) = finish(server, Duration::from_secs(1));
+        // says why rather than only that. The limit is far above the second or so a server
+        // takes to listen on a loaded 2-core machine.
+        let listened = loop {
+            if listening(port) {
+                break true;
+            }
+            if server.try_wait().unwrap().is_some() {
+                break false;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let threads = thread_states(server.id());
+                let (_, out, err) = finish(server, Duration::ZERO);
+                panic!("the server never listened on {port} in 60 s; its threads: {threads}; it printed: {out}{err}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if listened {
+            break server;
+        }
+        let (code, out, err) = finish(server, Duration::from_secs(1));
+        if !err.contains("Couldn't listen to port") || attempts == 3 {
             panic!("the server ended before it listened on {port} (exit {code:?}): {out}{err}");
         }
-        if start.elapsed() > Duration::from_secs(20) {
-            let threads = thread_states(server.id());
-            let (_, out, err) = finish(server, Duration::ZERO);
-            panic!("the server never listened on {port} in 20 s; its threads: {threads}; it printed: {out}{err}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut client_args = args.to_vec();
-    client_args.push("127.0.0.1");
+        eprintln!("port {port} was taken before the server listened: another one");
+        args[at] = common::tool_port().to_string();
+    };
+    let mut client_args = args.clone();
+    client_args.push("127.0.0.1".into());
     let client = finish(spawn(&client_args), Duration::from_secs(60));
     let server = finish(server, Duration::from_secs(30));
     [server, client]
@@ -393,7 +407,7 @@ fn pingpong_env(tool: &str, extra: &[&str], env: &[(&str, &str)]) {
         return;
     };
     lib_built();
-    let port = free_port().to_string();
+    let port = common::tool_port().to_string();
     let mut common = vec![
         "run",
         "--",
@@ -496,7 +510,7 @@ fn perftest_env(tool: &str, env: &[(&str, &str)]) {
         return;
     };
     lib_built();
-    let port = free_port().to_string();
+    let port = common::tool_port().to_string();
     let common = vec![
         "run",
         "--",

@@ -8,6 +8,7 @@
 use std::io::Read;
 use std::path::Path;
 use std::process::Child;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 /// The `softrdma` binary under test.
@@ -65,4 +66,33 @@ pub fn finish(mut c: Child, limit: Duration) -> (Option<i32>, String, String) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A TCP port for a Debian tool's side channel (`-p`), free on every address right now.
+///
+/// Not one the kernel hands out: a port from `bind(…:0)`, closed again at once, is in the
+/// ephemeral range (32768–60999), where any process's next `connect()` (another test's
+/// client) may take it as its local port before the tool's server binds it, and the server
+/// then ends with `Couldn't listen to port` (which the run_cli tests once reported only as
+/// "the server never listened"). These come from below that range, from a start that
+/// differs by process (a second test binary, another checkout's run) and then one by one,
+/// each checked free on 0.0.0.0 and [::] (where the tools listen).
+pub fn tool_port() -> u16 {
+    const LO: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = (std::process::id() % u32::from(SPAN)) as u16;
+    for _ in 0..SPAN {
+        let k = NEXT.fetch_add(7, Ordering::Relaxed);
+        let port = LO + base.wrapping_add(k) % SPAN;
+        // A host without IPv6 cannot bind [::] at all: that is not a port in use.
+        let free = |a: &str| match std::net::TcpListener::bind(format!("{a}:{port}")) {
+            Ok(_) => true,
+            Err(e) => e.kind() != std::io::ErrorKind::AddrInUse,
+        };
+        if free("0.0.0.0") && free("[::]") {
+            return port;
+        }
+    }
+    panic!("no free TCP port in {LO}..{}", LO + SPAN);
 }
