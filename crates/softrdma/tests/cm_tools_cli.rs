@@ -4,17 +4,12 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::io::Read;
+mod common;
+
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_softrdma");
-
-struct Run {
-    code: i32,
-    out: String,
-    err: String,
-}
+use common::{finish_run as finish, BIN};
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(BIN)
@@ -23,28 +18,6 @@ fn spawn(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn finish(mut c: Child, limit: Duration) -> Run {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            let (mut out, mut err) = (String::new(), String::new());
-            c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-            c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            return Run {
-                code: st.code().unwrap_or(-1),
-                out,
-                err,
-            };
-        }
-        if start.elapsed() > limit {
-            let _ = c.kill();
-            let _ = c.wait();
-            panic!("did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn lines(s: &str) -> Vec<&str> {

@@ -4,56 +4,15 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::io::Read;
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use softrdma_wire::link::LinkType;
 use softrdma_wire::{frame, pcap};
 
-const BIN: &str = env!("CARGO_BIN_EXE_softrdma");
-
-/// Whether something listens on TCP `port` (any address), from /proc/net/tcp{,6}.
-fn listening(port: u16) -> bool {
-    let needle = format!(":{port:04X} ");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|s| {
-            s.lines().any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && cols[1].ends_with(needle.trim_end()) && cols[3] == "0A"
-            })
-        })
-    })
-}
-
-struct Run {
-    code: i32,
-    out: String,
-    err: String,
-}
-
-fn finish(mut c: Child, limit: Duration) -> Run {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            let mut out = String::new();
-            let mut err = String::new();
-            c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-            c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            return Run {
-                code: st.code().unwrap_or(-1),
-                out,
-                err,
-            };
-        }
-        if start.elapsed() > limit {
-            let _ = c.kill();
-            let _ = c.wait();
-            panic!("pingpong did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::{finish_run as finish, listening, Run, BIN};
 
 fn spawn(args: &[String]) -> Child {
     Command::new(BIN)

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{finish, text, BIN};
+use common::{finish, listening, text, BIN};
 
 fn lib_built() {
     common::libs_built(&["libsoftrdma_verbs.so"]);
@@ -284,19 +284,6 @@ fn debian_tools_see_and_use_every_address_of_an_interface() {
             );
         }
     }
-}
-
-/// Whether something listens on TCP `port`, from /proc/net/tcp{,6}.
-fn listening(port: u16) -> bool {
-    let needle = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|s| {
-            s.lines().any(|l| {
-                let c: Vec<&str> = l.split_whitespace().collect();
-                c.len() > 3 && c[1].ends_with(&needle) && c[3] == "0A"
-            })
-        })
-    })
 }
 
 /// Each thread of process `pid` as `name state wchan`, from /proc (for a stuck process).

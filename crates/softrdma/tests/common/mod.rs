@@ -1,6 +1,6 @@
-//! Helpers of the tests that run Debian's unmodified programs over softrdma's drop-in
-//! libraries with `softrdma run` (`run_cli.rs`: libibverbs; `run_rdmacm_cli.rs`: librdmacm),
-//! written once.
+//! Helpers of the tests that run programs as processes: Debian's unmodified ones over
+//! softrdma's drop-in libraries with `softrdma run` (`run_cli.rs`: libibverbs;
+//! `run_rdmacm_cli.rs`: librdmacm), and `softrdma`'s own tools; written once.
 
 // Each test file uses a subset.
 #![allow(dead_code)]
@@ -95,4 +95,39 @@ pub fn tool_port() -> u16 {
         }
     }
     panic!("no free TCP port in {LO}..{}", LO + SPAN);
+}
+
+/// A finished process: exit code (-1 when a signal ended it), stdout, stderr.
+pub struct Run {
+    pub code: i32,
+    pub out: String,
+    pub err: String,
+}
+
+/// [`finish`] as a [`Run`]; a process still running at `limit` (killed) fails the test, with
+/// what it printed.
+pub fn finish_run(c: Child, limit: Duration) -> Run {
+    let (code, out, err) = finish(c, limit);
+    assert!(
+        code.is_some() || !err.ends_with("\ntimed out"),
+        "did not finish within {limit:?}: {out}{err}"
+    );
+    Run {
+        code: code.unwrap_or(-1),
+        out,
+        err,
+    }
+}
+
+/// Whether something listens on TCP `port` (any address), from /proc/net/tcp{,6}.
+pub fn listening(port: u16) -> bool {
+    let needle = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|s| {
+            s.lines().any(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                c.len() > 3 && c[1].ends_with(&needle) && c[3] == "0A"
+            })
+        })
+    })
 }
