@@ -53,7 +53,9 @@ fn example_server_and_client() {
 /// conn_first (the README's snippet): a server thread and a client in one process.
 #[test]
 fn example_first_two_threads() {
-    let got = conn_first::run(SocketAddr::new(ip(84, 1), 7471), ip(84, 2)).unwrap();
+    // Its own addresses: a test running at the same time on one of another's (each opens a
+    // device on its address) fails with EADDRINUSE.
+    let got = conn_first::run(SocketAddr::new(ip(80, 1), 7471), ip(80, 2)).unwrap();
     assert_eq!(got, b"ping");
 }
 
@@ -80,10 +82,10 @@ fn example_async() {
 /// `reject_ece` → 35; no UD listener → UNREACHABLE status 1.
 #[test]
 fn errors_carry_the_reject_reason_and_private_data() {
-    let s = Endpoint::bind(SocketAddr::new(ip(84, 1), 7000)).unwrap();
-    let c = Endpoint::bind(SocketAddr::new(ip(84, 2), 0)).unwrap();
+    let s = Endpoint::bind(SocketAddr::new(ip(184, 1), 7000)).unwrap();
+    let c = Endpoint::bind(SocketAddr::new(ip(184, 2), 0)).unwrap();
     let t0 = Instant::now();
-    let e = c.connect(SocketAddr::new(ip(84, 1), 7000)).unwrap_err();
+    let e = c.connect(SocketAddr::new(ip(184, 1), 7000)).unwrap_err();
     assert_eq!(e.reject_reason(), Some(RejectReason::INVALID_SERVICE_ID));
     assert!(!e.is_consumer_reject());
     assert!(
@@ -113,7 +115,7 @@ fn errors_carry_the_reject_reason_and_private_data() {
     });
     let e = c
         .connect_with(
-            SocketAddr::new(ip(84, 1), 7000),
+            SocketAddr::new(ip(184, 1), 7000),
             &ConnOptions::default().with_private_data(b"one"),
         )
         .unwrap_err();
@@ -131,7 +133,7 @@ fn errors_carry_the_reject_reason_and_private_data() {
         ..ConnOptions::default()
     };
     let e = c
-        .connect_with(SocketAddr::new(ip(84, 1), 7000), &opts)
+        .connect_with(SocketAddr::new(ip(184, 1), 7000), &opts)
         .unwrap_err();
     assert_eq!(
         e.reject_reason(),
@@ -140,7 +142,7 @@ fn errors_carry_the_reject_reason_and_private_data() {
     let _l = srv.join().unwrap();
 
     let sock = c.ud_socket().unwrap();
-    match sock.resolve(SocketAddr::new(ip(84, 1), 7174)) {
+    match sock.resolve(SocketAddr::new(ip(184, 1), 7174)) {
         Err(ConnError::Unreachable { status: 1 }) => {}
         other => panic!("expected UNREACHABLE status 1, got {other:?}"),
     }
@@ -150,8 +152,8 @@ fn errors_carry_the_reject_reason_and_private_data() {
 /// and the server sees the client's DISCONNECTED as an event.
 #[test]
 fn options_ece_and_events() {
-    let s = Endpoint::bind(SocketAddr::new(ip(85, 1), 0)).unwrap();
-    let c = Endpoint::bind(SocketAddr::new(ip(85, 2), 0)).unwrap();
+    let s = Endpoint::bind(SocketAddr::new(ip(185, 1), 0)).unwrap();
+    let c = Endpoint::bind(SocketAddr::new(ip(185, 2), 0)).unwrap();
     let l = s.listen_ps(PortSpace::IB, 7471).unwrap();
     let at = l.local_addr();
     let srv = std::thread::spawn(move || {
