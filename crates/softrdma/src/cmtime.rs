@@ -340,6 +340,58 @@ fn run_client(args: &Args) -> Result<(), String> {
     r
 }
 
+/// Where a client run goes and how its steps wait ([`wait_step`]'s view of the run).
+struct Target<'a> {
+    d: &'a CmDevice,
+    dst: SocketAddr,
+    src: IpAddr,
+    retries: u8,
+    verbose: bool,
+}
+
+/// One asynchronous step as cmtime.c runs each (address, route, connect, disconnect): `op`
+/// on the id (and QP) of every connection not in error, its start taken first — `Ok(true)`
+/// started, `Ok(false)` not started, `Err(m)`: `m` printed and the connection in error —
+/// then the events of those started ([`wait_step`]), then the step's end.
+fn async_step(
+    to: &Target,
+    conns: &mut [Conn],
+    t: &mut Timings,
+    step: Step,
+    mut op: impl FnMut(&RdmaCmId, Option<u32>) -> Result<bool, String>,
+) -> Result<(), String> {
+    t.start(step);
+    let mut started = 0;
+    for (c, conn) in conns.iter_mut().enumerate() {
+        if conn.error {
+            continue;
+        }
+        t.start_c(c, step);
+        let Some(id) = conn.id.as_ref() else { continue };
+        match op(id, conn.qpn) {
+            Ok(true) => started += 1,
+            Ok(false) => {}
+            Err(m) => {
+                println!("{m}");
+                conn.error = true;
+            }
+        }
+    }
+    wait_step(
+        to.d,
+        conns,
+        t,
+        step,
+        started,
+        to.retries,
+        to.dst,
+        Some(to.src),
+        to.verbose,
+    )?;
+    t.end(step);
+    Ok(())
+}
+
 /// One cmtime client run of `connections` full cycles from `d` to `dst` (`bind`: bind every
 /// id to it first; `verbose`: print the step lines). Also what `softrdma perf cm` runs.
 pub(crate) fn cycle(
@@ -395,65 +447,26 @@ pub(crate) fn cycle(
             }
             t.end(Step::Bind);
         }
-        say("resolving address");
-        t.start(Step::ResolveAddr);
-        let mut started = 0;
-        for (c, conn) in conns.iter_mut().enumerate() {
-            if conn.error {
-                continue;
-            }
-            t.start_c(c, Step::ResolveAddr);
-            let id = conn.id.as_ref().ok_or("no id")?;
-            match d.cm.resolve_addr(id, Some(src), dst) {
-                Ok(()) => started += 1,
-                Err(e) => {
-                    println!("failure getting addr: {}", e.text());
-                    conn.error = true;
-                }
-            }
-        }
-        wait_step(
+        let to = Target {
             d,
-            &mut conns,
-            &mut t,
-            Step::ResolveAddr,
-            started,
-            retries,
             dst,
-            Some(src),
+            src,
+            retries,
             verbose,
-        )?;
-        t.end(Step::ResolveAddr);
+        };
+        say("resolving address");
+        async_step(&to, &mut conns, &mut t, Step::ResolveAddr, |id, _| {
+            d.cm.resolve_addr(id, Some(src), dst)
+                .map(|()| true)
+                .map_err(|e| format!("failure getting addr: {}", e.text()))
+        })?;
 
         say("resolving route");
-        t.start(Step::ResolveRoute);
-        let mut started = 0;
-        for (c, conn) in conns.iter_mut().enumerate() {
-            if conn.error {
-                continue;
-            }
-            t.start_c(c, Step::ResolveRoute);
-            let id = conn.id.as_ref().ok_or("no id")?;
-            match d.cm.with_cm(|cm| cm.resolve_route(id)) {
-                Ok(()) => started += 1,
-                Err(e) => {
-                    println!("failure resolving route: {}", e.text());
-                    conn.error = true;
-                }
-            }
-        }
-        wait_step(
-            d,
-            &mut conns,
-            &mut t,
-            Step::ResolveRoute,
-            started,
-            retries,
-            dst,
-            Some(src),
-            verbose,
-        )?;
-        t.end(Step::ResolveRoute);
+        async_step(&to, &mut conns, &mut t, Step::ResolveRoute, |id, _| {
+            d.cm.with_cm(|cm| cm.resolve_route(id))
+                .map(|()| true)
+                .map_err(|e| format!("failure resolving route: {}", e.text()))
+        })?;
 
         say("creating qp");
         t.start(Step::CreateQp);
@@ -482,30 +495,6 @@ pub(crate) fn cycle(
             rnr_retry_count: 0,
             ..ConnParam::default()
         };
-        t.start(Step::Connect);
-        let mut started = 0;
-        for (c, conn) in conns.iter_mut().enumerate() {
-            if conn.error {
-                continue;
-            }
-            t.start_c(c, Step::Connect);
-            let (Some(id), qpn) = (conn.id.as_ref(), conn.qpn) else {
-                continue;
-            };
-            let r =
-                d.cm.with_id(id.name(), |cm, s, now| cm.connect(now, s, id, qpn, &p));
-            match r {
-                Ok(Ok(())) => started += 1,
-                Ok(Err(e)) => {
-                    println!("failure rconnecting: {}", e.text());
-                    conn.error = true;
-                }
-                Err(e) => {
-                    println!("failure rconnecting: {}", e.text());
-                    conn.error = true;
-                }
-            }
-        }
         if verbose {
             eprintln!(
                 "cmtime: connecting to {dst} (each unanswered REQ retry shows here; a dead \
@@ -513,46 +502,25 @@ pub(crate) fn cycle(
                 STEP_LIMIT.as_secs()
             );
         }
-        wait_step(
-            d,
-            &mut conns,
-            &mut t,
-            Step::Connect,
-            started,
-            retries,
-            dst,
-            Some(src),
-            verbose,
-        )?;
-        t.end(Step::Connect);
+        async_step(&to, &mut conns, &mut t, Step::Connect, |id, qpn| {
+            match d
+                .cm
+                .with_id(id.name(), |cm, s, now| cm.connect(now, s, id, qpn, &p))
+            {
+                Ok(Ok(())) => Ok(true),
+                Ok(Err(e)) => Err(format!("failure rconnecting: {}", e.text())),
+                Err(e) => Err(format!("failure rconnecting: {}", e.text())),
+            }
+        })?;
 
         say("disconnecting");
-        t.start(Step::Disconnect);
-        let mut started = 0;
-        for (c, conn) in conns.iter_mut().enumerate() {
-            if conn.error {
-                continue;
-            }
-            t.start_c(c, Step::Disconnect);
-            let Some(id) = conn.id.as_ref() else { continue };
-            if let Ok(Ok(())) =
-                d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
-            {
-                started += 1;
-            }
-        }
-        wait_step(
-            d,
-            &mut conns,
-            &mut t,
-            Step::Disconnect,
-            started,
-            retries,
-            dst,
-            Some(src),
-            verbose,
-        )?;
-        t.end(Step::Disconnect);
+        // A disconnect that cannot start (the peer's DREQ came first) is not an error.
+        async_step(&to, &mut conns, &mut t, Step::Disconnect, |id, _| {
+            Ok(matches!(
+                d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id)),
+                Ok(Ok(()))
+            ))
+        })?;
         Ok(())
     })();
     // A failure or a signal part way: disconnect what is up before the ids go.
