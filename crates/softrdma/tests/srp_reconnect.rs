@@ -108,8 +108,17 @@ fn finish(p: &mut Proc, limit: Duration) -> (std::process::ExitStatus, String, I
     }
 }
 
+/// Every stderr line of a bench that has ended, up to its end of file: the reader thread
+/// may still be forwarding the last lines when the exit is seen (on a loaded machine it was:
+/// the closing "dev_loss_tmo (3 s) passed … given up" line was missing), so this waits for
+/// the channel to close (10 s at most: the bench has no children holding its stderr).
 fn lines(rx: &mpsc::Receiver<(Instant, String)>) -> Vec<(Instant, String)> {
-    rx.try_iter().collect()
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut v = Vec::new();
+    while let Ok(l) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+        v.push(l);
+    }
+    v
 }
 
 #[test]
