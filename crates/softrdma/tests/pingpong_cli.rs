@@ -25,16 +25,12 @@ fn spawn(args: &[String]) -> Child {
 }
 
 /// Runs a server on 127.0.`net`.1 and a client on 127.0.`net`.2; returns (server, client).
-fn pair(
-    kind: &str,
-    net: u8,
-    port: u16,
-    server_extra: &[&str],
-    client_extra: &[&str],
-) -> (Run, Run) {
+fn pair(kind: &str, net: u8, server_extra: &[&str], client_extra: &[&str]) -> (Run, Run) {
+    // The side channel's TCP port: free, and not one a connect() elsewhere can take.
+    let port = common::tool_port();
     let s_ip = format!("127.0.{net}.1");
     let c_ip = format!("127.0.{net}.2");
-    let common = |ip: &str| -> Vec<String> {
+    let args_for = |ip: &str| -> Vec<String> {
         vec![
             kind.into(),
             "-d".into(),
@@ -45,18 +41,20 @@ fn pair(
             "20".into(),
         ]
     };
-    let mut sa = common(&s_ip);
+    let mut sa = args_for(&s_ip);
     sa.extend(server_extra.iter().map(|s| s.to_string()));
-    let server = spawn(&sa);
+    let mut server = spawn(&sa);
     let t = Instant::now();
     while !listening(port) {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "server never listened"
-        );
+        // A server that ended (its device address held by another process, say) or is stuck
+        // is reported with what it printed.
+        if server.try_wait().unwrap().is_some() || t.elapsed() > Duration::from_secs(60) {
+            let r = common::finish(server, Duration::ZERO);
+            panic!("the server never listened on {port}: {r:?}");
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mut ca = common(&c_ip);
+    let mut ca = args_for(&c_ip);
     ca.extend(client_extra.iter().map(|s| s.to_string()));
     ca.push(s_ip.clone());
     let client = spawn(&ca);
@@ -99,7 +97,7 @@ fn assert_ok(kind: &str, size: u32, iters: u32, net: u8, s: &Run, c: &Run) {
 #[test]
 fn rc_sizes_busy_poll_with_chk() {
     // 65536 > the 1024 path MTU: 64 packets per message.
-    for (i, size) in [8u32, 4096, 65536].into_iter().enumerate() {
+    for size in [8u32, 4096, 65536] {
         let n = 30;
         let args = [
             "-g",
@@ -110,7 +108,7 @@ fn rc_sizes_busy_poll_with_chk() {
             "-n",
             &n.to_string(),
         ];
-        let (s, c) = pair("rc", 41, 19110 + i as u16, &args, &args);
+        let (s, c) = pair("rc", 41, &args, &args);
         assert_ok("rc", size, n, 41, &s, &c);
     }
 }
@@ -120,21 +118,21 @@ fn rc_events_and_mtu_4096() {
     let args = [
         "-g", "1", "-c", "-e", "-s", "10000", "-n", "30", "-m", "4096",
     ];
-    let (s, c) = pair("rc", 42, 19120, &args, &args);
+    let (s, c) = pair("rc", 42, &args, &args);
     assert_ok("rc", 10000, 30, 42, &s, &c);
     // Mixed: busy-polling server, sleeping client.
     let sa = ["-g", "1", "-c", "-s", "4096", "-n", "30"];
     let ca = ["-g", "1", "-c", "-e", "-s", "4096", "-n", "30"];
-    let (s, c) = pair("rc", 42, 19121, &sa, &ca);
+    let (s, c) = pair("rc", 42, &sa, &ca);
     assert_ok("rc", 4096, 30, 42, &s, &c);
 }
 
 #[test]
 fn ud_sizes_with_chk() {
     // Up to the port MTU (1024) minus the 40-byte GRH area.
-    for (i, size) in [8u32, 512, 984].into_iter().enumerate() {
+    for size in [8u32, 512, 984] {
         let args = ["-g", "1", "-c", "-s", &size.to_string(), "-n", "30"];
-        let (s, c) = pair("ud", 43, 19130 + i as u16, &args, &args);
+        let (s, c) = pair("ud", 43, &args, &args);
         assert_ok("ud", size, 30, 43, &s, &c);
     }
 }
@@ -195,7 +193,6 @@ fn chk_catches_a_client_that_does_not_fill_the_pattern() {
     let (s, c) = pair(
         "rc",
         45,
-        19150,
         &["-g", "1", "-c", "-s", "8192", "-n", "5"],
         &["-g", "1", "-s", "8192", "-n", "5"],
     );
@@ -214,7 +211,6 @@ fn pcap_of_a_pingpong_decodes_and_every_icrc_verifies() {
     let (s, c) = pair(
         "rc",
         46,
-        19160,
         &[
             "-g",
             "1",
@@ -261,7 +257,6 @@ fn pcap_of_a_pingpong_decodes_and_every_icrc_verifies() {
     let (s, c) = pair(
         "ud",
         46,
-        19161,
         &[
             "-g",
             "1",
