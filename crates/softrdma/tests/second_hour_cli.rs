@@ -472,9 +472,23 @@ fn item08_sense_data_is_in_words() {
 #[test]
 fn item09_udaddy_takes_a_free_source_like_the_other_tools() {
     // The routed source towards any 127.x.y.z is 127.0.0.1: hold its RoCEv2 port, as a
-    // server on 127.0.0.1 would (if something else holds it already, it is held all the
-    // same).
-    let _held = std::net::UdpSocket::bind("127.0.0.1:4791");
+    // server on 127.0.0.1 would. This test must hold it itself: a port another process
+    // holds may be let go before the client opens its device (a parallel test's server
+    // ending), and the client then rightly takes 127.0.0.1 and says nothing (seen under
+    // load). So it waits for the port; one held by someone else all along skips the test.
+    let start = Instant::now();
+    let _held = loop {
+        match std::net::UdpSocket::bind("127.0.0.1:4791") {
+            Ok(h) => break h,
+            Err(_) if start.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                eprintln!("skipped: another process holds 127.0.0.1:4791 throughout ({e})");
+                return;
+            }
+        }
+    };
     let mut s = bin()
         .args(["udaddy", "-b", "127.0.109.1", "-C", "2"])
         .stdout(Stdio::piped())
