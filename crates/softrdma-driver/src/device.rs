@@ -182,6 +182,14 @@ pub struct DeviceConfig {
     /// The device's QP limit, `max_qp` (default rxe's 65,536; see
     /// [`softrdma_core::DeviceConfig::max_qp`]).
     pub max_qp: u32,
+    /// With [`Progress::Thread`]: an application thread that polls a CQ turns the loop
+    /// itself (non-blocking, when nobody else is turning it right now), and while such
+    /// polls keep coming the node's loop thread keeps out of their way
+    /// ([`crate::node_loop`]): the answer to a SEND then leaves from the polling thread
+    /// without a cross-thread wake-up, as with [`Progress::Inline`], and the loop thread
+    /// still makes progress when nobody polls (default false; the drop-in
+    /// `libibverbs.so.1` sets it).
+    pub app_turns: bool,
 }
 
 /// A receive-side fault injector: `(source, UDP payload) → drop?`.
@@ -220,6 +228,7 @@ impl DeviceConfig {
             defer_flush: false,
             defer_commands: true,
             max_qp: softrdma_core::device::RXE_MAX_QP,
+            app_turns: false,
         }
     }
 
@@ -313,6 +322,12 @@ impl DeviceConfig {
     /// Sets [`DeviceConfig::defer_commands`].
     pub fn with_defer_commands(mut self, defer: bool) -> Self {
         self.defer_commands = defer;
+        self
+    }
+
+    /// Sets [`DeviceConfig::app_turns`].
+    pub fn with_app_turns(mut self, on: bool) -> Self {
+        self.app_turns = on;
         self
     }
 }
@@ -498,6 +513,12 @@ pub(crate) struct Shared {
     /// `node_notifier`.
     on_node_loop: AtomicBool,
     node_notifier: std::sync::OnceLock<crate::Notifier>,
+    /// [`DeviceConfig::app_turns`].
+    app_turns: bool,
+    /// When an application's CQ poll last turned this device ([`Clock`] microseconds; 0:
+    /// never): the node's loop naps instead of waking for its sockets while polls keep
+    /// coming ([`Shared::app_polling`]).
+    app_polled: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -654,13 +675,38 @@ impl Shared {
         let Ok(mut rx) = self.rx.try_lock() else {
             return Ok(true);
         };
+        let mut drained = false;
         for _ in 0..4 {
             self.turn(&mut rx, None)?;
             if self.ep.rx_drained() && self.more.iter().all(|e| e.rx_drained()) {
-                return Ok(true);
+                drained = true;
+                break;
             }
         }
-        Ok(false)
+        if self.defer_flush {
+            // The loop may sleep now: what its turns left for an application's next post
+            // (defer_flush) must not wait for that.
+            self.flush(&mut self.state());
+        }
+        Ok(drained)
+    }
+
+    /// Whether an application thread has been turning this device with its CQ polls within
+    /// `grace` ([`DeviceConfig::app_turns`]): the node's loop then keeps out of its way.
+    pub(crate) fn app_polling(&self, grace: Duration) -> bool {
+        if !self.app_turns {
+            return false;
+        }
+        let at = self.app_polled.load(Ordering::Relaxed);
+        at != 0 && self.clock.now().saturating_sub(at) <= duration_to_micros(grace)
+    }
+
+    /// An application's CQ poll on an [`DeviceConfig::app_turns`] device: one non-blocking
+    /// turn unless another thread is turning the loop right now, noted for the node's loop.
+    fn app_turn(&self) -> io::Result<()> {
+        self.app_polled
+            .store(self.clock.now().max(1), Ordering::Relaxed);
+        self.turn_inline()
     }
 
     /// How the node's loop should wait for this device: the [`PollMode`] its own loop thread
@@ -1262,6 +1308,8 @@ impl Device {
             loop_deadline: AtomicU64::new(u64::MAX),
             on_node_loop: AtomicBool::new(false),
             node_notifier: std::sync::OnceLock::new(),
+            app_turns: config.app_turns && matches!(config.progress, Progress::Thread(_)),
+            app_polled: AtomicU64::new(0),
         });
         host.add_device(Arc::downgrade(&shared), port);
         let thread = match config.progress {
@@ -1313,6 +1361,11 @@ impl Device {
     /// Where the event loop runs.
     pub fn progress(&self) -> Progress {
         self.shared.progress
+    }
+
+    /// Whether the application's CQ polls turn the loop too ([`DeviceConfig::app_turns`]).
+    pub fn app_turns(&self) -> bool {
+        self.shared.app_turns
     }
 
     /// Attaches a management class to QP1 (see [`crate::mad`]): `register` runs under the
@@ -1569,7 +1622,8 @@ impl Device {
     }
 
     /// `ibv_poll_cq`: up to `max` completions appended to `out`, without waiting. With
-    /// [`Progress::Inline`] it first runs one non-blocking loop turn.
+    /// [`Progress::Inline`] it first runs one non-blocking loop turn; with
+    /// [`DeviceConfig::app_turns`], one when the CQ was empty.
     pub fn poll_cq_into(
         &self,
         cq: CqId,
@@ -1578,6 +1632,14 @@ impl Device {
     ) -> Result<usize> {
         if self.shared.progress == Progress::Inline {
             self.shared.turn_inline()?;
+        } else if self.shared.app_turns {
+            // What is already there first: a sender reaping a full CQ pays no receive
+            // syscall per poll; an empty CQ turns the loop here, in the polling thread.
+            let n = self.shared.poll_cq_locked(cq, out, max)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            self.shared.app_turn()?;
         }
         self.shared.poll_cq_locked(cq, out, max)
     }

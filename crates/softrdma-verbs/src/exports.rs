@@ -330,44 +330,45 @@ fn ctx_rs<'a>(ctx: *const ibv_context) -> Result<&'a CtxRs, Errno> {
     ptr::get_ctx::<CtxRs>(ctx)
 }
 
+/// Where a context's device loop runs: in the process's one node loop thread (`Cm::add_device`,
+/// `node_loop.rs`), which sleeps in epoll over every socket of every context —
+/// progress without the application, as on a NIC, one node per process, no core
+/// burnt when idle — and also in the application's own CQ polls (`app_turns`): a
+/// poll that finds its CQ empty turns the device in the polling thread when nobody
+/// else is turning it, and while such polls keep coming the loop thread naps instead
+/// of waking for every datagram. The answer to a SEND then leaves from the polling
+/// thread without a cross-thread wake-up; what a poll's turn queued (the ACK of the
+/// SEND just received) leaves with the application's next post, or at the next turn,
+/// as one GSO send (`defer_flush`). `SOFTRDMA_PROGRESS=inline` (session 9's opt-in
+/// for this) means the same now. `SOFTRDMA_PROGRESS=thread`: only the loop thread
+/// turns the device, every datagram handed from it to the application (for
+/// comparison: docs/measurements.md). Commands (the RDMA CM's MADs) leave at once
+/// either way.
+fn with_progress(c: DeviceConfig) -> DeviceConfig {
+    let app_turns = std::env::var("SOFTRDMA_PROGRESS").as_deref() != Ok("thread");
+    c.with_progress(Progress::Thread(PollMode::Blocking))
+        .with_wait(PollMode::Blocking)
+        .with_app_turns(app_turns)
+        .with_defer_flush(app_turns)
+        .with_defer_commands(false)
+}
+
 /// Opens the driver device for `info`: binds its address, or on the IPv4 loopback the first
 /// free 127.0.0.x when another process holds it (see [`crate::devices`]).
 /// `at`: exactly that address instead (the RDMA CM binding a loopback address, see
 /// [`crate::rdmacm`]), no fallback.
 fn open_dev(info: &DevInfo, at: Option<IpAddr>) -> Result<Device, Errno> {
     if let Some(ip) = at {
-        let mut c = DeviceConfig::new(ip).with_interface_mtu();
+        let mut c = with_progress(DeviceConfig::new(ip).with_interface_mtu());
         c.name = info.name.clone();
         c.mac = Some(info.mac);
         return Device::open_with(c).map_err(|e| conv::dev_errno(&e));
     }
     let ip = info.addr().ok_or(Errno::ENODEV)?;
     let config = |ip: IpAddr| {
-        // Where the device's loop runs. By default in the process's one node loop thread
-        // (`Cm::add_device`, `node_loop.rs`), which sleeps in epoll over every socket of every
-        // context: progress without the application, as on a NIC, one node per process, no
-        // core burnt when idle. `SOFTRDMA_PROGRESS=inline`: in every CQ poll of the
-        // application's while it busy-polls (`note_poll`: a non-blocking turn when nobody
-        // else turns the loop), and otherwise in the context's watcher thread; what a poll's
-        // turn queued (the ACK of the SEND just received) leaves with the application's next
-        // post or at its next poll, as one GSO send (`defer_flush`). Inline cuts
-        // `ib_send_lat` from about 4.4x `perf send lat` to about 1.3x, but such a context is
-        // a node of its own until the RDMA CM adopts it, and a sending process has one thread
-        // working instead of two (`ib_write_bw` is lower): docs/measurements.md. Commands
-        // (the RDMA CM's MADs) leave at once either way.
-        let inline = std::env::var("SOFTRDMA_PROGRESS").as_deref() == Ok("inline");
-        let progress = if inline {
-            Progress::Inline
-        } else {
-            Progress::Thread(PollMode::Blocking)
-        };
-        let mut c = DeviceConfig::new(ip)
+        let mut c = with_progress(DeviceConfig::new(ip))
             .with_interface_mtu()
-            .with_progress(progress)
-            .with_wait(PollMode::Blocking)
-            .with_more_ips(info.served_after(ip))
-            .with_defer_flush(inline)
-            .with_defer_commands(false);
+            .with_more_ips(info.served_after(ip));
         c.name = info.name.clone();
         c.mac = Some(info.mac);
         c
@@ -462,17 +463,13 @@ pub(crate) fn open_context(
         .map_err(|e| Errno(e.raw_os_error()))?;
         v.context.async_fd = async_fd.as_raw_fd();
         // One node per process: a context's device is a port of the process's CM's node
-        // from the start (the RDMA CM then runs on it as it is), and with the default
-        // progress the node's one loop thread runs it beside every other context's
-        // sockets. An inline device stays a node of its own until the RDMA CM adopts it:
-        // the CM's event thread turns the loops of inline devices in its node, which would
-        // take the loop from the application's busy polls.
-        if dev.progress() != Progress::Inline {
-            crate::rdmacm::proc_()
-                .cm
-                .add_device(&dev)
-                .map_err(|_| Errno(libc::ENODEV))?;
-        }
+        // from the start (the RDMA CM then runs on it as it is), and the node's one loop
+        // thread runs it beside every other context's sockets (the application's polls
+        // turning it too, `app_turns`).
+        crate::rdmacm::proc_()
+            .cm
+            .add_device(&dev)
+            .map_err(|_| Errno(libc::ENODEV))?;
         let rs = CtxRs {
             ifindex: nix::net::if_::if_nametoindex(info.ifname.as_str()).unwrap_or(0),
             shared: Arc::new(CtxShared {
@@ -517,7 +514,7 @@ entry! {
                 return Ok(());
             }
         }
-        // Its port leaves the process's node (not one for an inline context never adopted).
+        // Its port leaves the process's node.
         let _ = crate::rdmacm::proc_().cm.remove_device(ctx_rs(context)?.dev());
         drop(ptr::retire_ctx::<CtxRs>(context)?);
         Ok(())
@@ -1330,13 +1327,13 @@ entry! {
                 // SAFETY: the caller's array holds `num_entries` ≥ n entries.
                 unsafe { ptr::write_elem(wc, i, conv::wc(w)) };
             }
-            if n == 0 && c.dev().progress() != Progress::Inline {
+            if n == 0 && !c.dev().app_turns() {
                 // A program spinning on an empty CQ would otherwise retake the device lock
                 // the instant it lets go, and the device's loop thread — which needs that lock
                 // to turn the datagram it woke for into the completion polled for — waits for
-                // the spinner's time slice to end (milliseconds on a busy machine). An inline
-                // device's polls turn the loop themselves: a yield would only hand the core
-                // to other processes.
+                // the spinner's time slice to end (milliseconds on a busy machine). When the
+                // polls turn the loop themselves (`app_turns`), a yield would only hand the
+                // core to other processes.
                 std::thread::yield_now();
             }
             Ok(n as c_int)
@@ -1384,7 +1381,7 @@ fn cq_ex_advance(cq: *mut ibv_cq_ex) -> Result<(), Errno> {
     let Some(wc) = wc else {
         // As in `op_poll_cq`: let the device's loop thread have the lock a spinner would
         // otherwise retake at once.
-        if c.dev().progress() != Progress::Inline {
+        if !c.dev().app_turns() {
             std::thread::yield_now();
         }
         crate::entry::set_errno(Errno::ENOENT);
