@@ -79,7 +79,7 @@
 use std::fmt;
 use std::future::Future;
 use std::io::{self, IoSliceMut};
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -190,6 +190,12 @@ pub struct DeviceConfig {
     /// still makes progress when nobody polls (default false; the drop-in
     /// `libibverbs.so.1` sets it).
     pub app_turns: bool,
+    /// The index of the interface the addresses belong to (default 0: none). An IPv6
+    /// link-local address in [`DeviceConfig::more_ips`] (the default GID at index 0, as rxe
+    /// lists it) is bound and sent from in this scope, and a link-local destination
+    /// (a RoCEv2 GID carries no scope) is reached through it; without a scope such an
+    /// address is left out, as an address the host does not have.
+    pub scope_id: u32,
 }
 
 /// A receive-side fault injector: `(source, UDP payload) → drop?`.
@@ -229,6 +235,7 @@ impl DeviceConfig {
             defer_commands: true,
             max_qp: softrdma_core::device::RXE_MAX_QP,
             app_turns: false,
+            scope_id: 0,
         }
     }
 
@@ -322,6 +329,12 @@ impl DeviceConfig {
     /// Sets [`DeviceConfig::defer_commands`].
     pub fn with_defer_commands(mut self, defer: bool) -> Self {
         self.defer_commands = defer;
+        self
+    }
+
+    /// Sets [`DeviceConfig::scope_id`].
+    pub fn with_scope_id(mut self, ifindex: u32) -> Self {
+        self.scope_id = ifindex;
         self
     }
 
@@ -452,6 +465,30 @@ pub(crate) fn private_cm_config(seed: u64) -> CmConfig {
         ca_ack_delay: RXE_CA_ACK_DELAY,
         seed,
         ..CmConfig::default()
+    }
+}
+
+/// `fe80::/10`: an IPv6 address that means something only on one interface.
+fn is_link_local(ip: &Ipv6Addr) -> bool {
+    ip.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// `dst` as the socket bound at `local` reaches it: a link-local destination (a GID has no
+/// scope) gets the scope of the link-local socket it leaves from, as rxe sends on its
+/// netdev.
+fn scoped(dst: SocketAddr, local: SocketAddr) -> SocketAddr {
+    match (dst, local) {
+        (SocketAddr::V6(d), SocketAddr::V6(l))
+            if d.scope_id() == 0 && is_link_local(d.ip()) && l.scope_id() != 0 =>
+        {
+            SocketAddr::V6(SocketAddrV6::new(
+                *d.ip(),
+                d.port(),
+                d.flowinfo(),
+                l.scope_id(),
+            ))
+        }
+        _ => dst,
     }
 }
 
@@ -876,7 +913,7 @@ impl Shared {
                 continue;
             }
             ts.push(VectoredTransmit {
-                destination: train.dst,
+                destination: scoped(train.dst, local),
                 parts: pieces.iter().map(|p| io::IoSlice::new(p)).collect(),
                 len: train.len(),
                 segment_size: train.gso_segment_size(),
@@ -1230,7 +1267,13 @@ impl Device {
             if ip == config.ip || more.iter().any(|e: &UdpEndpoint| e.local_addr().ip() == ip) {
                 continue;
             }
-            match UdpEndpoint::bind_with(SocketAddr::new(ip, local.port()), &config.endpoint) {
+            let at = match ip {
+                IpAddr::V6(v6) if is_link_local(&v6) => {
+                    SocketAddr::V6(SocketAddrV6::new(v6, local.port(), 0, config.scope_id))
+                }
+                _ => SocketAddr::new(ip, local.port()),
+            };
+            match UdpEndpoint::bind_with(at, &config.endpoint) {
                 Ok(e) => {
                     ep.watch_also(&e)?;
                     more.push(e);
@@ -1243,6 +1286,8 @@ impl Device {
                         e.kind(),
                         io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
                     ) => {}
+                // A link-local address without a scope (no interface given).
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput && at.ip() != config.ip => {}
                 Err(e) => return Err(e.into()),
             }
         }

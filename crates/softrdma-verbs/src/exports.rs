@@ -368,7 +368,8 @@ fn open_dev(info: &DevInfo, at: Option<IpAddr>) -> Result<Device, Errno> {
     let config = |ip: IpAddr| {
         let mut c = with_progress(DeviceConfig::new(ip))
             .with_interface_mtu()
-            .with_more_ips(info.served_after(ip));
+            .with_more_ips(info.served_after(ip))
+            .with_scope_id(nix::net::if_::if_nametoindex(info.ifname.as_str()).unwrap_or(0));
         c.name = info.name.clone();
         c.mac = Some(info.mac);
         c
