@@ -422,6 +422,9 @@ pub struct DriverCounters {
     pub pcap_errors: u64,
     /// Datagrams dropped by [`DeviceConfig::with_rx_drop`].
     pub rx_filtered: u64,
+    /// Of [`DriverCounters::turns`], those an application's CQ poll ran in its own thread
+    /// ([`DeviceConfig::app_turns`]).
+    pub app_turns: u64,
 }
 
 /// The longest a background loop sleeps without looking at the stack's timers.
@@ -743,7 +746,12 @@ impl Shared {
     fn app_turn(&self) -> io::Result<()> {
         self.app_polled
             .store(self.clock.now().max(1), Ordering::Relaxed);
-        self.turn_inline()
+        if let Ok(mut rx) = self.rx.try_lock() {
+            if self.turn(&mut rx, None)? {
+                self.state().counters.app_turns += 1;
+            }
+        }
+        Ok(())
     }
 
     /// How the node's loop should wait for this device: the [`PollMode`] its own loop thread
