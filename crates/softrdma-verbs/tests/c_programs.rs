@@ -20,11 +20,20 @@ fn lib() -> PathBuf {
 
 /// Compiles `tests/c/NAME.c` and runs it over our library (60 s at most); returns its output.
 fn run_c(name: &str) -> String {
+    run_c_env(name, &[])
+}
+
+/// [`run_c`] with environment variables.
+fn run_c_env(name: &str, env: &[(&str, &str)]) -> String {
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
         panic!("<infiniband/verbs.h> missing: install Debian's libibverbs-dev (.ci/run does)");
     }
     let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
-    let tmp = std::env::temp_dir().join(format!("softrdma-c-{name}-{}", std::process::id()));
+    let tmp = std::env::temp_dir().join(format!(
+        "softrdma-c-{name}-{}-{}",
+        std::process::id(),
+        env.len()
+    ));
     std::fs::create_dir_all(&tmp).unwrap();
     let link = tmp.join("libibverbs.so.1");
     let _ = std::fs::remove_file(&link);
@@ -44,6 +53,7 @@ fn run_c(name: &str) -> String {
     );
     let mut child = Command::new(&exe)
         .env("LD_LIBRARY_PATH", &tmp)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -109,5 +119,22 @@ fn wr_complete_posts_a_batch_all_or_nothing() {
 #[test]
 fn the_contexts_of_a_process_are_one_node_on_one_loop() {
     let out = run_c("one_node");
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
+
+/// `SOFTRDMA_PROGRESS=inline` (the application's polls turn the devices): the contexts are
+/// ports of the process's node from `ibv_open_device` too — one `softrdma-node` thread, no
+/// thread per device — and their busy polls turned them (`one_node.c` checks the node's
+/// threads; the polls' turns are the driver's `node_loop` test's).
+#[test]
+fn inline_contexts_join_the_process_node_at_open() {
+    let out = run_c_env("one_node", &[("SOFTRDMA_PROGRESS", "inline")]);
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
+
+/// `SOFTRDMA_PROGRESS=thread`: the loop thread alone turns the devices, on the same node.
+#[test]
+fn thread_progress_contexts_are_one_node_too() {
+    let out = run_c_env("one_node", &[("SOFTRDMA_PROGRESS", "thread")]);
     assert!(out.lines().any(|l| l == "ok"), "{out}");
 }
