@@ -495,6 +495,38 @@ fn scoped(dst: SocketAddr, local: SocketAddr) -> SocketAddr {
     }
 }
 
+/// Binds the socket of a further address (`port`, link-local in `scope`); `None` when the
+/// address is held by another process (a second program on this host opening the same
+/// interface's device) or not an address of this host (any more), or link-local without a
+/// scope: served by someone else or nobody, so not in this device's GID table.
+fn bind_more(
+    ip: IpAddr,
+    port: u16,
+    scope: u32,
+    config: &EndpointConfig,
+) -> io::Result<Option<UdpEndpoint>> {
+    let at = match ip {
+        IpAddr::V6(v6) if is_link_local(&v6) => {
+            SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope))
+        }
+        _ => SocketAddr::new(ip, port),
+    };
+    match UdpEndpoint::bind_with(at, config) {
+        Ok(e) => Ok(Some(e)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::AddrInUse
+                    | io::ErrorKind::AddrNotAvailable
+                    | io::ErrorKind::InvalidInput
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// A node's refusal while opening a device, as a device error.
 fn node_error(e: NodeError) -> Error {
     match e {
@@ -526,10 +558,17 @@ impl RxBufs {
 pub(crate) struct Shared {
     /// The socket of the device's first address: its receive wait is the loop's, and its
     /// notifier wakes the loop.
-    ep: UdpEndpoint,
+    ep: Arc<UdpEndpoint>,
     /// The sockets of the further addresses ([`DeviceConfig::more_ips`]), watched by `ep`'s
     /// wait ([`UdpEndpoint::watch_also`]).
-    more: Vec<UdpEndpoint>,
+    ///
+    /// Addresses join and leave while the device runs ([`Device::add_address`],
+    /// [`Device::remove_address`]: the interface's addresses changed); a turn works on the
+    /// set it read at its start (a socket removed meanwhile closes when that turn is done).
+    more: std::sync::RwLock<Vec<Arc<UdpEndpoint>>>,
+    /// [`DeviceConfig::scope_id`] and [`DeviceConfig::endpoint`], for addresses added later.
+    scope_id: u32,
+    endpoint_config: EndpointConfig,
     clock: Clock,
     local: SocketAddr,
     name: String,
@@ -574,17 +613,16 @@ impl Shared {
         Instant::from_micros(self.clock.now())
     }
 
-    /// Every socket of the device, the first address's first.
-    fn endpoints(&self) -> Vec<&UdpEndpoint> {
-        std::iter::once(&self.ep).chain(&self.more).collect()
+    /// The sockets of the further addresses, as they are now.
+    fn more(&self) -> Vec<Arc<UdpEndpoint>> {
+        self.more.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The socket a train from `src` to `dst` leaves on: the one bound to `src` (the
-    /// address of the GID the QP or AH names), if the device serves it in `dst`'s family.
-    fn endpoint_for(&self, src: IpAddr, dst: SocketAddr) -> Option<&UdpEndpoint> {
-        std::iter::once(&self.ep)
-            .chain(&self.more)
-            .find(|e| e.local_addr().ip() == src && e.local_addr().is_ipv4() == dst.is_ipv4())
+    /// Every socket of the device, the first address's first.
+    fn endpoints(&self) -> Vec<Arc<UdpEndpoint>> {
+        let mut v = vec![self.ep.clone()];
+        v.extend(self.more());
+        v
     }
 
     /// Runs `f` on this device's stack (the device's lock, then its host's).
@@ -703,7 +741,8 @@ impl Shared {
 
     /// The descriptors of the device's sockets.
     pub(crate) fn socket_fds(&self) -> Vec<std::os::fd::RawFd> {
-        crate::node_loop::fds(&self.endpoints())
+        let eps = self.endpoints();
+        crate::node_loop::fds(&eps.iter().map(|e| &**e).collect::<Vec<_>>())
     }
 
     /// The node loop's turn of this device: non-blocking turns while its sockets had more
@@ -718,7 +757,7 @@ impl Shared {
         let mut drained = false;
         for _ in 0..4 {
             self.turn(&mut rx, None)?;
-            if self.ep.rx_drained() && self.more.iter().all(|e| e.rx_drained()) {
+            if self.ep.rx_drained() && self.more().iter().all(|e| e.rx_drained()) {
                 drained = true;
                 break;
             }
@@ -876,19 +915,29 @@ impl Shared {
         tap: &mut Option<Tap>,
         counters: &mut DriverCounters,
     ) {
-        if self.more.is_empty() {
-            self.send_trains_on(&self.ep, batch, mrs, tap, counters);
+        // Read, not cloned: this is every flush's path. Nothing below reads the set again
+        // (a second read lock in one thread could wait behind a writer).
+        let more = self.more.read().unwrap_or_else(|p| p.into_inner());
+        if more.is_empty() {
+            self.send_trains_on(&self.ep, true, batch, mrs, tap, counters);
             return;
         }
         // Several sockets: each train leaves on its source address's; one without is
         // counted and dropped, as on one socket.
+        let eps: Vec<&UdpEndpoint> = std::iter::once(&*self.ep)
+            .chain(more.iter().map(|e| &**e))
+            .collect();
         for train in batch.train_list() {
-            if self.endpoint_for(train.src_ip, train.dst).is_none() {
+            let served = eps.iter().any(|e| {
+                e.local_addr().ip() == train.src_ip
+                    && e.local_addr().is_ipv4() == train.dst.is_ipv4()
+            });
+            if !served {
                 counters.tx_wrong_source += train.segments as u64;
             }
         }
-        for ep in self.endpoints() {
-            self.send_trains_on(ep, batch, mrs, tap, counters);
+        for ep in eps {
+            self.send_trains_on(ep, false, batch, mrs, tap, counters);
         }
     }
 
@@ -898,13 +947,13 @@ impl Shared {
     fn send_trains_on(
         &self,
         ep: &UdpEndpoint,
+        only: bool,
         batch: &TransmitBatch,
         mrs: &MrTable,
         tap: &mut Option<Tap>,
         counters: &mut DriverCounters,
     ) {
         let local = ep.local_addr();
-        let only = self.more.is_empty();
         let mut ts = Vec::with_capacity(batch.train_list().len());
         let mut sent_trains = Vec::with_capacity(ts.capacity());
         let mut pieces = Vec::new();
@@ -1013,7 +1062,8 @@ impl Shared {
             match wait {
                 None => {
                     let mut n = self.ep.recv_batch_into(&mut slices, records)?;
-                    for ep in &self.more {
+                    let more = self.more.read().unwrap_or_else(|p| p.into_inner());
+                    for ep in more.iter() {
                         if n < slices.len() {
                             n += ep.recv_batch_into(&mut slices[n..], records)?;
                         }
@@ -1031,10 +1081,11 @@ impl Shared {
                             .store(d.unwrap_or(u64::MAX), Ordering::Release);
                         d
                     };
-                    let got = if self.more.is_empty() {
+                    let eps = self.endpoints();
+                    let got = if eps.len() == 1 {
                         wait_for_input(&self.ep, &mut slices, &self.clock, stack_deadline, mode)?
                     } else {
-                        let eps = self.endpoints();
+                        let eps: Vec<&UdpEndpoint> = eps.iter().map(|e| &**e).collect();
                         wait_for_input_any(&eps, &mut slices, &self.clock, stack_deadline, mode)?
                     };
                     match got {
@@ -1275,28 +1326,9 @@ impl Device {
             if ip == config.ip || more.iter().any(|e: &UdpEndpoint| e.local_addr().ip() == ip) {
                 continue;
             }
-            let at = match ip {
-                IpAddr::V6(v6) if is_link_local(&v6) => {
-                    SocketAddr::V6(SocketAddrV6::new(v6, local.port(), 0, config.scope_id))
-                }
-                _ => SocketAddr::new(ip, local.port()),
-            };
-            match UdpEndpoint::bind_with(at, &config.endpoint) {
-                Ok(e) => {
-                    ep.watch_also(&e)?;
-                    more.push(e);
-                }
-                // Held by another process (a second program on this host opening the same
-                // interface's device), or not an address of this host (any more): served by
-                // someone else or nobody, so not in this device's GID table.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
-                    ) => {}
-                // A link-local address without a scope (no interface given).
-                Err(e) if e.kind() == io::ErrorKind::InvalidInput && at.ip() != config.ip => {}
-                Err(e) => return Err(e.into()),
+            if let Some(e) = bind_more(ip, local.port(), config.scope_id, &config.endpoint)? {
+                ep.watch_also(&e)?;
+                more.push(e);
             }
         }
         let addrs = std::iter::once(config.ip)
@@ -1329,8 +1361,10 @@ impl Device {
             None => None,
         };
         let shared = Arc::new(Shared {
-            ep,
-            more,
+            ep: Arc::new(ep),
+            more: std::sync::RwLock::new(more.into_iter().map(Arc::new).collect()),
+            scope_id: config.scope_id,
+            endpoint_config: config.endpoint.clone(),
             clock: Clock::process(),
             local,
             name: config.name,
@@ -1404,6 +1438,73 @@ impl Device {
             .iter()
             .map(|e| e.local_addr())
             .collect()
+    }
+
+    /// An address the interface gained (`ip addr add`; rxe learns it from a netdev
+    /// event): the device binds a socket on it, watched by the loop that runs the device,
+    /// and its GID joins the table in the first free index, where a QP's `sgid_index` and
+    /// the RDMA CM find it. `Ok(false)` when the device serves it already, or cannot bind it
+    /// (another process holds it; not an address of this host).
+    pub fn add_address(&self, ip: IpAddr) -> Result<bool> {
+        let sh = &self.shared;
+        if sh.endpoints().iter().any(|e| e.local_addr().ip() == ip) {
+            return Ok(false);
+        }
+        let Some(e) = bind_more(ip, sh.local.port(), sh.scope_id, &sh.endpoint_config)? else {
+            return Ok(false);
+        };
+        // The device's own loop watches it (until the node's takes the device over) …
+        sh.ep.watch_also(&e)?;
+        let e = Arc::new(e);
+        sh.more
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e.clone());
+        // … and so does the node's loop, once it runs the device (a device handed to it
+        // meanwhile had the socket registered with the others: that is no error).
+        if sh.on_node_loop() {
+            let (host, _) = sh.host();
+            match host.watch_socket(std::os::fd::AsRawFd::as_raw_fd(e.socket())) {
+                Err(err) if err.kind() != io::ErrorKind::AlreadyExists => return Err(err.into()),
+                _ => {}
+            }
+        }
+        let st = sh.state();
+        let changed = st
+            .host
+            .lock()
+            .node
+            .port_address(st.port, ip, true)
+            .map_err(node_error)?;
+        Ok(changed)
+    }
+
+    /// An address the interface lost: its GID leaves the table (its index stays empty
+    /// until another address takes it; the other GIDs keep theirs) and, for a further
+    /// address, its socket closes (a datagram in flight to it is lost, as on rxe). The
+    /// device's first address keeps its socket until the device closes (the loop waits on
+    /// it) but leaves the table all the same. `Ok(false)` when the device did not serve it.
+    pub fn remove_address(&self, ip: IpAddr) -> Result<bool> {
+        let sh = &self.shared;
+        let gone = {
+            let mut more = sh.more.write().unwrap_or_else(|p| p.into_inner());
+            let k = more.iter().position(|e| e.local_addr().ip() == ip);
+            k.map(|k| more.remove(k))
+        };
+        if gone.is_none() && sh.local.ip() != ip {
+            return Ok(false);
+        }
+        // Closing the socket (its last reference: a turn may hold one a moment longer)
+        // takes it out of every epoll set.
+        drop(gone);
+        let st = sh.state();
+        let changed = st
+            .host
+            .lock()
+            .node
+            .port_address(st.port, ip, false)
+            .map_err(node_error)?;
+        Ok(changed)
     }
 
     /// The device's clock (what the stack and the CM are given as `now`).

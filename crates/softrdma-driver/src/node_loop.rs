@@ -101,6 +101,12 @@ impl NodeLoop {
         Ok(())
     }
 
+    /// Watches one more socket of a device the loop runs (an address added).
+    pub fn watch_fd(&self, fd: std::os::fd::RawFd) -> io::Result<()> {
+        self.registry
+            .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)
+    }
+
     /// What wakes the loop.
     pub fn notifier(&self) -> Notifier {
         self.notifier.clone()
