@@ -1447,6 +1447,12 @@ impl Device {
     /// (another process holds it; not an address of this host).
     pub fn add_address(&self, ip: IpAddr) -> Result<bool> {
         let sh = &self.shared;
+        if sh.local.ip() == ip {
+            // The first address came back: its socket never closed; its GID returns.
+            let st = sh.state();
+            let mut h = st.host.lock();
+            return h.node.port_address(st.port, ip, true).map_err(node_error);
+        }
         if sh.endpoints().iter().any(|e| e.local_addr().ip() == ip) {
             return Ok(false);
         }

@@ -197,6 +197,8 @@ struct Armed {
 /// What the context's watcher thread shares with the verbs.
 struct CtxShared {
     dev: Device,
+    /// The interface the device is of, whose addresses it follows ([`follow_addresses`]).
+    ifname: String,
     armed: Mutex<Vec<Armed>>,
     stop: AtomicBool,
     /// The context's `async_fd` (an eventfd counting queued events) and the events.
@@ -261,7 +263,12 @@ impl CtxRs {
         *w = std::thread::Builder::new()
             .name("softrdma-cq-events".into())
             .spawn(move || {
+                let mut addrs_seen = std::time::Instant::now();
                 while !s.stop.load(Ordering::Acquire) {
+                    if addrs_seen.elapsed() >= ADDR_POLL {
+                        follow_addresses(&s);
+                        addrs_seen = std::time::Instant::now();
+                    }
                     let since = now_ns().saturating_sub(s.app_polled.load(Ordering::Relaxed));
                     if since > APP_POLL_GRACE.as_nanos() as u64 {
                         let _ = s
@@ -274,6 +281,49 @@ impl CtxRs {
                 }
             })
             .ok();
+    }
+}
+
+/// How often a context looks at its interface's addresses ([`follow_addresses`]).
+const ADDR_POLL: Duration = Duration::from_secs(1);
+
+/// The interface's addresses now, against those the device serves: an address added to the
+/// interface joins the device (a socket, a GID in the first free index) and one removed
+/// leaves it, as rxe follows its netdev's `NETDEV_UP`/`inetaddr` events (`getifaddrs` once a
+/// second instead of rtnetlink: no unsafe code and no new dependency; an address is in the
+/// table within about a second). Which addresses are served is the rule at open
+/// ([`DevInfo::served_after`]): one another process holds is retried at the next look. The
+/// device's first address is kept when it is a loopback stand-in (a free `127.0.0.x` that is
+/// not one of the interface's) and otherwise leaves the table with the interface's.
+fn follow_addresses(s: &CtxShared) {
+    let Some(info) = crate::devices::scan()
+        .into_iter()
+        .find(|d| d.ifname == s.ifname)
+    else {
+        // The interface is gone (or has no address left): what it served stays until the
+        // context closes; its sockets receive nothing.
+        return;
+    };
+    let first = s.dev.local_addr().ip();
+    let want = info.served_after(first);
+    let have: Vec<IpAddr> = s.dev.local_addrs().iter().skip(1).map(|a| a.ip()).collect();
+    for a in &want {
+        if !have.contains(a) {
+            // Another process holding it, or gone again: tried again next time.
+            let _ = s.dev.add_address(*a);
+        }
+    }
+    for a in &have {
+        if !want.contains(a) {
+            let _ = s.dev.remove_address(*a);
+        }
+    }
+    if !first.is_loopback() {
+        let _ = if info.addrs.contains(&first) {
+            s.dev.add_address(first)
+        } else {
+            s.dev.remove_address(first)
+        };
     }
 }
 
@@ -483,6 +533,7 @@ pub(crate) fn open_context(
                 cqs: Mutex::default(),
                 srqs: Mutex::default(),
                 app_polled: AtomicU64::new(0),
+                ifname: info.ifname.clone(),
             }),
             watcher: Mutex::new(None),
         };
