@@ -222,14 +222,15 @@ fn now_ns() -> u64 {
         .as_nanos() as u64
 }
 
-/// How long after the application's last empty poll the watcher takes the loop back.
+/// How long after the application's last poll the watcher waits for the loop's signals
+/// again instead of napping.
 const APP_POLL_GRACE: Duration = Duration::from_millis(2);
 
-/// Notes a CQ poll of the application's: on an inline device (the default) each poll turns
-/// the device's loop in the caller's thread (non-blocking; nothing if the watcher holds the
-/// loop: `Device::poll_cq_into`), so a busy-polling application makes progress itself, as
-/// `softrdma perf` and a kernel-bypass NIC driver do, instead of handing every datagram from
-/// the watcher's thread to its own; the watcher keeps out of the way while polls keep coming.
+/// Notes a CQ poll of the application's. The poll itself turns the device in the caller's
+/// thread when the CQ is empty (`DeviceConfig::app_turns`: non-blocking, nothing if another
+/// thread holds the loop, `Device::poll_cq_into`), so a busy-polling application makes
+/// progress itself, as `softrdma perf` and a kernel-bypass NIC driver do; while polls keep
+/// coming the watcher naps between event checks instead of waking on every turn's signal.
 fn note_poll(s: &CtxShared) {
     s.app_polled.store(now_ns(), Ordering::Relaxed);
 }
@@ -248,12 +249,10 @@ impl CtxRs {
     }
 
     /// Starts the context's watcher thread (once): it turns armed CQs' new completions into
-    /// channel events and, on an inline device (the default), turns the
-    /// device's loop (sleeping in epoll until input or a timer) so that transfers progress
-    /// without the application, as on a NIC. While the application busy-polls a CQ
-    /// ([`note_poll`]) it only naps between event checks: its polls turn an inline device's
-    /// loop themselves, and on a threaded device waking for every turn of the driver's loop
-    /// took the application's CPU for nothing (ib_send_lat 2 B: 54 µs one way, 37 µs now).
+    /// channel events (waiting for the signal of the loop's turns, or napping while the
+    /// application busy-polls, [`note_poll`]: waking for every turn took the application's
+    /// CPU for nothing), delivers async events, and once a second follows the interface's
+    /// addresses ([`follow_addresses`]).
     fn watch(&self) {
         let mut w = lock(&self.watcher);
         if w.is_some() {

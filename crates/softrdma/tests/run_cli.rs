@@ -483,8 +483,8 @@ fn debian_ibv_rc_pingpong_new_send_api_with_completion_channels() {
     pingpong("ibv_rc_pingpong", &["-N", "-e", "-s", "100"]);
 }
 
-/// `SOFTRDMA_PROGRESS=inline`: the device's loop turned by the application's CQ polls (and
-/// the watcher thread), not by the driver's thread.
+/// `SOFTRDMA_PROGRESS=inline`: an alias of the default (the application's CQ polls turn the
+/// device, the node's loop thread when nobody polls); kept so that scripts that set it work.
 #[test]
 fn debian_ibv_rc_pingpong_inline_progress() {
     pingpong_env(
@@ -506,6 +506,22 @@ fn debian_ibv_ud_pingpong_inline_progress_with_completion_channels() {
 #[test]
 fn debian_perftest_ib_write_bw_inline_progress() {
     perftest_env("ib_write_bw", &[("SOFTRDMA_PROGRESS", "inline")]);
+}
+
+/// `SOFTRDMA_PROGRESS=thread`: the node's loop thread alone turns the devices (the
+/// comparison the measurements make).
+#[test]
+fn debian_perftest_ib_send_lat_thread_progress() {
+    perftest_env("ib_send_lat", &[("SOFTRDMA_PROGRESS", "thread")]);
+}
+
+#[test]
+fn debian_ibv_rc_pingpong_thread_progress_with_completion_channels() {
+    pingpong_env(
+        "ibv_rc_pingpong",
+        &["-e"],
+        &[("SOFTRDMA_PROGRESS", "thread")],
+    );
 }
 
 #[test]
