@@ -915,6 +915,11 @@ impl Shared {
         tap: &mut Option<Tap>,
         counters: &mut DriverCounters,
     ) {
+        if batch.train_list().is_empty() {
+            // Nothing to send (the flush at the start of each turn with defer_flush, once
+            // per empty CQ poll on an app_turns device): no socket set, no vectors.
+            return;
+        }
         // Read, not cloned: this is every flush's path. Nothing below reads the set again
         // (a second read lock in one thread could wait behind a writer).
         let more = self.more.read().unwrap_or_else(|p| p.into_inner());
