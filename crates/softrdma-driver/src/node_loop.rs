@@ -57,7 +57,11 @@ const TICK: Duration = Duration::from_millis(5);
 /// How recently an application's CQ poll must have turned a device
 /// ([`crate::DeviceConfig::app_turns`]) for the loop to keep out of its way; after that the
 /// loop watches the sockets again (an application that went to sleep on a completion
-/// channel then has its completions within this plus [`NAP`]).
+/// channel then has its completions within this plus [`NAP`]). Tried in session 10: 20 µs
+/// with 50 µs naps, so that a poller that turns to something else (perftest's `ib_write_lat`
+/// spins on memory between CQ polls) is left sooner: on the loaded 2-core machine the
+/// pinned processes' loop threads then woke for datagrams again and took their pollers'
+/// core, and `ib_send_lat` went from 9-10 to 30 µs (docs/measurements.md).
 const APP_GRACE: Duration = Duration::from_millis(2);
 
 /// How long the loop naps while applications' polls turn every device of the node.
