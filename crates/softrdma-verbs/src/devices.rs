@@ -27,6 +27,12 @@
 //! stable-privacy address instead) GID 0 is listed but not served (a QP on it gets its
 //! datagrams counted as from a wrong source and dropped); another link-local address of the
 //! interface (a privacy or stable-privacy one) is not listed.
+//!
+//! **Address changes.** An open context looks at its interface's addresses once a second
+//! (`exports::follow_addresses`): one added joins the device (a socket, a GID in the first
+//! free index) and one removed leaves it (its index stays empty until another address takes
+//! it), as rxe follows its netdev's events. The device list itself is the one taken at the
+//! library's first use: an interface that appears later has no device.
 
 use std::net::{IpAddr, Ipv6Addr};
 
