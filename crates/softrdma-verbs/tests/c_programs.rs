@@ -234,7 +234,6 @@ fn interface_address_changes_follow_into_the_gid_table() {
     assert!(idx >= 2, "{added}");
     ip(&["-n", n, "addr", "del", "10.23.0.9/24", "dev", "va"]);
     expect("ok");
-    drop(expect);
     assert!(child.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&tmp);
 }
