@@ -246,6 +246,28 @@ impl Node {
         Ok(old)
     }
 
+    /// An address of `port`'s interface appeared (`present`) or went away, as an rxe port
+    /// learns it from a netdev event: its GIDs join or leave the port's table (a removed
+    /// one leaves its index empty) and the RDMA CM resolves the address to the port, or no
+    /// longer. Returns whether the table changed.
+    pub fn port_address(
+        &mut self,
+        port: CmPort,
+        ip: std::net::IpAddr,
+        present: bool,
+    ) -> Result<bool, NodeError> {
+        let p = port_mut(&mut self.ports, port)?;
+        let changed = if present {
+            p.stack.device.add_addr(ip)
+        } else {
+            p.stack.device.remove_addr(ip)
+        };
+        if changed {
+            self.rdma.update_port(port, &p.stack);
+        }
+        Ok(changed)
+    }
+
     /// Runs `f` with `port`'s stack and MAD layer as a class gets them (a send of a class's
     /// agent from outside its handlers); what it sends goes out at the next
     /// [`Node::poll_transmit_batch`].

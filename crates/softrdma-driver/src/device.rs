@@ -79,7 +79,7 @@
 use std::fmt;
 use std::future::Future;
 use std::io::{self, IoSliceMut};
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -182,6 +182,20 @@ pub struct DeviceConfig {
     /// The device's QP limit, `max_qp` (default rxe's 65,536; see
     /// [`softrdma_core::DeviceConfig::max_qp`]).
     pub max_qp: u32,
+    /// With [`Progress::Thread`]: an application thread that polls a CQ turns the loop
+    /// itself (non-blocking, when nobody else is turning it right now), and while such
+    /// polls keep coming the node's loop thread keeps out of their way
+    /// ([`crate::node_loop`]): the answer to a SEND then leaves from the polling thread
+    /// without a cross-thread wake-up, as with [`Progress::Inline`], and the loop thread
+    /// still makes progress when nobody polls (default false; the drop-in
+    /// `libibverbs.so.1` sets it).
+    pub app_turns: bool,
+    /// The index of the interface the addresses belong to (default 0: none). An IPv6
+    /// link-local address in [`DeviceConfig::more_ips`] (the default GID at index 0, as rxe
+    /// lists it) is bound and sent from in this scope, and a link-local destination
+    /// (a RoCEv2 GID carries no scope) is reached through it; without a scope such an
+    /// address is left out, as an address the host does not have.
+    pub scope_id: u32,
 }
 
 /// A receive-side fault injector: `(source, UDP payload) → drop?`.
@@ -220,6 +234,8 @@ impl DeviceConfig {
             defer_flush: false,
             defer_commands: true,
             max_qp: softrdma_core::device::RXE_MAX_QP,
+            app_turns: false,
+            scope_id: 0,
         }
     }
 
@@ -315,6 +331,18 @@ impl DeviceConfig {
         self.defer_commands = defer;
         self
     }
+
+    /// Sets [`DeviceConfig::scope_id`].
+    pub fn with_scope_id(mut self, ifindex: u32) -> Self {
+        self.scope_id = ifindex;
+        self
+    }
+
+    /// Sets [`DeviceConfig::app_turns`].
+    pub fn with_app_turns(mut self, on: bool) -> Self {
+        self.app_turns = on;
+        self
+    }
 }
 
 /// Why a device call failed.
@@ -394,6 +422,9 @@ pub struct DriverCounters {
     pub pcap_errors: u64,
     /// Datagrams dropped by [`DeviceConfig::with_rx_drop`].
     pub rx_filtered: u64,
+    /// Of [`DriverCounters::turns`], those an application's CQ poll ran in its own thread
+    /// ([`DeviceConfig::app_turns`]).
+    pub app_turns: u64,
 }
 
 /// The longest a background loop sleeps without looking at the stack's timers.
@@ -440,6 +471,62 @@ pub(crate) fn private_cm_config(seed: u64) -> CmConfig {
     }
 }
 
+/// `fe80::/10`: an IPv6 address that means something only on one interface.
+fn is_link_local(ip: &Ipv6Addr) -> bool {
+    ip.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// `dst` as the socket bound at `local` reaches it: a link-local destination (a GID has no
+/// scope) gets the scope of the link-local socket it leaves from, as rxe sends on its
+/// netdev.
+fn scoped(dst: SocketAddr, local: SocketAddr) -> SocketAddr {
+    match (dst, local) {
+        (SocketAddr::V6(d), SocketAddr::V6(l))
+            if d.scope_id() == 0 && is_link_local(d.ip()) && l.scope_id() != 0 =>
+        {
+            SocketAddr::V6(SocketAddrV6::new(
+                *d.ip(),
+                d.port(),
+                d.flowinfo(),
+                l.scope_id(),
+            ))
+        }
+        _ => dst,
+    }
+}
+
+/// Binds the socket of a further address (`port`, link-local in `scope`); `None` when the
+/// address is held by another process (a second program on this host opening the same
+/// interface's device) or not an address of this host (any more), or link-local without a
+/// scope: served by someone else or nobody, so not in this device's GID table.
+fn bind_more(
+    ip: IpAddr,
+    port: u16,
+    scope: u32,
+    config: &EndpointConfig,
+) -> io::Result<Option<UdpEndpoint>> {
+    let at = match ip {
+        IpAddr::V6(v6) if is_link_local(&v6) => {
+            SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope))
+        }
+        _ => SocketAddr::new(ip, port),
+    };
+    match UdpEndpoint::bind_with(at, config) {
+        Ok(e) => Ok(Some(e)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::AddrInUse
+                    | io::ErrorKind::AddrNotAvailable
+                    | io::ErrorKind::InvalidInput
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// A node's refusal while opening a device, as a device error.
 fn node_error(e: NodeError) -> Error {
     match e {
@@ -471,10 +558,17 @@ impl RxBufs {
 pub(crate) struct Shared {
     /// The socket of the device's first address: its receive wait is the loop's, and its
     /// notifier wakes the loop.
-    ep: UdpEndpoint,
+    ep: Arc<UdpEndpoint>,
     /// The sockets of the further addresses ([`DeviceConfig::more_ips`]), watched by `ep`'s
     /// wait ([`UdpEndpoint::watch_also`]).
-    more: Vec<UdpEndpoint>,
+    ///
+    /// Addresses join and leave while the device runs ([`Device::add_address`],
+    /// [`Device::remove_address`]: the interface's addresses changed); a turn works on the
+    /// set it read at its start (a socket removed meanwhile closes when that turn is done).
+    more: std::sync::RwLock<Vec<Arc<UdpEndpoint>>>,
+    /// [`DeviceConfig::scope_id`] and [`DeviceConfig::endpoint`], for addresses added later.
+    scope_id: u32,
+    endpoint_config: EndpointConfig,
     clock: Clock,
     local: SocketAddr,
     name: String,
@@ -498,6 +592,12 @@ pub(crate) struct Shared {
     /// `node_notifier`.
     on_node_loop: AtomicBool,
     node_notifier: std::sync::OnceLock<crate::Notifier>,
+    /// [`DeviceConfig::app_turns`].
+    app_turns: bool,
+    /// When an application's CQ poll last turned this device ([`Clock`] microseconds; 0:
+    /// never): the node's loop naps instead of waking for its sockets while polls keep
+    /// coming ([`Shared::app_polling`]).
+    app_polled: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -513,17 +613,16 @@ impl Shared {
         Instant::from_micros(self.clock.now())
     }
 
-    /// Every socket of the device, the first address's first.
-    fn endpoints(&self) -> Vec<&UdpEndpoint> {
-        std::iter::once(&self.ep).chain(&self.more).collect()
+    /// The sockets of the further addresses, as they are now.
+    fn more(&self) -> Vec<Arc<UdpEndpoint>> {
+        self.more.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The socket a train from `src` to `dst` leaves on: the one bound to `src` (the
-    /// address of the GID the QP or AH names), if the device serves it in `dst`'s family.
-    fn endpoint_for(&self, src: IpAddr, dst: SocketAddr) -> Option<&UdpEndpoint> {
-        std::iter::once(&self.ep)
-            .chain(&self.more)
-            .find(|e| e.local_addr().ip() == src && e.local_addr().is_ipv4() == dst.is_ipv4())
+    /// Every socket of the device, the first address's first.
+    fn endpoints(&self) -> Vec<Arc<UdpEndpoint>> {
+        let mut v = vec![self.ep.clone()];
+        v.extend(self.more());
+        v
     }
 
     /// Runs `f` on this device's stack (the device's lock, then its host's).
@@ -642,7 +741,8 @@ impl Shared {
 
     /// The descriptors of the device's sockets.
     pub(crate) fn socket_fds(&self) -> Vec<std::os::fd::RawFd> {
-        crate::node_loop::fds(&self.endpoints())
+        let eps = self.endpoints();
+        crate::node_loop::fds(&eps.iter().map(|e| &**e).collect::<Vec<_>>())
     }
 
     /// The node loop's turn of this device: non-blocking turns while its sockets had more
@@ -654,13 +754,43 @@ impl Shared {
         let Ok(mut rx) = self.rx.try_lock() else {
             return Ok(true);
         };
+        let mut drained = false;
         for _ in 0..4 {
             self.turn(&mut rx, None)?;
-            if self.ep.rx_drained() && self.more.iter().all(|e| e.rx_drained()) {
-                return Ok(true);
+            if self.ep.rx_drained() && self.more().iter().all(|e| e.rx_drained()) {
+                drained = true;
+                break;
             }
         }
-        Ok(false)
+        if self.defer_flush {
+            // The loop may sleep now: what its turns left for an application's next post
+            // (defer_flush) must not wait for that.
+            self.flush(&mut self.state());
+        }
+        Ok(drained)
+    }
+
+    /// Whether an application thread has been turning this device with its CQ polls within
+    /// `grace` ([`DeviceConfig::app_turns`]): the node's loop then keeps out of its way.
+    pub(crate) fn app_polling(&self, grace: Duration) -> bool {
+        if !self.app_turns {
+            return false;
+        }
+        let at = self.app_polled.load(Ordering::Relaxed);
+        at != 0 && self.clock.now().saturating_sub(at) <= duration_to_micros(grace)
+    }
+
+    /// An application's CQ poll on an [`DeviceConfig::app_turns`] device: one non-blocking
+    /// turn unless another thread is turning the loop right now, noted for the node's loop.
+    fn app_turn(&self) -> io::Result<()> {
+        self.app_polled
+            .store(self.clock.now().max(1), Ordering::Relaxed);
+        if let Ok(mut rx) = self.rx.try_lock() {
+            if self.turn(&mut rx, None)? {
+                self.state().counters.app_turns += 1;
+            }
+        }
+        Ok(())
     }
 
     /// How the node's loop should wait for this device: the [`PollMode`] its own loop thread
@@ -785,19 +915,34 @@ impl Shared {
         tap: &mut Option<Tap>,
         counters: &mut DriverCounters,
     ) {
-        if self.more.is_empty() {
-            self.send_trains_on(&self.ep, batch, mrs, tap, counters);
+        if batch.train_list().is_empty() {
+            // Nothing to send (the flush at the start of each turn with defer_flush, once
+            // per empty CQ poll on an app_turns device): no socket set, no vectors.
+            return;
+        }
+        // Read, not cloned: this is every flush's path. Nothing below reads the set again
+        // (a second read lock in one thread could wait behind a writer).
+        let more = self.more.read().unwrap_or_else(|p| p.into_inner());
+        if more.is_empty() {
+            self.send_trains_on(&self.ep, true, batch, mrs, tap, counters);
             return;
         }
         // Several sockets: each train leaves on its source address's; one without is
         // counted and dropped, as on one socket.
+        let eps: Vec<&UdpEndpoint> = std::iter::once(&*self.ep)
+            .chain(more.iter().map(|e| &**e))
+            .collect();
         for train in batch.train_list() {
-            if self.endpoint_for(train.src_ip, train.dst).is_none() {
+            let served = eps.iter().any(|e| {
+                e.local_addr().ip() == train.src_ip
+                    && e.local_addr().is_ipv4() == train.dst.is_ipv4()
+            });
+            if !served {
                 counters.tx_wrong_source += train.segments as u64;
             }
         }
-        for ep in self.endpoints() {
-            self.send_trains_on(ep, batch, mrs, tap, counters);
+        for ep in eps {
+            self.send_trains_on(ep, false, batch, mrs, tap, counters);
         }
     }
 
@@ -807,13 +952,13 @@ impl Shared {
     fn send_trains_on(
         &self,
         ep: &UdpEndpoint,
+        only: bool,
         batch: &TransmitBatch,
         mrs: &MrTable,
         tap: &mut Option<Tap>,
         counters: &mut DriverCounters,
     ) {
         let local = ep.local_addr();
-        let only = self.more.is_empty();
         let mut ts = Vec::with_capacity(batch.train_list().len());
         let mut sent_trains = Vec::with_capacity(ts.capacity());
         let mut pieces = Vec::new();
@@ -830,7 +975,7 @@ impl Shared {
                 continue;
             }
             ts.push(VectoredTransmit {
-                destination: train.dst,
+                destination: scoped(train.dst, local),
                 parts: pieces.iter().map(|p| io::IoSlice::new(p)).collect(),
                 len: train.len(),
                 segment_size: train.gso_segment_size(),
@@ -922,7 +1067,8 @@ impl Shared {
             match wait {
                 None => {
                     let mut n = self.ep.recv_batch_into(&mut slices, records)?;
-                    for ep in &self.more {
+                    let more = self.more.read().unwrap_or_else(|p| p.into_inner());
+                    for ep in more.iter() {
                         if n < slices.len() {
                             n += ep.recv_batch_into(&mut slices[n..], records)?;
                         }
@@ -940,10 +1086,11 @@ impl Shared {
                             .store(d.unwrap_or(u64::MAX), Ordering::Release);
                         d
                     };
-                    let got = if self.more.is_empty() {
+                    let eps = self.endpoints();
+                    let got = if eps.len() == 1 {
                         wait_for_input(&self.ep, &mut slices, &self.clock, stack_deadline, mode)?
                     } else {
-                        let eps = self.endpoints();
+                        let eps: Vec<&UdpEndpoint> = eps.iter().map(|e| &**e).collect();
                         wait_for_input_any(&eps, &mut slices, &self.clock, stack_deadline, mode)?
                     };
                     match got {
@@ -1184,20 +1331,9 @@ impl Device {
             if ip == config.ip || more.iter().any(|e: &UdpEndpoint| e.local_addr().ip() == ip) {
                 continue;
             }
-            match UdpEndpoint::bind_with(SocketAddr::new(ip, local.port()), &config.endpoint) {
-                Ok(e) => {
-                    ep.watch_also(&e)?;
-                    more.push(e);
-                }
-                // Held by another process (a second program on this host opening the same
-                // interface's device), or not an address of this host (any more): served by
-                // someone else or nobody, so not in this device's GID table.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
-                    ) => {}
-                Err(e) => return Err(e.into()),
+            if let Some(e) = bind_more(ip, local.port(), config.scope_id, &config.endpoint)? {
+                ep.watch_also(&e)?;
+                more.push(e);
             }
         }
         let addrs = std::iter::once(config.ip)
@@ -1230,8 +1366,10 @@ impl Device {
             None => None,
         };
         let shared = Arc::new(Shared {
-            ep,
-            more,
+            ep: Arc::new(ep),
+            more: std::sync::RwLock::new(more.into_iter().map(Arc::new).collect()),
+            scope_id: config.scope_id,
+            endpoint_config: config.endpoint.clone(),
             clock: Clock::process(),
             local,
             name: config.name,
@@ -1262,6 +1400,8 @@ impl Device {
             loop_deadline: AtomicU64::new(u64::MAX),
             on_node_loop: AtomicBool::new(false),
             node_notifier: std::sync::OnceLock::new(),
+            app_turns: config.app_turns && matches!(config.progress, Progress::Thread(_)),
+            app_polled: AtomicU64::new(0),
         });
         host.add_device(Arc::downgrade(&shared), port);
         let thread = match config.progress {
@@ -1305,6 +1445,79 @@ impl Device {
             .collect()
     }
 
+    /// An address the interface gained (`ip addr add`; rxe learns it from a netdev
+    /// event): the device binds a socket on it, watched by the loop that runs the device,
+    /// and its GID joins the table in the first free index, where a QP's `sgid_index` and
+    /// the RDMA CM find it. `Ok(false)` when the device serves it already, or cannot bind it
+    /// (another process holds it; not an address of this host).
+    pub fn add_address(&self, ip: IpAddr) -> Result<bool> {
+        let sh = &self.shared;
+        if sh.local.ip() == ip {
+            // The first address came back: its socket never closed; its GID returns.
+            let st = sh.state();
+            let mut h = st.host.lock();
+            return h.node.port_address(st.port, ip, true).map_err(node_error);
+        }
+        if sh.endpoints().iter().any(|e| e.local_addr().ip() == ip) {
+            return Ok(false);
+        }
+        let Some(e) = bind_more(ip, sh.local.port(), sh.scope_id, &sh.endpoint_config)? else {
+            return Ok(false);
+        };
+        // The device's own loop watches it (until the node's takes the device over) …
+        sh.ep.watch_also(&e)?;
+        let e = Arc::new(e);
+        sh.more
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e.clone());
+        // … and so does the node's loop, once it runs the device (a device handed to it
+        // meanwhile had the socket registered with the others: that is no error).
+        if sh.on_node_loop() {
+            let (host, _) = sh.host();
+            match host.watch_socket(std::os::fd::AsRawFd::as_raw_fd(e.socket())) {
+                Err(err) if err.kind() != io::ErrorKind::AlreadyExists => return Err(err.into()),
+                _ => {}
+            }
+        }
+        let st = sh.state();
+        let changed = st
+            .host
+            .lock()
+            .node
+            .port_address(st.port, ip, true)
+            .map_err(node_error)?;
+        Ok(changed)
+    }
+
+    /// An address the interface lost: its GID leaves the table (its index stays empty
+    /// until another address takes it; the other GIDs keep theirs) and, for a further
+    /// address, its socket closes (a datagram in flight to it is lost, as on rxe). The
+    /// device's first address keeps its socket until the device closes (the loop waits on
+    /// it) but leaves the table all the same. `Ok(false)` when the device did not serve it.
+    pub fn remove_address(&self, ip: IpAddr) -> Result<bool> {
+        let sh = &self.shared;
+        let gone = {
+            let mut more = sh.more.write().unwrap_or_else(|p| p.into_inner());
+            let k = more.iter().position(|e| e.local_addr().ip() == ip);
+            k.map(|k| more.remove(k))
+        };
+        if gone.is_none() && sh.local.ip() != ip {
+            return Ok(false);
+        }
+        // Closing the socket (its last reference: a turn may hold one a moment longer)
+        // takes it out of every epoll set.
+        drop(gone);
+        let st = sh.state();
+        let changed = st
+            .host
+            .lock()
+            .node
+            .port_address(st.port, ip, false)
+            .map_err(node_error)?;
+        Ok(changed)
+    }
+
     /// The device's clock (what the stack and the CM are given as `now`).
     pub fn now(&self) -> Instant {
         self.shared.now()
@@ -1313,6 +1526,11 @@ impl Device {
     /// Where the event loop runs.
     pub fn progress(&self) -> Progress {
         self.shared.progress
+    }
+
+    /// Whether the application's CQ polls turn the loop too ([`DeviceConfig::app_turns`]).
+    pub fn app_turns(&self) -> bool {
+        self.shared.app_turns
     }
 
     /// Attaches a management class to QP1 (see [`crate::mad`]): `register` runs under the
@@ -1569,7 +1787,8 @@ impl Device {
     }
 
     /// `ibv_poll_cq`: up to `max` completions appended to `out`, without waiting. With
-    /// [`Progress::Inline`] it first runs one non-blocking loop turn.
+    /// [`Progress::Inline`] it first runs one non-blocking loop turn; with
+    /// [`DeviceConfig::app_turns`], one when the CQ was empty.
     pub fn poll_cq_into(
         &self,
         cq: CqId,
@@ -1578,6 +1797,14 @@ impl Device {
     ) -> Result<usize> {
         if self.shared.progress == Progress::Inline {
             self.shared.turn_inline()?;
+        } else if self.shared.app_turns {
+            // What is already there first: a sender reaping a full CQ pays no receive
+            // syscall per poll; an empty CQ turns the loop here, in the polling thread.
+            let n = self.shared.poll_cq_locked(cq, out, max)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            self.shared.app_turn()?;
         }
         self.shared.poll_cq_locked(cq, out, max)
     }

@@ -116,6 +116,15 @@ impl Host {
         Ok(())
     }
 
+    /// A socket a device of the host's loop gained (an address added): the loop watches it
+    /// from now on. Nothing to do without a loop.
+    pub fn watch_socket(&self, fd: std::os::fd::RawFd) -> std::io::Result<()> {
+        match lock(&self.node_loop).as_ref() {
+            Some(nl) => nl.watch_fd(fd),
+            None => Ok(()),
+        }
+    }
+
     /// The devices the host's loop runs (alive, and handed to it).
     pub fn loop_devices(&self) -> Vec<Arc<DeviceShared>> {
         lock(&self.devices)

@@ -24,6 +24,14 @@
 //! then sleep): non-blocking `epoll_wait`s over the same set, so the answer that comes
 //! within microseconds is turned without a wake-up. A spin that loses its core stops and
 //! backs off process-wide as a device loop's does ([`crate::timer::spin_is_off`]).
+//!
+//! A device opened with [`crate::DeviceConfig::app_turns`] (the drop-in `libibverbs.so.1`'s)
+//! is also turned by the application's own CQ polls: a poll that finds the CQ empty takes
+//! the receive buffers with `try_lock` and runs a non-blocking turn in the polling thread.
+//! While every device of the node has been polled that way within [`APP_GRACE`], the loop
+//! does not sleep in `epoll_wait` (which would wake it for every datagram the poller is
+//! about to turn itself) but naps [`NAP`] at a time and then turns what the polls left;
+//! once the polls stop it sleeps in epoll again.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -45,6 +53,19 @@ const SOCKET: Token = Token(1);
 
 /// The longest the loop sleeps without looking at the node's timers (as a device loop's).
 const TICK: Duration = Duration::from_millis(5);
+
+/// How recently an application's CQ poll must have turned a device
+/// ([`crate::DeviceConfig::app_turns`]) for the loop to keep out of its way; after that the
+/// loop watches the sockets again (an application that went to sleep on a completion
+/// channel then has its completions within this plus [`NAP`]). Tried in session 10: 20 µs
+/// with 50 µs naps, so that a poller that turns to something else (perftest's `ib_write_lat`
+/// spins on memory between CQ polls) is left sooner: on the loaded 2-core machine the
+/// pinned processes' loop threads then woke for datagrams again and took their pollers'
+/// core, and `ib_send_lat` went from 9-10 to 30 µs (docs/measurements.md).
+const APP_GRACE: Duration = Duration::from_millis(2);
+
+/// How long the loop naps while applications' polls turn every device of the node.
+const NAP: Duration = Duration::from_millis(1);
 
 /// The loop thread of one node (see the module docs).
 pub(crate) struct NodeLoop {
@@ -82,6 +103,12 @@ impl NodeLoop {
                 .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)?;
         }
         Ok(())
+    }
+
+    /// Watches one more socket of a device the loop runs (an address added).
+    pub fn watch_fd(&self, fd: std::os::fd::RawFd) -> io::Result<()> {
+        self.registry
+            .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)
     }
 
     /// What wakes the loop.
@@ -133,7 +160,24 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
             Some(d) => d.arm_node_loop_deadline(&devices, TICK),
             None => TICK,
         };
+        // Every device turned by its application's busy polls: the answer to a SEND leaves
+        // from the polling thread without a wake-up, so this thread does not wake for each
+        // datagram too (a wake-up that costs the poller its core on a loaded machine). It
+        // naps instead, then looks at what the polls left (timers of a device nobody polls
+        // any more, sockets drained by nobody).
+        let polled = !devices.is_empty() && devices.iter().all(|d| d.app_polling(APP_GRACE));
         drop(devices);
+        if polled && !timeout.is_zero() {
+            std::thread::sleep(timeout.min(NAP));
+            // The readiness that came meanwhile is stale: the next round turns the devices.
+            match poll.poll(&mut events, Some(Duration::ZERO)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => eprintln!("softrdma node loop: epoll: {e}"),
+            }
+            after_wake(&host, &events, &mut timer, &notifier);
+            continue;
+        }
         if !timeout.is_zero() {
             if let Some(budget) = spin.filter(|_| !spin_is_off()) {
                 if spin_for_input(&mut poll, &mut events, &notifier, budget.min(timeout)) {

@@ -13,7 +13,7 @@ use softrdma_core::verbs::{
     SendOp, SendWr, Sge, WcStatus,
 };
 use softrdma_driver::cm::Cm;
-use softrdma_driver::{Device, DeviceConfig};
+use softrdma_driver::{Device, DeviceConfig, PollMode};
 use softrdma_wire::Gid;
 
 fn ip(b: u8) -> IpAddr {
@@ -111,10 +111,20 @@ fn completions(e: &End, n: usize) {
     let mut out = Vec::new();
     while got < n {
         out.clear();
-        let k = e
-            .dev
-            .wait_cq(e.cq, &mut out, n - got, Some(Duration::from_secs(5)))
-            .unwrap();
+        let k = if e.dev.app_turns() {
+            // Busy-polling, as a verbs application does (its polls turn the device).
+            let start = Instant::now();
+            loop {
+                let k = e.dev.poll_cq_into(e.cq, &mut out, n - got).unwrap();
+                if k > 0 || start.elapsed() > Duration::from_secs(5) {
+                    break k;
+                }
+            }
+        } else {
+            e.dev
+                .wait_cq(e.cq, &mut out, n - got, Some(Duration::from_secs(5)))
+                .unwrap()
+        };
         assert!(k > 0, "{got} of {n} completions within 5 s on {:?}", e.dev);
         assert!(out.iter().all(|w| w.status == WcStatus::Success), "{out:?}");
         got += k;
@@ -211,7 +221,58 @@ fn the_devices_of_a_cm_run_on_one_loop_thread_of_its_node() {
     connect(&b, &a3);
     ping_pong(&a3, &b, 20);
 
+    // Devices whose application's polls turn them too (the drop-in library's): on the
+    // node's loop, a busy-polling thread turns them itself (the completions came in its
+    // turns), and the loop still runs them when nobody polls (the channel-style wait below).
+    let open_polled = |b| {
+        let c = DeviceConfig::new(ip(b))
+            .with_progress(softrdma_driver::Progress::Thread(PollMode::Blocking))
+            .with_app_turns(true)
+            .with_defer_flush(true);
+        Device::open_with(c).unwrap()
+    };
+    let (d4, d5) = (open_polled(4), open_polled(5));
+    let cm3 = Cm::new(3);
+    cm3.add_device(&d4).unwrap();
+    cm3.add_device(&d5).unwrap();
+    expect_threads("softrdma-node", 3);
+    let (p, q) = (end(&d4), end(&d5));
+    assert!(p.dev.app_turns() && !a.dev.app_turns());
+    connect(&p, &q);
+    connect(&q, &p);
+    ping_pong(&p, &q, 200);
+    let (c4, c5) = (d4.driver_counters(), d5.driver_counters());
+    assert!(
+        c4.app_turns > 0 && c5.app_turns > 0,
+        "no poll turned the devices: {c4:?} {c5:?}"
+    );
+    assert_eq!(a.dev.driver_counters().app_turns, 0);
+    // Nobody polls: the node's loop delivers (and what a turn deferred leaves with it).
+    let sge = |e: &End| Sge {
+        addr: 0x1000,
+        length: 64,
+        lkey: e.lkey,
+    };
+    q.dev
+        .post_recv(q.qpn, RecvWr::new(9, vec![sge(&q)]))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(10));
+    p.dev
+        .post_send(p.qpn, SendWr::new(9, SendOp::Send).with_sge(sge(&p)))
+        .unwrap();
+    let mut out = Vec::new();
+    for e in [&q, &p] {
+        out.clear();
+        let k = e
+            .dev
+            .wait_cq(e.cq, &mut out, 1, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(k, 1, "the node's loop did not deliver on {:?}", e.dev);
+        assert_eq!(out[0].status, WcStatus::Success);
+    }
+
     // The node's loop ends with its last device.
     drop((a, a3, b, c, a2, d1, d2, d3, cm, cm2));
+    drop((p, q, d4, d5, cm3));
     expect_threads("softrdma-node", 0);
 }

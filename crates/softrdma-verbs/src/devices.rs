@@ -18,13 +18,25 @@
 //! host), the device takes the first free `127.0.0.x` instead, as two rxe devices on one host
 //! would use two addresses, and its GID table says so — a server and a client on one machine
 //! just work; a further address another process holds (the second program's `::1`) is left
-//! out of its sockets and its table. IPv6 link-local addresses are not served: rxe lists the
-//! interface's EUI-64 link-local address as the default GID at index 0, and so does softrdma,
-//! but sending from it needs the interface's scope, which a RoCEv2 GID does not carry (a QP on
-//! GID 0 gets its datagrams counted as from a wrong source and dropped); another link-local
-//! address of the interface (a privacy or stable-privacy one) is not listed.
+//! out of its sockets and its table. The default GID at index 0 (rxe lists the EUI-64
+//! link-local address of the MAC there) is served when the interface has that address (a
+//! veth or Ethernet interface with the kernel's default `addr_gen_mode`): its socket is bound
+//! in the interface's scope, and a link-local destination, which a RoCEv2 GID carries
+//! without a scope, is reached through the same interface, so `ibv_rc_pingpong -g 0` works
+//! between two interfaces of one link. Where the interface lacks it (the loopback; a
+//! stable-privacy address instead) GID 0 is listed but not served (a QP on it gets its
+//! datagrams counted as from a wrong source and dropped); another link-local address of the
+//! interface (a privacy or stable-privacy one) is not listed.
+//!
+//! **Address changes.** An open context looks at its interface's addresses once a second
+//! (`exports::follow_addresses`): one added joins the device (a socket, a GID in the first
+//! free index) and one removed leaves it (its index stays empty until another address takes
+//! it), as rxe follows its netdev's events. The device list itself is the one taken at the
+//! library's first use: an interface that appears later has no device.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
+
+use softrdma_core::device::gid::default_gid_from_mac;
 
 use nix::ifaddrs::getifaddrs;
 use nix::sys::socket::SockaddrLike;
@@ -51,12 +63,16 @@ impl DevInfo {
     }
 
     /// The further addresses a device whose first address is `first` serves: the
-    /// interface's others, in order, but its IPv6 link-local ones (see the module docs).
+    /// interface's others, in order, but the IPv6 link-local ones other than the default
+    /// GID's (see the module docs).
     pub fn served_after(&self, first: IpAddr) -> Vec<IpAddr> {
+        let default = IpAddr::V6(Ipv6Addr::from(default_gid_from_mac(self.mac).0));
         self.addrs
             .iter()
             .copied()
-            .filter(|a| *a != first && self.addr() != Some(*a) && !is_link_local_v6(a))
+            .filter(|a| {
+                *a != first && self.addr() != Some(*a) && (!is_link_local_v6(a) || *a == default)
+            })
             .collect()
     }
 }
@@ -128,24 +144,32 @@ mod tests {
     }
 
     /// The further addresses a device serves: the interface's others in order, without its
-    /// first (when the device took a free 127.0.0.x instead) and without link-local IPv6.
+    /// first (when the device took a free 127.0.0.x instead) and without link-local IPv6
+    /// but the default GID's.
     #[test]
     fn served_after_skips_the_first_and_link_local() {
         let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
         let d = DevInfo {
             name: "softrdma_x".into(),
             ifname: "x".into(),
-            addrs: vec![ip("10.0.0.1"), ip("10.0.1.1"), ip("fe80::1"), ip("fd00::1")],
-            mac: [0; 6],
+            addrs: vec![
+                ip("10.0.0.1"),
+                ip("10.0.1.1"),
+                ip("fe80::1"),
+                ip("fe80::5054:ff:fe77:a"),
+                ip("fd00::1"),
+            ],
+            mac: [0x52, 0x54, 0, 0x77, 0, 0x0a],
             guid: 0,
         };
+        // The MAC's EUI-64 link-local address (GID 0) is served, another one is not.
         assert_eq!(
             d.served_after(ip("10.0.0.1")),
-            [ip("10.0.1.1"), ip("fd00::1")]
+            [ip("10.0.1.1"), ip("fe80::5054:ff:fe77:a"), ip("fd00::1")]
         );
         assert_eq!(
             d.served_after(ip("127.0.0.5")),
-            [ip("10.0.1.1"), ip("fd00::1")]
+            [ip("10.0.1.1"), ip("fe80::5054:ff:fe77:a"), ip("fd00::1")]
         );
     }
 }

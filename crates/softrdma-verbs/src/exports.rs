@@ -197,6 +197,8 @@ struct Armed {
 /// What the context's watcher thread shares with the verbs.
 struct CtxShared {
     dev: Device,
+    /// The interface the device is of, whose addresses it follows ([`follow_addresses`]).
+    ifname: String,
     armed: Mutex<Vec<Armed>>,
     stop: AtomicBool,
     /// The context's `async_fd` (an eventfd counting queued events) and the events.
@@ -220,14 +222,15 @@ fn now_ns() -> u64 {
         .as_nanos() as u64
 }
 
-/// How long after the application's last empty poll the watcher takes the loop back.
+/// How long after the application's last poll the watcher waits for the loop's signals
+/// again instead of napping.
 const APP_POLL_GRACE: Duration = Duration::from_millis(2);
 
-/// Notes a CQ poll of the application's: on an inline device (the default) each poll turns
-/// the device's loop in the caller's thread (non-blocking; nothing if the watcher holds the
-/// loop: `Device::poll_cq_into`), so a busy-polling application makes progress itself, as
-/// `softrdma perf` and a kernel-bypass NIC driver do, instead of handing every datagram from
-/// the watcher's thread to its own; the watcher keeps out of the way while polls keep coming.
+/// Notes a CQ poll of the application's. The poll itself turns the device in the caller's
+/// thread when the CQ is empty (`DeviceConfig::app_turns`: non-blocking, nothing if another
+/// thread holds the loop, `Device::poll_cq_into`), so a busy-polling application makes
+/// progress itself, as `softrdma perf` and a kernel-bypass NIC driver do; while polls keep
+/// coming the watcher naps between event checks instead of waking on every turn's signal.
 fn note_poll(s: &CtxShared) {
     s.app_polled.store(now_ns(), Ordering::Relaxed);
 }
@@ -246,12 +249,10 @@ impl CtxRs {
     }
 
     /// Starts the context's watcher thread (once): it turns armed CQs' new completions into
-    /// channel events and, on an inline device (the default), turns the
-    /// device's loop (sleeping in epoll until input or a timer) so that transfers progress
-    /// without the application, as on a NIC. While the application busy-polls a CQ
-    /// ([`note_poll`]) it only naps between event checks: its polls turn an inline device's
-    /// loop themselves, and on a threaded device waking for every turn of the driver's loop
-    /// took the application's CPU for nothing (ib_send_lat 2 B: 54 µs one way, 37 µs now).
+    /// channel events (waiting for the signal of the loop's turns, or napping while the
+    /// application busy-polls, [`note_poll`]: waking for every turn took the application's
+    /// CPU for nothing), delivers async events, and once a second follows the interface's
+    /// addresses ([`follow_addresses`]).
     fn watch(&self) {
         let mut w = lock(&self.watcher);
         if w.is_some() {
@@ -261,7 +262,12 @@ impl CtxRs {
         *w = std::thread::Builder::new()
             .name("softrdma-cq-events".into())
             .spawn(move || {
+                let mut addrs_seen = std::time::Instant::now();
                 while !s.stop.load(Ordering::Acquire) {
+                    if addrs_seen.elapsed() >= ADDR_POLL {
+                        follow_addresses(&s);
+                        addrs_seen = std::time::Instant::now();
+                    }
                     let since = now_ns().saturating_sub(s.app_polled.load(Ordering::Relaxed));
                     if since > APP_POLL_GRACE.as_nanos() as u64 {
                         let _ = s
@@ -274,6 +280,49 @@ impl CtxRs {
                 }
             })
             .ok();
+    }
+}
+
+/// How often a context looks at its interface's addresses ([`follow_addresses`]).
+const ADDR_POLL: Duration = Duration::from_secs(1);
+
+/// The interface's addresses now, against those the device serves: an address added to the
+/// interface joins the device (a socket, a GID in the first free index) and one removed
+/// leaves it, as rxe follows its netdev's `NETDEV_UP`/`inetaddr` events (`getifaddrs` once a
+/// second instead of rtnetlink: no unsafe code and no new dependency; an address is in the
+/// table within about a second). Which addresses are served is the rule at open
+/// ([`DevInfo::served_after`]): one another process holds is retried at the next look. The
+/// device's first address is kept when it is a loopback stand-in (a free `127.0.0.x` that is
+/// not one of the interface's) and otherwise leaves the table with the interface's.
+fn follow_addresses(s: &CtxShared) {
+    let Some(info) = crate::devices::scan()
+        .into_iter()
+        .find(|d| d.ifname == s.ifname)
+    else {
+        // The interface is gone (or has no address left): what it served stays until the
+        // context closes; its sockets receive nothing.
+        return;
+    };
+    let first = s.dev.local_addr().ip();
+    let want = info.served_after(first);
+    let have: Vec<IpAddr> = s.dev.local_addrs().iter().skip(1).map(|a| a.ip()).collect();
+    for a in &want {
+        if !have.contains(a) {
+            // Another process holding it, or gone again: tried again next time.
+            let _ = s.dev.add_address(*a);
+        }
+    }
+    for a in &have {
+        if !want.contains(a) {
+            let _ = s.dev.remove_address(*a);
+        }
+    }
+    if !first.is_loopback() {
+        let _ = if info.addrs.contains(&first) {
+            s.dev.add_address(first)
+        } else {
+            s.dev.remove_address(first)
+        };
     }
 }
 
@@ -330,44 +379,46 @@ fn ctx_rs<'a>(ctx: *const ibv_context) -> Result<&'a CtxRs, Errno> {
     ptr::get_ctx::<CtxRs>(ctx)
 }
 
+/// Where a context's device loop runs: in the process's one node loop thread (`Cm::add_device`,
+/// `node_loop.rs`), which sleeps in epoll over every socket of every context —
+/// progress without the application, as on a NIC, one node per process, no core
+/// burnt when idle — and also in the application's own CQ polls (`app_turns`): a
+/// poll that finds its CQ empty turns the device in the polling thread when nobody
+/// else is turning it, and while such polls keep coming the loop thread naps instead
+/// of waking for every datagram. The answer to a SEND then leaves from the polling
+/// thread without a cross-thread wake-up; what a poll's turn queued (the ACK of the
+/// SEND just received) leaves with the application's next post, or at the next turn,
+/// as one GSO send (`defer_flush`). `SOFTRDMA_PROGRESS=inline` (session 9's opt-in
+/// for this) means the same now. `SOFTRDMA_PROGRESS=thread`: only the loop thread
+/// turns the device, every datagram handed from it to the application (for
+/// comparison: docs/measurements.md). Commands (the RDMA CM's MADs) leave at once
+/// either way.
+fn with_progress(c: DeviceConfig) -> DeviceConfig {
+    let app_turns = std::env::var("SOFTRDMA_PROGRESS").as_deref() != Ok("thread");
+    c.with_progress(Progress::Thread(PollMode::Blocking))
+        .with_wait(PollMode::Blocking)
+        .with_app_turns(app_turns)
+        .with_defer_flush(app_turns)
+        .with_defer_commands(false)
+}
+
 /// Opens the driver device for `info`: binds its address, or on the IPv4 loopback the first
 /// free 127.0.0.x when another process holds it (see [`crate::devices`]).
 /// `at`: exactly that address instead (the RDMA CM binding a loopback address, see
 /// [`crate::rdmacm`]), no fallback.
 fn open_dev(info: &DevInfo, at: Option<IpAddr>) -> Result<Device, Errno> {
     if let Some(ip) = at {
-        let mut c = DeviceConfig::new(ip).with_interface_mtu();
+        let mut c = with_progress(DeviceConfig::new(ip).with_interface_mtu());
         c.name = info.name.clone();
         c.mac = Some(info.mac);
         return Device::open_with(c).map_err(|e| conv::dev_errno(&e));
     }
     let ip = info.addr().ok_or(Errno::ENODEV)?;
     let config = |ip: IpAddr| {
-        // Where the device's loop runs. By default in the process's one node loop thread
-        // (`Cm::add_device`, `node_loop.rs`), which sleeps in epoll over every socket of every
-        // context: progress without the application, as on a NIC, one node per process, no
-        // core burnt when idle. `SOFTRDMA_PROGRESS=inline`: in every CQ poll of the
-        // application's while it busy-polls (`note_poll`: a non-blocking turn when nobody
-        // else turns the loop), and otherwise in the context's watcher thread; what a poll's
-        // turn queued (the ACK of the SEND just received) leaves with the application's next
-        // post or at its next poll, as one GSO send (`defer_flush`). Inline cuts
-        // `ib_send_lat` from about 4.4x `perf send lat` to about 1.3x, but such a context is
-        // a node of its own until the RDMA CM adopts it, and a sending process has one thread
-        // working instead of two (`ib_write_bw` is lower): docs/measurements.md. Commands
-        // (the RDMA CM's MADs) leave at once either way.
-        let inline = std::env::var("SOFTRDMA_PROGRESS").as_deref() == Ok("inline");
-        let progress = if inline {
-            Progress::Inline
-        } else {
-            Progress::Thread(PollMode::Blocking)
-        };
-        let mut c = DeviceConfig::new(ip)
+        let mut c = with_progress(DeviceConfig::new(ip))
             .with_interface_mtu()
-            .with_progress(progress)
-            .with_wait(PollMode::Blocking)
             .with_more_ips(info.served_after(ip))
-            .with_defer_flush(inline)
-            .with_defer_commands(false);
+            .with_scope_id(nix::net::if_::if_nametoindex(info.ifname.as_str()).unwrap_or(0));
         c.name = info.name.clone();
         c.mac = Some(info.mac);
         c
@@ -462,17 +513,13 @@ pub(crate) fn open_context(
         .map_err(|e| Errno(e.raw_os_error()))?;
         v.context.async_fd = async_fd.as_raw_fd();
         // One node per process: a context's device is a port of the process's CM's node
-        // from the start (the RDMA CM then runs on it as it is), and with the default
-        // progress the node's one loop thread runs it beside every other context's
-        // sockets. An inline device stays a node of its own until the RDMA CM adopts it:
-        // the CM's event thread turns the loops of inline devices in its node, which would
-        // take the loop from the application's busy polls.
-        if dev.progress() != Progress::Inline {
-            crate::rdmacm::proc_()
-                .cm
-                .add_device(&dev)
-                .map_err(|_| Errno(libc::ENODEV))?;
-        }
+        // from the start (the RDMA CM then runs on it as it is), and the node's one loop
+        // thread runs it beside every other context's sockets (the application's polls
+        // turning it too, `app_turns`).
+        crate::rdmacm::proc_()
+            .cm
+            .add_device(&dev)
+            .map_err(|_| Errno(libc::ENODEV))?;
         let rs = CtxRs {
             ifindex: nix::net::if_::if_nametoindex(info.ifname.as_str()).unwrap_or(0),
             shared: Arc::new(CtxShared {
@@ -485,6 +532,7 @@ pub(crate) fn open_context(
                 cqs: Mutex::default(),
                 srqs: Mutex::default(),
                 app_polled: AtomicU64::new(0),
+                ifname: info.ifname.clone(),
             }),
             watcher: Mutex::new(None),
         };
@@ -517,7 +565,7 @@ entry! {
                 return Ok(());
             }
         }
-        // Its port leaves the process's node (not one for an inline context never adopted).
+        // Its port leaves the process's node.
         let _ = crate::rdmacm::proc_().cm.remove_device(ctx_rs(context)?.dev());
         drop(ptr::retire_ctx::<CtxRs>(context)?);
         Ok(())
@@ -1330,13 +1378,13 @@ entry! {
                 // SAFETY: the caller's array holds `num_entries` ≥ n entries.
                 unsafe { ptr::write_elem(wc, i, conv::wc(w)) };
             }
-            if n == 0 && c.dev().progress() != Progress::Inline {
+            if n == 0 && !c.dev().app_turns() {
                 // A program spinning on an empty CQ would otherwise retake the device lock
                 // the instant it lets go, and the device's loop thread — which needs that lock
                 // to turn the datagram it woke for into the completion polled for — waits for
-                // the spinner's time slice to end (milliseconds on a busy machine). An inline
-                // device's polls turn the loop themselves: a yield would only hand the core
-                // to other processes.
+                // the spinner's time slice to end (milliseconds on a busy machine). When the
+                // polls turn the loop themselves (`app_turns`), a yield would only hand the
+                // core to other processes.
                 std::thread::yield_now();
             }
             Ok(n as c_int)
@@ -1384,7 +1432,7 @@ fn cq_ex_advance(cq: *mut ibv_cq_ex) -> Result<(), Errno> {
     let Some(wc) = wc else {
         // As in `op_poll_cq`: let the device's loop thread have the lock a spinner would
         // otherwise retake at once.
-        if c.dev().progress() != Progress::Inline {
+        if !c.dev().app_turns() {
             std::thread::yield_now();
         }
         crate::entry::set_errno(Errno::ENOENT);

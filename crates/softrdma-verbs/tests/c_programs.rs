@@ -20,11 +20,18 @@ fn lib() -> PathBuf {
 
 /// Compiles `tests/c/NAME.c` and runs it over our library (60 s at most); returns its output.
 fn run_c(name: &str) -> String {
+    run_c_env(name, &[])
+}
+
+/// Compiles `tests/c/NAME.c` against Debian's header and library into a directory of its
+/// own (`tag` tells runs of one test binary apart), beside a `libibverbs.so.1` that is ours;
+/// returns the directory and the program.
+fn compile_c(name: &str, tag: &str) -> (PathBuf, PathBuf) {
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
         panic!("<infiniband/verbs.h> missing: install Debian's libibverbs-dev (.ci/run does)");
     }
     let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
-    let tmp = std::env::temp_dir().join(format!("softrdma-c-{name}-{}", std::process::id()));
+    let tmp = std::env::temp_dir().join(format!("softrdma-c-{name}-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let link = tmp.join("libibverbs.so.1");
     let _ = std::fs::remove_file(&link);
@@ -42,8 +49,15 @@ fn run_c(name: &str) -> String {
         "cc {src}: {}",
         String::from_utf8_lossy(&cc.stderr)
     );
+    (tmp, exe)
+}
+
+/// [`run_c`] with environment variables.
+fn run_c_env(name: &str, env: &[(&str, &str)]) -> String {
+    let (tmp, exe) = compile_c(name, &env.len().to_string());
     let mut child = Command::new(&exe)
         .env("LD_LIBRARY_PATH", &tmp)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -110,4 +124,116 @@ fn wr_complete_posts_a_batch_all_or_nothing() {
 fn the_contexts_of_a_process_are_one_node_on_one_loop() {
     let out = run_c("one_node");
     assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
+
+/// `SOFTRDMA_PROGRESS=inline` (the application's polls turn the devices): the contexts are
+/// ports of the process's node from `ibv_open_device` too — one `softrdma-node` thread, no
+/// thread per device — and their busy polls turned them (`one_node.c` checks the node's
+/// threads; the polls' turns are the driver's `node_loop` test's).
+#[test]
+fn inline_contexts_join_the_process_node_at_open() {
+    let out = run_c_env("one_node", &[("SOFTRDMA_PROGRESS", "inline")]);
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
+
+/// `SOFTRDMA_PROGRESS=thread`: the loop thread alone turns the devices, on the same node.
+#[test]
+fn thread_progress_contexts_are_one_node_too() {
+    let out = run_c_env("one_node", &[("SOFTRDMA_PROGRESS", "thread")]);
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
+
+/// Whether this process may create network namespaces (root).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
+fn ip(args: &[&str]) {
+    let o = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A network namespace of this test's own, removed when dropped.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// Addresses added to and removed from an interface while a context of its device is open
+/// follow into its GID table and out (root: a namespace of the test's own with a veth pair;
+/// skipped with a message otherwise): `addr_change.c` opens `softrdma_va`, the test adds
+/// `10.23.0.9` to `va`, the program sees its GID appear (in the first free index after the
+/// interface's own), the test removes it, the program sees it leave.
+#[test]
+fn interface_address_changes_follow_into_the_gid_table() {
+    if !is_root() {
+        eprintln!("skipped: creating a network namespace needs root");
+        return;
+    }
+    let (tmp, exe) = compile_c("addr_change", "ns");
+    let ns = Netns(format!("softrdma-wip-22-addrs-{}", std::process::id()));
+    let n = ns.0.as_str();
+    ip(&["netns", "add", n]);
+    ip(&[
+        "-n", n, "link", "add", "va", "type", "veth", "peer", "name", "vb",
+    ]);
+    ip(&["-n", n, "link", "set", "va", "up"]);
+    ip(&["-n", n, "link", "set", "vb", "up"]);
+    ip(&["-n", n, "addr", "add", "10.23.0.1/24", "dev", "va"]);
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", n, "env"])
+        .arg(format!("LD_LIBRARY_PATH={}", tmp.display()))
+        .arg(&exe)
+        .args(["softrdma_va", "10.23.0.9"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let mut seen = Vec::new();
+    let mut expect = |prefix: &str| -> String {
+        while let Ok(l) = rx.recv_timeout(Duration::from_secs(20)) {
+            seen.push(l.clone());
+            if l.starts_with(prefix) {
+                return l;
+            }
+        }
+        let _ = Command::new("kill").arg(child.id().to_string()).status();
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut err);
+        }
+        panic!("no {prefix:?} line; got {seen:?}; stderr {err}");
+    };
+    expect("ready");
+    ip(&["-n", n, "addr", "add", "10.23.0.9/24", "dev", "va"]);
+    // GID 0 the link-local default, 1 the interface's 10.23.0.1 (and whatever IPv6 address
+    // it had at open), then the new one.
+    let added = expect("added ");
+    let idx: u32 = added["added ".len()..].parse().unwrap();
+    assert!(idx >= 2, "{added}");
+    ip(&["-n", n, "addr", "del", "10.23.0.9/24", "dev", "va"]);
+    expect("ok");
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&tmp);
 }

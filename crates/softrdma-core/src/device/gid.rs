@@ -108,8 +108,8 @@ pub fn default_gid_from_mac(mac: [u8; 6]) -> Gid {
     Gid(g)
 }
 
-/// A port's GID table: entries indexed densely from 0, as an rxe port's table looks when
-/// no address has been removed.
+/// A port's GID table: entries indexed from 0, in index order; dense until an address is
+/// removed, which leaves its index empty until another address takes it (as on an rxe port).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GidTable {
     entries: Vec<GidEntry>,
@@ -142,7 +142,9 @@ impl GidTable {
         t
     }
 
-    /// Adds a GID of a type unless the same (GID, type) is present; returns its index.
+    /// Adds a GID of a type unless the same (GID, type) is present; returns its index: the
+    /// first free one (an address added after another was removed takes its slot, as
+    /// ib_cache's `add_modify_gid` takes the first empty entry).
     pub fn add(&mut self, gid: Gid, gid_type: GidType) -> Result<u16, GidTableError> {
         if let Some(i) = self.find(&gid, gid_type) {
             return Ok(i);
@@ -150,18 +152,48 @@ impl GidTable {
         if self.entries.len() >= GID_TABLE_LEN {
             return Err(GidTableError::Full);
         }
-        let index = self.entries.len() as u16;
-        self.entries.push(GidEntry {
-            index,
-            gid,
-            gid_type,
-        });
+        // Entries are kept in index order: the first free index is the first gap.
+        let pos = self
+            .entries
+            .iter()
+            .enumerate()
+            .position(|(k, e)| usize::from(e.index) != k)
+            .unwrap_or(self.entries.len());
+        let index = pos as u16;
+        self.entries.insert(
+            pos,
+            GidEntry {
+                index,
+                gid,
+                gid_type,
+            },
+        );
         Ok(index)
     }
 
-    /// The entry at `index` (`ibv_query_gid`, `rdma_get_gid_attr`).
+    /// Removes a GID of a type (an address that left the interface, `del_gid`); the
+    /// entries after it keep their indexes (a QP's `sgid_index` still names the same
+    /// address). Returns the index it had.
+    pub fn remove(&mut self, gid: &Gid, gid_type: GidType) -> Option<u16> {
+        let pos = self
+            .entries
+            .iter()
+            .position(|e| e.gid == *gid && e.gid_type == gid_type)?;
+        Some(self.entries.remove(pos).index)
+    }
+
+    /// The entry at `index` (`ibv_query_gid`, `rdma_get_gid_attr`); `None` past the table or
+    /// for an entry whose address was removed.
     pub fn get(&self, index: u16) -> Option<&GidEntry> {
-        self.entries.get(usize::from(index))
+        match self.entries.get(usize::from(index)) {
+            // No entry removed before it: the common case, by position.
+            Some(e) if e.index == index => Some(e),
+            _ => self
+                .entries
+                .binary_search_by_key(&index, |e| e.index)
+                .ok()
+                .and_then(|k| self.entries.get(k)),
+        }
     }
 
     /// The index of the entry holding `gid` with type `gid_type` (`rdma_find_gid_by_port`):
@@ -309,6 +341,35 @@ mod tests {
         assert_eq!(t.get(0).map(|e| e.gid_type), Some(GidType::RoceV1));
         assert_eq!(t.get(1).map(|e| e.gid_type), Some(GidType::RoceV2));
         assert_eq!(t.find_ip(v6), Some(3));
+    }
+
+    /// An address removed leaves a hole (the others keep their indexes); the next address
+    /// added takes the first hole.
+    #[test]
+    fn removed_entries_leave_holes_that_new_addresses_fill() {
+        let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        let mut t = GidTable::build(
+            Some(LAB_MAC),
+            &[ip("10.0.0.1"), ip("10.0.0.2"), ip("fd00::1")],
+            &[GidType::RoceV2],
+        );
+        assert_eq!(
+            t.remove(&Gid::from_ip(ip("10.0.0.2")), GidType::RoceV2),
+            Some(2)
+        );
+        assert_eq!(
+            t.remove(&Gid::from_ip(ip("10.0.0.2")), GidType::RoceV2),
+            None
+        );
+        assert_eq!(t.len(), 3);
+        assert!(t.get(2).is_none());
+        assert_eq!(t.find_ip(ip("fd00::1")), Some(3));
+        assert_eq!(t.get(3).map(|e| e.ip()), Some(ip("fd00::1")));
+        assert_eq!(t.add(Gid::from_ip(ip("10.0.0.9")), GidType::RoceV2), Ok(2));
+        assert_eq!(t.get(2).map(|e| e.ip()), Some(ip("10.0.0.9")));
+        assert_eq!(t.add(Gid::from_ip(ip("10.0.0.8")), GidType::RoceV2), Ok(4));
+        let idx: Vec<u16> = t.entries().iter().map(|e| e.index).collect();
+        assert_eq!(idx, [0, 1, 2, 3, 4]);
     }
 
     #[test]

@@ -177,6 +177,8 @@ pub struct Device {
     mac: Option<[u8; 6]>,
     /// The interface's addresses (what the GID table's RoCEv2 entries were built from).
     addrs: Vec<IpAddr>,
+    /// The GID types each address gets (`DeviceConfig::gid_types`).
+    gid_types: Vec<GidType>,
     attr: DeviceAttr,
     port: Port,
     /// Drop and error counters; the transport increments them.
@@ -207,6 +209,7 @@ impl Device {
             name: config.name,
             mac: config.mac,
             addrs: config.addrs,
+            gid_types: config.gid_types,
             attr,
             port,
             counters: Counters::default(),
@@ -221,6 +224,38 @@ impl Device {
     /// The interface's IP addresses, in the order the GID table got them.
     pub fn addrs(&self) -> &[IpAddr] {
         &self.addrs
+    }
+
+    /// An address the interface gained (an rxe port learns it from a netdev event): a GID
+    /// per configured type in the first free slots. Returns whether the device did not
+    /// have it.
+    pub fn add_addr(&mut self, ip: IpAddr) -> bool {
+        if self.addrs.contains(&ip) {
+            return false;
+        }
+        for &ty in &self.gid_types {
+            // A full table leaves the address without a GID, as ib_cache would.
+            let _ = self.port.gids.add(Gid::from_ip(ip), ty);
+        }
+        self.addrs.push(ip);
+        true
+    }
+
+    /// An address the interface lost: its GIDs leave the table (their indexes become
+    /// empty; the default GID stays). Returns whether the device had it.
+    pub fn remove_addr(&mut self, ip: IpAddr) -> bool {
+        let Some(k) = self.addrs.iter().position(|a| *a == ip) else {
+            return false;
+        };
+        self.addrs.remove(k);
+        let gid = Gid::from_ip(ip);
+        let default = self.mac.map(gid::default_gid_from_mac);
+        if default != Some(gid) {
+            for ty in [GidType::Ib, GidType::RoceV1, GidType::RoceV2] {
+                self.port.gids.remove(&gid, ty);
+            }
+        }
+        true
     }
 
     /// The MAC, if any.
