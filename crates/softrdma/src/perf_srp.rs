@@ -202,10 +202,18 @@ fn srp_nbd(line: &str) -> Result<SrpNbd, String> {
             "10",
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("softrdma srp nbd: {e}"))?;
     let out = child.stdout.take().ok_or("softrdma srp nbd: no stdout")?;
+    // Its stderr says why when it fails (a refused login, an address another process
+    // holds); drained all along so that it never blocks on a full pipe.
+    let err = child.stderr.take().ok_or("softrdma srp nbd: no stderr")?;
+    let said = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(err), &mut s);
+        s
+    });
     let mut n = SrpNbd {
         child,
         uri: String::new(),
@@ -219,7 +227,12 @@ fn srp_nbd(line: &str) -> Result<SrpNbd, String> {
         }
     }
     if n.uri.is_empty() {
-        return Err("softrdma srp nbd exited before exporting the LUN".into());
+        let _ = n.child.wait();
+        let said = said.join().unwrap_or_default();
+        return Err(format!(
+            "softrdma srp nbd exited before exporting the LUN: {}",
+            said.trim()
+        ));
     }
     // It prints nothing more, but a closed pipe must not kill it if it does.
     std::thread::spawn(move || lines.for_each(drop));
