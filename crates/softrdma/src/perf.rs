@@ -7,8 +7,9 @@
 //!
 //! The devices are the driver's runtime, as applications get it: the event loop runs inline in
 //! the CQ polls of the thread that uses the device ([`Progress::Inline`]), busy-polling the
-//! socket ([`PollMode::BusyPoll`], the default, as perftest spins on its CQ) or sleeping in
-//! epoll until input (`-e`, [`PollMode::Blocking`]). Both devices defer the sends a turn's
+//! socket ([`PollMode::BusyPoll`], the default, as perftest spins on its CQ), sleeping in
+//! epoll until input (`-e`, [`PollMode::Blocking`]) or spinning a while first (`--spin-us`,
+//! [`PollMode::SpinThenBlock`]). Both devices defer the sends a turn's
 //! input causes to the next post ([`DeviceConfig::defer_flush`]), so a ping-pong's request
 //! and the ACK of the previous answer leave in one GSO `sendmsg`.
 //!
@@ -928,8 +929,6 @@ const BUF_IOVA: u64 = 0x1000_0000;
 /// Most bytes of one node's buffer (slots of `size` bytes; WRs beyond reuse them).
 const MAX_BUF: usize = 256 << 20;
 
-/// Slots of `size` bytes in each node's buffer for bw: the depth, at least 64, within
-/// [`MAX_BUF`].
 /// How our devices wait for input: `-e`, `--spin-us` or busy-polling.
 fn wait_mode(args: &Args) -> PollMode {
     match (args.events, args.spin_us) {
@@ -939,6 +938,8 @@ fn wait_mode(args: &Args) -> PollMode {
     }
 }
 
+/// Slots of `size` bytes in each node's buffer for bw: the depth, at least 64, within
+/// [`MAX_BUF`].
 fn slots_for(size: usize, depth: usize) -> usize {
     let cap = (MAX_BUF / size.max(1)).max(1);
     depth.max(64).min(cap)
