@@ -7,8 +7,9 @@
 //!
 //! The devices are the driver's runtime, as applications get it: the event loop runs inline in
 //! the CQ polls of the thread that uses the device ([`Progress::Inline`]), busy-polling the
-//! socket ([`PollMode::BusyPoll`], the default, as perftest spins on its CQ) or sleeping in
-//! epoll until input (`-e`, [`PollMode::Blocking`]). Both devices defer the sends a turn's
+//! socket ([`PollMode::BusyPoll`], the default, as perftest spins on its CQ), sleeping in
+//! epoll until input (`-e`, [`PollMode::Blocking`]) or spinning a while first (`--spin-us`,
+//! [`PollMode::SpinThenBlock`]). Both devices defer the sends a turn's
 //! input causes to the next post ([`DeviceConfig::defer_flush`]), so a ping-pong's request
 //! and the ACK of the previous answer leave in one GSO `sendmsg`.
 //!
@@ -189,6 +190,12 @@ pub struct Args {
     /// Busy-poll completions (the default; perftest's behaviour).
     #[arg(long)]
     pub busy: bool,
+    /// Spin this many microseconds for input, then sleep in epoll (the driver's
+    /// spin-then-block wait, whose spins stop as soon as they lose their core to another
+    /// thread): on a loaded machine two busy-pollers wait for timeslices (bw 0.2x TCP at load
+    /// 15, where `-e` gave 0.5x; measurements.md). Compared with TCP's blocking ping-pong.
+    #[arg(long, value_name = "US", conflicts_with_all = ["busy", "events"], value_parser = parse_spin)]
+    pub spin_us: Option<u64>,
     /// Repeat the whole measurement (ours and TCP) this many times, 1..=1000.
     #[arg(short = 'r', long, default_value_t = 1, value_parser = parse_runs)]
     pub runs: u32,
@@ -323,6 +330,10 @@ fn parse_tx_depth(s: &str) -> Result<u32, String> {
     ranged(s, 1, u64::from(MAX_TX_DEPTH)).map(|v| v as u32)
 }
 
+fn parse_spin(s: &str) -> Result<u64, String> {
+    ranged(s, 1, 1_000_000)
+}
+
 fn parse_runs(s: &str) -> Result<u32, String> {
     ranged(s, 1, u64::from(MAX_RUNS)).map(|v| v as u32)
 }
@@ -379,7 +390,10 @@ struct Plan {
     warmup: u64,
     mtu: Mtu,
     depth: usize,
+    /// Busy-polling (the default): lat also runs TCP's busy-polled ping-pong.
     busy: bool,
+    /// How our devices and the server loop wait for input.
+    wait: PollMode,
     ours: bool,
     tcp: bool,
     server: IpAddr,
@@ -437,7 +451,8 @@ fn plan(args: &Args) -> Result<Plan, String> {
         warmup,
         mtu,
         depth: args.tx_depth as usize,
-        busy: !args.events,
+        busy: !args.events && args.spin_us.is_none(),
+        wait: wait_mode(args),
         ours: !args.tcp_only,
         tcp: !args.no_tcp,
         server: if link {
@@ -701,10 +716,10 @@ pub fn run(args: &Args) -> ExitCode {
         plan.test.name(),
         plan.size,
         plan.mtu.bytes(),
-        if args.events {
-            "events (-e)"
-        } else {
-            "busy poll"
+        match wait_mode(args) {
+            PollMode::Blocking => "events (-e)".to_string(),
+            PollMode::BusyPoll => "busy poll".to_string(),
+            PollMode::SpinThenBlock(d) => format!("spin {} us, then events", d.as_micros()),
         },
         if args.no_gso { ", no GSO" } else { "" },
         plan.server,
@@ -914,6 +929,15 @@ const BUF_IOVA: u64 = 0x1000_0000;
 /// Most bytes of one node's buffer (slots of `size` bytes; WRs beyond reuse them).
 const MAX_BUF: usize = 256 << 20;
 
+/// How our devices wait for input: `-e`, `--spin-us` or busy-polling.
+fn wait_mode(args: &Args) -> PollMode {
+    match (args.events, args.spin_us) {
+        (true, _) => PollMode::Blocking,
+        (false, Some(us)) => PollMode::SpinThenBlock(Duration::from_micros(us)),
+        (false, None) => PollMode::BusyPoll,
+    }
+}
+
 /// Slots of `size` bytes in each node's buffer for bw: the depth, at least 64, within
 /// [`MAX_BUF`].
 fn slots_for(size: usize, depth: usize) -> usize {
@@ -963,11 +987,7 @@ impl Node {
             .with_seed(seed)
             .with_defer_flush(true)
             .with_progress(Progress::Inline)
-            .with_wait(if args.events {
-                PollMode::Blocking
-            } else {
-                PollMode::BusyPoll
-            });
+            .with_wait(wait_mode(args));
         cfg.name = format!("perf{seed}");
         cfg.endpoint.gso = !args.no_gso;
         let dev = Device::open_with(cfg).map_err(|e| {
@@ -1303,11 +1323,7 @@ fn serve(
     let write_lat = plan.verb == Verb::Write && plan.test == Test::Lat;
     let mut expect: u64 = 1;
     let mut wcs = Vec::with_capacity(64);
-    let base = if plan.busy {
-        PollMode::BusyPoll
-    } else {
-        PollMode::Blocking
-    };
+    let base = plan.wait;
     loop {
         let ph = phase.get();
         meter.observe(ph == RUN);
@@ -1614,11 +1630,7 @@ impl OursLat {
             size: plan.size,
             i: 0,
             wcs: Vec::with_capacity(64),
-            mode: if plan.busy {
-                PollMode::BusyPoll
-            } else {
-                PollMode::Blocking
-            },
+            mode: plan.wait,
         })
     }
 
@@ -2067,6 +2079,33 @@ mod tests {
             MAX_TX_DEPTH,
             softrdma_core::device::DeviceAttr::rxe(Default::default()).max_qp_wr
         );
+    }
+
+    #[test]
+    fn wait_modes_from_the_flags() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        use clap::Parser;
+        let mode = |flags: &[&str]| {
+            let argv = ["perf", "bw"].iter().chain(flags);
+            Cli::try_parse_from(argv).map(|c| (wait_mode(&c.args), plan(&c.args).map(|p| p.busy)))
+        };
+        assert_eq!(mode(&[]).unwrap(), (PollMode::BusyPoll, Ok(true)));
+        assert_eq!(mode(&["-e"]).unwrap(), (PollMode::Blocking, Ok(false)));
+        // Spin-then-block is compared with TCP's blocking ping-pong, not its busy one.
+        assert_eq!(
+            mode(&["--spin-us", "50"]).unwrap(),
+            (
+                PollMode::SpinThenBlock(Duration::from_micros(50)),
+                Ok(false)
+            )
+        );
+        assert!(mode(&["--spin-us", "50", "-e"]).is_err());
+        assert!(mode(&["--spin-us", "50", "--busy"]).is_err());
+        assert!(mode(&["--spin-us", "0"]).is_err());
     }
 
     #[test]

@@ -151,6 +151,51 @@ fn short_runs_print_figures_and_what_the_ratio_means() {
     assert!(lines[3].starts_with("ratio over 2 runs: min "), "{out}");
 }
 
+/// `--spin-us`: our devices spin, then sleep; a bw run moves every byte and says the mode,
+/// and a lat run is compared with TCP's blocking ping-pong only (TCP's busy one is the
+/// busy-polled runs' baseline).
+#[test]
+fn spin_then_block_runs_and_compares_like_with_like() {
+    let at = ["--server", "127.0.45.6", "--client", "127.0.45.5"];
+    let bw: Vec<&str> = [
+        "write",
+        "bw",
+        "-n",
+        "8",
+        "-s",
+        "65536",
+        "--spin-us",
+        "50",
+        "--pin",
+        "off",
+    ]
+    .into_iter()
+    .chain(at)
+    .collect();
+    let (code, out, err, _) = perf(&bw);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].contains("spin 50 us, then events"), "{out}");
+    assert!(lines[1].contains("x TCP: higher is better"), "{out}");
+    let lat: Vec<&str> = ["send", "lat", "-n", "40", "--spin-us", "50", "--pin", "off"]
+        .into_iter()
+        .chain(at)
+        .collect();
+    let (code, out, err, _) = perf(&lat);
+    assert_eq!(code, 0, "{err}");
+    let run = out.lines().nth(1).unwrap_or("");
+    assert!(run.contains(" | TCP median"), "{out}");
+    assert!(!run.contains("busy-poll"), "{out}");
+    refused(
+        &["write", "bw", "--spin-us", "50", "-e"],
+        "cannot be used with",
+    );
+    refused(
+        &["write", "bw", "--spin-us", "0"],
+        "0 is not in 1..=1000000",
+    );
+}
+
 /// `perf live`: two processes hold N connections at once (the server is this binary
 /// re-executed), then tear them all down; the report has the setup by block, the RSS per
 /// connection of each side and the teardown, and nothing is left behind.
