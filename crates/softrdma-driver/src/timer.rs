@@ -28,7 +28,7 @@ use std::time::Duration;
 use mio::{Registry, Token, Waker};
 
 use crate::clock::{Clock, Micros};
-use crate::udp::{Readiness, RecvDatagram, UdpEndpoint};
+use crate::udp::{Readiness, RecvDatagram, SpinOutcome, UdpEndpoint};
 
 /// Wakes an event loop waiting on an endpoint, from any thread; also noticed by busy-polling
 /// loops, which never enter epoll.
@@ -223,12 +223,70 @@ impl SpinWatch {
         true
     }
 
-    /// The spin ended with input: clears the back-off unless it lost its core on the way.
-    pub(crate) fn ended_with_input(&self) {
-        if !self.lost_core() {
-            let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
-            b.kept();
-            SPIN_LOST.store(b.level, Ordering::Relaxed);
+    /// The spin ended with input: lowers the back-off unless it lost its core on the way.
+    /// Returns whether it kept its core.
+    pub(crate) fn ended_with_input(&self) -> bool {
+        if self.lost_core() {
+            return false;
+        }
+        let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
+        b.kept();
+        SPIN_LOST.store(b.level, Ordering::Relaxed);
+        true
+    }
+}
+
+/// One wait's spin as the endpoint's [`crate::udp::SpinStats`] count it: once per wait,
+/// and only for a wait that found its socket empty at least once (a wait that returns on
+/// its first receive neither spun nor slept).
+struct SpinTally {
+    /// A spinning mode whose spin was backed off at the wait's start.
+    backed_off: bool,
+    /// A receive found nothing (the wait spun or slept since).
+    waited: bool,
+    counted: bool,
+}
+
+impl SpinTally {
+    fn new(mode: PollMode, spin_until: Option<Micros>) -> SpinTally {
+        SpinTally {
+            backed_off: matches!(mode, PollMode::SpinThenBlock(_)) && spin_until.is_none(),
+            waited: false,
+            counted: false,
+        }
+    }
+
+    fn count(&mut self, ep: &UdpEndpoint, outcome: SpinOutcome) {
+        if self.waited && !self.counted {
+            self.counted = true;
+            ep.count_spin(outcome);
+        }
+    }
+
+    /// Input came while spinning (`watch`: the spin's watch, if it is still spinning).
+    fn input(&mut self, ep: &UdpEndpoint, watch: Option<&SpinWatch>) {
+        if let Some(w) = watch {
+            let kept = w.ended_with_input();
+            self.count(
+                ep,
+                if kept {
+                    SpinOutcome::Found
+                } else {
+                    SpinOutcome::Lost
+                },
+            );
+        }
+    }
+
+    /// The wait goes to sleep in epoll (`spun`: it had a spin, which ended or lost its core).
+    fn sleeps(&mut self, ep: &UdpEndpoint, spun: bool) {
+        let outcome = if self.backed_off {
+            SpinOutcome::BackedOff
+        } else {
+            SpinOutcome::Expired
+        };
+        if spun || self.backed_off {
+            self.count(ep, outcome);
         }
     }
 }
@@ -275,6 +333,7 @@ pub fn wait_for_input(
 ) -> io::Result<Input> {
     let notifier = ep.notifier();
     let (mut spin_until, mut watch) = spin_plan(mode, clock);
+    let mut tally = SpinTally::new(mode, spin_until);
     loop {
         // Blocking, right after a receive that drained the socket, with time left: a receive
         // now finds only what the wait reports at once anyway (see `UdpEndpoint::rx_drained`),
@@ -284,12 +343,11 @@ pub fn wait_for_input(
         if !skip {
             let got = ep.recv_batch(bufs)?;
             if !got.is_empty() {
-                if let Some(w) = watch.as_ref().filter(|_| spin_until.is_some()) {
-                    w.ended_with_input();
-                }
+                tally.input(ep, watch.as_ref().filter(|_| spin_until.is_some()));
                 return Ok(Input::Datagrams(got));
             }
         }
+        tally.waited = true;
         if notifier.take() {
             return Ok(Input::Woken);
         }
@@ -299,6 +357,7 @@ pub fn wait_for_input(
         }
         if spin_until.is_some_and(|s| now < s) {
             if watch.as_mut().is_some_and(SpinWatch::preempted) {
+                tally.count(ep, SpinOutcome::Lost);
                 spin_until = None;
                 continue;
             }
@@ -306,6 +365,7 @@ pub fn wait_for_input(
             std::hint::spin_loop();
             continue;
         }
+        tally.sleeps(ep, watch.is_some());
         let timeout = deadline.map(|d| clock.until(d));
         match ep.wait_readable(timeout)? {
             Readiness::Woken => return Ok(Input::Woken),
@@ -334,6 +394,7 @@ pub fn wait_for_input_any(
     }
     let notifier = first.notifier();
     let (mut spin_until, mut watch) = spin_plan(mode, clock);
+    let mut tally = SpinTally::new(mode, spin_until);
     let mut got = Vec::new();
     loop {
         // As in wait_for_input: skip the receive only when every socket was drained by the
@@ -352,12 +413,11 @@ pub fn wait_for_input_any(
                 n += ep.recv_batch_into(&mut bufs[n..], &mut got)?;
             }
             if n > 0 {
-                if let Some(w) = watch.as_ref().filter(|_| spin_until.is_some()) {
-                    w.ended_with_input();
-                }
+                tally.input(first, watch.as_ref().filter(|_| spin_until.is_some()));
                 return Ok(Input::Datagrams(got));
             }
         }
+        tally.waited = true;
         if notifier.take() {
             return Ok(Input::Woken);
         }
@@ -367,12 +427,14 @@ pub fn wait_for_input_any(
         }
         if spin_until.is_some_and(|s| now < s) {
             if watch.as_mut().is_some_and(SpinWatch::preempted) {
+                tally.count(first, SpinOutcome::Lost);
                 spin_until = None;
                 continue;
             }
             std::hint::spin_loop();
             continue;
         }
+        tally.sleeps(first, watch.is_some());
         let timeout = deadline.map(|d| clock.until(d));
         let r = first.wait_readable(timeout)?;
         // The wait may have ended for any of the sockets (edge-triggered): look at all.

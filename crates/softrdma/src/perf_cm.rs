@@ -245,6 +245,9 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         .with_cm(|cm| cm.listen_on(dst, 0))
         .map_err(|e| format!("listen on {dst}: {e}"))?;
     let srv_view = p.verbose.then(|| (srv.dev.clone(), srv.cm.clone()));
+    // The server's device, for its waits' spin counts (dropped before the trace is read:
+    // the last handle flushes the tap).
+    let srv_dev = srv.dev.clone();
     // The server: cmtime's, on its own thread.
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
@@ -300,6 +303,7 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     // One connection set up alone: ours REQ → ESTABLISHED (the connect step), TCP connect.
     let mut ours1 = Vec::new();
     let mut tcp1 = Vec::new();
+    let spins0 = [cli.dev.io_stats().spins, srv_dev.io_stats().spins];
     for _ in 0..ALONE {
         let (t, r) = cmtime::cycle(&cli, 1, dst, p.client, None, 7, false);
         r?;
@@ -313,12 +317,25 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         tcp1.push(t0.elapsed().as_secs_f64() * 1e6);
         drop(s);
     }
+    let spins1 = [cli.dev.io_stats().spins, srv_dev.io_stats().spins];
     let ours1_median = median(&mut ours1);
     println!(
         "one connection alone: softrdma connect (REQ → ESTABLISHED) median {:.1} us | TCP connect median {:.1} us",
         ours1_median,
         median(&mut tcp1)
     );
+    // Whether each hop was a spin or a sleeping thread's wake-up: what the waits for
+    // input of both sides did over the single connections.
+    for (side, (a, b)) in ["client", "server"].iter().zip(spins0.iter().zip(&spins1)) {
+        println!(
+            "  {side} waits for input: {} spun and found it, {} lost the core, {} spun out, {} slept at once (backed off)",
+            b.found - a.found,
+            b.lost - a.lost,
+            b.expired - a.expired,
+            b.backed_off - a.backed_off
+        );
+    }
+    drop(srv_dev);
     stop.store(true, Ordering::Relaxed);
     server
         .join()
