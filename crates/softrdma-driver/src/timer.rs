@@ -20,8 +20,9 @@
 //! }
 //! ```
 
+use std::cell::Cell;
 use std::io::{self, IoSliceMut};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,31 +76,31 @@ pub enum PollMode {
     /// latency; burns a core).
     BusyPoll,
     /// Spin this long, then sleep in epoll (the usual compromise). A spin that loses its
-    /// core to other threads (see [`spin_is_off`]) stops at once, and every such wait in
-    /// the process sleeps at once for a while ([`SpinBackoff`]: by default the full
-    /// [`SPIN_BACKOFF`]; see [`set_spin_backoff_first`]): without an idle core a
-    /// spinning thread waits for the scheduler (a timeslice, 0.4 ms measured at load 9 on
-    /// 2 vCPUs) where a sleeping one is woken within tens of microseconds.
+    /// core to other threads (see [`spin_is_off`]) stops at once, and the thread's waits
+    /// then sleep at once for a while ([`SpinBackoff`]: the first back-off, 1 ms by default
+    /// ([`set_spin_backoff_first`]), doubling while spins keep losing, up to
+    /// [`SPIN_BACKOFF`]): without an idle core a spinning thread waits for the scheduler
+    /// (a timeslice, 0.4 ms measured at load 9 on 2 vCPUs) where a sleeping one is woken
+    /// within tens of microseconds.
     SpinThenBlock(Duration),
 }
 
 /// The longest [`PollMode::SpinThenBlock`] waits sleep at once after spins lost their core
 /// (a machine that stays busy).
 pub const SPIN_BACKOFF: Duration = Duration::from_millis(100);
-/// A short first back-off, for a machine with idle cores: there one preemption (a kernel
-/// worker, the other spinner of a ping-pong) should not turn a hundred milliseconds of a
-/// latency benchmark's hops into wake-ups (`perf cm`'s one connection: 31 µs spinning,
-/// 119 µs asleep, session 8). Not the default: at load 9 on the 2-vCPU VM it changed
-/// nothing for one connection (49 µs either way) and its retries took CPU from the builds
-/// and the other side (rate medians 0.80–1.05× TCP against 1.05–1.15×; measurements.md).
+/// The first back-off after a lost spin (the default): on a machine with idle cores one
+/// preemption (a kernel worker, another process's burst) should not turn the next hundred
+/// milliseconds of a latency benchmark's hops into wake-ups (`perf cm`'s one connection:
+/// 31 µs spinning, 119 µs asleep, session 8), and on a busy one the back-off doubles to
+/// [`SPIN_BACKOFF`] within seven lost spins in a row.
 pub const SPIN_BACKOFF_FIRST: Duration = Duration::from_millis(1);
 
 /// The process's first back-off in µs ([`set_spin_backoff_first`]).
-static SPIN_BACKOFF_FIRST_US: AtomicU64 = AtomicU64::new(SPIN_BACKOFF.as_micros() as u64);
+static SPIN_BACKOFF_FIRST_US: AtomicU64 = AtomicU64::new(SPIN_BACKOFF_FIRST.as_micros() as u64);
 
-/// Sets the first back-off after a lost spin for the whole process (default
-/// [`SPIN_BACKOFF`], session 8's fixed back-off; [`SPIN_BACKOFF_FIRST`] for a quiet
-/// machine: `perf cm --spin-backoff-us 1000`).
+/// Sets the first back-off after a lost spin, for every thread of the process (default
+/// [`SPIN_BACKOFF_FIRST`]; [`SPIN_BACKOFF`] is session 8's fixed back-off, `perf cm
+/// --spin-backoff-us 100000`, for comparisons).
 pub fn set_spin_backoff_first(d: Duration) {
     SPIN_BACKOFF_FIRST_US.store(
         d.as_micros().min(u128::from(u64::MAX)) as u64,
@@ -107,26 +108,45 @@ pub fn set_spin_backoff_first(d: Duration) {
     );
 }
 
-/// The back-off of spinning as data: a level that each spin losing its core raises and
-/// each spin keeping its core lowers. Spinning stays off for the first back-off
-/// ([`set_spin_backoff_first`]) doubled per level above one, at most [`SPIN_BACKOFF`]:
-/// with a short first back-off a busy machine, whose spins keep losing, backs off to the
-/// full period within a few lost spins (and a lucky spin in between lowers it by one level
-/// only), while a quiet one whose spin lost once comes back to spinning after a
-/// millisecond.
+/// The back-off of spinning as data, one per thread: a level that each spin losing its
+/// core raises and each spin keeping its core lowers. Spinning stays off for the first
+/// back-off ([`set_spin_backoff_first`]) doubled per level above one, at most
+/// [`SPIN_BACKOFF`]: on a busy machine, whose spins lose again as soon as they are tried,
+/// the back-off reaches the full period within a few lost spins, while a quiet one whose
+/// spin lost once comes back to spinning after the first back-off. A lost spin long after
+/// the last back-off ended (more than that back-off again) starts over at the first level:
+/// it is a new busy spell, not the old one going on, and without this a thread that spins
+/// seldom (a server idle between bursts) kept a long back-off from losses long past.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpinBackoff {
     level: u32,
+    /// Until when (monotonic ns) spinning is off.
+    off_until: u64,
+    /// How long the last back-off was (ns).
+    off_ns: u64,
 }
 
 impl SpinBackoff {
-    /// One more spin lost its core: how long spinning stays off now, from the first
-    /// back-off `first`.
-    pub fn lost(&mut self, first: Duration) -> Duration {
-        self.level = self.level.saturating_add(1).min(17);
-        first
-            .saturating_mul(1u32 << (self.level - 1))
-            .min(SPIN_BACKOFF)
+    /// A spin lost its core at `now` (monotonic ns): spinning is off from now for the
+    /// returned time, from the first back-off `first`.
+    pub fn lost(&mut self, now: u64, first: Duration) -> Duration {
+        if now > self.off_until.saturating_add(self.off_ns) {
+            self.level = 0;
+        }
+        let at = |level: u32| {
+            first
+                .saturating_mul(1u32 << (level.clamp(1, 17) - 1))
+                .min(SPIN_BACKOFF)
+        };
+        // No level above the first at the full period: a machine that turns quiet comes
+        // back after as many kept spins as it took lost ones to get there.
+        if self.level == 0 || (self.level < 17 && at(self.level) < SPIN_BACKOFF) {
+            self.level += 1;
+        }
+        let off = at(self.level);
+        self.off_ns = off.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.off_until = now.saturating_add(self.off_ns);
+        off
     }
 
     /// A spin found input without losing its core.
@@ -134,21 +154,33 @@ impl SpinBackoff {
         self.level = self.level.saturating_sub(1);
     }
 
-    fn from_bits(level: u32) -> SpinBackoff {
-        SpinBackoff { level }
+    /// Whether spinning is off at `now` (monotonic ns).
+    pub fn is_off(&self, now: u64) -> bool {
+        now < self.off_until
     }
 }
+
 /// How much of a spin's wall time may go to other threads before it counts as preempted.
 const PREEMPTED: Duration = Duration::from_micros(50);
 /// Spin rounds between two looks at the thread's CPU time (a syscall, unlike the wall
 /// clock; a round is a non-blocking recvmmsg, about a microsecond).
 const WATCH_EVERY: u32 = 8;
 
-/// Until when (monotonic ns) spinning is off, process-wide: a preemption says the machine
-/// has no idle core, whichever thread saw it.
-static SPIN_OFF_UNTIL: AtomicU64 = AtomicU64::new(0);
-/// The process's [`SpinBackoff`] (its count; racing updates lose a count at worst).
-static SPIN_LOST: AtomicU32 = AtomicU32::new(0);
+thread_local! {
+    /// This thread's [`SpinBackoff`]. Per thread, not per process: a spin that lost its
+    /// core says this thread found none free, not that every thread of the process will
+    /// (perf cm's server thread lost its spins while the TCP half of a run had both cores
+    /// busy, and the process-wide back-off then made the client's next hundred
+    /// milliseconds of waits sleep as well: every single connection's two hops were
+    /// wake-ups on an otherwise quiet machine).
+    static BACKOFF: Cell<SpinBackoff> = const {
+        Cell::new(SpinBackoff {
+            level: 0,
+            off_until: 0,
+            off_ns: 0,
+        })
+    };
+}
 
 fn ns(t: rustix::time::Timespec) -> u64 {
     (t.tv_sec as u64)
@@ -168,10 +200,10 @@ fn thread_cpu_ns() -> u64 {
     ))
 }
 
-/// Whether [`PollMode::SpinThenBlock`] waits sleep at once now (a spin lost its core less
-/// than [`SPIN_BACKOFF`] ago).
+/// Whether this thread's [`PollMode::SpinThenBlock`] waits sleep at once now (one of its
+/// spins lost its core less than its back-off ago; [`SpinBackoff`]).
 pub fn spin_is_off() -> bool {
-    monotonic_ns() < SPIN_OFF_UNTIL.load(Ordering::Relaxed)
+    BACKOFF.with(|b| b.get().is_off(monotonic_ns()))
 }
 
 /// Watches one spin for preemption: wall time that did not go to this thread.
@@ -190,8 +222,8 @@ impl SpinWatch {
         }
     }
 
-    /// Whether the spin has lost more than [`PREEMPTED`] to other threads; if so, spinning
-    /// is off for [`SPIN_BACKOFF`].
+    /// Whether the spin has lost more than [`PREEMPTED`] to other threads; if so, this
+    /// thread's spinning backs off ([`SpinBackoff`]).
     pub(crate) fn preempted(&mut self) -> bool {
         self.rounds += 1;
         if self.rounds % WATCH_EVERY != 0 {
@@ -211,15 +243,12 @@ impl SpinWatch {
         if lost < PREEMPTED.as_nanos() as u64 {
             return false;
         }
-        let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
-        let off = b.lost(Duration::from_micros(
-            SPIN_BACKOFF_FIRST_US.load(Ordering::Relaxed),
-        ));
-        SPIN_LOST.store(b.level, Ordering::Relaxed);
-        SPIN_OFF_UNTIL.store(
-            wall.saturating_add(off.as_nanos() as u64),
-            Ordering::Relaxed,
-        );
+        let first = Duration::from_micros(SPIN_BACKOFF_FIRST_US.load(Ordering::Relaxed));
+        BACKOFF.with(|b| {
+            let mut v = b.get();
+            v.lost(wall, first);
+            b.set(v);
+        });
         true
     }
 
@@ -229,9 +258,11 @@ impl SpinWatch {
         if self.lost_core() {
             return false;
         }
-        let mut b = SpinBackoff::from_bits(SPIN_LOST.load(Ordering::Relaxed));
-        b.kept();
-        SPIN_LOST.store(b.level, Ordering::Relaxed);
+        BACKOFF.with(|b| {
+            let mut v = b.get();
+            v.kept();
+            b.set(v);
+        });
         true
     }
 }
@@ -466,10 +497,10 @@ mod tests {
     use super::*;
 
     /// A spin whose wall time went elsewhere (here: the thread slept, as a preempted one
-    /// waits for its core) counts as preempted and turns spinning off process-wide; a spin
-    /// that kept its core does not.
+    /// waits for its core) counts as preempted and turns this thread's spinning off, not
+    /// another thread's; a spin that kept its core does not.
     #[test]
-    fn a_spin_that_loses_its_core_turns_spinning_off() {
+    fn a_spin_that_loses_its_core_turns_spinning_off_for_its_thread() {
         // On a loaded machine a few rounds may really be preempted: one clean try of 20.
         let kept = (0..20).any(|_| {
             let mut w = SpinWatch::start();
@@ -480,30 +511,48 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         let lost = (0..WATCH_EVERY).any(|_| w.preempted());
         assert!(lost, "2 ms off the core is a preemption");
-        assert!(spin_is_off());
+        let b = BACKOFF.with(Cell::get);
+        assert!(b.level >= 1 && b.off_until > 0, "{b:?}");
+        // Another thread has its own back-off, untouched.
+        let other = std::thread::spawn(|| (spin_is_off(), BACKOFF.with(Cell::get)))
+            .join()
+            .unwrap();
+        assert_eq!(other, (false, SpinBackoff::default()));
     }
 
-    /// One lost spin turns spinning off for a millisecond, not a hundred; lost spins in a
-    /// row double it up to the full period; each spin that kept its core lowers it a step.
+    /// One lost spin turns spinning off for a millisecond, not a hundred; spins that lose
+    /// again as soon as the back-off ends double it up to the full period; each spin that
+    /// kept its core lowers it a step; a loss long after the last back-off ended starts
+    /// over at a millisecond.
     #[test]
     fn the_back_off_grows_with_lost_spins_and_falls_with_kept_ones() {
         let first = SPIN_BACKOFF_FIRST;
+        let ms = 1_000_000u64;
         let mut b = SpinBackoff::default();
-        let offs: Vec<u128> = (0..10).map(|_| b.lost(first).as_millis()).collect();
-        assert_eq!(offs, [1, 2, 4, 8, 16, 32, 64, 100, 100, 100]);
-        for _ in 0..1000 {
-            b.lost(first);
+        // A busy machine: each spin tried when the back-off ends loses.
+        let mut now = 1_000 * ms;
+        let mut offs = Vec::new();
+        for _ in 0..10 {
+            let off = b.lost(now, first);
+            offs.push(off.as_millis());
+            assert!(b.is_off(now) && b.is_off(now + off.as_nanos() as u64 - 1));
+            assert!(!b.is_off(now + off.as_nanos() as u64));
+            now += off.as_nanos() as u64 + 10_000;
         }
-        assert_eq!(b.lost(first), SPIN_BACKOFF);
-        // A busy machine: one lucky spin does not bring spinning back.
+        assert_eq!(offs, [1, 2, 4, 8, 16, 32, 64, 100, 100, 100]);
+        // One lucky spin does not bring spinning back.
         b.kept();
-        assert_eq!(b.lost(first), SPIN_BACKOFF);
-        for _ in 0..100 {
+        assert_eq!(b.lost(now, first), SPIN_BACKOFF);
+        now += 100 * ms + 10_000;
+        for _ in 0..3 {
             b.kept();
         }
-        assert_eq!(b.lost(first), Duration::from_millis(1));
+        assert_eq!(b.lost(now, first), Duration::from_millis(32));
+        // Quiet for longer than the last back-off: the next loss is a new spell.
+        now += 32 * ms + 32 * ms + 1;
+        assert_eq!(b.lost(now, first), Duration::from_millis(1));
         // Session 8's policy: the full period at once.
-        assert_eq!(SpinBackoff::default().lost(SPIN_BACKOFF), SPIN_BACKOFF);
+        assert_eq!(SpinBackoff::default().lost(now, SPIN_BACKOFF), SPIN_BACKOFF);
     }
 
     #[test]

@@ -50,17 +50,18 @@ pub struct Plan {
     /// waits for input (0: it sleeps at once). Spinning trades CPU for the wake-up of a
     /// sleeping thread: on a 2-vCPU VM each of one connection's two waits (the server's for
     /// the REQ, the client's for the REP) costs 50-60 us asleep and about 10 us spinning
-    /// (`--trace` shows both). Spinning needs an idle core: a spin that loses its core to
-    /// other threads stops, and the waits sleep at once for the next 100 ms (on a busy
-    /// host that is what keeps a hop near a wake-up's cost instead of a whole spin).
+    /// (`--trace` shows both; the line after "one connection alone" counts what each side's
+    /// waits did). Spinning needs an idle core: a thread whose spin loses its core to other
+    /// threads stops, and its waits sleep at once for a while (--spin-backoff-us); on a busy
+    /// host that is what keeps a hop near a wake-up's cost instead of a whole spin.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub spin_us: u64,
-    /// How long spinning stays off after a spin lost its core to other threads, the first
-    /// time (it doubles with each further lost spin, up to 100 ms, and falls back with spins
-    /// that keep their core). The default, 100000, is the driver's: 100 ms at once. 1000
-    /// suits a machine with idle cores (one stray preemption costs 1 ms of spinning, not
-    /// 100); on a busy one its retries cost CPU.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    /// How long a thread's spinning stays off after one of its spins lost its core to
+    /// other threads, the first time (it doubles with each further spin that loses as soon
+    /// as it is tried, up to 100 ms, falls back with spins that keep their core, and starts
+    /// over after a quiet spell). The default, 1000, is the driver's; 100000 is session 8's
+    /// fixed 100 ms, for comparisons.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub spin_backoff_us: u64,
 }
 
