@@ -397,6 +397,12 @@ pub fn wait_for_input(
             continue;
         }
         tally.sleeps(ep, watch.is_some());
+        // The spin is over: what the sleep finds was not found spinning, and the sleep's
+        // wall time is not a lost core (with the watch kept, every wait that spun out,
+        // slept and was woken by input backed spinning off: perf cm's server, idle for
+        // longer than a spin between two single connections, slept through all of them).
+        spin_until = None;
+        watch = None;
         let timeout = deadline.map(|d| clock.until(d));
         match ep.wait_readable(timeout)? {
             Readiness::Woken => return Ok(Input::Woken),
@@ -466,6 +472,12 @@ pub fn wait_for_input_any(
             continue;
         }
         tally.sleeps(first, watch.is_some());
+        // The spin is over: what the sleep finds was not found spinning, and the sleep's
+        // wall time is not a lost core (with the watch kept, every wait that spun out,
+        // slept and was woken by input backed spinning off: perf cm's server, idle for
+        // longer than a spin between two single connections, slept through all of them).
+        spin_until = None;
+        watch = None;
         let timeout = deadline.map(|d| clock.until(d));
         let r = first.wait_readable(timeout)?;
         // The wait may have ended for any of the sockets (edge-triggered): look at all.
@@ -553,6 +565,52 @@ mod tests {
         assert_eq!(b.lost(now, first), Duration::from_millis(1));
         // Session 8's policy: the full period at once.
         assert_eq!(SpinBackoff::default().lost(now, SPIN_BACKOFF), SPIN_BACKOFF);
+    }
+
+    /// A wait whose spin ran out with nothing to read sleeps, and the datagram that wakes
+    /// it is not a lost core: the thread keeps spinning on its next wait (the watch used
+    /// to survive the sleep and count its wall time as preemption, so every wait that
+    /// spun out turned spinning off). The endpoint counts one spun-out wait, then one that
+    /// spun and found its datagram.
+    #[test]
+    fn a_spin_that_ran_out_and_slept_does_not_back_off() {
+        use crate::udp::{EndpointConfig, Transmit};
+        let lo = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let (a, b) = (
+            UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap(),
+            UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap(),
+        );
+        let dst = a.local_addr();
+        let clock = Clock::new();
+        let mut buf = vec![0u8; 2048];
+        let wait = |ep: &UdpEndpoint, buf: &mut Vec<u8>, spin_us: u64| {
+            let mut bufs = [IoSliceMut::new(buf)];
+            let deadline = clock.now() + 2_000_000;
+            let mode = PollMode::SpinThenBlock(Duration::from_micros(spin_us));
+            wait_for_input(ep, &mut bufs, &clock, Some(deadline), mode).unwrap()
+        };
+        // The datagram comes 20 ms into a 100 µs spin: the wait spins out, then sleeps.
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            b.send(&Transmit::single(dst, b"late")).unwrap();
+            b
+        });
+        assert!(matches!(wait(&a, &mut buf, 100), Input::Datagrams(_)));
+        let b = sender.join().unwrap();
+        assert_eq!(a.io_stats().spins.expired, 1);
+        // A loaded machine may really preempt the spin; a sleep must not count as one.
+        assert_eq!(a.io_stats().spins.lost, 0);
+        assert!(!spin_is_off(), "{:?}", BACKOFF.with(Cell::get));
+        // The next wait spins (and finds the datagram that arrives while it does).
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(2));
+            b.send(&Transmit::single(dst, b"soon")).unwrap();
+        });
+        assert!(matches!(wait(&a, &mut buf, 2_000_000), Input::Datagrams(_)));
+        sender.join().unwrap();
+        let s = a.io_stats().spins;
+        assert_eq!(s.found + s.lost, 1, "{s:?}");
+        assert_eq!(s.backed_off, 0, "{s:?}");
     }
 
     #[test]
