@@ -29,8 +29,6 @@ use std::time::Duration;
 use mio::{Registry, Token, Waker};
 
 use crate::clock::{Clock, Micros};
-#[cfg(test)]
-use crate::udp::SpinStats;
 use crate::udp::{Readiness, RecvDatagram, SpinOutcome, UdpEndpoint};
 
 /// Wakes an event loop waiting on an endpoint, from any thread; also noticed by busy-polling
