@@ -92,7 +92,7 @@ pub const SPIN_BACKOFF: Duration = Duration::from_millis(100);
 /// preemption (a kernel worker, another process's burst) should not turn the next hundred
 /// milliseconds of a latency benchmark's hops into wake-ups (`perf cm`'s one connection:
 /// 31 µs spinning, 119 µs asleep, session 8), and on a busy one the back-off doubles to
-/// [`SPIN_BACKOFF`] within seven lost spins in a row.
+/// [`SPIN_BACKOFF`] at the eighth lost spin in a row.
 pub const SPIN_BACKOFF_FIRST: Duration = Duration::from_millis(1);
 
 /// The process's first back-off in µs ([`set_spin_backoff_first`]).
