@@ -54,6 +54,6 @@ pub use device::{
 pub use tap::Tap;
 pub use timer::{wait_for_input, wait_for_input_any, Input, Notifier, PollMode};
 pub use udp::{
-    Capabilities, EndpointConfig, IoStats, Readiness, RecvDatagram, Transmit, UdpEndpoint,
-    VectoredTransmit, ROCEV2_PORT,
+    Capabilities, EndpointConfig, IoStats, Readiness, RecvDatagram, SpinStats, Transmit,
+    UdpEndpoint, VectoredTransmit, ROCEV2_PORT,
 };

@@ -23,7 +23,7 @@
 //! (a device's own loop thread spun that way; `softrdma perf cm`'s devices spin 50 µs
 //! then sleep): non-blocking `epoll_wait`s over the same set, so the answer that comes
 //! within microseconds is turned without a wake-up. A spin that loses its core stops and
-//! backs off process-wide as a device loop's does ([`crate::timer::spin_is_off`]).
+//! backs off (per thread) as a device loop's does ([`crate::timer::spin_is_off`]).
 //!
 //! A device opened with [`crate::DeviceConfig::app_turns`] (the drop-in `libibverbs.so.1`'s)
 //! is also turned by the application's own CQ polls: a poll that finds the CQ empty takes

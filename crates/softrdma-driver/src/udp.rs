@@ -227,6 +227,32 @@ pub struct IoStats {
     pub recv_waits: u64,
     /// Send calls (`sendmsg`; a GSO send is one).
     pub send_calls: u64,
+    /// How the receive waits of a spinning loop ([`crate::PollMode::SpinThenBlock`]) went:
+    /// whether a hop cost a spin or a sleeping thread's wake-up.
+    pub spins: SpinStats,
+}
+
+/// What the spinning receive waits of one endpoint did ([`crate::timer::wait_for_input`]
+/// with [`crate::PollMode::SpinThenBlock`]), one count per wait that found its socket empty.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpinStats {
+    /// Spun and found input, having kept its core.
+    pub found: u64,
+    /// Spun and lost its core to other threads (then slept; spinning backs off).
+    pub lost: u64,
+    /// Spun for the whole spin without input, then slept.
+    pub expired: u64,
+    /// Slept at once: spinning was backed off after a lost spin.
+    pub backed_off: u64,
+}
+
+/// One spinning wait's outcome, for [`SpinStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpinOutcome {
+    Found,
+    Lost,
+    Expired,
+    BackedOff,
 }
 
 #[derive(Default)]
@@ -235,6 +261,10 @@ struct IoCounters {
     recv_empty: AtomicU64,
     recv_waits: AtomicU64,
     send_calls: AtomicU64,
+    spin_found: AtomicU64,
+    spin_lost: AtomicU64,
+    spin_expired: AtomicU64,
+    spin_backed_off: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -549,7 +579,23 @@ impl UdpEndpoint {
             recv_empty: get(&self.io.recv_empty),
             recv_waits: get(&self.io.recv_waits),
             send_calls: get(&self.io.send_calls),
+            spins: SpinStats {
+                found: get(&self.io.spin_found),
+                lost: get(&self.io.spin_lost),
+                expired: get(&self.io.spin_expired),
+                backed_off: get(&self.io.spin_backed_off),
+            },
         }
+    }
+
+    /// Counts one spinning wait's outcome ([`IoStats::spins`]).
+    pub(crate) fn count_spin(&self, outcome: SpinOutcome) {
+        bump(match outcome {
+            SpinOutcome::Found => &self.io.spin_found,
+            SpinOutcome::Lost => &self.io.spin_lost,
+            SpinOutcome::Expired => &self.io.spin_expired,
+            SpinOutcome::BackedOff => &self.io.spin_backed_off,
+        });
     }
 
     /// Whether the last receive drained the queue (it filled fewer buffers than it had) and no

@@ -50,17 +50,18 @@ pub struct Plan {
     /// waits for input (0: it sleeps at once). Spinning trades CPU for the wake-up of a
     /// sleeping thread: on a 2-vCPU VM each of one connection's two waits (the server's for
     /// the REQ, the client's for the REP) costs 50-60 us asleep and about 10 us spinning
-    /// (`--trace` shows both). Spinning needs an idle core: a spin that loses its core to
-    /// other threads stops, and the waits sleep at once for the next 100 ms (on a busy
-    /// host that is what keeps a hop near a wake-up's cost instead of a whole spin).
+    /// (`--trace` shows both; the line after "one connection alone" counts what each side's
+    /// waits did). Spinning needs an idle core: a thread whose spin loses its core to other
+    /// threads stops, and its waits sleep at once for a while (--spin-backoff-us); on a busy
+    /// host that is what keeps a hop near a wake-up's cost instead of a whole spin.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub spin_us: u64,
-    /// How long spinning stays off after a spin lost its core to other threads, the first
-    /// time (it doubles with each further lost spin, up to 100 ms, and falls back with spins
-    /// that keep their core). The default, 100000, is the driver's: 100 ms at once. 1000
-    /// suits a machine with idle cores (one stray preemption costs 1 ms of spinning, not
-    /// 100); on a busy one its retries cost CPU.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    /// How long a thread's spinning stays off after one of its spins lost its core to
+    /// other threads, the first time (it doubles with each further spin that loses as soon
+    /// as it is tried, up to 100 ms, falls back with spins that keep their core, and starts
+    /// over after a quiet spell). The default, 1000, is the driver's; 100000 is session 8's
+    /// fixed 100 ms, for comparisons.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub spin_backoff_us: u64,
 }
 
@@ -245,6 +246,9 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         .with_cm(|cm| cm.listen_on(dst, 0))
         .map_err(|e| format!("listen on {dst}: {e}"))?;
     let srv_view = p.verbose.then(|| (srv.dev.clone(), srv.cm.clone()));
+    // The server's device, for its waits' spin counts (dropped before the trace is read:
+    // the last handle flushes the tap).
+    let srv_dev = srv.dev.clone();
     // The server: cmtime's, on its own thread.
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
@@ -300,6 +304,7 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     // One connection set up alone: ours REQ → ESTABLISHED (the connect step), TCP connect.
     let mut ours1 = Vec::new();
     let mut tcp1 = Vec::new();
+    let spins0 = [cli.dev.io_stats().spins, srv_dev.io_stats().spins];
     for _ in 0..ALONE {
         let (t, r) = cmtime::cycle(&cli, 1, dst, p.client, None, 7, false);
         r?;
@@ -313,12 +318,25 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         tcp1.push(t0.elapsed().as_secs_f64() * 1e6);
         drop(s);
     }
+    let spins1 = [cli.dev.io_stats().spins, srv_dev.io_stats().spins];
     let ours1_median = median(&mut ours1);
     println!(
         "one connection alone: softrdma connect (REQ → ESTABLISHED) median {:.1} us | TCP connect median {:.1} us",
         ours1_median,
         median(&mut tcp1)
     );
+    // Whether each hop was a spin or a sleeping thread's wake-up: what the waits for
+    // input of both sides did over the single connections.
+    for (side, (a, b)) in ["client", "server"].iter().zip(spins0.iter().zip(&spins1)) {
+        println!(
+            "  {side} waits for input: {} spun and found it, {} lost the core, {} spun out, {} slept at once (backed off)",
+            b.found - a.found,
+            b.lost - a.lost,
+            b.expired - a.expired,
+            b.backed_off - a.backed_off
+        );
+    }
+    drop(srv_dev);
     stop.store(true, Ordering::Relaxed);
     server
         .join()

@@ -258,6 +258,11 @@ fn connection_rate_runs_print_steps_ratios_and_counters() {
         "connect      :",
         "disconnect   :",
         "one connection alone: softrdma connect (REQ → ESTABLISHED) median ",
+        // What each side's waits for input did over the single connections.
+        "  client waits for input: ",
+        "  server waits for input: ",
+        " spun and found it, ",
+        " slept at once (backed off)",
         "ratio over 2 runs: min ",
         // The client's counters are read after its run; the server's are still moving
         // (its last DREPs are counted when their sends complete, as cm.c does).
