@@ -78,7 +78,7 @@ pub const COMPETE_RATE_SHARE: f64 = 0.5;
 /// then. A queue of our own shrinks when we halve our rate (it drains at the difference);
 /// a buffer-filling competitor's (TCP fills a tail-drop queue to overflow whatever we do)
 /// or a host's scheduling noise does not, and cutting further only starves us.
-pub const COMPETE_QUEUE_SHARE: f64 = 0.5;
+pub const COMPETE_QUEUE_SHARE: f64 = 0.8;
 /// At most one loss cut in this long. A loss-based competitor overflows a tail-drop queue
 /// once per sawtooth (tens of milliseconds for TCP at this link's scale: one cubic/Reno
 /// cycle), so one cut per epoch answers every overflow as TCP itself does; random loss at
@@ -155,9 +155,6 @@ pub struct Cc {
     high_from: Option<(f64, u64)>,
     /// When a loss last cut the rate (at most once per [`LOSS_EPOCH`]).
     last_loss_cut: Option<Instant>,
-    /// When the competitive mode last ended: a queue back within [`COMPETE_WINDOW`] is the
-    /// same competitor (or noise), not a reason to cut again until the rate has halved.
-    left_compete: Option<Instant>,
     /// When the rate was last cut (cuts at most once a round).
     last_cut: Option<Instant>,
     /// DCQCN's α and when it was last updated.
@@ -202,7 +199,6 @@ impl Default for Cc {
             last_high: Instant::ZERO,
             high_from: None,
             last_loss_cut: None,
-            left_compete: None,
             last_cut: None,
             alpha: 1.0,
             alpha_at: None,
@@ -409,7 +405,6 @@ impl Cc {
                 // not one lucky sample between stalls): back to delay.
                 self.mode = Mode::Delay;
                 self.high_from = None;
-                self.left_compete = Some(now);
             }
         } else {
             self.round_high += 1;
@@ -463,8 +458,7 @@ impl Cc {
                 let futile = before <= rate0 * COMPETE_RATE_SHARE
                     && (self.round_min_q as f64) >= q0 as f64 * COMPETE_QUEUE_SHARE;
                 let standing = now.saturating_duration_since(self.last_low) > COMPETE_WINDOW;
-                let relapse = self.left_compete.is_some_and(|t| now < t + COMPETE_WINDOW);
-                if futile || standing || relapse {
+                if futile || standing {
                     self.mode = Mode::Compete;
                     self.compete_entries += 1;
                     self.high_from = None;
@@ -492,10 +486,8 @@ impl Cc {
                 }
             }
             _ => {
-                if now.saturating_duration_since(self.last_high) >= MIN_DECISION {
-                    // A millisecond below the target ends a spell of delay cuts (a round
-                    // between stalls does not: the spell's start rate is what halving is
-                    // measured against).
+                if !high {
+                    // A round below the target ends a spell of delay cuts.
                     self.high_from = None;
                 }
                 // Additive increase; hyper-active after quiet rounds (TIMELY's HAI). (A
