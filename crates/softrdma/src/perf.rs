@@ -1250,7 +1250,7 @@ impl Pair {
             let qpn = self.client.qpn;
             if let Some(cc) = self.client.dev.with_stack(|s| s.cc(qpn).cloned()) {
                 println!(
-                    "  client congestion control: rate {:.0} MB/s, mode {:?}, srtt {:?} us (min {:?}, dev {}), cuts: delay {} loss {} CNP {}",
+                    "  client congestion control: rate {:.0} MB/s, mode {:?}, srtt {:?} us (min {:?}, dev {}), cuts: delay {} loss {} CNP {}, losses not cut {}, competitive-mode entries {}",
                     cc.rate / 1e6,
                     cc.mode,
                     cc.srtt,
@@ -1258,7 +1258,9 @@ impl Pair {
                     cc.rttvar,
                     cc.cuts_delay,
                     cc.cuts_loss,
-                    cc.cuts_cnp
+                    cc.cuts_cnp,
+                    cc.losses_ignored,
+                    cc.compete_entries
                 );
             }
             for ((name, dev), before) in

@@ -10,15 +10,18 @@
 //!   TIMELY's hyper-active increase after quiet rounds), above it the rate falls in proportion
 //!   to the excess (Swift's `1 - β·(delay - target)/delay`, at most [`MAX_MD`] a round).
 //! - **Loss as a signal**: a sequence NAK, a tail-loss probe that finds a hole, or an ACK
-//!   timeout cuts the rate by [`LOSS_MD`] (once a round) when the delay says the queue is
-//!   up (or in the competitive mode), and starts pacing.
+//!   timeout cuts the rate by [`LOSS_MD`] (once per [`LOSS_EPOCH`]) when the delay says
+//!   the queue is up (or in the competitive mode), and starts pacing. A loss at an empty
+//!   queue is random loss or corruption and cuts nothing.
 //! - **Competitive (loss) mode**: against a loss-based flow (TCP) in a tail-drop queue the
-//!   queue never drains, so a delay-based sender would back off forever and starve. When no
-//!   RTT sample in a whole [`COMPETE_WINDOW`] got below the target although the controller
-//!   kept cutting, the queue is someone else's standing queue: the controller stops reacting
-//!   to delay and behaves like Reno in rate form (additive increase per round, [`LOSS_MD`] on
-//!   loss) until a sample below the target shows the queue has drained again (Copa's mode
-//!   switch, Arun and Balakrishnan, NSDI 2018, on the same observation).
+//!   queue never drains, so a delay-based sender would back off forever and starve. When
+//!   our delay cuts halved the rate and the queue did not shrink ([`COMPETE_RATE_SHARE`],
+//!   [`COMPETE_QUEUE_SHARE`]), or no sample in a whole [`COMPETE_WINDOW`] got below the
+//!   target, the queue is not ours: the controller stops reacting to delay and behaves like
+//!   Reno in rate form (additive increase per round, [`LOSS_MD`] on loss, once per
+//!   [`LOSS_EPOCH`]) until a millisecond of samples below the target shows the queue has
+//!   drained again (Copa's mode switch, Arun and Balakrishnan, NSDI 2018, on the same
+//!   observation).
 //! - **ECN** (DCQCN, Zhu et al., SIGCOMM 2015): a CNP cuts the rate by `α/2` and raises `α`;
 //!   `α` decays while no CNP comes.
 //!
@@ -68,6 +71,22 @@ pub const MIN_DECISION: Duration = Duration::from_millis(1);
 pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// A window in which no sample below the target means a standing queue of another flow.
 pub const COMPETE_WINDOW: Duration = Duration::from_millis(100);
+/// The competitive mode starts earlier when our own cuts have been tried: once the rate is
+/// at most this share of what it was when the queue rose ...
+pub const COMPETE_RATE_SHARE: f64 = 0.5;
+/// ... and the round's smallest queueing delay is still at least this share of what it was
+/// then. A queue of our own shrinks when we halve our rate (it drains at the difference);
+/// a buffer-filling competitor's (TCP fills a tail-drop queue to overflow whatever we do)
+/// or a host's scheduling noise does not, and cutting further only starves us.
+pub const COMPETE_QUEUE_SHARE: f64 = 0.8;
+/// At most one loss cut in this long. A loss-based competitor overflows a tail-drop queue
+/// once per sawtooth (tens of milliseconds for TCP at this link's scale: one cubic/Reno
+/// cycle), so one cut per epoch answers every overflow as TCP itself does; random loss at
+/// 1% hits every round, and a cut per round (Reno's rule) holds a sender to Mathis et al.'s
+/// `1.22 · MSS / (RTT · √p)`, a few percent of the link. What the additive increase gains
+/// in an epoch (20 ms / srtt rounds × [`AI_RATE`]) repays a ×0.7 cut at about the link
+/// rate of 2 Gbit/s.
+pub const LOSS_EPOCH: Duration = Duration::from_millis(20);
 /// How long a delivery-rate maximum is kept.
 pub const DELIVERY_WINDOW: Duration = Duration::from_millis(20);
 /// A delay cut does not go below this share of the delivery rate: a queue above the target
@@ -128,8 +147,14 @@ pub struct Cc {
     round_min_q: u64,
     /// Rounds without a cut.
     quiet_rounds: u32,
-    /// When a sample was last below the target.
+    /// When a sample was last below the target, and above it.
     last_low: Instant,
+    last_high: Instant,
+    /// Where the current spell of delay cuts began: our rate then and the round's smallest
+    /// queueing delay (µs) then (the test of whether our cuts lower the queue).
+    high_from: Option<(f64, u64)>,
+    /// When a loss last cut the rate (at most once per [`LOSS_EPOCH`]).
+    last_loss_cut: Option<Instant>,
     /// When the rate was last cut (cuts at most once a round).
     last_cut: Option<Instant>,
     /// DCQCN's α and when it was last updated.
@@ -147,6 +172,10 @@ pub struct Cc {
     pub cuts_delay: u64,
     pub cuts_loss: u64,
     pub cuts_cnp: u64,
+    /// Losses that cut nothing (the queue was empty, or within a loss epoch), and switches
+    /// to the competitive mode.
+    pub losses_ignored: u64,
+    pub compete_entries: u64,
 }
 
 impl Default for Cc {
@@ -167,6 +196,9 @@ impl Default for Cc {
             round_min_q: u64::MAX,
             quiet_rounds: 0,
             last_low: Instant::ZERO,
+            last_high: Instant::ZERO,
+            high_from: None,
+            last_loss_cut: None,
             last_cut: None,
             alpha: 1.0,
             alpha_at: None,
@@ -177,6 +209,8 @@ impl Default for Cc {
             cuts_delay: 0,
             cuts_loss: 0,
             cuts_cnp: 0,
+            losses_ignored: 0,
+            compete_entries: 0,
         }
     }
 }
@@ -364,12 +398,17 @@ impl Cc {
         if qdelay < self.target() {
             self.round_low += 1;
             self.last_low = now;
-            if self.mode == Mode::Compete {
-                // The standing queue drained: back to delay.
+            if self.mode == Mode::Compete
+                && now.saturating_duration_since(self.last_high) >= MIN_DECISION
+            {
+                // The standing queue drained (every sample for a while below the target,
+                // not one lucky sample between stalls): back to delay.
                 self.mode = Mode::Delay;
+                self.high_from = None;
             }
         } else {
             self.round_high += 1;
+            self.last_high = now;
             if self.mode == Mode::SlowStart {
                 // The queue is up: slow start overshot (it doubles per round); halve back
                 // to the rate before the last doubling and go on by delay (HyStart's
@@ -410,19 +449,47 @@ impl Cc {
                 let q = self.round_min_q.max(1) as f64;
                 let f = (1.0 - BETA * (q - target as f64) / q).max(1.0 - MAX_MD);
                 let before = self.rate;
-                if self.cut(now, f) {
-                    self.cuts_delay += 1;
-                    let floor = self.floor(now).min(before);
-                    if self.rate < floor {
-                        self.set_rate(floor);
-                    }
-                }
-                self.mode = Mode::Delay;
-                if now.saturating_duration_since(self.last_low) > COMPETE_WINDOW {
+                let (rate0, q0) = *self.high_from.get_or_insert((before, self.round_min_q));
+                // Our cuts did not lower the queue: it is not ours (a buffer-filling
+                // competitor, or the hosts' scheduling), and delay is no signal we can act
+                // on. Copa's mode switch (Arun and Balakrishnan, NSDI 2018) on the
+                // observation Swift and Copa both make: a delay-based sender against
+                // loss-based TCP in a tail-drop queue backs off until it starves.
+                let futile = before <= rate0 * COMPETE_RATE_SHARE
+                    && (self.round_min_q as f64) >= q0 as f64 * COMPETE_QUEUE_SHARE;
+                let standing = now.saturating_duration_since(self.last_low) > COMPETE_WINDOW;
+                if futile || standing {
                     self.mode = Mode::Compete;
+                    self.compete_entries += 1;
+                    self.high_from = None;
+                } else {
+                    if self.cut(now, f) {
+                        self.cuts_delay += 1;
+                        let floor = self.floor(now).min(before);
+                        if self.rate < floor {
+                            self.set_rate(floor);
+                        }
+                    }
+                    self.mode = Mode::Delay;
+                }
+            }
+            Mode::Compete => {
+                // Reno in rate form: one AI_RATE a round, about TCP's one segment per RTT
+                // at this link's RTTs (no hyper-active increase: 5× TCP's would take the
+                // link from it). (Twice the increase with a ×0.85 loss cut, an increase per
+                // round of elapsed time, and a 4× longer burst were each tried on the
+                // narrow link against TCP: more of ours dropped and re-sent, no more
+                // goodput; `docs/congestion-control.md`.)
+                if self.rate < MAX_RATE {
+                    let r = self.rate + AI_RATE;
+                    self.set_rate(r);
                 }
             }
             _ => {
+                if !high {
+                    // A round below the target ends a spell of delay cuts.
+                    self.high_from = None;
+                }
                 // Additive increase; hyper-active after quiet rounds (TIMELY's HAI). (A
                 // multiplicative probe, BBR's 1.25 gain, was tried so that a path cut by a
                 // stray loss climbs back to unpaced sooner: through the narrow link it
@@ -446,7 +513,7 @@ impl Cc {
     }
 
     /// A loss was detected at `now` (a sequence NAK, a probe that found a hole, the ACK
-    /// timeout). A loss is taken as congestion when the queue is up (the last sample's
+    /// timeout). It cuts at most once per [`LOSS_EPOCH`]. A loss is taken as congestion when the queue is up (the last sample's
     /// queueing delay at least the target) or in the competitive mode (where loss is the
     /// only signal); a timeout counts like any loss (on a host starved of CPU — a loaded
     /// machine, busy polling — ACK timeouts fire with no queue anywhere, and cutting on
@@ -465,7 +532,8 @@ impl Cc {
             _ => 0,
         };
         let congestive = self.mode == Mode::Compete || qdelay >= self.target();
-        if !congestive {
+        if !congestive || self.last_loss_cut.is_some_and(|t| now < t + LOSS_EPOCH) {
+            self.losses_ignored += u64::from(self.enabled);
             return;
         }
         if self.mode == Mode::SlowStart {
@@ -473,6 +541,7 @@ impl Cc {
         }
         if self.cut(now, LOSS_MD) {
             self.cuts_loss += 1;
+            self.last_loss_cut = Some(now);
         }
     }
 
@@ -488,6 +557,7 @@ impl Cc {
         self.mode = Mode::Delay;
         if self.cut(now, LOSS_MD) {
             self.cuts_loss += 1;
+            self.last_loss_cut = Some(now);
         }
     }
 
@@ -594,19 +664,102 @@ mod tests {
             cc.on_rtt(at(t), Duration::from_micros(900), true);
         }
         assert!(cc.rate < before, "{} {before}", cc.rate);
-        // High delay for longer than the compete window.
-        for _ in 0..200 {
-            t += 1000;
-            cc.on_rtt(at(t), Duration::from_micros(900), true);
-        }
-        assert_eq!(cc.mode, Mode::Compete);
+        // The rate halved and the queue stayed: not ours. The competitive mode starts well
+        // before the compete window's 100 ms.
+        assert_eq!(cc.mode, Mode::Compete, "after {} ms", t / 1000);
+        assert!(t < 60_000, "{t}");
+        assert_eq!(cc.compete_entries, 1);
         let r = cc.rate;
         t += 1000;
         cc.on_rtt(at(t), Duration::from_micros(900), true);
         assert!(cc.rate >= r, "no delay cuts in the competitive mode");
-        t += 1000;
+        // One sample near the base RTT between high ones (a lucky ACK beside a standing
+        // queue) does not end it ...
+        t += 100;
         cc.on_rtt(at(t), Duration::from_micros(110), true);
+        assert_eq!(cc.mode, Mode::Compete);
+        t += 100;
+        cc.on_rtt(at(t), Duration::from_micros(900), true);
+        // ... a millisecond of low samples does.
+        for _ in 0..11 {
+            t += 100;
+            cc.on_rtt(at(t), Duration::from_micros(110), true);
+        }
         assert_eq!(cc.mode, Mode::Delay);
+    }
+
+    /// A queue of our own shrinks when we cut: the controller stays delay-based.
+    #[test]
+    fn cuts_that_drain_our_own_queue_stay_delay_based() {
+        let mut cc = Cc {
+            enabled: true,
+            rate: 300e6,
+            mode: Mode::Delay,
+            srtt: Some(1000),
+            min_rtt: Some(100),
+            ..Cc::default()
+        };
+        let mut t = 10_000;
+        // A 250 MB/s bottleneck with 1.1 ms queued: it fills at what we send over its rate
+        // and drains at what we send under it.
+        let link = 250e6;
+        let mut queued = 1.1e-3 * link;
+        for _ in 0..2000 {
+            t += 100;
+            queued = (queued + (cc.rate - link) * 100e-6).clamp(0.0, 262_144.0);
+            let q = (queued / link * 1e6) as u64;
+            cc.on_rtt(at(t), Duration::from_micros(100 + q), true);
+        }
+        assert_eq!(cc.mode, Mode::Delay, "{}", cc.rate);
+        assert_eq!(cc.compete_entries, 0);
+        assert!(cc.cuts_delay > 0);
+    }
+
+    /// Random loss: at an empty queue a loss cuts nothing; where loss is the signal (the
+    /// competitive mode) a loss in every round cuts once per loss epoch, and the additive
+    /// increase in between holds the rate.
+    #[test]
+    fn random_loss_costs_at_most_a_cut_per_epoch() {
+        let mut cc = Cc {
+            enabled: true,
+            rate: 200e6,
+            mode: Mode::Delay,
+            srtt: Some(300),
+            min_rtt: Some(100),
+            ..Cc::default()
+        };
+        let mut t = 1_000_000;
+        for _ in 0..1000 {
+            t += 300;
+            cc.on_rtt(at(t), Duration::from_micros(150), true);
+            cc.on_loss(at(t + 10));
+        }
+        assert_eq!(cc.cuts_loss, 0);
+        assert!(cc.rate >= 200e6, "{}", cc.rate);
+        assert_eq!(cc.losses_ignored, 1000);
+        cc.mode = Mode::Compete;
+        cc.rate = 200e6;
+        let start = t;
+        // A userspace hop's jitter: every sample 260 µs over the base (the relay's, measured
+        // srtt 360 µs), no queue of ours.
+        for _ in 0..2778 {
+            t += 360;
+            cc.on_rtt(at(t), Duration::from_micros(360), true);
+            cc.on_loss(at(t + 10));
+        }
+        // One second: one cut per 20 ms at most.
+        let secs = (t - start) as f64 * 1e-6;
+        assert!(
+            cc.cuts_loss as f64 <= secs / 0.020 + 1.0,
+            "{}",
+            cc.cuts_loss
+        );
+        assert!(cc.cuts_loss >= 40, "{}", cc.cuts_loss);
+        assert!(
+            cc.rate >= 125e6,
+            "below half the 2 Gbit/s link: {}",
+            cc.rate
+        );
     }
 
     /// Off (the stack's default), no signal moves the rate: the QP stays unpaced.
