@@ -49,9 +49,17 @@ fn srpt(addr: &str, lun: &str, ini: &str) -> (Proc, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_softrdma"))
         .args(["srpt", "-a", addr, "--lun", lun, "--allow", ini])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn srpt");
+    // Its stderr is kept for the failure message (a target that cannot start says why there);
+    // read in a thread so that a chatty target never blocks on a full pipe.
+    let mut err = c.stderr.take().expect("stderr");
+    let said = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
     let mut lines = BufReader::new(c.stdout.take().expect("stdout")).lines();
     let mut line = String::new();
     for l in lines.by_ref() {
@@ -61,8 +69,14 @@ fn srpt(addr: &str, lun: &str, ini: &str) -> (Proc, String) {
         }
     }
     std::thread::spawn(move || lines.for_each(drop));
-    let p = Proc(c);
-    assert!(!line.is_empty(), "srpt printed no add_target line");
+    let mut p = Proc(c);
+    if line.is_empty() {
+        p.term();
+        panic!(
+            "srpt on {addr} printed no add_target line; it said: {}",
+            said.join().unwrap_or_default()
+        );
+    }
     (p, line)
 }
 
@@ -294,8 +308,8 @@ fn an_nbd_client_rides_through_a_target_restart() {
         .and_then(|f| f.set_len(16 << 20))
         .expect("LUN file");
     let lun = format!("file:{}", img.display());
-    let ini = "127.0.93.2";
-    let (mut t, line) = srpt("127.0.93.1", &lun, ini);
+    let ini = "127.0.193.2";
+    let (mut t, line) = srpt("127.0.193.1", &lun, ini);
     let mut n = Command::new(env!("CARGO_BIN_EXE_softrdma"))
         .args(["srp", "nbd", &format!("{line},src={ini}")])
         .args(["--listen", "127.0.0.1:0", "--reconnect-delay", "1"])
@@ -353,7 +367,7 @@ fn an_nbd_client_rides_through_a_target_restart() {
     std::thread::sleep(Duration::from_millis(700));
     t.term();
     std::thread::sleep(Duration::from_millis(1500));
-    let (_t2, _) = srpt("127.0.93.1", &lun, ini);
+    let (_t2, _) = srpt("127.0.193.1", &lun, ini);
     let o = fio.wait_with_output().expect("fio");
     let said: Vec<String> = rx.try_iter().collect();
     assert!(
