@@ -125,10 +125,11 @@ pub struct Requester {
     retry_left: u8,
     rnr_left: u8,
     /// A response (ACK, NAK, READ response) arrived since the last ACK timeout: the
-    /// responder is alive, and the next ACK timeout uses no retry.
+    /// responder is alive, and the next ACK timeout (not the first in a row) uses no retry.
     heard: bool,
-    /// ACK timeouts in a row without progress (the exponent of the timeout's back-off).
-    backoff: u8,
+    /// ACK timeouts in a row without progress (with congestion control on, also the
+    /// exponent of the timeout's back-off, at most [`MAX_TIMEOUT_BACKOFF`]).
+    timeouts: u8,
     /// Local ACK timer deadline.
     pub timer: Option<Instant>,
     /// RNR wait deadline.
@@ -665,8 +666,8 @@ impl Requester {
     /// The local ACK timer fired with packets outstanding: go back to `una`.
     ///
     /// The retry count (IBTA's "retry timeout, packet sequence, etc. errors") is what tells a
-    /// dead or unreachable responder from a slow one, so only a timeout in *silence* uses a
-    /// retry: one with no response at all since the previous timeout. A responder
+    /// dead or unreachable responder from a slow one, so a timeout after the first in a row
+    /// uses a retry only in *silence*: with no response at all since the previous timeout. A responder
     /// that answered anything (a duplicate's ACK, a sequence NAK, a READ response) got our
     /// packets and is alive; on a path that delivers everything eventually, what it lacks
     /// arrives with a later go-back. (rxe spends one per retry sequence whatever started it,
@@ -682,15 +683,19 @@ impl Requester {
     /// in the responder's socket. A dead peer is still found: with retry_cnt 7 after
     /// 1 + 2 + 4 + 8 × 5 = 47 timeouts' time (about 3 s at 67 ms) instead of 8.
     fn timeout_retry(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo) -> bool {
-        let counts = !std::mem::take(&mut self.heard);
+        // The first timeout after progress always counts (a late ACK of what was already
+        // acknowledged, in flight before a peer died, says nothing about now).
+        let heard = std::mem::take(&mut self.heard);
+        let counts = self.timeouts == 0 || !heard;
         if !self.retry(ctx, info, counts) {
             return false;
         }
+        self.timeouts = self.timeouts.saturating_add(1);
         if self.cc.enabled {
-            self.backoff = (self.backoff + 1).min(MAX_TIMEOUT_BACKOFF);
+            let k = self.timeouts.min(MAX_TIMEOUT_BACKOFF);
             let t = info
                 .ack_timeout
-                .map(|d| ctx.now + Duration::from_micros(d.total_micros() << self.backoff));
+                .map(|d| ctx.now + Duration::from_micros(d.total_micros() << k));
             self.timer = t;
         }
         true
@@ -721,7 +726,8 @@ impl Requester {
 
     fn on_progress(&mut self, info: &QpInfo, now: Instant) {
         self.retry_left = info.retry_cnt;
-        self.backoff = 0;
+        self.timeouts = 0;
+        self.heard = false;
         self.rnr_left = info.rnr_retry;
         self.retrying = false;
         self.probes = 0;
