@@ -124,9 +124,6 @@ pub struct Requester {
     pub una: Psn,
     retry_left: u8,
     rnr_left: u8,
-    /// A response (ACK, NAK, READ response) arrived since the last ACK timeout: the
-    /// responder is alive, and the next ACK timeout (not the first in a row) uses no retry.
-    heard: bool,
     /// ACK timeouts in a row without progress (with congestion control on, also the
     /// exponent of the timeout's back-off, at most [`MAX_TIMEOUT_BACKOFF`]).
     timeouts: u8,
@@ -663,17 +660,14 @@ impl Requester {
         self.send_pkt = 0;
     }
 
-    /// The local ACK timer fired with packets outstanding: go back to `una`.
+    /// The local ACK timer fired with packets outstanding: go back to `una`, using a retry.
     ///
-    /// The retry count (IBTA's "retry timeout, packet sequence, etc. errors") is what tells a
-    /// dead or unreachable responder from a slow one, so a timeout after the first in a row
-    /// uses a retry only in *silence*: with no response at all since the previous timeout. A responder
-    /// that answered anything (a duplicate's ACK, a sequence NAK, a READ response) got our
-    /// packets and is alive; on a path that delivers everything eventually, what it lacks
-    /// arrives with a later go-back. (rxe spends one per retry sequence whatever started it,
-    /// and never at `retry_cnt` 7, which it treats as infinite; a hardware RC QP counts
-    /// timeouts and sequence NAKs. Ours spends fewer, never more, so a kernel peer sees the
-    /// same packets, only not an early RETRY_EXC_ERR.)
+    /// The retry count is what tells a dead or unreachable responder from a slow one, so it
+    /// counts these timeouts, the responder's silence; a go-back-N that a response started
+    /// (a sequence NAK, an implied NAK, a gap in READ responses: the responder got our
+    /// packets and is alive) uses none ([`Requester::retry`]). rxe spends one per retry
+    /// sequence whatever started it, and never at `retry_cnt` 7 (it treats 7 as infinite);
+    /// ours spends fewer, never more, and a kernel peer sees the same packets.
     ///
     /// With congestion control on, the timeout also backs off: each one in a row without
     /// progress doubles the next, up to 2^[`MAX_TIMEOUT_BACKOFF`], as TCP's RTO does (RFC
@@ -683,11 +677,7 @@ impl Requester {
     /// in the responder's socket. A dead peer is still found: with retry_cnt 7 after
     /// 1 + 2 + 4 + 8 × 5 = 47 timeouts' time (about 3 s at 67 ms) instead of 8.
     fn timeout_retry(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo) -> bool {
-        // The first timeout after progress always counts (a late ACK of what was already
-        // acknowledged, in flight before a peer died, says nothing about now).
-        let heard = std::mem::take(&mut self.heard);
-        let counts = self.timeouts == 0 || !heard;
-        if !self.retry(ctx, info, counts) {
+        if !self.retry(ctx, info, true) {
             return false;
         }
         self.timeouts = self.timeouts.saturating_add(1);
@@ -727,7 +717,6 @@ impl Requester {
     fn on_progress(&mut self, info: &QpInfo, now: Instant) {
         self.retry_left = info.retry_cnt;
         self.timeouts = 0;
-        self.heard = false;
         self.rnr_left = info.rnr_retry;
         self.retrying = false;
         self.probes = 0;
@@ -864,7 +853,6 @@ impl Requester {
             // A stale duplicate: already handled.
             return;
         }
-        self.heard = true;
         let kind = syndrome.map(|s| s.kind());
         match opcode {
             Opcode::RC_ACKNOWLEDGE => match kind {
