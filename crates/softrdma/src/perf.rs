@@ -625,6 +625,59 @@ struct Outcome {
     rtt: RttStats,
     /// The longest time without a completion (bw; ours only), from the start.
     max_gap: Duration,
+    /// What recovery cost (bw; ours only).
+    recovery: Option<Recovery>,
+}
+
+/// What loss recovery did in one bw run (ours): the requester's and the responder's
+/// transport counters over the run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Recovery {
+    /// The requester's ACK timeouts (each a go-back-N that waited for the timer).
+    ack_timeouts: u64,
+    /// Its tail-loss probes and the go-back-Ns a probe's answer started.
+    tail_probes: u64,
+    fast_retransmits: u64,
+    /// Request packets it sent, and of them re-sent.
+    sent: u64,
+    resent: u64,
+    /// Request packets the responder received, and of them discarded: out of sequence
+    /// (after a hole, waiting for the go-back) or duplicates (already had them).
+    received: u64,
+    out_of_seq: u64,
+    duplicates: u64,
+}
+
+impl Recovery {
+    /// The counters of the run's requester (`client`) and responder (`server`) devices.
+    fn of(client: &Device, server: &Device) -> Recovery {
+        let (c, s) = (client.counters(), server.counters());
+        Recovery {
+            ack_timeouts: c.ack_timeouts,
+            tail_probes: c.tail_probes,
+            fast_retransmits: c.fast_retransmits,
+            sent: c.sent_pkts,
+            resent: c.retransmitted_pkts,
+            received: s.rcvd_pkts,
+            out_of_seq: s.out_of_seq_request,
+            duplicates: s.duplicate_request,
+        }
+    }
+
+    /// ` | ACK timeouts … | resent …% of sent | discarded …% of received`.
+    fn text(&self) -> String {
+        let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
+        format!(
+            " | ACK timeouts {} (tail probes {}, fast retransmits {}) | resent {:.1}% of sent | discarded {:.1}% of received ({} out of sequence, {} duplicates)",
+            self.ack_timeouts,
+            self.tail_probes,
+            self.fast_retransmits,
+            pct(self.resent, self.sent),
+            pct(self.out_of_seq + self.duplicates, self.received),
+            self.out_of_seq,
+            self.duplicates
+        )
+    }
 }
 
 impl Outcome {
@@ -841,6 +894,9 @@ pub fn run(args: &Args) -> ExitCode {
                         " | longest gap between completions {:.1} ms",
                         ours.max_gap.as_secs_f64() * 1e3
                     );
+                    if let Some(rc) = ours.recovery {
+                        line += &rc.text();
+                    }
                 }
                 line
             }
@@ -1391,10 +1447,12 @@ fn measure_bw(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
         let pair = Pair::open(args, plan)?;
         let before = [pair.client.dev.io_stats(), pair.server_dev.io_stats()];
         let r = client_bw(&pair, plan);
+        let recovery = Recovery::of(&pair.client.dev, &pair.server_dev);
         let units = r.as_ref().map_or(1, |o| o.units / plan.size as u64);
         let server_cpu = pair.finish(args.verbose.then_some((units, "message", before)))?;
         let mut o = r?;
         o.cpu += server_cpu;
+        o.recovery = Some(recovery);
         out.ours = Some(o);
     }
     if plan.tcp {
@@ -1454,6 +1512,7 @@ fn measure_compete(args: &Args, plan: &Plan) -> Result<RunOutcome, String> {
             cpu: 0.0,
             rtt: RttStats::default(),
             max_gap: Duration::ZERO,
+            recovery: None,
         }),
         compete_drops: d0.zip(d1).map(|(a, b)| b - a),
         ..RunOutcome::default()
@@ -1601,6 +1660,7 @@ fn client_bw(pair: &Pair, plan: &Plan) -> Result<Outcome, String> {
         cpu,
         max_gap,
         rtt: RttStats::default(),
+        recovery: None,
     })
 }
 
@@ -1890,6 +1950,7 @@ impl LatSide<'_> {
             cpu: self.cpu,
             rtt: self.rtts.stats(),
             max_gap: Duration::ZERO,
+            recovery: None,
         }
     }
 }
@@ -2066,6 +2127,7 @@ fn tcp_bw(args: &Args, plan: &Plan, total: u64) -> std::io::Result<Outcome> {
         cpu: cpu + reader_cpu,
         rtt: RttStats::default(),
         max_gap: Duration::ZERO,
+        recovery: None,
     })
 }
 

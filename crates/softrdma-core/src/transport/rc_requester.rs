@@ -46,6 +46,9 @@ pub const READ_CHUNK: u32 = 32 * 1024;
 pub const MAX_PROBES: u8 = 3;
 /// The shortest probe timeout.
 pub const MIN_PTO: Duration = Duration::from_micros(2_000);
+/// With congestion control on, each ACK timeout in a row without progress doubles the next
+/// one, up to this many doublings (8× the QP's timeout; see [`Requester::timeout_retry`]).
+pub const MAX_TIMEOUT_BACKOFF: u8 = 3;
 /// Bytes of headers a data packet adds to its payload on the wire (Ethernet, IPv4, UDP, BTH,
 /// ICRC), for the pacer.
 const WIRE_OVERHEAD: usize = 14 + 20 + 8 + 12 + 4;
@@ -121,6 +124,9 @@ pub struct Requester {
     pub una: Psn,
     retry_left: u8,
     rnr_left: u8,
+    /// ACK timeouts in a row without progress (with congestion control on, also the
+    /// exponent of the timeout's back-off, at most [`MAX_TIMEOUT_BACKOFF`]).
+    timeouts: u8,
     /// Local ACK timer deadline.
     pub timer: Option<Instant>,
     /// RNR wait deadline.
@@ -654,14 +660,49 @@ impl Requester {
         self.send_pkt = 0;
     }
 
-    /// Starts a retry (go back to `una`), consuming a retry; false when none are left.
-    fn retry(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo) -> bool {
-        if self.retry_left == 0 {
-            ctx.counters.retry_exceeded_err += 1;
-            self.fail(ctx, info, WcStatus::RetryExcErr);
+    /// The local ACK timer fired with packets outstanding: go back to `una`, using a retry.
+    ///
+    /// The retry count is what tells a dead or unreachable responder from a slow one, so it
+    /// counts these timeouts, the responder's silence; a go-back-N that a response started
+    /// (a sequence NAK, an implied NAK, a gap in READ responses: the responder got our
+    /// packets and is alive) uses none ([`Requester::retry`]). rxe spends one per retry
+    /// sequence whatever started it, and never at `retry_cnt` 7 (it treats 7 as infinite);
+    /// ours spends fewer, never more, and a kernel peer sees the same packets.
+    ///
+    /// With congestion control on, the timeout also backs off: each one in a row without
+    /// progress doubles the next, up to 2^[`MAX_TIMEOUT_BACKOFF`], as TCP's RTO does (RFC
+    /// 6298 5.5). On a loaded host a userspace responder's thread can be off its socket for
+    /// half a second; at 67 ms (timeout 14, what perf asks for) eight timeouts took less than
+    /// that, and loopback `perf write bw` ended in RETRY_EXC_ERR with every packet waiting
+    /// in the responder's socket. A dead peer is still found: with retry_cnt 7 after
+    /// 1 + 2 + 4 + 8 × 5 = 47 timeouts' time (about 3 s at 67 ms) instead of 8.
+    fn timeout_retry(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo) -> bool {
+        if !self.retry(ctx, info, true) {
             return false;
         }
-        self.retry_left -= 1;
+        self.timeouts = self.timeouts.saturating_add(1);
+        if self.cc.enabled {
+            let k = self.timeouts.min(MAX_TIMEOUT_BACKOFF);
+            let t = info
+                .ack_timeout
+                .map(|d| ctx.now + Duration::from_micros(d.total_micros() << k));
+            self.timer = t;
+        }
+        true
+    }
+
+    /// Starts a retry (go back to `una`); `counts`: it uses one of the retry count (false
+    /// and the QP in ERR when none is left). Retries a response started (a sequence NAK, an
+    /// implied NAK, a gap in READ responses) never count: see [`Requester::timeout_retry`].
+    fn retry(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo, counts: bool) -> bool {
+        if counts {
+            if self.retry_left == 0 {
+                ctx.counters.retry_exceeded_err += 1;
+                self.fail(ctx, info, WcStatus::RetryExcErr);
+                return false;
+            }
+            self.retry_left -= 1;
+        }
         let una = self.una;
         self.on_loss(ctx.now, una);
         self.go_back(una);
@@ -675,6 +716,7 @@ impl Requester {
 
     fn on_progress(&mut self, info: &QpInfo, now: Instant) {
         self.retry_left = info.retry_cnt;
+        self.timeouts = 0;
         self.rnr_left = info.rnr_retry;
         self.retrying = false;
         self.probes = 0;
@@ -729,7 +771,7 @@ impl Requester {
         }
         self.complete_front(ctx, info);
         if implied_nak && !self.retrying {
-            self.retry(ctx, info);
+            self.retry(ctx, info, false);
         }
     }
 
@@ -848,7 +890,7 @@ impl Requester {
                             ctx.counters.fast_retransmits += 1;
                         }
                         if !self.retrying {
-                            self.retry(ctx, info);
+                            self.retry(ctx, info, false);
                         }
                     } else {
                         let st = match code {
@@ -897,7 +939,7 @@ impl Requester {
                 if psn.is_after(expected) {
                     // A gap: a response packet was lost.
                     if !self.retrying {
-                        self.retry(ctx, info);
+                        self.retry(ctx, info, false);
                     }
                     return;
                 }
@@ -991,7 +1033,7 @@ impl Requester {
                 if self.outstanding() && !self.wqes.is_empty() {
                     ctx.counters.ack_timeouts += 1;
                     self.probe_out = false;
-                    self.retry(ctx, info);
+                    self.timeout_retry(ctx, info);
                 }
             }
         }
