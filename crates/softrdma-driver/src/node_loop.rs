@@ -168,7 +168,9 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
         let polled = !devices.is_empty() && devices.iter().all(|d| d.app_polling(APP_GRACE));
         drop(devices);
         if polled && !timeout.is_zero() {
-            std::thread::sleep(timeout.min(NAP));
+            // A command (an RDMA CM call, a destroy) wakes the nap at once: it never waits
+            // out a NAP behind polls that do not turn it.
+            notifier.nap(timeout.min(NAP));
             // The readiness that came meanwhile is stale: the next round turns the devices.
             match poll.poll(&mut events, Some(Duration::ZERO)) {
                 Ok(()) => {}

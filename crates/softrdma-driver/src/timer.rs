@@ -37,6 +37,9 @@ use crate::udp::{Readiness, RecvDatagram, SpinOutcome, UdpEndpoint};
 pub struct Notifier {
     flag: Arc<AtomicBool>,
     waker: Arc<Waker>,
+    /// A loop thread that naps outside epoll (the node loop while applications' polls turn
+    /// its devices): unparked by `notify`, so that a command never waits out the nap.
+    napper: Arc<std::sync::OnceLock<std::thread::Thread>>,
 }
 
 impl Notifier {
@@ -44,7 +47,19 @@ impl Notifier {
         Ok(Self {
             flag: Arc::new(AtomicBool::new(false)),
             waker: Arc::new(Waker::new(registry, token)?),
+            napper: Arc::new(std::sync::OnceLock::new()),
         })
+    }
+
+    /// Naps the calling thread for at most `limit`, ending early when a notification is
+    /// pending or comes meanwhile. The first caller becomes the thread `notify` unparks;
+    /// call it from one loop thread only.
+    pub(crate) fn nap(&self, limit: Duration) {
+        let me = self.napper.get_or_init(std::thread::current);
+        debug_assert_eq!(me.id(), std::thread::current().id());
+        if !self.pending() {
+            std::thread::park_timeout(limit);
+        }
     }
 
     /// Asks the loop to return [`Input::Woken`] (or [`Readiness::Woken`]) soon. Notifications
@@ -53,6 +68,9 @@ impl Notifier {
         // The flag first: a spinning loop sees it without the eventfd, and a sleeping loop that
         // wakes finds it set.
         self.flag.store(true, Ordering::Release);
+        if let Some(t) = self.napper.get() {
+            t.unpark();
+        }
         self.waker.wake()
     }
 
