@@ -185,7 +185,7 @@ pub struct DeviceConfig {
     /// With [`Progress::Thread`]: an application thread that polls a CQ turns the loop
     /// itself (non-blocking, when nobody else is turning it right now), and while such
     /// polls keep coming the node's loop thread keeps out of their way
-    /// ([`crate::node_loop`]): the answer to a SEND then leaves from the polling thread
+    /// (the node loop, `node_loop.rs`): the answer to a SEND then leaves from the polling thread
     /// without a cross-thread wake-up, as with [`Progress::Inline`], and the loop thread
     /// still makes progress when nobody polls (default false; the drop-in
     /// `libibverbs.so.1` sets it).

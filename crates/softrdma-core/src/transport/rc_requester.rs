@@ -47,7 +47,7 @@ pub const MAX_PROBES: u8 = 3;
 /// The shortest probe timeout.
 pub const MIN_PTO: Duration = Duration::from_micros(2_000);
 /// With congestion control on, each ACK timeout in a row without progress doubles the next
-/// one, up to this many doublings (8× the QP's timeout; see [`Requester::timeout_retry`]).
+/// one, up to this many doublings (8× the QP's timeout; see `Requester::timeout_retry`).
 pub const MAX_TIMEOUT_BACKOFF: u8 = 3;
 /// Bytes of headers a data packet adds to its payload on the wire (Ethernet, IPv4, UDP, BTH,
 /// ICRC), for the pacer.
