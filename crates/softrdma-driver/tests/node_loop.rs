@@ -4,17 +4,15 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use softrdma_core::device::Mtu;
-use softrdma_core::verbs::{
-    steps_to_rts, AccessFlags, AddressVector, CqId, QpAttr, QpCap, QpInitAttr, QpType, RecvWr,
-    SendOp, SendWr, Sge, WcStatus,
-};
+use common::{connect, end, ping_pong, End};
+use softrdma_core::verbs::{RecvWr, SendOp, SendWr, Sge, WcStatus};
 use softrdma_driver::cm::Cm;
 use softrdma_driver::{Device, DeviceConfig, PollMode};
-use softrdma_wire::Gid;
 
 fn ip(b: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 24, b))
@@ -42,119 +40,14 @@ fn expect_threads(prefix: &str, n: usize) {
     }
 }
 
-struct End {
-    dev: Device,
-    cq: CqId,
-    qpn: u32,
-    lkey: u32,
-}
-
-fn end(dev: &Device) -> End {
-    let pd = dev.alloc_pd().unwrap();
-    let keys = dev
-        .reg_mr(pd, vec![0u8; 4096], 0x1000, AccessFlags::LOCAL_WRITE)
-        .unwrap();
-    let cq = dev.create_cq(64).unwrap();
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let (qpn, _) = dev
-        .create_qp(QpInitAttr {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            cap,
-            sq_sig_all: true,
-        })
-        .unwrap();
-    End {
-        dev: dev.clone(),
-        cq,
-        qpn,
-        lkey: keys.lkey,
-    }
-}
-
-fn connect(e: &End, peer: &End) {
-    let attr = QpAttr {
-        path_mtu: Mtu::Mtu1024,
-        dest_qp_num: peer.qpn,
-        rq_psn: 1,
-        max_dest_rd_atomic: 1,
-        min_rnr_timer: 12,
-        ah_attr: AddressVector {
-            dgid: Gid::from_ip(peer.dev.local_addr().ip()),
-            sgid_index: e.dev.ip_gid_index().unwrap(),
-            hop_limit: 1,
-            ..AddressVector::default()
-        },
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        sq_psn: 1,
-        max_rd_atomic: 1,
-        ..QpAttr::default()
-    };
-    for (a, mask) in steps_to_rts(QpType::Rc, &attr) {
-        e.dev.modify_qp(e.qpn, &a, mask).unwrap();
-    }
-}
-
-fn completions(e: &End, n: usize) {
-    let mut got = 0;
-    let mut out = Vec::new();
-    while got < n {
-        out.clear();
-        let k = if e.dev.app_turns() {
-            // Busy-polling, as a verbs application does (its polls turn the device).
-            let start = Instant::now();
-            loop {
-                let k = e.dev.poll_cq_into(e.cq, &mut out, n - got).unwrap();
-                if k > 0 || start.elapsed() > Duration::from_secs(5) {
-                    break k;
-                }
-            }
-        } else {
-            e.dev
-                .wait_cq(e.cq, &mut out, n - got, Some(Duration::from_secs(5)))
-                .unwrap()
-        };
-        assert!(k > 0, "{got} of {n} completions within 5 s on {:?}", e.dev);
-        assert!(out.iter().all(|w| w.status == WcStatus::Success), "{out:?}");
-        got += k;
-    }
-}
-
-/// `rounds` SENDs A → B and back, each waited for.
-fn ping_pong(a: &End, b: &End, rounds: usize) {
-    let sge = |e: &End| Sge {
-        addr: 0x1000,
-        length: 64,
-        lkey: e.lkey,
-    };
-    for i in 0..rounds as u64 {
-        b.dev
-            .post_recv(b.qpn, RecvWr::new(i, vec![sge(b)]))
-            .unwrap();
-        a.dev
-            .post_recv(a.qpn, RecvWr::new(i, vec![sge(a)]))
-            .unwrap();
-        a.dev
-            .post_send(a.qpn, SendWr::new(i, SendOp::Send).with_sge(sge(a)))
-            .unwrap();
-        completions(b, 1);
-        b.dev
-            .post_send(b.qpn, SendWr::new(i, SendOp::Send).with_sge(sge(b)))
-            .unwrap();
-        completions(a, 2);
-        completions(b, 1);
-    }
+/// Connects `e` to `peer` at the peer's first address, from `e`'s own.
+fn link(e: &End, peer: &End) {
+    connect(
+        e,
+        e.dev.ip_gid_index().unwrap(),
+        peer,
+        peer.dev.local_addr().ip(),
+    );
 }
 
 #[test]
@@ -171,8 +64,8 @@ fn the_devices_of_a_cm_run_on_one_loop_thread_of_its_node() {
     expect_threads("softrdma-127.0.", 1);
     expect_threads("softrdma-node", 1);
     let (a, b) = (end(&d1), end(&d2));
-    connect(&a, &b);
-    connect(&b, &a);
+    link(&a, &b);
+    link(&b, &a);
     ping_pong(&a, &b, 50);
 
     // A second CM is a second node, with its own loop (perf's client and server).
@@ -181,8 +74,8 @@ fn the_devices_of_a_cm_run_on_one_loop_thread_of_its_node() {
     expect_threads("softrdma-127.0.", 0);
     expect_threads("softrdma-node", 2);
     let (c, a2) = (end(&d3), end(&d1));
-    connect(&c, &a2);
-    connect(&a2, &c);
+    link(&c, &a2);
+    link(&a2, &c);
     ping_pong(&c, &a2, 50);
     ping_pong(&a, &b, 10);
     for d in [&d1, &d2, &d3] {
@@ -217,8 +110,8 @@ fn the_devices_of_a_cm_run_on_one_loop_thread_of_its_node() {
     expect_threads("softrdma-127.0.", 0);
     expect_threads("softrdma-node", 2);
     let (a3, b) = (end(&d1), end(&d2));
-    connect(&a3, &b);
-    connect(&b, &a3);
+    link(&a3, &b);
+    link(&b, &a3);
     ping_pong(&a3, &b, 20);
 
     // Devices whose application's polls turn them too (the drop-in library's): on the
@@ -238,8 +131,8 @@ fn the_devices_of_a_cm_run_on_one_loop_thread_of_its_node() {
     expect_threads("softrdma-node", 3);
     let (p, q) = (end(&d4), end(&d5));
     assert!(p.dev.app_turns() && !a.dev.app_turns());
-    connect(&p, &q);
-    connect(&q, &p);
+    link(&p, &q);
+    link(&q, &p);
     ping_pong(&p, &q, 200);
     let (c4, c5) = (d4.driver_counters(), d5.driver_counters());
     assert!(
