@@ -6,18 +6,13 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use common::{finish_run as finish, BIN};
+use common::{finish_run as finish, Proc, BIN};
 
-fn spawn(args: &[&str]) -> Child {
-    Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+fn spawn(args: &[&str]) -> Proc {
+    Proc::spawn(Command::new(BIN).args(args))
 }
 
 fn lines(s: &str) -> Vec<&str> {
@@ -210,8 +205,7 @@ fn udaddy_without_a_ud_listener_is_unreachable_1() {
         ]),
         Duration::from_secs(20),
     );
-    let _ = s.kill();
-    let _ = s.wait();
+    s.kill();
     assert!(
         c.err.contains("Warning: unknown port space format"),
         "{}",

@@ -6,22 +6,16 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use softrdma_wire::link::LinkType;
 use softrdma_wire::{frame, pcap};
 
-use common::{finish_run as finish, listening, Run, BIN};
+use common::{finish_run as finish, listening, Proc, Run, BIN};
 
-fn spawn(args: &[String]) -> Child {
-    Command::new(BIN)
-        .arg("pingpong")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+fn spawn(args: &[String]) -> Proc {
+    Proc::spawn(Command::new(BIN).arg("pingpong").args(args))
 }
 
 /// Runs a server on 127.0.`net`.1 and a client on 127.0.`net`.2; returns (server, client).
@@ -48,7 +42,7 @@ fn pair(kind: &str, net: u8, server_extra: &[&str], client_extra: &[&str]) -> (R
     while !listening(port) {
         // A server that ended (its device address held by another process, say) or is stuck
         // is reported with what it printed.
-        if server.try_wait().unwrap().is_some() || t.elapsed() > Duration::from_secs(60) {
+        if server.exited() || t.elapsed() > Duration::from_secs(60) {
             let r = common::finish(server, Duration::ZERO);
             panic!("the server never listened on {port}: {r:?}");
         }

@@ -11,10 +11,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use common::{finish, BIN};
+use common::{finish, Proc, BIN};
 
 #[test]
 fn srq_notify_ib_path_service_names_and_qp_ex_over_softrdma() {
@@ -39,14 +39,7 @@ fn srq_notify_ib_path_service_names_and_qp_ex_over_softrdma() {
         .status()
         .unwrap();
     assert!(st.success(), "cc failed");
-    let c = Command::new(BIN)
-        .arg("run")
-        .arg("--")
-        .arg(&exe)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let c = Proc::spawn(Command::new(BIN).arg("run").arg("--").arg(&exe));
     let (code, out, err) = finish(c, Duration::from_secs(60));
     let _ = std::fs::remove_dir_all(&tmp);
     assert_eq!(code, Some(0), "{out}{err}");

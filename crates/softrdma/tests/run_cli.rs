@@ -12,10 +12,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{finish, listening, text, BIN};
+use common::{finish, listening, text, Proc, BIN};
 
 fn lib_built() {
     common::libs_built(&["libsoftrdma_verbs.so"]);
@@ -191,14 +191,13 @@ impl Netns {
     }
 
     /// `softrdma run -- ARGS` inside the namespace.
-    fn spawn(&self, args: &[&str]) -> std::process::Child {
-        Command::new("ip")
-            .args(["netns", "exec", &self.0, BIN, "run", "--"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+    fn spawn(&self, args: &[&str]) -> Proc {
+        // `ip netns exec` execs the program: the Proc is the program itself.
+        Proc::spawn(
+            Command::new("ip")
+                .args(["netns", "exec", &self.0, BIN, "run", "--"])
+                .args(args),
+        )
     }
 }
 
@@ -362,15 +361,8 @@ fn server_then_client(
     port: &str,
     env: &[(&str, &str)],
 ) -> [(Option<i32>, String, String); 2] {
-    let spawn = |args: &[String]| {
-        Command::new(BIN)
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn =
+        |args: &[String]| Proc::spawn(Command::new(BIN).args(args).envs(env.iter().copied()));
     let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let at = args.iter().position(|a| a == "-p").unwrap() + 1;
     assert_eq!(args[at], port);
@@ -388,7 +380,7 @@ fn server_then_client(
             if listening(port) {
                 break true;
             }
-            if server.try_wait().unwrap().is_some() {
+            if server.exited() {
                 break false;
             }
             if start.elapsed() > Duration::from_secs(60) {

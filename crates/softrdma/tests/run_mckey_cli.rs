@@ -17,12 +17,11 @@
 
 mod common;
 
-use std::io::Read;
 use std::net::Ipv4Addr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{finish, BIN};
+use common::{finish, Proc, BIN};
 
 fn debian_mckey() -> Option<String> {
     common::libs_built(&["libsoftrdma_verbs.so", "libsoftrdma_rdmacm.so"]);
@@ -30,23 +29,19 @@ fn debian_mckey() -> Option<String> {
 }
 
 /// `softrdma run -- mckey args…` (Debian's), or `softrdma mckey args…` (ours).
-fn spawn(debian: Option<&str>, args: &[&str]) -> Child {
+fn spawn(debian: Option<&str>, args: &[&str]) -> Proc {
     let mut cmd = Command::new(BIN);
     match debian {
         Some(m) => cmd.arg("run").arg("--").arg(m),
         None => cmd.arg("mckey"),
     };
-    cmd.args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    Proc::spawn(cmd.args(args))
 }
 
 /// Waits until the receiver's device joined `group` (its group socket, bound to
 /// `<group>:4791`, is in /proc/net/udp; mckey's own "joined" line is no signal: its stdout is
 /// a pipe, fully buffered). The sender pauses 3 s after its own join before it sends.
-fn wait_joined(c: &mut Child, group: Ipv4Addr) {
+fn wait_joined(mut c: Proc, group: Ipv4Addr) -> Proc {
     let o = group.octets();
     let needle = format!("{:02X}{:02X}{:02X}{:02X}:12B7", o[3], o[2], o[1], o[0]);
     let start = Instant::now();
@@ -54,14 +49,13 @@ fn wait_joined(c: &mut Child, group: Ipv4Addr) {
         s.lines()
             .any(|l| l.split_whitespace().nth(1) == Some(needle.as_str()))
     }) {
-        if start.elapsed() > Duration::from_secs(20) || c.try_wait().unwrap().is_some() {
-            let _ = c.kill();
-            let mut out = String::new();
-            let _ = c.stdout.as_mut().unwrap().read_to_string(&mut out);
-            panic!("the receiver never joined {group}: {out}");
+        if start.elapsed() > Duration::from_secs(20) || c.exited() {
+            let (code, out, err) = finish(c, Duration::ZERO);
+            panic!("the receiver never joined {group} ({code:?}): {out}{err}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    c
 }
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -76,8 +70,8 @@ fn run_pair(
     tx_extra: &[&str],
 ) {
     let c = ids.to_string();
-    let mut r = spawn(rx, &["-m", group, "-b", a.0, "-C", "8", "-c", &c]);
-    wait_joined(&mut r, group.parse().unwrap());
+    let r = spawn(rx, &["-m", group, "-b", a.0, "-C", "8", "-c", &c]);
+    let r = wait_joined(r, group.parse().unwrap());
     let mut targs = vec!["-m", group, "-b", a.1, "-s", "-C", "8"];
     targs.extend_from_slice(tx_extra);
     let s = spawn(tx, &targs);
@@ -157,7 +151,7 @@ fn debian_mckey_receives_from_softrdma_mckey() {
 fn softrdma_mckey_without_a_sender_times_out_on_nothing() {
     // A sender to another group must not be heard.
     let Some(m) = debian_mckey() else { return };
-    let mut r = spawn(
+    let r = spawn(
         None,
         &[
             "-m",
@@ -170,7 +164,7 @@ fn softrdma_mckey_without_a_sender_times_out_on_nothing() {
             "3",
         ],
     );
-    wait_joined(&mut r, "239.23.2.5".parse().unwrap());
+    let r = wait_joined(r, "239.23.2.5".parse().unwrap());
     let s = spawn(
         Some(&m),
         &["-m", "239.23.2.6", "-b", "127.0.23.60", "-s", "-C", "2"],

@@ -17,10 +17,10 @@ mod common;
 
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{finish, BIN};
+use common::{finish, Proc, BIN};
 
 fn libs_built() {
     common::libs_built(&["libsoftrdma_verbs.so", "libsoftrdma_rdmacm.so"]);
@@ -32,19 +32,33 @@ fn debian(tool: &str) -> Option<String> {
 }
 
 /// `softrdma run -- args…`, or with `args[0] == BIN` softrdma's own tool (`softrdma rping`).
-fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
+fn spawn(args: &[&str], env: &[(&str, &str)]) -> Proc {
     libs_built();
     let mut cmd = Command::new(BIN);
     match args.split_first() {
         Some((&first, rest)) if first == BIN => cmd.args(rest),
         _ => cmd.arg("run").arg("--").args(args),
     };
-    cmd.envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    Proc::spawn(cmd.envs(env.iter().copied()))
 }
+
+/// What a failed pair left, for the failure message: both programs' exit codes and output,
+/// and the time since the server was started.
+fn both(client: &Ran, server: &Ran, since: Instant) -> String {
+    format!(
+        "after {:.1} s\nclient ({:?}):\n{}{}\nserver ({:?}):\n{}{}",
+        since.elapsed().as_secs_f64(),
+        client.0,
+        client.1,
+        client.2,
+        server.0,
+        server.1,
+        server.2
+    )
+}
+
+/// A finished program: exit code (None: killed), stdout, stderr.
+type Ran = (Option<i32>, String, String);
 
 /// Whether a UDP socket is bound at `ip`:4791 (the device of a server's bound address), from
 /// /proc/net/udp.
@@ -67,35 +81,43 @@ fn pair(
     env: &[(&str, &str)],
     forever: bool,
 ) -> (String, String) {
-    let s = spawn(server, env);
     let start = Instant::now();
+    let mut s = wait_bound(spawn(server, env), ip);
+    // The listen follows the bind in the same call sequence (a wildcard listener's devices
+    // open after its listen).
+    std::thread::sleep(Duration::from_millis(500));
+    let c = finish(spawn(client, &[]), LIMIT);
+    if forever {
+        let ran = !s.exited();
+        s.kill();
+        let s = finish(s, LIMIT);
+        assert!(ran, "the server exited: {}", both(&c, &s, start));
+        assert_eq!(c.0, Some(0), "{}", both(&c, &s, start));
+        return (s.1, c.1);
+    }
+    // A client that failed leaves a server that may wait for it for ever: a short grace.
+    let s = finish(s, if c.0 == Some(0) { LIMIT } else { GRACE });
+    assert_eq!(c.0, Some(0), "{}", both(&c, &s, start));
+    assert_eq!(s.0, Some(0), "{}", both(&c, &s, start));
+    (s.1, c.1)
+}
+
+/// Waits until the server's device is bound at `ip` (fails at once when it exited).
+fn wait_bound(mut s: Proc, ip: Ipv4Addr) -> Proc {
     while !device_bound(ip) {
-        if start.elapsed() > Duration::from_secs(20) {
-            let (c, o, e) = finish(s, Duration::from_secs(1));
+        if s.exited() || s.elapsed() > Duration::from_secs(20) {
+            let (c, o, e) = finish(s, Duration::ZERO);
             panic!("the server never bound {ip}:4791 ({c:?}): {o}{e}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The listen follows the bind in the same call sequence (a wildcard listener's devices
-    // open after its listen).
-    std::thread::sleep(Duration::from_millis(500));
-    let mut s = s;
-    let c = spawn(client, &[]);
-    let (cc, co, ce) = finish(c, LIMIT);
-    if forever {
-        assert!(s.try_wait().unwrap().is_none(), "the server exited");
-        let _ = s.kill();
-        let (_, so, se) = finish(s, LIMIT);
-        assert_eq!(cc, Some(0), "client: {co}{ce}\nserver: {so}{se}");
-        return (so, co);
-    }
-    let (sc, so, se) = finish(s, LIMIT);
-    assert_eq!(cc, Some(0), "client: {co}{ce}\nserver: {so}{se}");
-    assert_eq!(sc, Some(0), "server: {so}{se}\nclient: {co}{ce}");
-    (so, co)
+    s
 }
 
 const LIMIT: Duration = Duration::from_secs(60);
+
+/// How long a server may take to end after its client failed.
+const GRACE: Duration = Duration::from_secs(5);
 
 #[test]
 fn debian_rping_two_processes_validating_ten_pings() {
@@ -223,43 +245,48 @@ fn debian_rping_against_softrdma_rping_both_directions() {
 /// the wildcard, so `SOFTRDMA_LOOPBACK_ADDR` names its loopback address.
 ///
 /// perftest connects twice (parameter exchange, then the test's QP) and its server listens
-/// anew in between: a client whose second REQ wins that race is rejected with reason 8
-/// (invalid service ID), as the kernel's CM rejects it (captured: REQ, REP, RTU, REQ 4 ms
-/// later, REJ). softrdma resolves addresses and routes in microseconds, so the race is
-/// frequent here; such a run is repeated (on another port), up to three times.
+/// anew in between, after a handshake that lets the client go on at once: a client whose
+/// second REQ wins that race is rejected with reason 8 (invalid service ID), as the kernel's
+/// CM rejects it (captured: REQ, REP, RTU, REQ 4 ms later, REJ). softrdma resolves
+/// addresses and routes in microseconds, so the race is often lost here, and the more so
+/// under load, when the scheduler decides it (a third of the attempts at load 14, 2 cores).
+/// perftest's client retries such a connect, but not Debian 12's (4.5+0.17): its retry
+/// reuses the ids it has just destroyed, fails at once (`Failed to destroy RDMA CM ID
+/// number 0`), and leaves its server waiting for ever (fixed upstream in perftest 26.04,
+/// commit 3d9d8d0). That race is the tools' own, outside the code under test: such a run
+/// (the client's REJ 8, nothing else) is repeated on another port, its server killed at
+/// once, up to `ATTEMPTS` times. Any other failure fails at once with both programs'
+/// output.
 fn perftest_r(tool: &str, a: &str, port: u16) {
+    const ATTEMPTS: u16 = 10;
     let Some(t) = debian(tool) else { return };
-    for attempt in 0..3u16 {
+    let start = Instant::now();
+    for attempt in 0..ATTEMPTS {
         let port = (port + 100 * attempt).to_string();
         let s = spawn(
             &[&t, "-R", "-d", "softrdma_lo", "-n", "500", "-p", &port],
             &[("SOFTRDMA_LOOPBACK_ADDR", a)],
         );
-        let start = Instant::now();
-        while !device_bound(a.parse().unwrap()) {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "the server never bound {a}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let s = wait_bound(s, a.parse().unwrap());
         std::thread::sleep(Duration::from_millis(500));
-        let c = spawn(
-            &[&t, "-R", "-d", "softrdma_lo", "-n", "500", "-p", &port, a],
-            &[],
+        let c = finish(
+            spawn(
+                &[&t, "-R", "-d", "softrdma_lo", "-n", "500", "-p", &port, a],
+                &[],
+            ),
+            LIMIT,
         );
-        let (cc, co, ce) = finish(c, LIMIT);
-        if cc != Some(0) && ce.contains("RDMA_CM_EVENT_REJECTED; error: 8.") && attempt < 2 {
-            let mut s = s;
-            let _ = s.kill();
-            let _ = s.wait();
+        let lost = c.0 != Some(0) && c.2.contains("RDMA_CM_EVENT_REJECTED; error: 8.");
+        if lost && attempt + 1 < ATTEMPTS {
+            drop(s);
             eprintln!("{tool}: lost perftest's re-listen race (REJ 8), again");
             continue;
         }
-        let (sc, so, se) = finish(s, LIMIT);
-        assert_eq!(cc, Some(0), "client: {co}{ce}\nserver: {so}{se}");
-        assert_eq!(sc, Some(0), "server: {so}{se}\nclient: {co}{ce}");
-        for o in [&so, &co] {
+        let s = finish(s, if c.0 == Some(0) { LIMIT } else { GRACE });
+        let attempts = attempt + 1;
+        assert_eq!(c.0, Some(0), "attempt {attempts}: {}", both(&c, &s, start));
+        assert_eq!(s.0, Some(0), "attempt {attempts}: {}", both(&c, &s, start));
+        for o in [&s.1, &c.1] {
             assert!(o.contains("rdma_cm QPs\t : ON"), "{o}");
             assert!(o.contains(" 500 "), "{o}");
         }

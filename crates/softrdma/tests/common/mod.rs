@@ -7,8 +7,9 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::Child;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The `softrdma` binary under test.
@@ -45,23 +46,101 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Waits for `c` at most `limit` (then kills it): its exit code (None if killed), stdout and
+/// A spawned program of a test: killed (SIGKILL) and reaped when dropped, so that a failed
+/// assertion or a panic leaves no process behind holding its ports and addresses (Rust's
+/// `Child` is not killed on drop). Its stdout and stderr are read on threads from the start:
+/// a program that prints more than a pipe holds never blocks on it while the test waits.
+pub struct Proc {
+    child: Child,
+    out: Option<mpsc::Receiver<String>>,
+    err: Option<mpsc::Receiver<String>>,
+    started: Instant,
+}
+
+impl Proc {
+    /// Spawns `cmd` with its stdout and stderr piped to the test.
+    pub fn spawn(cmd: &mut Command) -> Proc {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        let out = drain(child.stdout.take().unwrap());
+        let err = drain(child.stderr.take().unwrap());
+        Proc {
+            child,
+            out: Some(out),
+            err: Some(err),
+            started: Instant::now(),
+        }
+    }
+
+    /// Whether it has exited (reaped then).
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// How long since it was spawned.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Kills (SIGKILL) and reaps it, if it is still running.
+    pub fn kill(&mut self) {
+        if self.child.try_wait().is_ok_and(|st| st.is_none()) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+
+    /// What it printed so far on (stdout, stderr); called once it has exited. A grandchild
+    /// that inherited a pipe could keep it open forever: its text is given up after a few
+    /// seconds, marked as such, rather than waited for.
+    fn output(&mut self) -> (String, String) {
+        let take = |r: Option<mpsc::Receiver<String>>| {
+            r.map_or_else(String::new, |r| {
+                r.recv_timeout(Duration::from_secs(5))
+                    .unwrap_or_else(|_| "(output still open after its exit: not read)".into())
+            })
+        };
+        (take(self.out.take()), take(self.err.take()))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Reads `pipe` to its end on a thread; the text arrives on the channel.
+fn drain(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = pipe.read_to_end(&mut b);
+        let _ = tx.send(text(&b));
+    });
+    rx
+}
+
+/// Waits for `p` at most `limit` (then kills it): its exit code (None if killed), stdout and
 /// stderr (`timed out` appended when killed).
-pub fn finish(mut c: Child, limit: Duration) -> (Option<i32>, String, String) {
+pub fn finish(mut p: Proc, limit: Duration) -> (Option<i32>, String, String) {
     let start = Instant::now();
     loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            let (mut o, mut e) = (String::new(), String::new());
-            c.stdout.take().unwrap().read_to_string(&mut o).unwrap();
-            c.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+        if let Some(st) = p.child.try_wait().unwrap() {
+            let (o, e) = p.output();
             return (st.code(), o, e);
         }
         if start.elapsed() > limit {
-            let _ = c.kill();
-            let _ = c.wait();
-            let (mut o, mut e) = (String::new(), String::new());
-            let _ = c.stdout.take().unwrap().read_to_string(&mut o);
-            let _ = c.stderr.take().unwrap().read_to_string(&mut e);
+            p.kill();
+            let (o, e) = p.output();
             return (None, o, format!("{e}\ntimed out"));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -106,7 +185,7 @@ pub struct Run {
 
 /// [`finish`] as a [`Run`]; a process still running at `limit` (killed) fails the test, with
 /// what it printed.
-pub fn finish_run(c: Child, limit: Duration) -> Run {
+pub fn finish_run(c: Proc, limit: Duration) -> Run {
     let (code, out, err) = finish(c, limit);
     assert!(
         code.is_some() || !err.ends_with("\ntimed out"),
