@@ -414,3 +414,22 @@ int main(void) {
     ];
     assert_eq!(out.lines().collect::<Vec<_>>(), want, "{err}");
 }
+
+/// The harness itself: a program spawned by a test that then fails is killed and reaped when
+/// the test unwinds (a `Child` alone is not), so a failed test leaves nothing running that
+/// holds its addresses or ports for the next run.
+#[test]
+fn a_failed_test_leaves_no_program_running() {
+    let p = Proc::spawn(Command::new("sleep").arg("600"));
+    let pid = p.id();
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _server = p;
+        panic!("a failed assertion (expected by this test)");
+    }));
+    assert!(failed.is_err());
+    // Reaped too: a zombie would still have its /proc entry.
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "pid {pid} still there after the test failed"
+    );
+}
