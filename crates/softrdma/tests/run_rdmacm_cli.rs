@@ -249,16 +249,20 @@ fn debian_rping_against_softrdma_rping_both_directions() {
 /// second REQ wins that race is rejected with reason 8 (invalid service ID), as the kernel's
 /// CM rejects it (captured: REQ, REP, RTU, REQ 4 ms later, REJ). softrdma resolves
 /// addresses and routes in microseconds, so the race is often lost here, and the more so
-/// under load, when the scheduler decides it (a third of the attempts at load 14, 2 cores).
+/// under load, when the scheduler decides it (18 attempts of 38 at load 15 on 2 cores; with
+/// the delay below, none of 20).
 /// perftest's client retries such a connect, but not Debian 12's (4.5+0.17): its retry
 /// reuses the ids it has just destroyed, fails at once (`Failed to destroy RDMA CM ID
 /// number 0`), and leaves its server waiting for ever (fixed upstream in perftest 26.04,
-/// commit 3d9d8d0). That race is the tools' own, outside the code under test: such a run
-/// (the client's REJ 8, nothing else) is repeated on another port, its server killed at
-/// once, up to `ATTEMPTS` times. Any other failure fails at once with both programs'
-/// output.
+/// commit 3d9d8d0). That race is the tools' own, outside the code under test, so the client
+/// gives the server time: `SOFTRDMA_CONNECT_DELAY_MS` (our librdmacm's test aid, as in the
+/// lab's `librdmacm_send_bw_guest_server`) holds each REQ back; and a run that loses all the
+/// same (the client's REJ 8, nothing else: a server not scheduled for that long) is repeated
+/// on another port, its server killed at once, up to `ATTEMPTS` times. Any other failure
+/// fails at once with both programs' output.
 fn perftest_r(tool: &str, a: &str, port: u16) {
     const ATTEMPTS: u16 = 10;
+    const CONNECT_DELAY_MS: &str = "200";
     let Some(t) = debian(tool) else { return };
     let start = Instant::now();
     for attempt in 0..ATTEMPTS {
@@ -272,7 +276,7 @@ fn perftest_r(tool: &str, a: &str, port: u16) {
         let c = finish(
             spawn(
                 &[&t, "-R", "-d", "softrdma_lo", "-n", "500", "-p", &port, a],
-                &[],
+                &[("SOFTRDMA_CONNECT_DELAY_MS", CONNECT_DELAY_MS)],
             ),
             LIMIT,
         );
