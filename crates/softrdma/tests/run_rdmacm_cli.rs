@@ -437,3 +437,29 @@ fn a_failed_test_leaves_no_program_running() {
         "pid {pid} still there after the test failed"
     );
 }
+
+/// The harness: waiting for a program's line (`common::line_after`, as the SRP tests wait
+/// for srpt's `add_target:`) ends at its limit with what the program printed, when the
+/// program is stuck before that line, instead of hanging the test.
+#[test]
+fn a_program_stuck_before_its_line_fails_the_wait_in_time() {
+    let mut c = Command::new("sh")
+        .args(["-c", "echo starting; exec sleep 600"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let got = common::line_after(
+        c.stdout.take().unwrap(),
+        "ready",
+        Duration::from_millis(500),
+    );
+    let _ = c.kill();
+    let _ = c.wait();
+    assert_eq!(got, Err(vec!["starting".to_string()]));
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -9,7 +9,9 @@
 //! Needs `qemu-img` (Debian: qemu-utils), `nbdcopy` (libnbd-bin) and `fio` built with its
 //! nbd engine (fio); CI installs them (`.ci/run`). A missing one fails the test saying so.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -29,21 +31,12 @@ impl Drop for Proc {
     }
 }
 
-/// Reads the child's stdout until a line starting with `prefix`; the rest of its output is
-/// drained on a thread (a closed pipe would kill it on its next print).
-fn wait_line(child: &mut Child, prefix: &str) -> String {
-    let out = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(out).lines();
-    let mut found = String::new();
-    for l in lines.by_ref() {
-        let l = l.expect("utf8");
-        if let Some(i) = l.find(prefix) {
-            found = l[i + prefix.len()..].to_string();
-            break;
-        }
-    }
-    std::thread::spawn(move || lines.for_each(drop));
-    found
+/// Reads the child's stdout until a line holding `marker` (what follows it), at most a minute;
+/// the rest of its output is drained.
+fn wait_line(p: &mut Proc, marker: &str) -> String {
+    let out = p.0.stdout.take().expect("stdout");
+    common::line_after(out, marker, Duration::from_secs(60))
+        .unwrap_or_else(|seen| panic!("no {marker:?} line within a minute; it printed {seen:?}"))
 }
 
 /// `softrdma srpt` with a 64 MiB memory LUN on `addr`, allowing `ini` only; and `softrdma
@@ -54,16 +47,16 @@ fn export(addr: &str, ini: &str) -> (Proc, Proc, String) {
 
 /// [`export`] listening where `listen` says.
 fn export_on(addr: &str, ini: &str, listen: &[&str]) -> (Proc, Proc, String) {
-    let mut t = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+    let t = Command::new(env!("CARGO_BIN_EXE_softrdma"))
         .args(["srpt", "-a", addr, "--lun", "mem:64M", "--allow", ini])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn srpt");
+    let mut t = Proc(t);
     let line = wait_line(&mut t, "add_target: ");
-    let t = Proc(t);
     assert!(!line.is_empty(), "srpt printed no add_target line");
-    let mut n = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+    let n = Command::new(env!("CARGO_BIN_EXE_softrdma"))
         .args([
             "srp",
             "nbd",
@@ -76,8 +69,8 @@ fn export_on(addr: &str, ini: &str, listen: &[&str]) -> (Proc, Proc, String) {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn srp nbd");
+    let mut n = Proc(n);
     let uri = wait_line(&mut n, "exported as ");
-    let n = Proc(n);
     assert!(uri.starts_with("nbd"), "no export line: {uri:?}");
     (t, n, uri)
 }

@@ -14,6 +14,8 @@
 //! The target is started with an explicit ACL for the initiator's address (`--allow`), so
 //! these tests keep working with a target that is closed by default.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -60,24 +62,18 @@ fn srpt(addr: &str, lun: &str, ini: &str) -> (Proc, String) {
         let _ = std::io::Read::read_to_string(&mut err, &mut s);
         s
     });
-    let mut lines = BufReader::new(c.stdout.take().expect("stdout")).lines();
-    let mut line = String::new();
-    for l in lines.by_ref() {
-        if let Some(t) = l.expect("utf8").strip_prefix("add_target: ") {
-            line = t.to_string();
-            break;
+    let out = c.stdout.take().expect("stdout");
+    let mut p = Proc(c);
+    match common::line_after(out, "add_target: ", Duration::from_secs(60)) {
+        Ok(line) => (p, line),
+        Err(seen) => {
+            p.term();
+            panic!(
+                "srpt on {addr} printed no add_target line within a minute ({seen:?}); it said: {}",
+                said.join().unwrap_or_default()
+            );
         }
     }
-    std::thread::spawn(move || lines.for_each(drop));
-    let mut p = Proc(c);
-    if line.is_empty() {
-        p.term();
-        panic!(
-            "srpt on {addr} printed no add_target line; it said: {}",
-            said.join().unwrap_or_default()
-        );
-    }
-    (p, line)
 }
 
 /// `softrdma srp bench` with `args`; its stderr lines arrive on the channel with the time
@@ -320,16 +316,9 @@ fn an_nbd_client_rides_through_a_target_restart() {
     let out = n.stdout.take().expect("stdout");
     let err = n.stderr.take().expect("stderr");
     let _n = Proc(n);
-    let mut uri = String::new();
-    let mut outl = BufReader::new(out).lines();
-    for l in outl.by_ref() {
-        let l = l.expect("utf8");
-        if let Some(i) = l.find("exported as ") {
-            uri = l[i + "exported as ".len()..].to_string();
-            break;
-        }
-    }
-    assert!(uri.starts_with("nbd://"), "no export line");
+    let uri = common::line_after(out, "exported as ", Duration::from_secs(60))
+        .unwrap_or_else(|seen| panic!("no export line within a minute: {seen:?}"));
+    assert!(uri.starts_with("nbd://"), "no export line: {uri:?}");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for l in BufReader::new(err).lines() {

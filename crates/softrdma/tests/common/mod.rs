@@ -4,8 +4,9 @@
 
 // Each test file uses a subset.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -145,6 +146,34 @@ pub fn finish(mut p: Proc, limit: Duration) -> (Option<i32>, String, String) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Reads `pipe` (a program's stdout) line by line on a thread until a line holds `marker`:
+/// the rest of that line after it. The lines after it are read too and dropped (a closed
+/// pipe would kill the program at its next print). `Err` with the lines read when none came
+/// within `limit` or the pipe closed first: a program stuck before it says so fails its test,
+/// saying what it printed, instead of hanging it.
+pub fn line_after(
+    pipe: impl Read + Send + 'static,
+    marker: &str,
+    limit: Duration,
+) -> Result<String, Vec<String>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(pipe).split(b'\n') {
+            let Ok(l) = l else { break };
+            let _ = tx.send(text(&l));
+        }
+    });
+    let end = Instant::now() + limit;
+    let mut seen = Vec::new();
+    while let Ok(l) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+        if let Some(i) = l.find(marker) {
+            return Ok(l[i + marker.len()..].to_string());
+        }
+        seen.push(l);
+    }
+    Err(seen)
 }
 
 /// A TCP port for a Debian tool's side channel (`-p`), free on every address right now.
