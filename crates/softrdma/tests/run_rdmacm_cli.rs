@@ -456,7 +456,11 @@ fn a_program_stuck_before_its_line_fails_the_wait_in_time() {
     );
     let _ = c.kill();
     let _ = c.wait();
-    assert_eq!(got, Err(vec!["starting".to_string()]));
+    let want = common::NoLine {
+        ended: false,
+        seen: vec!["starting".to_string()],
+    };
+    assert_eq!(got, Err(want));
     assert!(
         start.elapsed() < Duration::from_secs(10),
         "{:?}",

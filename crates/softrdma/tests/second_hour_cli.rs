@@ -4,7 +4,9 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,7 +15,7 @@ fn bin() -> Command {
 }
 
 fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run softrdma")
+    common::output(bin().args(args))
 }
 
 fn text(b: &[u8]) -> String {
@@ -75,18 +77,13 @@ fn target(addr: &str, luns: &[&str], extra: &[&str]) -> Target {
         .spawn()
         .expect("spawn srpt");
     let out = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(out).lines();
-    let mut printed = String::new();
-    for l in lines.by_ref() {
-        let l = l.unwrap();
-        if l.starts_with("add_target: ") {
-            printed = l;
-            break;
-        }
-    }
-    assert!(!printed.is_empty(), "srpt printed no add_target line");
-    std::thread::spawn(move || lines.for_each(drop));
-    Target { child, printed }
+    // Stopped when dropped, should the wait for its line fail too.
+    let mut t = Target {
+        child,
+        printed: String::new(),
+    };
+    t.printed = format!("add_target: {}", common::add_target_line(out));
+    t
 }
 
 /// Runs `args` for at most `secs` seconds, then SIGINT; the output either way.
@@ -457,7 +454,7 @@ fn item08_sense_data_is_in_words() {
         .spawn()
         .unwrap();
     w.stdin.take().unwrap().write_all(&[7u8; 512]).unwrap();
-    let o = w.wait_with_output().unwrap();
+    let o = common::wait_output(w);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -741,7 +738,7 @@ fn item13_bench_prints_what_completed_when_the_target_goes() {
     });
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(t.stop(), Some(0));
-    let o = b.wait_with_output().unwrap();
+    let o = common::wait_output(b);
     let err = rx.recv().unwrap();
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}{err}");

@@ -3,7 +3,9 @@
 //! login prints the LUN, write then read returns the bytes, bench --verify --json, discover
 //! prints both forms, and refusals are typed one-liners.
 
-use std::io::{BufRead, BufReader, Write};
+mod common;
+
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
 struct Target {
@@ -29,28 +31,23 @@ fn target(addr: &str, extra: &[&str]) -> Target {
         .spawn()
         .expect("spawn srpt");
     let out = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    let mut lines = BufReader::new(out).lines();
-    for l in lines.by_ref() {
-        let l = l.expect("utf8");
-        if let Some(t) = l.strip_prefix("add_target: ") {
-            line = t.to_string();
-            break;
-        }
-    }
-    assert!(!line.is_empty(), "srpt printed no add_target line");
-    // Keep reading: srpt prints more (the IB CM form), and a closed pipe would kill it
-    // on that write (EPIPE) — a test that then saw no target at all.
-    std::thread::spawn(move || lines.for_each(drop));
-    Target { child, line }
+    // Stopped when dropped, should the wait for its line fail too.
+    let mut t = Target {
+        child,
+        line: String::new(),
+    };
+    // Its stdout is read on after the line: srpt prints more (the IB CM form), and a closed
+    // pipe would kill it on that write (EPIPE) — a test that then saw no target at all.
+    t.line = common::add_target_line(out);
+    t
 }
 
 fn srp(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_softrdma"))
-        .arg("srp")
-        .args(args)
-        .output()
-        .expect("run softrdma srp")
+    common::output(
+        Command::new(env!("CARGO_BIN_EXE_softrdma"))
+            .arg("srp")
+            .args(args),
+    )
 }
 
 fn text(b: &[u8]) -> String {
@@ -89,7 +86,7 @@ fn login_write_read_bench_and_discover_against_srpt() {
         .expect("stdin")
         .write_all(&data)
         .expect("feed");
-    let o = w.wait_with_output().expect("write");
+    let o = common::wait_output(w);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let o = srp(&["read", &with_src, "--offset", "64k", "--length", "12k"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -202,20 +199,17 @@ fn login_refusals_are_one_line_with_the_reason() {
 
 #[test]
 fn demo_runs_and_says_what_happened() {
-    let o = Command::new(env!("CARGO_BIN_EXE_softrdma"))
-        .args([
-            "demo",
-            "--runtime",
-            "0.5",
-            "--target",
-            "127.0.85.1",
-            "--initiator",
-            "127.0.85.2",
-            "--size",
-            "8m",
-        ])
-        .output()
-        .expect("run demo");
+    let o = common::output(Command::new(env!("CARGO_BIN_EXE_softrdma")).args([
+        "demo",
+        "--runtime",
+        "0.5",
+        "--target",
+        "127.0.85.1",
+        "--initiator",
+        "127.0.85.2",
+        "--size",
+        "8m",
+    ]));
     let out = text(&o.stdout);
     assert!(o.status.success(), "{out}{}", text(&o.stderr));
     for want in [
@@ -237,26 +231,23 @@ fn demo_runs_and_says_what_happened() {
 
 #[test]
 fn perf_srp_runs_ours_and_says_about_fio() {
-    let o = Command::new(env!("CARGO_BIN_EXE_softrdma"))
-        .args([
-            "perf",
-            "srp",
-            "-r",
-            "1",
-            "--runtime",
-            "0.3",
-            "--only",
-            "randwrite",
-            "--target",
-            "127.0.86.1",
-            "--initiator",
-            "127.0.86.2",
-            "--size",
-            "16m",
-            "-v",
-        ])
-        .output()
-        .expect("run perf srp");
+    let o = common::output(Command::new(env!("CARGO_BIN_EXE_softrdma")).args([
+        "perf",
+        "srp",
+        "-r",
+        "1",
+        "--runtime",
+        "0.3",
+        "--only",
+        "randwrite",
+        "--target",
+        "127.0.86.1",
+        "--initiator",
+        "127.0.86.2",
+        "--size",
+        "16m",
+        "-v",
+    ]));
     let out = text(&o.stdout);
     assert!(o.status.success(), "{out}{}", text(&o.stderr));
     assert!(out.contains("4k randwrite qd32"), "{out}");

@@ -36,7 +36,7 @@ impl Drop for Proc {
 fn wait_line(p: &mut Proc, marker: &str) -> String {
     let out = p.0.stdout.take().expect("stdout");
     common::line_after(out, marker, Duration::from_secs(60))
-        .unwrap_or_else(|seen| panic!("no {marker:?} line within a minute; it printed {seen:?}"))
+        .unwrap_or_else(|e| panic!("no {marker:?} line (within a minute): {e}"))
 }
 
 /// `softrdma srpt` with a 64 MiB memory LUN on `addr`, allowing `ini` only; and `softrdma

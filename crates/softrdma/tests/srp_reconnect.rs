@@ -66,10 +66,10 @@ fn srpt(addr: &str, lun: &str, ini: &str) -> (Proc, String) {
     let mut p = Proc(c);
     match common::line_after(out, "add_target: ", Duration::from_secs(60)) {
         Ok(line) => (p, line),
-        Err(seen) => {
+        Err(e) => {
             p.term();
             panic!(
-                "srpt on {addr} printed no add_target line within a minute ({seen:?}); it said: {}",
+                "srpt on {addr} printed no add_target line (within a minute): {e}; it said: {}",
                 said.join().unwrap_or_default()
             );
         }
@@ -317,7 +317,7 @@ fn an_nbd_client_rides_through_a_target_restart() {
     let err = n.stderr.take().expect("stderr");
     let _n = Proc(n);
     let uri = common::line_after(out, "exported as ", Duration::from_secs(60))
-        .unwrap_or_else(|seen| panic!("no export line within a minute: {seen:?}"));
+        .unwrap_or_else(|e| panic!("no export line (within a minute): {e}"));
     assert!(uri.starts_with("nbd://"), "no export line: {uri:?}");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -1,16 +1,18 @@
 //! `softrdma srpt`: argument refusals, the startup lines (GUID, add_target) and a clean exit
 //! on SIGTERM, on a loopback address.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn srpt(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_softrdma"))
-        .arg("srpt")
-        .args(args)
-        .output()
-        .expect("run softrdma")
+    common::output(
+        Command::new(env!("CARGO_BIN_EXE_softrdma"))
+            .arg("srpt")
+            .args(args),
+    )
 }
 
 #[test]
@@ -108,15 +110,14 @@ impl Serving {
             .spawn()
             .expect("spawn");
         let out = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(out).lines();
-        let line = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| l.strip_prefix("add_target: ").map(str::to_string))
-            .expect("add_target line");
-        // Keep draining stdout: a closed pipe would end the target.
-        std::thread::spawn(move || for _ in lines {});
-        Serving { child, line }
+        // Stopped when dropped, should the wait for its line fail too; its stdout is read on
+        // after the line (a closed pipe would end the target).
+        let mut s = Serving {
+            child,
+            line: String::new(),
+        };
+        s.line = common::add_target_line(out);
+        s
     }
 }
 
@@ -130,16 +131,13 @@ impl Drop for Serving {
 }
 
 fn login(target: &str, src: &str) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_softrdma"))
-        .args([
-            "srp",
-            "login",
-            &format!("{target},src={src}"),
-            "--login-timeout",
-            "20",
-        ])
-        .output()
-        .expect("run softrdma srp")
+    common::output(Command::new(env!("CARGO_BIN_EXE_softrdma")).args([
+        "srp",
+        "login",
+        &format!("{target},src={src}"),
+        "--login-timeout",
+        "20",
+    ]))
 }
 
 /// Closed by default, as LIO: no ACL, every login refused with reason 0x00010006; an ACL
@@ -174,11 +172,11 @@ fn closed_by_default_allow_and_demo() {
 }
 
 fn ctl(socket: &str, words: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_softrdma"))
-        .args(["srpt", "ctl", socket])
-        .args(words)
-        .output()
-        .expect("run softrdma srpt ctl")
+    common::output(
+        Command::new(env!("CARGO_BIN_EXE_softrdma"))
+            .args(["srpt", "ctl", socket])
+            .args(words),
+    )
 }
 
 fn text(b: &[u8]) -> String {

@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -148,16 +148,35 @@ pub fn finish(mut p: Proc, limit: Duration) -> (Option<i32>, String, String) {
     }
 }
 
+/// No line with the marker came ([`line_after`]): the program's output ended (it exited), or
+/// the limit passed; with the lines it printed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NoLine {
+    pub ended: bool,
+    pub seen: Vec<String>,
+}
+
+impl std::fmt::Display for NoLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = if self.ended {
+            "its output ended first"
+        } else {
+            "the limit passed"
+        };
+        write!(f, "{how}; it printed {:?}", self.seen)
+    }
+}
+
 /// Reads `pipe` (a program's stdout) line by line on a thread until a line holds `marker`:
 /// the rest of that line after it. The lines after it are read too and dropped (a closed
-/// pipe would kill the program at its next print). `Err` with the lines read when none came
-/// within `limit` or the pipe closed first: a program stuck before it says so fails its test,
-/// saying what it printed, instead of hanging it.
+/// pipe would kill the program at its next print). [`NoLine`] when none came within `limit`
+/// or the output ended first: a program stuck before it says so fails its test, saying what
+/// it printed, instead of hanging it.
 pub fn line_after(
     pipe: impl Read + Send + 'static,
     marker: &str,
     limit: Duration,
-) -> Result<String, Vec<String>> {
+) -> Result<String, NoLine> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for l in std::io::BufReader::new(pipe).split(b'\n') {
@@ -167,13 +186,68 @@ pub fn line_after(
     });
     let end = Instant::now() + limit;
     let mut seen = Vec::new();
-    while let Ok(l) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
-        if let Some(i) = l.find(marker) {
-            return Ok(l[i + marker.len()..].to_string());
+    loop {
+        match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            Ok(l) => match l.find(marker) {
+                Some(i) => return Ok(l[i + marker.len()..].to_string()),
+                None => seen.push(l),
+            },
+            Err(e) => {
+                let ended = e == mpsc::RecvTimeoutError::Disconnected;
+                return Err(NoLine { ended, seen });
+            }
         }
-        seen.push(l);
     }
-    Err(seen)
+}
+
+/// The target string of the `add_target: …` line that a starting `softrdma srpt` prints on
+/// `stdout` (read on, and dropped, after it), within a minute: a target stuck before it fails
+/// the test, with what it printed.
+pub fn add_target_line(stdout: impl Read + Send + 'static) -> String {
+    line_after(stdout, "add_target: ", Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("srpt printed no add_target line (within a minute): {e}"))
+}
+
+/// `cmd.output()` (stdin empty), within [`OUTPUT_LIMIT`]: see [`wait_output`].
+pub fn output(cmd: &mut Command) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    wait_output(child)
+}
+
+/// How long a program the test waits for may run: far above what any takes on a loaded
+/// 2-core machine, so reaching it means a hang.
+pub const OUTPUT_LIMIT: Duration = Duration::from_secs(60);
+
+/// `child.wait_with_output()` (stdout and stderr piped), within [`OUTPUT_LIMIT`]: a program
+/// still running then is killed and fails the test with what it printed, instead of hanging
+/// it.
+pub fn wait_output(child: Child) -> Output {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(OUTPUT_LIMIT) {
+        Ok(o) => o.unwrap(),
+        Err(_) => {
+            // The waiting thread owns the child: kill it by its id (not yet reaped, so the
+            // id is still its own).
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            let o = rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+            panic!(
+                "pid {pid} still running after {OUTPUT_LIMIT:?}, killed; it printed: {}{}",
+                text(&o.stdout),
+                text(&o.stderr)
+            );
+        }
+    }
 }
 
 /// A TCP port for a Debian tool's side channel (`-p`), free on every address right now.
