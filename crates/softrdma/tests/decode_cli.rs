@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
+mod common;
+
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -27,7 +29,7 @@ fn run_stdin(args: &[&str], input: &[u8]) -> (i32, String, String) {
     let feeder = std::thread::spawn(move || {
         let _ = stdin.write_all(&input);
     });
-    let out = c.wait_with_output().unwrap();
+    let out = common::wait_output(c);
     feeder.join().unwrap();
     (
         out.status.code().unwrap_or(-1),

@@ -4,15 +4,17 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_softrdma");
+use common::BIN;
 
 /// Runs `softrdma perf ARGS`; returns (exit code, stdout, stderr) and how long it took.
 fn perf(args: &[&str]) -> (i32, String, String, Duration) {
     let t = Instant::now();
-    let out = Command::new(BIN).arg("perf").args(args).output().unwrap();
+    let out = common::output(Command::new(BIN).arg("perf").args(args));
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8(out.stdout).unwrap(),
