@@ -138,9 +138,15 @@ fn req_retransmitted_on_time_while_the_application_waits_elsewhere() {
     );
     assert!(t0.elapsed() >= Duration::from_millis(1000));
 
-    // Everything happened while the application was away.
+    // Everything happened while the application was away: the REQ and its two dropped
+    // tries, and more tries after the third when the passive thread, not scheduled within
+    // one 18 ms timeout on a loaded machine, had not sent its REP yet (seen at load 12 on 2
+    // cores: 4 arrivals). Retransmitting then is the CM doing its job, not a fault.
     let times = arrivals.lock().unwrap().clone();
-    assert_eq!(times.len(), 3, "REQ, 2 retransmissions");
+    assert!(
+        times.len() >= 3,
+        "REQ, 2 retransmissions at least: {times:?}"
+    );
     // Never early: the k-th retransmission leaves k timeouts after the REQ, which left
     // after t0. Late only by scheduling delay (2 loaded cores in CI). Arrival gaps alone
     // are not a measure: the first arrival can be the late one.
@@ -169,7 +175,13 @@ fn req_retransmitted_on_time_while_the_application_waits_elsewhere() {
             _ => None,
         })
         .collect();
-    assert_eq!(retries, vec![1, 2]);
+    // One notice a retransmission, numbered from 1 (at least the two dropped).
+    assert!(retries.len() >= 2, "{seen:?}");
+    assert_eq!(
+        retries,
+        (1..=retries.len() as u32).collect::<Vec<_>>(),
+        "{seen:?}"
+    );
     assert!(
         matches!(seen.last(), Some(CmEvent::RepReceived { .. })),
         "{seen:?}"
@@ -178,7 +190,7 @@ fn req_retransmitted_on_time_while_the_application_waits_elsewhere() {
         .unwrap()
         .unwrap();
     let (id_b, _) = passive.join().unwrap();
-    assert_eq!(cm_a.counters().retries(AttrId::REQ), 2);
+    assert_eq!(cm_a.counters().retries(AttrId::REQ), retries.len() as u64);
     assert_eq!(b.driver_counters().rx_filtered, 2);
     cm_a.with(pa, |rdma, _, now| rdma.cm_mut().destroy(now, id_a))
         .unwrap();
