@@ -264,6 +264,9 @@ fn connection_rate_runs_print_steps_ratios_and_counters() {
         " spun and found it, ",
         " slept at once (backed off)",
         "ratio over 2 runs: min ",
+        // CPU time per 1,000 connections, ours and TCP's, per run and over the runs.
+        "  CPU per 1000 connections (user + system, all threads): softrdma ",
+        "CPU per 1000 connections over 2 runs, medians: softrdma ",
         // The client's counters are read after its run; the server's are still moving
         // (its last DREPs are counted when their sends complete, as cm.c does).
         "  client: cm cm_tx_msgs/req +200, cm cm_tx_msgs/rtu +200, cm cm_tx_msgs/dreq +200, cm cm_rx_msgs/rep +200, cm cm_rx_msgs/drep +200, mad tx +600,",
