@@ -53,17 +53,27 @@ pub struct Plan {
     /// the REQ, the client's for the REP) costs 50-60 us asleep and about 10 us spinning
     /// (`--trace` shows both; the line after "one connection alone" counts what each side's
     /// waits did). Spinning needs an idle core: a thread whose spin loses its core to other
-    /// threads stops, and its waits sleep at once for a while (--spin-backoff-us); on a busy
-    /// host that is what keeps a hop near a wake-up's cost instead of a whole spin.
+    /// threads stops, and its waits sleep at once for a while (--spin-backoff-us) unless
+    /// the machine has a core free when they start; on a busy host that is what keeps a
+    /// hop near a wake-up's cost instead of a whole spin.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub spin_us: u64,
     /// How long a thread's spinning stays off after one of its spins lost its core to
     /// other threads, the first time (it doubles with each further spin that loses as soon
     /// as it is tried, up to 100 ms, falls back with spins that keep their core, and starts
-    /// over after a quiet spell). The default, 1000, is the driver's; 100000 is session 8's
-    /// fixed 100 ms, for comparisons.
+    /// over after a quiet spell). A wait that starts while the machine has a core free
+    /// spins even so. The default, 1000, is the driver's; 100000 is session 8's fixed
+    /// 100 ms, for comparisons.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub spin_backoff_us: u64,
+    /// How long a thread's spin may grow to while its input keeps arriving shortly after a
+    /// spin of --spin-us ran out (it doubles each time, and halves after idle spells): a
+    /// side idle between two single connections for longer than --spin-us otherwise
+    /// sleeps through the next message, and on a VM whose idle vCPU halts that wake-up can
+    /// cost hundreds of microseconds. --spin-max-us 0 (or at most --spin-us) keeps every
+    /// spin at --spin-us.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub spin_max_us: u64,
 }
 
 /// Every counter of one side by name: the IB CM's, the MAD layer's, the stack's, the
@@ -219,6 +229,7 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     // (cmtool::open_batched). --loop-thread gives each device a loop thread of its own and
     // sends per command, as the other tools do.
     softrdma_driver::timer::set_spin_backoff_first(Duration::from_micros(p.spin_backoff_us));
+    softrdma_driver::timer::set_spin_grow_max(Duration::from_micros(p.spin_max_us));
     let trace_dir = if p.trace {
         let d = std::env::temp_dir().join(format!("softrdma-perf-cm-{}", std::process::id()));
         std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
