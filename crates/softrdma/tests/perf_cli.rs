@@ -278,6 +278,16 @@ fn connection_rate_runs_print_steps_ratios_and_counters() {
         !out.contains("retries"),
         "a run retried on loopback:\n{out}"
     );
+    // The server's DREPs leave with the rest of a turn's MADs, a few trains per run, not
+    // one sendmmsg each when the DISCONNECTED that answered them destroys its QP.
+    for line in out.lines().filter(|l| l.starts_with("  server: ")) {
+        let sends: u64 = line
+            .split(", ")
+            .find_map(|c| c.strip_prefix("driver tx_sends +"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no driver tx_sends in {line:?}"));
+        assert!(sends < 200, "{sends} sends for 200 connections: {line}");
+    }
 }
 
 /// `perf cm --trace`: where one connection's microseconds go, hop by hop, from both
