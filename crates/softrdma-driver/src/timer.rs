@@ -142,14 +142,7 @@ pub struct SpinBackoff {
     off_until: u64,
     /// How long the last back-off was (ns).
     off_ns: u64,
-    /// When (monotonic ns) a backed-off wait last had the chance of a probe spin
-    /// ([`SpinBackoff::may_probe`]).
-    probed_at: u64,
 }
-
-/// How often a thread whose spinning is backed off may try one spin anyway, if the machine
-/// has a core free at that moment ([`SpinBackoff::may_probe`]).
-const PROBE_EVERY: Duration = Duration::from_millis(1);
 
 impl SpinBackoff {
     /// A spin lost its core at `now` (monotonic ns): spinning is off from now for the
@@ -174,26 +167,9 @@ impl SpinBackoff {
         off
     }
 
-    /// A spin found input without losing its core, at `now` (monotonic ns): the level goes
-    /// down a step, and a back-off still running ends (the spin was a probe,
-    /// [`SpinBackoff::may_probe`], and the machine has turned quiet).
-    pub fn kept(&mut self, now: u64) {
+    /// A spin found input without losing its core.
+    pub fn kept(&mut self) {
         self.level = self.level.saturating_sub(1);
-        self.off_until = self.off_until.min(now);
-    }
-
-    /// Whether a wait while spinning is off ([`SpinBackoff::is_off`]) may try a spin at
-    /// `now` (monotonic ns): once per [`PROBE_EVERY`]. A probe that keeps its core ends
-    /// the back-off, one that loses raises it; at most one a millisecond loses on a busy
-    /// machine, and a machine that turned quiet spins again at its first chance instead of
-    /// after up to 100 ms of sleeping hops.
-    pub fn may_probe(&mut self, now: u64) -> bool {
-        let every = PROBE_EVERY.as_nanos() as u64;
-        if self.probed_at != 0 && now < self.probed_at.saturating_add(every) {
-            return false;
-        }
-        self.probed_at = now;
-        true
     }
 
     /// Whether spinning is off at `now` (monotonic ns).
@@ -278,7 +254,6 @@ thread_local! {
             level: 0,
             off_until: 0,
             off_ns: 0,
-            probed_at: 0,
         })
     };
     /// This thread's [`SpinWindow`].
@@ -407,7 +382,7 @@ impl SpinWatch {
         }
         BACKOFF.with(|b| {
             let mut v = b.get();
-            v.kept(monotonic_ns());
+            v.kept();
             b.set(v);
         });
         true
@@ -487,7 +462,7 @@ fn spin_plan(mode: PollMode, clock: &Clock) -> (Option<Micros>, Option<SpinWatch
     let until = match mode {
         PollMode::Blocking => None,
         PollMode::BusyPoll => Some(u64::MAX),
-        PollMode::SpinThenBlock(_) if !spins_now(spin_is_off(), may_probe, cores_wanted) => None,
+        PollMode::SpinThenBlock(_) if spin_is_off() => None,
         PollMode::SpinThenBlock(d) => {
             let base = crate::clock::duration_to_micros(d);
             let len = WINDOW.with(|w| w.get().length(base, grow_max_us()));
@@ -501,34 +476,6 @@ fn spin_plan(mode: PollMode, clock: &Clock) -> (Option<Micros>, Option<SpinWatch
 
 fn grow_max_us() -> u64 {
     SPIN_GROW_MAX_US.load(Ordering::Relaxed)
-}
-
-/// Whether a [`PollMode::SpinThenBlock`] wait spins: yes unless its thread's spinning is
-/// backed off ([`SpinBackoff`]); backed off, only as a probe (`may_probe`: one chance a
-/// millisecond) and only if the machine has a core free right now (`crowded`: a read of
-/// `/proc/loadavg`). The back-off is the memory of spins that lost their core; a free core
-/// now is the present, and what a spin needs: a back-off that grew to 100 ms while `perf
-/// cm`'s TCP half had both cores busy made every wait of the single connections right
-/// after it sleep, on a machine that was quiet again (both sides slept at once in 32-36 of
-/// 40 waits, 145 µs a connection against TCP's 34). A probe that keeps its core ends the
-/// back-off ([`SpinBackoff::kept`]); one that loses it stops, and backs off further, as any
-/// spin does ([`SpinWatch::preempted`]).
-fn spins_now(
-    backed_off: bool,
-    may_probe: impl FnOnce() -> bool,
-    crowded: impl FnOnce() -> bool,
-) -> bool {
-    !backed_off || (may_probe() && !crowded())
-}
-
-/// [`SpinBackoff::may_probe`] for this thread, now.
-fn may_probe() -> bool {
-    BACKOFF.with(|b| {
-        let mut v = b.get();
-        let r = v.may_probe(monotonic_ns());
-        b.set(v);
-        r
-    })
 }
 
 /// What the spin of one wait did, for its thread's [`SpinWindow`]: when it ran out
@@ -781,12 +728,12 @@ mod tests {
             now += off.as_nanos() as u64 + 10_000;
         }
         assert_eq!(offs, [1, 2, 4, 8, 16, 32, 64, 100, 100, 100]);
-        // One lucky spin does not bring the level down to where it started.
-        b.kept(now);
+        // One lucky spin does not bring spinning back.
+        b.kept();
         assert_eq!(b.lost(now, first), SPIN_BACKOFF);
         now += 100 * ms + 10_000;
         for _ in 0..3 {
-            b.kept(now);
+            b.kept();
         }
         assert_eq!(b.lost(now, first), Duration::from_millis(32));
         // Quiet for longer than the last back-off: the next loss is a new spell.
@@ -971,44 +918,6 @@ mod tests {
         }
         // Without a limit the window is the mode's spin again.
         assert_eq!(window(), 100);
-    }
-
-    /// A thread whose spinning is backed off still spins when the machine has a core free
-    /// now, and sleeps at once when it has none; a thread that is not backed off does not
-    /// even look.
-    #[test]
-    fn a_backed_off_wait_spins_when_a_core_is_free() {
-        assert!(spins_now(true, || true, || false));
-        assert!(!spins_now(true, || true, || true));
-        assert!(!spins_now(
-            true,
-            || false,
-            || panic!("looked without a probe's chance")
-        ));
-        assert!(spins_now(
-            false,
-            || panic!("probed without a back-off"),
-            || panic!("looked at the load without a back-off")
-        ));
-        // One probe's chance a millisecond; a probe that keeps its core ends the back-off,
-        // and the level it leaves is lower.
-        let ms = 1_000_000u64;
-        let mut b = SpinBackoff::default();
-        let mut now = 1_000 * ms;
-        for _ in 0..8 {
-            let off = b.lost(now, SPIN_BACKOFF_FIRST);
-            now += off.as_nanos() as u64;
-        }
-        b.lost(now, SPIN_BACKOFF_FIRST);
-        assert!(b.is_off(now + 50 * ms));
-        assert!(b.may_probe(now));
-        assert!(!b.may_probe(now + ms / 2));
-        assert!(b.may_probe(now + ms));
-        b.kept(now + ms);
-        assert!(!b.is_off(now + ms));
-        assert_eq!(b.level, 7);
-        // Lost again at once: the level goes on from there, not from the start.
-        assert_eq!(b.lost(now + 2 * ms, SPIN_BACKOFF_FIRST), SPIN_BACKOFF);
     }
 
     #[test]

@@ -53,17 +53,15 @@ pub struct Plan {
     /// the REQ, the client's for the REP) costs 50-60 us asleep and about 10 us spinning
     /// (`--trace` shows both; the line after "one connection alone" counts what each side's
     /// waits did). Spinning needs an idle core: a thread whose spin loses its core to other
-    /// threads stops, and its waits sleep at once for a while (--spin-backoff-us; a wait
-    /// that starts with a core free may probe once a millisecond, and a probe that keeps
-    /// its core ends the back-off); on a busy host that is what keeps a hop near a
-    /// wake-up's cost instead of a whole spin.
+    /// threads stops, and its waits sleep at once for a while (--spin-backoff-us); on a busy
+    /// host that is what keeps a hop near a wake-up's cost instead of a whole spin.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub spin_us: u64,
     /// How long a thread's spinning stays off after one of its spins lost its core to
     /// other threads, the first time (it doubles with each further spin that loses as soon
     /// as it is tried, up to 100 ms, falls back with spins that keep their core, and starts
-    /// over after a quiet spell, or at a probe that keeps its core). The default, 1000, is
-    /// the driver's; 100000 is session 8's fixed 100 ms, for comparisons.
+    /// over after a quiet spell). The default, 1000, is the driver's; 100000 is session 8's
+    /// fixed 100 ms, for comparisons.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub spin_backoff_us: u64,
     /// How long a thread's spin may grow to while its input keeps arriving shortly after a
@@ -329,6 +327,12 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     }
     print!("{last_table}");
     // One connection set up alone: ours REQ → ESTABLISHED (the connect step), TCP connect.
+    // Alone also in time: the spins the rate runs lost (our two threads and TCP's two on
+    // two cores) back spinning off for up to timer::SPIN_BACKOFF, per thread, and a loss
+    // within as long again after it continues at that level; on a quiet machine the single
+    // connections right after the last TCP half then slept through every hop (both sides
+    // backed off in 32-36 of 40 waits, 145 µs against TCP's 34).
+    std::thread::sleep(2 * softrdma_driver::timer::SPIN_BACKOFF + Duration::from_millis(10));
     let mut ours1 = Vec::new();
     let mut tcp1 = Vec::new();
     let spins0 = [cli.dev.io_stats().spins, srv_dev.io_stats().spins];
