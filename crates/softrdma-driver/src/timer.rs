@@ -743,6 +743,58 @@ mod tests {
         assert_eq!(SpinBackoff::default().lost(now, SPIN_BACKOFF), SPIN_BACKOFF);
     }
 
+    /// Two endpoints on `ip` whose second sends the first one late datagram per
+    /// [`LatePair::wait`].
+    struct LatePair {
+        a: UdpEndpoint,
+        b: Arc<UdpEndpoint>,
+        clock: Clock,
+        buf: Vec<u8>,
+    }
+
+    impl LatePair {
+        fn new(ip: [u8; 4]) -> LatePair {
+            use crate::udp::EndpointConfig;
+            let at = std::net::SocketAddr::from((ip, 0));
+            LatePair {
+                a: UdpEndpoint::bind_with(at, &EndpointConfig::default()).unwrap(),
+                b: Arc::new(UdpEndpoint::bind_with(at, &EndpointConfig::default()).unwrap()),
+                clock: Clock::new(),
+                buf: vec![0u8; 2048],
+            }
+        }
+
+        /// One `SpinThenBlock(spin_us)` wait of the first endpoint, for a datagram the
+        /// second sends `send_after` into it: what the wait's spin did, and how long the
+        /// wait took (µs).
+        fn wait(&mut self, spin_us: u64, send_after: Duration) -> (crate::udp::SpinStats, u64) {
+            use crate::udp::{SpinStats, Transmit};
+            let (b, dst) = (self.b.clone(), self.a.local_addr());
+            let sender = std::thread::spawn(move || {
+                std::thread::sleep(send_after);
+                b.send(&Transmit::single(dst, b"late")).unwrap();
+            });
+            let clock = &self.clock;
+            let mut bufs = [IoSliceMut::new(&mut self.buf)];
+            let deadline = clock.now() + 2_000_000;
+            let mode = PollMode::SpinThenBlock(Duration::from_micros(spin_us));
+            let before = self.a.io_stats().spins;
+            let t0 = clock.now();
+            let got = wait_for_input(&self.a, &mut bufs, clock, Some(deadline), mode).unwrap();
+            let took = clock.now() - t0;
+            sender.join().unwrap();
+            assert!(matches!(got, Input::Datagrams(_)));
+            let after = self.a.io_stats().spins;
+            let s = SpinStats {
+                found: after.found - before.found,
+                lost: after.lost - before.lost,
+                expired: after.expired - before.expired,
+                backed_off: after.backed_off - before.backed_off,
+            };
+            (s, took)
+        }
+    }
+
     /// A wait whose spin ran out with nothing to read sleeps, and the datagram that wakes
     /// it is not a lost core: the thread keeps spinning on its next wait (the watch used
     /// to survive the sleep and count its wall time as preemption, so every wait that
@@ -750,34 +802,9 @@ mod tests {
     /// spun and found its datagram.
     #[test]
     fn a_spin_that_ran_out_and_slept_does_not_back_off() {
-        use crate::udp::{EndpointConfig, SpinStats, Transmit};
-        let lo = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        let a = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
-        let b = Arc::new(UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap());
-        let dst = a.local_addr();
-        let clock = Clock::new();
-        let mut buf = vec![0u8; 2048];
-        let mut wait = |spin_us: u64, send_after_ms: u64| {
-            let b = b.clone();
-            let sender = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(send_after_ms));
-                b.send(&Transmit::single(dst, b"late")).unwrap();
-            });
-            let mut bufs = [IoSliceMut::new(&mut buf)];
-            let deadline = clock.now() + 2_000_000;
-            let mode = PollMode::SpinThenBlock(Duration::from_micros(spin_us));
-            let before = a.io_stats().spins;
-            let got = wait_for_input(&a, &mut bufs, &clock, Some(deadline), mode).unwrap();
-            sender.join().unwrap();
-            assert!(matches!(got, Input::Datagrams(_)));
-            let after = a.io_stats().spins;
-            SpinStats {
-                found: after.found - before.found,
-                lost: after.lost - before.lost,
-                expired: after.expired - before.expired,
-                backed_off: after.backed_off - before.backed_off,
-            }
-        };
+        let mut pair = LatePair::new([127, 0, 0, 1]);
+        let mut wait =
+            |spin_us, send_after_ms| pair.wait(spin_us, Duration::from_millis(send_after_ms)).0;
         // A loaded machine may really take the spin's core, or want it (cores_wanted):
         // that is a lost spin, not this test's case. One clean try of 20 is the test; on a
         // machine that never leaves a core free there is none.
@@ -853,33 +880,12 @@ mod tests {
     /// again.
     #[test]
     fn a_spin_that_ran_out_just_before_its_input_grows() {
-        use crate::udp::{EndpointConfig, Transmit};
-        let lo = std::net::SocketAddr::from(([127, 35, 0, 9], 0));
-        let a = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
-        let b = Arc::new(UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap());
-        let dst = a.local_addr();
-        let clock = Clock::new();
-        let mut buf = vec![0u8; 2048];
+        let mut pair = LatePair::new([127, 35, 0, 9]);
         // Each wait: a 100 µs spin, the datagram 1 ms after the wait starts.
         let mut wait = || {
-            let b = b.clone();
-            let sender = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(1));
-                b.send(&Transmit::single(dst, b"late")).unwrap();
-            });
-            let mut bufs = [IoSliceMut::new(&mut buf)];
-            let deadline = clock.now() + 2_000_000;
-            let mode = PollMode::SpinThenBlock(Duration::from_micros(100));
-            let before = a.io_stats().spins;
-            let t0 = clock.now();
-            let got = wait_for_input(&a, &mut bufs, &clock, Some(deadline), mode).unwrap();
-            let took = clock.now() - t0;
-            sender.join().unwrap();
-            assert!(matches!(got, Input::Datagrams(_)));
-            let after = a.io_stats().spins;
+            let (s, took) = pair.wait(100, Duration::from_millis(1));
             // A wait the scheduler stretched past the growth limit is a lost one here.
-            let lost = after.lost - before.lost + u64::from(took > 10_000);
-            (after.found - before.found, lost)
+            (s.found, s.lost + u64::from(took > 10_000))
         };
         let window = || WINDOW.with(Cell::get).length(100, grow_max_us());
         set_spin_grow_max(Duration::from_millis(20));
