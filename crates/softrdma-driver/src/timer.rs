@@ -178,6 +178,61 @@ impl SpinBackoff {
     }
 }
 
+/// The longest a [`PollMode::SpinThenBlock`] spin grows to, process-wide, in µs (0: no
+/// growth; [`set_spin_grow_max`]).
+static SPIN_GROW_MAX_US: AtomicU64 = AtomicU64::new(0);
+
+/// Lets a thread's [`PollMode::SpinThenBlock`] spins grow, up to `max`, while its input
+/// keeps arriving shortly after a spin ran out ([`SpinWindow`]); `Duration::ZERO` (the
+/// default) keeps every spin at the mode's length. For every thread of the process.
+pub fn set_spin_grow_max(max: Duration) {
+    SPIN_GROW_MAX_US.store(
+        max.as_micros().min(u128::from(u64::MAX)) as u64,
+        Ordering::Relaxed,
+    );
+}
+
+/// How long a thread's spins last, as data: at least the mode's spin (`base`), at most the
+/// process's growth limit (`max`), doubled each time a wait spun out and its input then came
+/// within `max` of the spin's start, halved each time it came later (or never). What Linux's
+/// guest halt-polling does for an idle vCPU, for one thread's waits: a spin that ends a
+/// little before the datagram arrives buys a sleep and a wake-up, and on a VM whose idle
+/// vCPU halts that wake-up is the host's (`perf cm`'s single connections on a quiet 2-vCPU
+/// machine: a server idle for longer than its 200 µs spin between two connections slept
+/// through the next REQ, and the client's 200 µs spin for the REP then ran out too while
+/// the server's vCPU was being woken, 758 µs a connection against TCP's 38).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpinWindow {
+    /// The current spin, µs (0: the mode's own length).
+    us: u64,
+}
+
+impl SpinWindow {
+    /// How long the next spin lasts (µs), for a mode spinning `base` µs and a growth limit
+    /// of `max` µs (none when `max <= base`).
+    pub fn length(&self, base: u64, max: u64) -> u64 {
+        self.us.clamp(base, max.max(base))
+    }
+
+    /// A spin of [`SpinWindow::length`] ran out, and the wait then slept `slept` µs until
+    /// its input came (`input`), or until its deadline without input.
+    pub fn spun_out(&mut self, base: u64, max: u64, slept: u64, input: bool) {
+        let cur = self.length(base, max);
+        if max <= base {
+            return;
+        }
+        let within = cur.saturating_add(slept) <= max;
+        self.us = match (input, within) {
+            // The longest spin allowed would have found it: spin longer next time.
+            (true, true) => cur.saturating_mul(2).min(max),
+            // An idle spell: spinning longer would only have burnt the core.
+            (_, false) => (cur / 2).max(base),
+            // A timer, early: nothing known yet.
+            (false, true) => cur,
+        };
+    }
+}
+
 /// How much of a spin's wall time may go to other threads before it counts as preempted.
 const PREEMPTED: Duration = Duration::from_micros(50);
 /// Spin rounds between two looks at the thread's CPU time (a syscall, unlike the wall
@@ -201,6 +256,8 @@ thread_local! {
             off_ns: 0,
         })
     };
+    /// This thread's [`SpinWindow`].
+    static WINDOW: Cell<SpinWindow> = const { Cell::new(SpinWindow { us: 0 }) };
 }
 
 /// Whether the machine has more runnable threads than CPUs right now (`/proc/loadavg`'s
@@ -406,15 +463,49 @@ fn spin_plan(mode: PollMode, clock: &Clock) -> (Option<Micros>, Option<SpinWatch
         PollMode::Blocking => None,
         PollMode::BusyPoll => Some(u64::MAX),
         PollMode::SpinThenBlock(_) if spin_is_off() => None,
-        PollMode::SpinThenBlock(d) => Some(
-            clock
-                .now()
-                .saturating_add(crate::clock::duration_to_micros(d)),
-        ),
+        PollMode::SpinThenBlock(d) => {
+            let base = crate::clock::duration_to_micros(d);
+            let len = WINDOW.with(|w| w.get().length(base, grow_max_us()));
+            Some(clock.now().saturating_add(len))
+        }
     };
     let watch =
         (until.is_some() && matches!(mode, PollMode::SpinThenBlock(_))).then(SpinWatch::start);
     (until, watch)
+}
+
+fn grow_max_us() -> u64 {
+    SPIN_GROW_MAX_US.load(Ordering::Relaxed)
+}
+
+/// What the spin of one wait did, for its thread's [`SpinWindow`]: when it ran out
+/// (monotonic µs of the wait's clock) and for a mode of how many µs.
+#[derive(Clone, Copy)]
+struct SpunOut {
+    at: Micros,
+    base: u64,
+}
+
+impl SpunOut {
+    /// The spin of a `mode` wait ran out at `at`.
+    fn new(mode: PollMode, at: Micros) -> Option<SpunOut> {
+        match mode {
+            PollMode::SpinThenBlock(d) => Some(SpunOut {
+                at,
+                base: crate::clock::duration_to_micros(d),
+            }),
+            PollMode::Blocking | PollMode::BusyPoll => None,
+        }
+    }
+
+    /// The wait ends at `now`, with input or at its deadline.
+    fn ended(self, now: Micros, input: bool) {
+        WINDOW.with(|w| {
+            let mut v = w.get();
+            v.spun_out(self.base, grow_max_us(), now.saturating_sub(self.at), input);
+            w.set(v);
+        });
+    }
 }
 
 /// Waits until the earlier of socket input and `deadline` (`None`: no timer pending), or a
@@ -430,6 +521,7 @@ pub fn wait_for_input(
     let notifier = ep.notifier();
     let (mut spin_until, mut watch) = spin_plan(mode, clock);
     let mut tally = SpinTally::new(mode, spin_until);
+    let mut spun_out: Option<SpunOut> = None;
     loop {
         // Blocking, right after a receive that drained the socket, with time left: a receive
         // now finds only what the wait reports at once anyway (see `UdpEndpoint::rx_drained`),
@@ -440,6 +532,9 @@ pub fn wait_for_input(
             let got = ep.recv_batch(bufs)?;
             if !got.is_empty() {
                 tally.input(ep, watch.as_ref().filter(|_| spin_until.is_some()));
+                if let Some(s) = spun_out {
+                    s.ended(clock.now(), true);
+                }
                 return Ok(Input::Datagrams(got));
             }
         }
@@ -449,6 +544,9 @@ pub fn wait_for_input(
         }
         let now = clock.now();
         if deadline.is_some_and(|d| now >= d) {
+            if let Some(s) = spun_out {
+                s.ended(now, false);
+            }
             return Ok(Input::Deadline);
         }
         if spin_until.is_some_and(|s| now < s) {
@@ -466,6 +564,12 @@ pub fn wait_for_input(
         // wall time is not a lost core (with the watch kept, every wait that spun out,
         // slept and was woken by input backed spinning off: perf cm's server, idle for
         // longer than a spin between two single connections, slept through all of them).
+        // A spin still planned here ran out (a lost one was unplanned): how long the sleep
+        // then lasts tells the thread's spin window whether a longer spin would have found
+        // the input.
+        if spin_until.is_some() {
+            spun_out = SpunOut::new(mode, now);
+        }
         spin_until = None;
         watch = None;
         let timeout = deadline.map(|d| clock.until(d));
@@ -497,6 +601,7 @@ pub fn wait_for_input_any(
     let notifier = first.notifier();
     let (mut spin_until, mut watch) = spin_plan(mode, clock);
     let mut tally = SpinTally::new(mode, spin_until);
+    let mut spun_out: Option<SpunOut> = None;
     let mut got = Vec::new();
     loop {
         // As in wait_for_input: skip the receive only when every socket was drained by the
@@ -516,6 +621,9 @@ pub fn wait_for_input_any(
             }
             if n > 0 {
                 tally.input(first, watch.as_ref().filter(|_| spin_until.is_some()));
+                if let Some(s) = spun_out {
+                    s.ended(clock.now(), true);
+                }
                 return Ok(Input::Datagrams(got));
             }
         }
@@ -525,6 +633,9 @@ pub fn wait_for_input_any(
         }
         let now = clock.now();
         if deadline.is_some_and(|d| now >= d) {
+            if let Some(s) = spun_out {
+                s.ended(now, false);
+            }
             return Ok(Input::Deadline);
         }
         if spin_until.is_some_and(|s| now < s) {
@@ -537,10 +648,10 @@ pub fn wait_for_input_any(
             continue;
         }
         tally.sleeps(first, watch.is_some());
-        // The spin is over: what the sleep finds was not found spinning, and the sleep's
-        // wall time is not a lost core (with the watch kept, every wait that spun out,
-        // slept and was woken by input backed spinning off: perf cm's server, idle for
-        // longer than a spin between two single connections, slept through all of them).
+        // As in wait_for_input.
+        if spin_until.is_some() {
+            spun_out = SpunOut::new(mode, now);
+        }
         spin_until = None;
         watch = None;
         let timeout = deadline.map(|d| clock.until(d));
@@ -632,6 +743,58 @@ mod tests {
         assert_eq!(SpinBackoff::default().lost(now, SPIN_BACKOFF), SPIN_BACKOFF);
     }
 
+    /// Two endpoints on `ip` whose second sends the first one late datagram per
+    /// [`LatePair::wait`].
+    struct LatePair {
+        a: UdpEndpoint,
+        b: Arc<UdpEndpoint>,
+        clock: Clock,
+        buf: Vec<u8>,
+    }
+
+    impl LatePair {
+        fn new(ip: [u8; 4]) -> LatePair {
+            use crate::udp::EndpointConfig;
+            let at = std::net::SocketAddr::from((ip, 0));
+            LatePair {
+                a: UdpEndpoint::bind_with(at, &EndpointConfig::default()).unwrap(),
+                b: Arc::new(UdpEndpoint::bind_with(at, &EndpointConfig::default()).unwrap()),
+                clock: Clock::new(),
+                buf: vec![0u8; 2048],
+            }
+        }
+
+        /// One `SpinThenBlock(spin_us)` wait of the first endpoint, for a datagram the
+        /// second sends `send_after` into it: what the wait's spin did, and how long the
+        /// wait took (µs).
+        fn wait(&mut self, spin_us: u64, send_after: Duration) -> (crate::udp::SpinStats, u64) {
+            use crate::udp::{SpinStats, Transmit};
+            let (b, dst) = (self.b.clone(), self.a.local_addr());
+            let sender = std::thread::spawn(move || {
+                std::thread::sleep(send_after);
+                b.send(&Transmit::single(dst, b"late")).unwrap();
+            });
+            let clock = &self.clock;
+            let mut bufs = [IoSliceMut::new(&mut self.buf)];
+            let deadline = clock.now() + 2_000_000;
+            let mode = PollMode::SpinThenBlock(Duration::from_micros(spin_us));
+            let before = self.a.io_stats().spins;
+            let t0 = clock.now();
+            let got = wait_for_input(&self.a, &mut bufs, clock, Some(deadline), mode).unwrap();
+            let took = clock.now() - t0;
+            sender.join().unwrap();
+            assert!(matches!(got, Input::Datagrams(_)));
+            let after = self.a.io_stats().spins;
+            let s = SpinStats {
+                found: after.found - before.found,
+                lost: after.lost - before.lost,
+                expired: after.expired - before.expired,
+                backed_off: after.backed_off - before.backed_off,
+            };
+            (s, took)
+        }
+    }
+
     /// A wait whose spin ran out with nothing to read sleeps, and the datagram that wakes
     /// it is not a lost core: the thread keeps spinning on its next wait (the watch used
     /// to survive the sleep and count its wall time as preemption, so every wait that
@@ -639,34 +802,9 @@ mod tests {
     /// spun and found its datagram.
     #[test]
     fn a_spin_that_ran_out_and_slept_does_not_back_off() {
-        use crate::udp::{EndpointConfig, SpinStats, Transmit};
-        let lo = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        let a = UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap();
-        let b = Arc::new(UdpEndpoint::bind_with(lo, &EndpointConfig::default()).unwrap());
-        let dst = a.local_addr();
-        let clock = Clock::new();
-        let mut buf = vec![0u8; 2048];
-        let mut wait = |spin_us: u64, send_after_ms: u64| {
-            let b = b.clone();
-            let sender = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(send_after_ms));
-                b.send(&Transmit::single(dst, b"late")).unwrap();
-            });
-            let mut bufs = [IoSliceMut::new(&mut buf)];
-            let deadline = clock.now() + 2_000_000;
-            let mode = PollMode::SpinThenBlock(Duration::from_micros(spin_us));
-            let before = a.io_stats().spins;
-            let got = wait_for_input(&a, &mut bufs, &clock, Some(deadline), mode).unwrap();
-            sender.join().unwrap();
-            assert!(matches!(got, Input::Datagrams(_)));
-            let after = a.io_stats().spins;
-            SpinStats {
-                found: after.found - before.found,
-                lost: after.lost - before.lost,
-                expired: after.expired - before.expired,
-                backed_off: after.backed_off - before.backed_off,
-            }
-        };
+        let mut pair = LatePair::new([127, 0, 0, 1]);
+        let mut wait =
+            |spin_us, send_after_ms| pair.wait(spin_us, Duration::from_millis(send_after_ms)).0;
         // A loaded machine may really take the spin's core, or want it (cores_wanted):
         // that is a lost spin, not this test's case. One clean try of 20 is the test; on a
         // machine that never leaves a core free there is none.
@@ -689,6 +827,103 @@ mod tests {
             return;
         }
         eprintln!("no spin kept its core in 20 tries: the machine is busy");
+    }
+
+    /// A thread's spins grow (doubling, up to the limit) while its input arrives soon after
+    /// a spin ran out, shrink back towards the mode's length when it comes later than the
+    /// longest spin would have lasted or never comes, and do not grow at all without a
+    /// limit above the mode's spin.
+    #[test]
+    fn the_spin_window_grows_while_input_comes_just_after_it() {
+        let (base, max) = (200, 2_000);
+        let mut w = SpinWindow::default();
+        assert_eq!(w.length(base, max), 200);
+        // The peer answers 1.5 ms after each wait starts (a halted vCPU's wake-up): the
+        // spins that run out before it grow until one lasts long enough.
+        let answer = 1_500;
+        let mut lens = Vec::new();
+        while w.length(base, max) < answer {
+            let len = w.length(base, max);
+            w.spun_out(base, max, answer - len, true);
+            lens.push(w.length(base, max));
+        }
+        assert_eq!(lens, [400, 800, 1600]);
+        // Never beyond the limit.
+        w.spun_out(base, max, 10, true);
+        assert_eq!(w.length(base, max), 2000);
+        // A timer that ends a sleep early says nothing; an idle spell halves the spin, and
+        // so does input later than the longest spin would have waited.
+        w.spun_out(base, max, 0, false);
+        assert_eq!(w.length(base, max), 2000);
+        w.spun_out(base, max, 50_000, false);
+        assert_eq!(w.length(base, max), 1000);
+        w.spun_out(base, max, 1_500, true);
+        assert_eq!(w.length(base, max), 500);
+        for _ in 0..4 {
+            w.spun_out(base, max, 1_000_000, true);
+        }
+        assert_eq!(w.length(base, max), 200);
+        // No limit above the mode's spin (the driver's default): the mode's spin, always.
+        let mut w = SpinWindow::default();
+        w.spun_out(base, 0, 10, true);
+        assert_eq!(w.length(base, 0), 200);
+        // The window follows a mode with a longer spin than it grew to.
+        let mut w = SpinWindow::default();
+        w.spun_out(base, max, 10, true);
+        assert_eq!(w.length(base, max), 400);
+        assert_eq!(w.length(1_000, max), 1_000);
+    }
+
+    /// A wait that spun out and was woken by a datagram soon after makes the thread's next
+    /// spin longer, and that longer spin finds the next datagram sent as late (with the
+    /// process's growth limit up); without the limit the spin keeps its length and runs out
+    /// again.
+    #[test]
+    fn a_spin_that_ran_out_just_before_its_input_grows() {
+        let mut pair = LatePair::new([127, 35, 0, 9]);
+        // Each wait: a 100 µs spin, the datagram 1 ms after the wait starts.
+        let mut wait = || {
+            let (s, took) = pair.wait(100, Duration::from_millis(1));
+            // A wait the scheduler stretched past the growth limit is a lost one here.
+            (s.found, s.lost + u64::from(took > 10_000))
+        };
+        let window = || WINDOW.with(Cell::get).length(100, grow_max_us());
+        set_spin_grow_max(Duration::from_millis(20));
+        // A loaded machine may take the spin's core: one clean try of 20.
+        let mut grew = false;
+        for _ in 0..20 {
+            BACKOFF.with(|b| b.set(SpinBackoff::default()));
+            WINDOW.with(|w| w.set(SpinWindow::default()));
+            let first = wait();
+            if first.1 > 0 {
+                continue;
+            }
+            assert_eq!(first.0, 0, "a 100 µs spin found a datagram sent after 1 ms");
+            assert!(window() >= 200, "the spin did not grow: {}", window());
+            // Grown to 1.6 ms or more after at most four such waits, the spin finds it.
+            let mut found = false;
+            for _ in 0..4 {
+                let (f, l) = wait();
+                if l > 0 {
+                    break;
+                }
+                if f == 1 {
+                    found = true;
+                    break;
+                }
+            }
+            if found {
+                grew = true;
+                break;
+            }
+        }
+        set_spin_grow_max(Duration::ZERO);
+        if !grew {
+            eprintln!("no spin kept its core in 20 tries: the machine is busy");
+            return;
+        }
+        // Without a limit the window is the mode's spin again.
+        assert_eq!(window(), 100);
     }
 
     #[test]

@@ -317,6 +317,35 @@ fn rc_defer_flush_one_send_per_round_trip() {
     h.join().unwrap();
 }
 
+/// With defer_flush, the ACK that a QP's last receive queued leaves when the QP is
+/// destroyed: destroyed, the QP would take it along, and the peer would retry its message
+/// until it failed (`ibv_rc_pingpong`'s last ACK). `destroy_qp` sends the transport's queue
+/// only; the MADs a CM queued wait for the device's next turn, with the rest of it.
+#[test]
+fn destroying_a_qp_sends_the_ack_its_last_receive_queued() {
+    let ipa = IpAddr::V4(Ipv4Addr::new(127, 35, 2, 1));
+    let ipb = IpAddr::V4(Ipv4Addr::new(127, 35, 2, 2));
+    let a = Device::open_with(DeviceConfig::new(ipa)).unwrap();
+    let b = Device::open_with(DeviceConfig::new(ipb).busy_poll().with_defer_flush(true)).unwrap();
+    let ea = end(a, QpType::Rc, 64);
+    let eb = end(b, QpType::Rc, 64);
+    connect_rc(&ea, ipb, eb.qpn, 0x10, 0x20);
+    connect_rc(&eb, ipa, ea.qpn, 0x20, 0x10);
+    post_recv(&eb, 2);
+    let sends = eb.dev.io_stats().send_calls;
+    send(&ea, 1, 8, None);
+    // b's turn took the SEND; its ACK waits for b's next turn, which never comes.
+    assert_eq!(wait_one(&eb).wr_id, 2);
+    assert_eq!(
+        eb.dev.io_stats().send_calls,
+        sends,
+        "the ACK left before the destroy"
+    );
+    eb.dev.destroy_qp(eb.qpn).unwrap();
+    // a's SEND completes, in success: the ACK came (a retry could not be answered).
+    assert_eq!(wait_one(&ea).wr_id, 1);
+}
+
 #[test]
 fn rc_without_gso() {
     let mut ca = DeviceConfig::new(ip(10, 15));

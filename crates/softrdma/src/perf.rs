@@ -476,6 +476,13 @@ fn thread_cpu() -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
+/// The CPU time (user + system, seconds) of every thread of the process so far: for a run
+/// whose work is spread over threads (`perf cm`'s two devices' threads, TCP's acceptor).
+pub(crate) fn process_cpu() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
 /// A thread's CPU time while a shared [`Phase`] says it is measured. Reads the clock only when
 /// the phase it sees changes, so a ping-pong pays nothing per round trip for it.
 #[derive(Debug, Default)]

@@ -17,6 +17,7 @@ use softrdma_driver::{Device, PollMode};
 
 use crate::cmtime;
 use crate::cmtool;
+use crate::perf::process_cpu;
 
 /// `softrdma perf cm`'s options (a subcommand of `softrdma perf`: [`crate::perf::PerfCmd`]).
 #[derive(Debug, clap::Args)]
@@ -63,6 +64,14 @@ pub struct Plan {
     /// fixed 100 ms, for comparisons.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub spin_backoff_us: u64,
+    /// How long a thread's spin may grow to while its input keeps arriving shortly after a
+    /// spin of --spin-us ran out (it doubles each time, and halves after idle spells): a
+    /// side idle between two single connections for longer than --spin-us otherwise
+    /// sleeps through the next message, and on a VM whose idle vCPU halts that wake-up can
+    /// cost hundreds of microseconds. --spin-max-us 0 (or at most --spin-us) keeps every
+    /// spin at --spin-us.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub spin_max_us: u64,
 }
 
 /// Every counter of one side by name: the IB CM's, the MAD layer's, the stack's, the
@@ -218,6 +227,7 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     // (cmtool::open_batched). --loop-thread gives each device a loop thread of its own and
     // sends per command, as the other tools do.
     softrdma_driver::timer::set_spin_backoff_first(Duration::from_micros(p.spin_backoff_us));
+    softrdma_driver::timer::set_spin_grow_max(Duration::from_micros(p.spin_max_us));
     let trace_dir = if p.trace {
         let d = std::env::temp_dir().join(format!("softrdma-perf-cm-{}", std::process::id()));
         std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -271,17 +281,28 @@ fn run_inner(p: &Plan) -> Result<(), String> {
         Ok(())
     });
     let mut ratios = Vec::new();
+    // CPU time (the whole process's, user + system) per 1,000 connections, ours and TCP's,
+    // per run: far less moved by the load than the rates are.
+    let (mut ours_cpu, mut tcp_cpu) = (Vec::new(), Vec::new());
+    let per_1000 = |cpu: f64| cpu * 1e3 * 1000.0 / f64::from(p.connections);
     let mut last_table = String::new();
     for run in 1..=p.runs {
         let before = srv_view
             .as_ref()
             .map(|(d, c)| (snapshot((&cli.dev, &cli.cm)), snapshot((d, c))));
-        let t0 = Instant::now();
+        let (t0, c0) = (Instant::now(), process_cpu());
         let (t, r) = cmtime::cycle(&cli, p.connections, dst, p.client, None, 7, false);
         let ours = t0.elapsed();
+        // The server thread may still be answering the last DREQs: its share of them
+        // counts, as TCP's acceptor's does below.
+        let ours_ms = per_1000(process_cpu() - c0);
         r?;
         last_table = t.table(false);
+        let c1 = process_cpu();
         let tcp = tcp_cycle(p.server, p.client, p.connections)?;
+        let tcp_ms = per_1000(process_cpu() - c1);
+        ours_cpu.push(ours_ms);
+        tcp_cpu.push(tcp_ms);
         let (ours_cps, tcp_cps) = (
             f64::from(p.connections) / ours.as_secs_f64(),
             f64::from(p.connections) / tcp.as_secs_f64(),
@@ -295,6 +316,10 @@ fn run_inner(p: &Plan) -> Result<(), String> {
             tcp_cps,
             tcp.as_secs_f64() * 1e3
         );
+        println!(
+            "  CPU per 1000 connections (user + system, all threads): softrdma {ours_ms:.1} ms | TCP {tcp_ms:.1} ms | {:.2}x TCP",
+            ours_ms / tcp_ms.max(1e-9)
+        );
         if let (Some((d, c)), Some((bc, bs))) = (srv_view.as_ref(), before) {
             print_moved("client", &bc, &snapshot((&cli.dev, &cli.cm)));
             print_moved("server", &bs, &snapshot((d, c)));
@@ -302,6 +327,12 @@ fn run_inner(p: &Plan) -> Result<(), String> {
     }
     print!("{last_table}");
     // One connection set up alone: ours REQ → ESTABLISHED (the connect step), TCP connect.
+    // Alone also in time: the spins the rate runs lost (our two threads and TCP's two on
+    // two cores) back spinning off for up to timer::SPIN_BACKOFF, per thread, and a loss
+    // within as long again after it continues at that level; on a quiet machine the single
+    // connections right after the last TCP half then slept through every hop (both sides
+    // backed off in 32-36 of 40 waits, 145 µs against TCP's 34).
+    std::thread::sleep(2 * softrdma_driver::timer::SPIN_BACKOFF + Duration::from_millis(10));
     let mut ours1 = Vec::new();
     let mut tcp1 = Vec::new();
     let spins0 = [cli.dev.io_stats().spins, srv_dev.io_stats().spins];
@@ -354,6 +385,12 @@ fn run_inner(p: &Plan) -> Result<(), String> {
             let _ = std::fs::remove_dir_all(d);
         }
     }
+    let (ours_cpu_median, tcp_cpu_median) = (median(&mut ours_cpu), median(&mut tcp_cpu));
+    println!(
+        "CPU per 1000 connections over {} runs, medians: softrdma {ours_cpu_median:.1} ms | TCP {tcp_cpu_median:.1} ms | {:.2}x TCP: lower is better",
+        ours_cpu.len(),
+        ours_cpu_median / tcp_cpu_median.max(1e-9)
+    );
     let mut r = ratios.clone();
     r.sort_by(|a, b| a.total_cmp(b));
     println!(

@@ -266,6 +266,9 @@ fn connection_rate_runs_print_steps_ratios_and_counters() {
         " spun and found it, ",
         " slept at once (backed off)",
         "ratio over 2 runs: min ",
+        // CPU time per 1,000 connections, ours and TCP's, per run and over the runs.
+        "  CPU per 1000 connections (user + system, all threads): softrdma ",
+        "CPU per 1000 connections over 2 runs, medians: softrdma ",
         // The client's counters are read after its run; the server's are still moving
         // (its last DREPs are counted when their sends complete, as cm.c does).
         "  client: cm cm_tx_msgs/req +200, cm cm_tx_msgs/rtu +200, cm cm_tx_msgs/dreq +200, cm cm_rx_msgs/rep +200, cm cm_rx_msgs/drep +200, mad tx +600,",
@@ -277,6 +280,16 @@ fn connection_rate_runs_print_steps_ratios_and_counters() {
         !out.contains("retries"),
         "a run retried on loopback:\n{out}"
     );
+    // The server's DREPs leave with the rest of a turn's MADs, a few trains per run, not
+    // one sendmmsg each when the DISCONNECTED that answered them destroys its QP.
+    for line in out.lines().filter(|l| l.starts_with("  server: ")) {
+        let sends: u64 = line
+            .split(", ")
+            .find_map(|c| c.strip_prefix("driver tx_sends +"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no driver tx_sends in {line:?}"));
+        assert!(sends < 200, "{sends} sends for 200 connections: {line}");
+    }
 }
 
 /// `perf cm --trace`: where one connection's microseconds go, hop by hop, from both

@@ -1614,6 +1614,10 @@ impl RdmaCm {
                 }
             }
         }
+        // Nothing queued names the id (the common case): no scan of the queue.
+        if !self.events.names(id) {
+            return;
+        }
         if let Some(p) = i.parent.and_then(|p| self.ids.get_mut(&p)) {
             // A CONNECT_REQUEST still queued held a backlog slot.
             if self

@@ -4,7 +4,7 @@
 //! runtime delivering both ([`super::RdmaCm::poll_next`]) keeps the order they happened in.
 //! The bound on it is [`crate::cm::CmConfig::event_queue_limit`].
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use super::RdmaCmEvent;
 use crate::cm::CmEvent;
@@ -24,6 +24,17 @@ pub(super) struct Events {
     rdma: VecDeque<(u64, RdmaCmEvent)>,
     ib: VecDeque<(u64, CmEvent)>,
     next: u64,
+    /// How many queued RDMA CM events name each id, as theirs or as their listener
+    /// ([`Events::names`]): a destroyed id with none (the common case) costs no scan of the
+    /// queue, which a server destroying each id on its DISCONNECTED, with a thousand more
+    /// queued behind it, made quadratic (3 % of `perf cm`'s samples).
+    named: HashMap<u32, u32>,
+}
+
+/// The ids an event names: its own, and a CONNECT_REQUEST's listener.
+fn names(e: &RdmaCmEvent) -> impl Iterator<Item = u32> {
+    let own = e.id().0;
+    std::iter::once(own).chain(e.listen_id().map(|l| l.0).filter(|&l| l != own))
 }
 
 impl Events {
@@ -36,7 +47,27 @@ impl Events {
     /// Queues an RDMA CM event.
     pub(super) fn push_back(&mut self, e: RdmaCmEvent) {
         let n = self.stamp();
+        for id in names(&e) {
+            *self.named.entry(id).or_default() += 1;
+        }
         self.rdma.push_back((n, e));
+    }
+
+    /// An event leaves the queue.
+    fn unname(&mut self, e: &RdmaCmEvent) {
+        for id in names(e) {
+            if let std::collections::hash_map::Entry::Occupied(mut o) = self.named.entry(id) {
+                *o.get_mut() -= 1;
+                if *o.get() == 0 {
+                    o.remove();
+                }
+            }
+        }
+    }
+
+    /// Whether a queued RDMA CM event names `id`, as its own or as its listener.
+    pub(super) fn names(&self, id: u32) -> bool {
+        self.named.contains_key(&id)
     }
 
     /// Queues an IB CM event.
@@ -46,7 +77,9 @@ impl Events {
     }
 
     pub(super) fn pop_front(&mut self) -> Option<RdmaCmEvent> {
-        self.rdma.pop_front().map(|(_, e)| e)
+        let (_, e) = self.rdma.pop_front()?;
+        self.unname(&e);
+        Some(e)
     }
 
     /// Takes the first RDMA CM event for which `f` holds (a scan: the queue is bounded).
@@ -55,7 +88,9 @@ impl Events {
         mut f: impl FnMut(&RdmaCmEvent) -> bool,
     ) -> Option<RdmaCmEvent> {
         let i = self.rdma.iter().position(|(_, e)| f(e))?;
-        self.rdma.remove(i).map(|(_, e)| e)
+        let (_, e) = self.rdma.remove(i)?;
+        self.unname(&e);
+        Some(e)
     }
 
     pub(super) fn pop_ib(&mut self) -> Option<CmEvent> {
@@ -94,6 +129,9 @@ impl Events {
             }
         }
         self.rdma = kept;
+        for e in &gone {
+            self.unname(e);
+        }
         gone
     }
 
@@ -165,9 +203,18 @@ mod tests {
         }
         assert!(q.remove_where(|e| e.id() == RdmaId(9)).is_empty());
         assert_eq!(q.rdma_len(), 5);
+        assert!(q.names(1) && q.names(2) && q.names(3) && !q.names(9));
         let gone = q.remove_where(|e| e.id() == RdmaId(1));
         assert_eq!(gone, [ev(1, 1), ev(1, 3)]);
+        assert!(!q.names(1) && q.names(2));
         let left: Vec<i32> = q.iter().map(|e| e.status()).collect();
         assert_eq!(left, [0, 2, 4]);
+        // Taken one by one, or the first that matches: an id is named while one is queued.
+        assert_eq!(q.take_first(|e| e.status() == 2), Some(ev(2, 2)));
+        assert!(q.names(2));
+        assert_eq!(q.pop_front(), Some(ev(2, 0)));
+        assert!(!q.names(2) && q.names(3));
+        assert_eq!(q.pop_front(), Some(ev(3, 4)));
+        assert!(!q.names(3) && q.named.is_empty());
     }
 }
