@@ -193,10 +193,11 @@ pub struct Sim<H: Host = Stack> {
     /// Drain the stacks with [`Stack::poll_transmit_batch`] (GSO trains, split into their
     /// datagrams here as the kernel would) instead of [`Stack::poll_transmit`].
     pub batched: bool,
-    /// Batched mode: trains seen, datagrams in them, and segments whose ICRC was not right
-    /// for their index in the train as the IPv4 ID (must stay 0).
-    pub trains: u64,
-    pub train_datagrams: u64,
+    /// Batched mode: trains each host sent, datagrams in them (by host: a requester's
+    /// trains are not diluted by the one-datagram ACK trains of its peer), and segments
+    /// whose ICRC was not right for their index in the train as the IPv4 ID (must stay 0).
+    pub trains: Vec<u64>,
+    pub train_datagrams: Vec<u64>,
     pub icrc_id_errors: u64,
     /// The bottleneck link, if any; each stack's queue drains at `busy_until_ns`.
     pub link: Option<Link>,
@@ -267,8 +268,8 @@ impl<H: Host> Sim<H> {
             tap: Vec::new(),
             record: false,
             batched: false,
-            trains: 0,
-            train_datagrams: 0,
+            trains: vec![0; n],
+            train_datagrams: vec![0; n],
             icrc_id_errors: 0,
             link: None,
             ecn_mark: None,
@@ -335,7 +336,7 @@ impl<H: Host> Sim<H> {
                     break;
                 }
                 for (t, bytes) in batch.trains() {
-                    self.trains += 1;
+                    self.trains[i] += 1;
                     let src = SocketAddr::new(t.src_ip, t.src_port);
                     let flow = Flow {
                         src: t.src_ip,
@@ -344,7 +345,7 @@ impl<H: Host> Sim<H> {
                         dst_port: t.dst.port(),
                     };
                     for (k, seg) in bytes.chunks(t.segment_size.max(1)).enumerate() {
-                        self.train_datagrams += 1;
+                        self.train_datagrams[i] += 1;
                         let ident = Ipv4Ident {
                             id: k as u16,
                             dont_fragment: true,

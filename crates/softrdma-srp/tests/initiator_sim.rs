@@ -790,7 +790,9 @@ fn verified_random_workload_under_loss_and_duplication() {
 #[test]
 fn verified_random_workload_under_reordering_loss_and_duplication() {
     // Up to 30 µs of random extra delay on a 50 µs path: the packets of a message arrive in
-    // any order (every one is NAKed and resent go-back-N, so the I/Os are kept to 8 KiB).
+    // any order (each overtaken packet draws a NAK and a go-back-N: the responder keeps what
+    // overtook it, but the requester re-sends until the ACK after the hole comes, so the I/Os
+    // are kept to 8 KiB).
     verified_on(
         NetConfig {
             loss_permille: 10,

@@ -645,13 +645,19 @@ struct Recovery {
     /// Its tail-loss probes and the go-back-Ns a probe's answer started.
     tail_probes: u64,
     fast_retransmits: u64,
-    /// Request packets it sent, and of them re-sent.
+    /// Request packets it sent, of them re-sent, and those a go-back did not re-send (an
+    /// ACK during it covered them: the responder had kept them).
     sent: u64,
     resent: u64,
-    /// Request packets the responder received, and of them discarded: out of sequence
-    /// (after a hole, waiting for the go-back) or duplicates (already had them).
+    skipped: u64,
+    /// Request packets the responder received; of them out of sequence (after a hole),
+    /// of those kept until the hole filled and not kept (its bound was full), and
+    /// duplicates (already had them). Discarded: out of sequence and not kept, and
+    /// duplicates.
     received: u64,
     out_of_seq: u64,
+    kept: u64,
+    kept_overflow: u64,
     duplicates: u64,
 }
 
@@ -665,8 +671,11 @@ impl Recovery {
             fast_retransmits: c.fast_retransmits,
             sent: c.sent_pkts,
             resent: c.retransmitted_pkts,
+            skipped: c.skipped_resends,
             received: s.rcvd_pkts,
             out_of_seq: s.out_of_seq_request,
+            kept: s.kept_requests,
+            kept_overflow: s.kept_overflow,
             duplicates: s.duplicate_request,
         }
     }
@@ -675,13 +684,19 @@ impl Recovery {
     fn text(&self) -> String {
         let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
         format!(
-            " | ACK timeouts {} (tail probes {}, fast retransmits {}) | resent {:.1}% of sent | discarded {:.1}% of received ({} out of sequence, {} duplicates)",
+            " | ACK timeouts {} (tail probes {}, fast retransmits {}) | resent {:.1}% of sent ({} skipped) | discarded {:.1}% of received ({} out of sequence, {} of them kept, {} over the bound; {} duplicates)",
             self.ack_timeouts,
             self.tail_probes,
             self.fast_retransmits,
             pct(self.resent, self.sent),
-            pct(self.out_of_seq + self.duplicates, self.received),
+            self.skipped,
+            pct(
+                self.out_of_seq.saturating_sub(self.kept) + self.duplicates,
+                self.received
+            ),
             self.out_of_seq,
+            self.kept,
+            self.kept_overflow,
             self.duplicates
         )
     }

@@ -43,6 +43,12 @@ counters! {
     duplicate_request,
     /// RC requests with a PSN ahead of the expected one (rxe `out_of_seq_request`).
     out_of_seq_request,
+    /// Of those, kept by the responder until the hole before them filled (issue 21;
+    /// `transport::kept`), instead of dropped as rxe drops them.
+    kept_requests,
+    /// Out-of-sequence requests the responder could not keep (its per-QP bound was full):
+    /// dropped as rxe drops them, or a higher kept one dropped to make room.
+    kept_overflow,
     /// RNR NAKs received (rxe `rcvd_rnr_err`).
     rcvd_rnr_err,
     /// RNR NAKs sent (rxe `send_rnr_err`).
@@ -65,6 +71,9 @@ counters! {
     fast_retransmits,
     /// Request packets sent again (any retransmission).
     retransmitted_pkts,
+    /// Request packets a go-back-N did not send again because an ACK (or READ response)
+    /// that came during it covered them: the responder had kept them.
+    skipped_resends,
     /// Times the pacer held a requester back (its next packet was not yet due).
     paced_waits,
     /// Request packets that arrived marked CE (congestion control on; `transport::ecn`).

@@ -42,6 +42,7 @@
 pub mod cc;
 pub mod ecn;
 pub mod emit;
+pub mod kept;
 pub mod mcast;
 pub mod memory;
 pub mod rc_requester;
@@ -862,9 +863,7 @@ impl Stack {
             if let Some(info) = self.info(qpn).filter(|_| sendable) {
                 if let Some(t) = self.qps.get_mut(&qpn) {
                     let tx = t.req.poll_transmit(&info, self.verbs.mr_table(), now);
-                    let (retx, paced) = t.req.take_stats();
-                    self.device.counters.retransmitted_pkts += retx;
-                    self.device.counters.paced_waits += paced;
+                    count_requester_stats(&mut self.device.counters, t.req.take_stats());
                     if t.req.take_fault() {
                         self.fail_local(qpn, &info, now);
                     } else {
@@ -952,9 +951,7 @@ impl Stack {
                 }
                 sent += 1;
             }
-            let (retx, paced) = t.req.take_stats();
-            self.device.counters.retransmitted_pkts += retx;
-            self.device.counters.paced_waits += paced;
+            count_requester_stats(&mut self.device.counters, t.req.take_stats());
             if t.req.take_fault() {
                 self.fail_local(qpn, &info, now);
             }
@@ -982,4 +979,11 @@ pub fn qp_src_port(qp_type: QpType, qpn: u32, flow_label: u32, dest_qpn: u32) ->
         QpType::Rc | QpType::Uc => emit::rc_src_port(flow_label, qpn, dest_qpn),
         _ => emit::datagram_src_port(qpn),
     }
+}
+
+/// Adds what a requester counted to the device's counters.
+fn count_requester_stats(c: &mut Counters, s: rc_requester::RequesterStats) {
+    c.retransmitted_pkts += s.retransmitted;
+    c.paced_waits += s.paced;
+    c.skipped_resends += s.skipped;
 }

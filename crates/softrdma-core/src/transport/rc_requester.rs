@@ -53,6 +53,17 @@ pub const MAX_TIMEOUT_BACKOFF: u8 = 3;
 /// ICRC), for the pacer.
 const WIRE_OVERHEAD: usize = 14 + 20 + 8 + 12 + 4;
 
+/// What a requester counted since the stack last asked ([`Requester::take_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequesterStats {
+    /// Request packets sent again.
+    pub retransmitted: u64,
+    /// Times the pacer held the next packet back.
+    pub paced: u64,
+    /// Packets a go-back-N did not send again: an ACK that came during it covered them.
+    pub skipped: u64,
+}
+
 /// A send WR the requester is working on.
 #[derive(Clone, Debug)]
 pub struct Wqe {
@@ -158,9 +169,11 @@ pub struct Requester {
     probe_out: bool,
     /// When the last packet left.
     last_sent: Option<Instant>,
-    /// Packets re-sent, and pacer waits, not yet counted by the stack.
+    /// Packets re-sent, pacer waits, and packets a go-back skipped, not yet counted by the
+    /// stack.
     retransmitted: u64,
     paced: u64,
+    skipped: u64,
 }
 
 impl Requester {
@@ -617,12 +630,14 @@ impl Requester {
             .is_some_and(|w| w.is_rd_atomic())
     }
 
-    /// Packets re-sent and pacer waits since the last call (for the device's counters).
-    pub fn take_stats(&mut self) -> (u64, u64) {
-        (
-            std::mem::take(&mut self.retransmitted),
-            std::mem::take(&mut self.paced),
-        )
+    /// Packets re-sent, pacer waits, and packets a go-back did not re-send because an ACK
+    /// covered them, since the last call (for the device's counters).
+    pub fn take_stats(&mut self) -> RequesterStats {
+        RequesterStats {
+            retransmitted: std::mem::take(&mut self.retransmitted),
+            paced: std::mem::take(&mut self.paced),
+            skipped: std::mem::take(&mut self.skipped),
+        }
     }
 
     /// Whether a packet's payload could not be read since the last call (then the QP must
@@ -770,8 +785,32 @@ impl Requester {
             self.on_progress(info, ctx.now);
         }
         self.complete_front(ctx, info);
+        self.skip_acknowledged();
         if implied_nak && !self.retrying {
             self.retry(ctx, info, false);
+        }
+    }
+
+    /// During a go-back-N the send position can lie before `una`: an ACK that came since
+    /// acknowledged packets the responder had kept past the hole (ours keeps them; rxe's,
+    /// which drops them, never ACKs past the hole, so this never happens with it). An ACK
+    /// acknowledges every earlier PSN (IBTA 9.7.5.1.2), so they are not sent again: sending
+    /// resumes at `una`. WQEs wholly acknowledged were already popped by
+    /// [`Requester::complete_front`], which moves the position to the next one; this moves
+    /// it within the WQE. A READ or atomic is never skipped into: its requests are asked
+    /// for again from what arrived, and an ACK past one that is unanswered is an implied
+    /// NAK, not an acknowledgement.
+    fn skip_acknowledged(&mut self) {
+        let Some(w) = self.wqes.get(self.send_idx) else {
+            return;
+        };
+        if !w.started || w.is_rd_atomic() || !self.una.in_window(w.first_psn, w.npkts) {
+            return;
+        }
+        let to = self.una.offset_from(w.first_psn);
+        if to > self.send_pkt {
+            self.skipped += u64::from(to - self.send_pkt);
+            self.send_pkt = to;
         }
     }
 

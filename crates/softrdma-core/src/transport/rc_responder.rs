@@ -4,7 +4,14 @@
 //! access NAK, memory untouched), executes SENDs, WRITEs, READs and atomics, acknowledges
 //! packets that ask for it (ACK coalescing: one ACK per AckReq), and answers duplicates:
 //! SEND/WRITE duplicates are re-ACKed, READs replayed from the resource, atomics answered
-//! with the saved result without re-executing. A SEND with Invalidate frees the fast MR its
+//! with the saved result without re-executing.
+//!
+//! Unlike rxe it does not drop what arrives past a hole (issue 21): it still sends the one
+//! sequence NAK, but keeps copies of the later packets ([`super::kept`], bounded per QP)
+//! and, when the missing packet arrives, executes it and then every kept packet now in
+//! sequence, as if they had arrived in order, and acknowledges the highest PSN executed at
+//! once. A requester that re-sends them anyway (rxe's always does) meets duplicates,
+//! answered as any duplicate is. A SEND with Invalidate frees the fast MR its
 //! IETH names (`MrTable::invalidate`, rxe `rxe_invalidate_mr`); when it cannot, the QP
 //! fails as rxe's class J does (see `Fault::Invalidate`).
 
@@ -14,6 +21,7 @@ use softrdma_wire::roce::{
 };
 
 use super::emit;
+use super::kept::{Keep, KeptRequests};
 use super::memory;
 use super::resources::{Resource, Resources};
 use super::response::{Ack, Flow, ReadResponse};
@@ -50,8 +58,10 @@ pub struct Responder {
     pub msn: u32,
     nak_sent: bool,
     cur: Option<InProgress>,
-    /// A receive WR taken for a WRITE-with-immediate that hit RNR on nothing else.
+    /// READ and atomic resources (`max_dest_rd_atomic` of them), for duplicates.
     resources: Resources,
+    /// What arrived past the expected PSN, waiting for the hole to fill.
+    kept: KeptRequests,
 }
 
 enum Fault {
@@ -135,15 +145,28 @@ impl Responder {
 
     /// A request packet (already through the header checks) for this QP.
     pub fn on_request(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo, pkt: &RocePacket<&[u8]>) {
-        let bth = pkt.bth();
-        let psn = bth.psn();
+        let psn = pkt.bth().psn();
         let d = psn.distance(self.epsn);
         if d > 0 {
             if d as u32 > MAX_AHEAD {
                 ctx.counters.drop_psn_out_of_window += 1;
                 return;
             }
-            ctx.counters.out_of_seq_request += 1;
+            match self.kept.keep(self.epsn, psn, pkt.into_inner()) {
+                Keep::Kept { evicted } => {
+                    ctx.counters.out_of_seq_request += 1;
+                    ctx.counters.kept_requests += 1;
+                    ctx.counters.kept_overflow += u64::from(evicted);
+                }
+                // A second copy of a kept packet is a duplicate, not a new arrival.
+                Keep::Duplicate => ctx.counters.duplicate_request += 1,
+                Keep::Overflow => {
+                    ctx.counters.out_of_seq_request += 1;
+                    ctx.counters.kept_overflow += 1;
+                }
+            }
+            // The one sequence NAK the IBTA asks for, kept packets or not: it is
+            // what makes a requester that knows nothing of keeping (rxe) go back at once.
             if !self.nak_sent {
                 self.nak_sent = true;
                 let e = self.epsn;
@@ -156,8 +179,42 @@ impl Responder {
             self.on_duplicate(ctx, info, pkt);
             return;
         }
+        if !self.run(ctx, info, pkt) {
+            return;
+        }
+        // If this filled a hole, what was kept past it runs now, in PSN order, through the
+        // same checks; it stops at the next hole (or a packet that fails: an RNR NAK keeps
+        // the rest for the retry, a fatal one cleared them).
+        let mut last = None;
+        while let Some(bytes) = self.kept.take(self.epsn) {
+            // Checked when it arrived; the copy parses the same.
+            let Ok(kept) = RocePacket::new_checked(&bytes[..]) else {
+                continue;
+            };
+            if !self.run(ctx, info, &kept) {
+                return;
+            }
+            let (bth, op) = (kept.bth(), kept.opcode());
+            last = Some((bth.psn(), bth.ack_req(), op));
+        }
+        // Acknowledge the highest PSN executed at once (ACKs are cumulative): the requester
+        // learns what it need not re-send. A READ or atomic last answered already, and an
+        // ACK queued behind its responses would only repeat them. Kept packets that asked
+        // for an ACK queued one each, which the queue coalesces with this one.
+        if let Some((psn, acked, op)) = last {
+            if !acked && op != Opcode::RC_RDMA_READ_REQUEST && !op.is_atomic() {
+                self.send_ack(ctx, info, ACK_UNLIMITED, psn);
+            }
+        }
+    }
+
+    /// Executes the in-sequence request `pkt`, answering a fault as the IBTA has it; whether
+    /// it executed.
+    fn run(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo, pkt: &RocePacket<&[u8]>) -> bool {
+        let bth = pkt.bth();
+        let psn = bth.psn();
         match self.execute(ctx, info, pkt) {
-            Ok(()) => {}
+            Ok(()) => return true,
             Err(Fault::Rnr) => {
                 ctx.counters.send_rnr_err += 1;
                 self.send_ack(
@@ -176,6 +233,7 @@ impl Responder {
                 }
                 self.send_ack(ctx, info, Syndrome::nak(code), psn);
                 self.resources.clear();
+                self.kept.clear();
                 ctx.fatal.push(info.qpn);
             }
             Err(Fault::Invalidate) => {
@@ -198,9 +256,11 @@ impl Responder {
                     self.send_ack(ctx, info, ACK_UNLIMITED, psn);
                 }
                 self.resources.clear();
+                self.kept.clear();
                 ctx.fatal.push(info.qpn);
             }
         }
+        false
     }
 
     fn on_duplicate(&mut self, ctx: &mut Ctx<'_>, info: &QpInfo, pkt: &RocePacket<&[u8]>) {
@@ -527,5 +587,6 @@ impl Responder {
             ctx.verbs.complete(info.recv_cq, wc);
         }
         self.resources.clear();
+        self.kept.clear();
     }
 }
