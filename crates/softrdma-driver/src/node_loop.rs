@@ -28,10 +28,16 @@
 //! A device opened with [`crate::DeviceConfig::app_turns`] (the drop-in `libibverbs.so.1`'s)
 //! is also turned by the application's own CQ polls: a poll that finds the CQ empty takes
 //! the receive buffers with `try_lock` and runs a non-blocking turn in the polling thread.
-//! While every device of the node has been polled that way within [`APP_GRACE`], the loop
-//! does not sleep in `epoll_wait` (which would wake it for every datagram the poller is
-//! about to turn itself) but naps [`NAP`] at a time and then turns what the polls left;
-//! once the polls stop it sleeps in epoll again.
+//! While every device of the node has been polled within [`APP_POLLING`] (an application
+//! busy-polling its CQ), the loop neither turns them nor sleeps in `epoll_wait` (which would
+//! wake it for every datagram the poller is about to turn itself): it naps [`NAP`] at a
+//! time and looks again. Once the polls pause (the application spins on the memory its
+//! peer writes, or sleeps on a completion channel), it turns the devices and sleeps in
+//! epoll, woken by the next datagram at once. While the application polled within
+//! [`APP_GRACE`], what the loop's turn queues (the ACK of the WRITE it took) waits up to
+//! [`LEAVE_TO_APP`] for the application's next post to carry it; when it has not, the loop
+//! serves the devices alone and spins [`INPUT_SPIN`] after each datagram before it sleeps
+//! (backed off as any spin of the loop's).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -54,18 +60,45 @@ const SOCKET: Token = Token(1);
 /// The longest the loop sleeps without looking at the node's timers (as a device loop's).
 const TICK: Duration = Duration::from_millis(5);
 
-/// How recently an application's CQ poll must have turned a device
-/// ([`crate::DeviceConfig::app_turns`]) for the loop to keep out of its way; after that the
-/// loop watches the sockets again (an application that went to sleep on a completion
-/// channel then has its completions within this plus [`NAP`]). Tried in session 10: 20 µs
-/// with 50 µs naps, so that a poller that turns to something else (perftest's `ib_write_lat`
-/// spins on memory between CQ polls) is left sooner: on the loaded 2-core machine the
-/// pinned processes' loop threads then woke for datagrams again and took their pollers'
-/// core, and `ib_send_lat` went from 9-10 to 30 µs (docs/measurements.md).
+/// How recently the application must have polled a CQ of a device
+/// ([`crate::DeviceConfig::app_turns`]) for the loop to leave the device's input to its polls:
+/// the loop does not turn the device nor wake for its datagrams, but naps [`NAP`] at a time.
+/// An application that busy-polls its CQ polls every few microseconds; one that stopped
+/// (perftest's `ib_write_lat` spins on the memory its peer writes once its send CQ gave the
+/// completion; a thread asleep on a completion channel) leaves a WRITE that comes then to
+/// the loop, which finds it within this plus [`NAP`] and then sleeps in epoll, woken by the
+/// next datagram at once. Session 10 napped 1 ms while polls came within 2 ms: such a WRITE
+/// waited up to the millisecond (`ib_write_lat` bimodal, median 532 µs in one run). It
+/// also tried 20 µs with 50 µs naps, the loop turning the devices on every wake-up: on the
+/// loaded 2-core machine the pinned processes' loop threads woke for datagrams and took
+/// their pollers' core (`ib_send_lat` 30 µs instead of 9-10). Here a wake-up that finds the
+/// polls back leaves the input to them and naps again.
+const APP_POLLING: Duration = Duration::from_micros(50);
+
+/// How long the loop naps while every device of the node is left to its application's
+/// polls ([`APP_POLLING`]), between two looks at whether they still come: the longest a
+/// WRITE that comes just after the application's last poll waits for the loop. Each nap's
+/// end is a wake-up on the poller's core (the pinned processes of a latency test run their
+/// loop thread on the poller's core): 10 000 a second at this length.
+const NAP: Duration = Duration::from_micros(100);
+
+/// While the application has polled within this (though not within [`APP_POLLING`]), what
+/// the loop's turns queue (the ACK of the WRITE it took) waits up to [`LEAVE_TO_APP`] for the
+/// application's next post to carry it. Without polls for longer, the application is not
+/// expected to post soon: what the loop queues leaves at once, and the loop spins a while
+/// after a datagram before it sleeps ([`INPUT_SPIN`]).
 const APP_GRACE: Duration = Duration::from_millis(2);
 
-/// How long the loop naps while applications' polls turn every device of the node.
-const NAP: Duration = Duration::from_millis(1);
+/// The longest the output of a turn waits for the application's next post (or poll) to
+/// carry it ([`crate::DeviceConfig::defer_flush`]) before the loop sends it alone.
+const LEAVE_TO_APP: Duration = Duration::from_micros(50);
+
+/// How long the loop spins (non-blocking `epoll_wait`s) after a round that received
+/// datagrams for devices whose application does not poll (the server of `ib_read_lat`
+/// answers READs without a poll, each from a wake-up in epoll before): the next request of
+/// a ping-pong comes within a round trip. A spin that loses its core backs off
+/// ([`crate::timer::spin_is_off`]), as any spin of the loop's.
+const INPUT_SPIN: Duration = Duration::from_micros(100);
 
 /// The loop thread of one node (see the module docs).
 pub(crate) struct NodeLoop {
@@ -140,50 +173,70 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
             None
         }
     };
+    // A command woke the loop: it turns the devices even if their applications poll.
+    let mut woken = false;
     while !stop.load(Ordering::Acquire) {
         let Some(h) = host.upgrade() else { return };
         let devices = h.loop_devices();
         drop(h);
+        // Every device busy-polled by its application: its polls turn it (the answer to a
+        // SEND leaves from the polling thread without a wake-up), so this thread neither
+        // turns it nor wakes for each datagram (a wake-up that costs the poller its core
+        // on a loaded machine, or on the core the poller is pinned to). It naps, then
+        // looks again whether the polls still come; what the polls queue and leave
+        // unsent too long, it sends.
+        let left_to_app =
+            !woken && !devices.is_empty() && devices.iter().all(|d| d.app_polling(APP_POLLING));
+        if left_to_app {
+            let mut nap = devices[0].arm_node_loop_deadline(&devices, NAP);
+            for d in &devices {
+                d.flush_if_due(LEAVE_TO_APP);
+                if let Some(due) = d.deferred_due(LEAVE_TO_APP) {
+                    nap = nap.min(due);
+                }
+            }
+            drop(devices);
+            // A timer due now is the polls' to run: a nap of zero would spin.
+            let nap = if nap.is_zero() { NAP } else { nap };
+            // A command (an RDMA CM call, a destroy) ends the nap at once.
+            notifier.nap(nap);
+            events.clear();
+            woken = after_wake(&host, &events, &mut timer, &notifier);
+            continue;
+        }
         let mut more = false;
+        let mut received = false;
         for d in &devices {
-            match d.turn_for_node_loop() {
-                Ok(drained) => more |= !drained,
+            // While the application polls now and then, what the loop's turn queues waits
+            // a little for its next post (turn_for_node_loop).
+            let leave = d.app_polling(APP_GRACE).then_some(LEAVE_TO_APP);
+            match d.turn_for_node_loop(leave) {
+                Ok(t) => {
+                    more |= !t.drained;
+                    received |= t.received;
+                }
                 // As a device loop: a socket error that is not about one datagram is
                 // reported and the loop goes on (the device stays usable for queries).
                 Err(e) => eprintln!("softrdma node loop: {e}"),
             }
         }
-        let spin = spin_budget(&devices);
-        let timeout = match devices.first() {
+        let spin = spin_budget(&devices).max(input_spin(&devices, received));
+        let mut timeout = match devices.first() {
             // A device with datagrams still queued: look again at once.
             Some(_) if more => Duration::ZERO,
             Some(d) => d.arm_node_loop_deadline(&devices, TICK),
             None => TICK,
         };
-        // Every device turned by its application's busy polls: the answer to a SEND leaves
-        // from the polling thread without a wake-up, so this thread does not wake for each
-        // datagram too (a wake-up that costs the poller its core on a loaded machine). It
-        // naps instead, then looks at what the polls left (timers of a device nobody polls
-        // any more, sockets drained by nobody).
-        let polled = !devices.is_empty() && devices.iter().all(|d| d.app_polling(APP_GRACE));
-        drop(devices);
-        if polled && !timeout.is_zero() {
-            // A command (an RDMA CM call, a destroy) wakes the nap at once: it never waits
-            // out a NAP behind polls that do not turn it.
-            notifier.nap(timeout.min(NAP));
-            // The readiness that came meanwhile is stale: the next round turns the devices.
-            match poll.poll(&mut events, Some(Duration::ZERO)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => eprintln!("softrdma node loop: epoll: {e}"),
+        for d in &devices {
+            if let Some(due) = d.deferred_due(LEAVE_TO_APP) {
+                timeout = timeout.min(due);
             }
-            after_wake(&host, &events, &mut timer, &notifier);
-            continue;
         }
+        drop(devices);
         if !timeout.is_zero() {
             if let Some(budget) = spin.filter(|_| !spin_is_off()) {
                 if spin_for_input(&mut poll, &mut events, &notifier, budget.min(timeout)) {
-                    after_wake(&host, &events, &mut timer, &notifier);
+                    woken = after_wake(&host, &events, &mut timer, &notifier);
                     continue;
                 }
             }
@@ -206,28 +259,41 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        after_wake(&host, &events, &mut timer, &notifier);
+        woken = after_wake(&host, &events, &mut timer, &notifier);
     }
 }
 
-/// What the loop does once its wait ended (events, a wake-up or its deadline).
+/// What the loop does once its wait ended (events, a wake-up or its deadline). Returns
+/// whether a command woke it.
 fn after_wake(
     host: &Weak<Host>,
     events: &Events,
     timer: &mut Option<LazyTimer>,
     notifier: &Notifier,
-) {
+) -> bool {
     if events.iter().any(|e| e.token() == LazyTimer::TOKEN) {
         if let Some(t) = timer.as_mut() {
             t.fired();
         }
     }
-    notifier.take();
+    let woken = notifier.take();
     if let Some(h) = host.upgrade() {
         for d in h.loop_devices() {
             d.disarm_node_loop_deadline();
         }
     }
+    woken
+}
+
+/// [`INPUT_SPIN`] after a round that `received` datagrams, when every device is one whose
+/// application's polls would turn it ([`crate::DeviceConfig::app_turns`]) but none has
+/// polled within [`APP_GRACE`] (the loop alone serves them, as the server of a READ).
+fn input_spin(devices: &[Arc<DeviceShared>], received: bool) -> Option<Duration> {
+    let serves_alone = !devices.is_empty()
+        && devices
+            .iter()
+            .all(|d| d.turned_by_app() && !d.app_polling(APP_GRACE));
+    (received && serves_alone).then_some(INPUT_SPIN)
 }
 
 /// How long the loop spins before it sleeps: the longest spin any of its devices asks for

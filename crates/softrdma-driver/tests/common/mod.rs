@@ -55,7 +55,19 @@ pub fn end(dev: &Device) -> End {
 
 /// Connects `e` to `peer` at `peer_ip`, sending from `e`'s GID `sgid_index`.
 pub fn connect(e: &End, sgid_index: u16, peer: &End, peer_ip: IpAddr) {
+    connect_with_access(e, sgid_index, peer, peer_ip, AccessFlags::NONE);
+}
+
+/// [`connect`], `e`'s responder granting the peer `access` (RDMA WRITE, READ, atomics).
+pub fn connect_with_access(
+    e: &End,
+    sgid_index: u16,
+    peer: &End,
+    peer_ip: IpAddr,
+    access: AccessFlags,
+) {
     let attr = QpAttr {
+        qp_access_flags: access,
         path_mtu: Mtu::Mtu1024,
         dest_qp_num: peer.qpn,
         rq_psn: 1,
