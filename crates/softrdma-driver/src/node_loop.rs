@@ -28,16 +28,17 @@
 //! A device opened with [`crate::DeviceConfig::app_turns`] (the drop-in `libibverbs.so.1`'s)
 //! is also turned by the application's own CQ polls: a poll that finds the CQ empty takes
 //! the receive buffers with `try_lock` and runs a non-blocking turn in the polling thread.
-//! While every device of the node has been polled within [`APP_POLLING`] (an application
-//! busy-polling its CQ), the loop neither turns them nor sleeps in `epoll_wait` (which would
-//! wake it for every datagram the poller is about to turn itself): it naps [`NAP`] at a
-//! time and looks again. Once the polls pause (the application spins on the memory its
-//! peer writes, or sleeps on a completion channel), it turns the devices and sleeps in
-//! epoll, woken by the next datagram at once. While the application polled within
-//! [`APP_GRACE`], what the loop's turn queues (the ACK of the WRITE it took) waits up to
-//! [`LEAVE_TO_APP`] for the application's next post to carry it; when it has not, the loop
-//! serves the devices alone and spins [`INPUT_SPIN`] after each datagram before it sleeps
-//! (backed off as any spin of the loop's).
+//! While every device of the node has been polled within [`APP_POLLING`], or its last poll
+//! found the CQ empty within [`APP_WAITING`] (an application busy-polling its CQ), the
+//! loop neither turns them nor sleeps in `epoll_wait` (which would wake it for every
+//! datagram the poller is about to turn itself): it naps [`NAP`] at a time and looks
+//! again. Once the polls pause (the application took its completion and spins on the
+//! memory its peer writes), it turns the devices and sleeps in epoll, woken by the next
+//! datagram at once. While the application polled within [`APP_GRACE`], what the loop's
+//! turn queues (the ACK of the WRITE it took) waits up to [`LEAVE_TO_APP`] for the
+//! application's next post to carry it; when it has not, the loop serves the devices
+//! alone and spins [`INPUT_SPIN`] after each datagram before it sleeps (backed off as any
+//! spin of the loop's).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -61,19 +62,25 @@ const SOCKET: Token = Token(1);
 const TICK: Duration = Duration::from_millis(5);
 
 /// How recently the application must have polled a CQ of a device
-/// ([`crate::DeviceConfig::app_turns`]) for the loop to leave the device's input to its polls:
-/// the loop does not turn the device nor wake for its datagrams, but naps [`NAP`] at a time.
-/// An application that busy-polls its CQ polls every few microseconds; one that stopped
-/// (perftest's `ib_write_lat` spins on the memory its peer writes once its send CQ gave the
-/// completion; a thread asleep on a completion channel) leaves a WRITE that comes then to
-/// the loop, which finds it within this plus [`NAP`] and then sleeps in epoll, woken by the
-/// next datagram at once. Session 10 napped 1 ms while polls came within 2 ms: such a WRITE
-/// waited up to the millisecond (`ib_write_lat` bimodal, median 532 µs in one run). It
-/// also tried 20 µs with 50 µs naps, the loop turning the devices on every wake-up: on the
-/// loaded 2-core machine the pinned processes' loop threads woke for datagrams and took
-/// their pollers' core (`ib_send_lat` 30 µs instead of 9-10). Here a wake-up that finds the
-/// polls back leaves the input to them and naps again.
+/// ([`crate::DeviceConfig::app_turns`]) for the loop to leave the device's input to its
+/// polls: the loop does not turn the device nor wake for its datagrams, but naps [`NAP`]
+/// at a time. An application that busy-polls its CQ polls every few microseconds; one
+/// whose poll returned completions and that went on without polling (perftest's
+/// `ib_write_lat` spins on the memory its peer writes once its send CQ gave the
+/// completion) leaves a WRITE that comes then to the loop, which finds it within this plus
+/// [`NAP`] and then sleeps in epoll, woken by the next datagram at once. Session 10 napped
+/// 1 ms while polls came within 2 ms: such a WRITE waited up to the millisecond
+/// (`ib_write_lat` bimodal, median 532 µs in one run).
 const APP_POLLING: Duration = Duration::from_micros(50);
+
+/// [`APP_POLLING`] for an application whose last poll found its CQ empty: it is waiting
+/// on the CQ and polls again, unless the scheduler preempted it (a loaded machine takes
+/// a poller's core for milliseconds). Were the loop to turn the devices and sleep in epoll
+/// then, its wake-ups for datagrams would take the poller's core once it runs again:
+/// `ib_send_lat` went from 10-12 to 20-27 µs with 50 µs here (this session), and session 10
+/// tried 20 µs with 50 µs naps (30 µs). An application asleep on a completion channel after
+/// an empty poll has its completions within this plus [`NAP`] (session 10: 3 ms).
+const APP_WAITING: Duration = Duration::from_millis(1);
 
 /// How long the loop naps while every device of the node is left to its application's
 /// polls ([`APP_POLLING`]), between two looks at whether they still come: the longest a
@@ -185,8 +192,11 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
         // on a loaded machine, or on the core the poller is pinned to). It naps, then
         // looks again whether the polls still come; what the polls queue and leave
         // unsent too long, it sends.
-        let left_to_app =
-            !woken && !devices.is_empty() && devices.iter().all(|d| d.app_polling(APP_POLLING));
+        let left_to_app = !woken
+            && !devices.is_empty()
+            && devices
+                .iter()
+                .all(|d| d.app_polling(APP_POLLING) || d.app_waiting(APP_WAITING));
         if left_to_app {
             let mut nap = devices[0].arm_node_loop_deadline(&devices, NAP);
             for d in &devices {
