@@ -598,9 +598,6 @@ pub(crate) struct Shared {
     /// never): the node's loop leaves the device to polls that keep coming
     /// ([`Shared::app_polling`]).
     app_polled: AtomicU64,
-    /// Whether that poll found the CQ empty: the application is waiting on it and polls
-    /// again ([`Shared::app_waiting`]).
-    app_found_none: AtomicBool,
     /// Since when the output of this device's turns has waited for the application's next
     /// post or poll ([`DeviceConfig::defer_flush`]; [`Clock`] microseconds, 0: nothing
     /// waits). Written under the state lock; read by the node's loop, which sends it itself
@@ -834,14 +831,6 @@ impl Shared {
         })
     }
 
-    /// Sends the deferred output if it has waited `limit` for the application's next post
-    /// or poll ([`Shared::deferred_due`]).
-    pub(crate) fn flush_if_due(&self, limit: Duration) {
-        if self.deferred_due(limit).is_some_and(|d| d.is_zero()) {
-            self.flush(&mut self.state());
-        }
-    }
-
     /// Whether the application has polled a CQ of this device within `grace`
     /// ([`DeviceConfig::app_turns`]; a poll that finds its CQ empty turns the device): the
     /// node's loop then keeps out of its way.
@@ -853,28 +842,16 @@ impl Shared {
         at != 0 && self.clock.now().saturating_sub(at) <= duration_to_micros(grace)
     }
 
-    /// Whether the application's last CQ poll of this device, within `grace`, found the
-    /// CQ empty ([`DeviceConfig::app_turns`]): it is waiting on the CQ, and polls again
-    /// (a poll loop that the scheduler preempted for a while, too), where one whose poll
-    /// returned completions went to do something else with them.
-    pub(crate) fn app_waiting(&self, grace: Duration) -> bool {
-        self.app_polling(grace) && self.app_found_none.load(Ordering::Relaxed)
-    }
-
     /// Whether the application's CQ polls turn this device ([`DeviceConfig::app_turns`]).
     pub(crate) fn turned_by_app(&self) -> bool {
         self.app_turns
     }
 
-    /// Notes an application's CQ poll of an [`DeviceConfig::app_turns`] device and whether
-    /// it found completions, for the node's loop ([`Shared::app_polling`],
-    /// [`Shared::app_waiting`]).
-    fn note_app_poll(&self, found: bool) {
+    /// Notes an application's CQ poll of an [`DeviceConfig::app_turns`] device, whatever
+    /// it finds, for the node's loop ([`Shared::app_polling`]).
+    fn note_app_poll(&self) {
         self.app_polled
             .store(self.clock.now().max(1), Ordering::Relaxed);
-        if self.app_found_none.load(Ordering::Relaxed) == found {
-            self.app_found_none.store(!found, Ordering::Relaxed);
-        }
     }
 
     /// An application's CQ poll on an [`DeviceConfig::app_turns`] device that found its CQ
@@ -1513,7 +1490,6 @@ impl Device {
             node_notifier: std::sync::OnceLock::new(),
             app_turns: config.app_turns && matches!(config.progress, Progress::Thread(_)),
             app_polled: AtomicU64::new(0),
-            app_found_none: AtomicBool::new(false),
             deferred_since: AtomicU64::new(0),
         });
         host.add_device(Arc::downgrade(&shared), port);
@@ -1922,7 +1898,7 @@ impl Device {
             } else {
                 self.shared.poll_cq_locked(cq, out, max)?
             };
-            self.shared.note_app_poll(n > 0);
+            self.shared.note_app_poll();
             return Ok(n);
         }
         self.shared.poll_cq_locked(cq, out, max)

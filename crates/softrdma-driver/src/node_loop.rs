@@ -28,17 +28,13 @@
 //! A device opened with [`crate::DeviceConfig::app_turns`] (the drop-in `libibverbs.so.1`'s)
 //! is also turned by the application's own CQ polls: a poll that finds the CQ empty takes
 //! the receive buffers with `try_lock` and runs a non-blocking turn in the polling thread.
-//! While every device of the node has been polled within [`APP_POLLING`], or its last poll
-//! found the CQ empty within [`APP_WAITING`] (an application busy-polling its CQ), the
-//! loop neither turns them nor sleeps in `epoll_wait` (which would wake it for every
-//! datagram the poller is about to turn itself): it naps [`NAP`] at a time and looks
-//! again. Once the polls pause (the application took its completion and spins on the
-//! memory its peer writes), it turns the devices and sleeps in epoll, woken by the next
-//! datagram at once. While the application polled within [`APP_GRACE`], what the loop's
-//! turn queues (the ACK of the WRITE it took) waits up to [`LEAVE_TO_APP`] for the
-//! application's next post to carry it; when it has not, the loop serves the devices
-//! alone and spins [`INPUT_SPIN`] after each datagram before it sleeps (backed off as any
-//! spin of the loop's).
+//! While every device of the node has been polled within [`APP_GRACE`], the loop does not
+//! sleep in `epoll_wait` (which would wake it for every datagram the poller is about to
+//! turn itself) but naps [`NAP`] at a time and then turns what the polls left, leaving
+//! what its turn queues (the ACK of a WRITE) up to [`LEAVE_TO_APP`] for the application's
+//! next post to carry; once the polls stop it sleeps in epoll again. A device whose
+//! application has not polled for [`APP_GRACE`] has the loop spin [`INPUT_SPIN`] after each
+//! datagram before it sleeps (backed off as any spin of the loop's).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -62,42 +58,31 @@ const SOCKET: Token = Token(1);
 const TICK: Duration = Duration::from_millis(5);
 
 /// How recently the application must have polled a CQ of a device
-/// ([`crate::DeviceConfig::app_turns`]) for the loop to leave the device's input to its
-/// polls: the loop does not turn the device nor wake for its datagrams, but naps [`NAP`]
-/// at a time. An application that busy-polls its CQ polls every few microseconds; one
-/// whose poll returned completions and that went on without polling (perftest's
-/// `ib_write_lat` spins on the memory its peer writes once its send CQ gave the
-/// completion) leaves a WRITE that comes then to the loop, which finds it within this plus
-/// [`NAP`] and then sleeps in epoll, woken by the next datagram at once. Session 10 napped
-/// 1 ms while polls came within 2 ms: such a WRITE waited up to the millisecond
-/// (`ib_write_lat` bimodal, median 532 µs in one run).
-const APP_POLLING: Duration = Duration::from_micros(50);
-
-/// [`APP_POLLING`] for an application whose last poll found its CQ empty: it is waiting
-/// on the CQ and polls again, unless the scheduler preempted it (a loaded machine takes
-/// a poller's core for milliseconds). Were the loop to turn the devices and sleep in epoll
-/// then, its wake-ups for datagrams would take the poller's core once it runs again:
-/// `ib_send_lat` went from 10-12 to 20-27 µs with 50 µs here (this session), and session 10
-/// tried 20 µs with 50 µs naps (30 µs). An application asleep on a completion channel after
-/// an empty poll has its completions within this plus [`NAP`] (session 10: 3 ms).
-const APP_WAITING: Duration = Duration::from_millis(1);
-
-/// How long the loop naps while every device of the node is left to its application's
-/// polls ([`APP_POLLING`]), between two looks at whether they still come: the longest a
-/// WRITE that comes just after the application's last poll waits for the loop. Each nap's
-/// end is a wake-up on the poller's core (the pinned processes of a latency test run their
-/// loop thread on the poller's core): 10 000 a second at this length.
-const NAP: Duration = Duration::from_micros(100);
-
-/// While the application has polled within this (though not within [`APP_POLLING`]), what
-/// the loop's turns queue (the ACK of the WRITE it took) waits up to [`LEAVE_TO_APP`] for the
-/// application's next post to carry it. Without polls for longer, the application is not
-/// expected to post soon: what the loop queues leaves at once, and the loop spins a while
-/// after a datagram before it sleeps ([`INPUT_SPIN`]).
+/// ([`crate::DeviceConfig::app_turns`]) for the loop to keep out of its way: it does not
+/// sleep in epoll (which would wake it for every datagram the poller is about to turn
+/// itself) but naps [`NAP`] at a time and then turns what the polls left. Session 11 tried
+/// 50 µs (and 1 ms when the last poll found the CQ empty): on a quiet machine a poller
+/// preempted for longer sent the loop to epoll, its wake-ups for datagrams took the pinned
+/// poller's core, and `ib_send_lat` took 11-25 µs instead of 8-11. Session 10 tried 20 µs
+/// with 50 µs naps (30 µs).
 const APP_GRACE: Duration = Duration::from_millis(2);
 
+/// How long the loop naps while applications' polls turn every device of the node: the
+/// longest a WRITE that comes while the application spins on memory instead of polling
+/// (perftest's `ib_write_lat`) waits for the loop's turn. Session 10 napped 1 ms, and such
+/// a WRITE waited up to that (`ib_write_lat` bimodal, average 225-290 µs); each nap's end
+/// is a wake-up on the poller's core (a pinned process's loop thread shares it), and
+/// 100 µs cost `ib_send_lat` 1-2 µs on a quiet machine.
+const NAP: Duration = Duration::from_micros(300);
+
 /// The longest the output of a turn waits for the application's next post (or poll) to
-/// carry it ([`crate::DeviceConfig::defer_flush`]) before the loop sends it alone.
+/// carry it ([`crate::DeviceConfig::defer_flush`]) before the loop sends it alone, while
+/// the application polled within [`APP_GRACE`]. The loop's turn at a nap's end used to
+/// send it at once: the ACK of a WRITE that a poll had just turned then left alone, before
+/// the application's answer; the peer's poll took the ACK, its application went to spin
+/// on memory, and the answer, arriving a little later, found no poll to turn it but the
+/// loop's next nap's end, at every hop from then on (`ib_write_lat`'s 1 ms mode). Carried
+/// with the answer, both arrive while the peer polls for the ACK.
 const LEAVE_TO_APP: Duration = Duration::from_micros(50);
 
 /// How long the loop spins (non-blocking `epoll_wait`s) after a round that received
@@ -180,45 +165,15 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
             None
         }
     };
-    // A command woke the loop: it turns the devices even if their applications poll.
-    let mut woken = false;
     while !stop.load(Ordering::Acquire) {
         let Some(h) = host.upgrade() else { return };
         let devices = h.loop_devices();
         drop(h);
-        // Every device busy-polled by its application: its polls turn it (the answer to a
-        // SEND leaves from the polling thread without a wake-up), so this thread neither
-        // turns it nor wakes for each datagram (a wake-up that costs the poller its core
-        // on a loaded machine, or on the core the poller is pinned to). It naps, then
-        // looks again whether the polls still come; what the polls queue and leave
-        // unsent too long, it sends.
-        let left_to_app = !woken
-            && !devices.is_empty()
-            && devices
-                .iter()
-                .all(|d| d.app_polling(APP_POLLING) || d.app_waiting(APP_WAITING));
-        if left_to_app {
-            let mut nap = devices[0].arm_node_loop_deadline(&devices, NAP);
-            for d in &devices {
-                d.flush_if_due(LEAVE_TO_APP);
-                if let Some(due) = d.deferred_due(LEAVE_TO_APP) {
-                    nap = nap.min(due);
-                }
-            }
-            drop(devices);
-            // A timer due now is the polls' to run: a nap of zero would spin.
-            let nap = if nap.is_zero() { NAP } else { nap };
-            // A command (an RDMA CM call, a destroy) ends the nap at once.
-            notifier.nap(nap);
-            events.clear();
-            woken = after_wake(&host, &events, &mut timer, &notifier);
-            continue;
-        }
         let mut more = false;
         let mut received = false;
         for d in &devices {
-            // While the application polls now and then, what the loop's turn queues waits
-            // a little for its next post (turn_for_node_loop).
+            // While the application polls, what the loop's turn queues (and what the
+            // polls' turns left) waits a little for its next post (turn_for_node_loop).
             let leave = d.app_polling(APP_GRACE).then_some(LEAVE_TO_APP);
             match d.turn_for_node_loop(leave) {
                 Ok(t) => {
@@ -242,11 +197,31 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
                 timeout = timeout.min(due);
             }
         }
+        // Every device turned by its application's busy polls: the answer to a SEND leaves
+        // from the polling thread without a wake-up, so this thread does not wake for each
+        // datagram too (a wake-up that costs the poller its core on a loaded machine, or on
+        // the core a pinned poller shares with it). It naps instead, then looks at what the
+        // polls left (a WRITE that came while the application spun on memory, timers of a
+        // device nobody polls any more, output the polls left unsent too long).
+        let polled = !devices.is_empty() && devices.iter().all(|d| d.app_polling(APP_GRACE));
         drop(devices);
+        if polled && !timeout.is_zero() {
+            // A command (an RDMA CM call, a destroy) wakes the nap at once: it never waits
+            // out a NAP behind polls that do not turn it.
+            notifier.nap(timeout.min(NAP));
+            // The readiness that came meanwhile is stale: the next round turns the devices.
+            match poll.poll(&mut events, Some(Duration::ZERO)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => eprintln!("softrdma node loop: epoll: {e}"),
+            }
+            after_wake(&host, &events, &mut timer, &notifier);
+            continue;
+        }
         if !timeout.is_zero() {
             if let Some(budget) = spin.filter(|_| !spin_is_off()) {
                 if spin_for_input(&mut poll, &mut events, &notifier, budget.min(timeout)) {
-                    woken = after_wake(&host, &events, &mut timer, &notifier);
+                    after_wake(&host, &events, &mut timer, &notifier);
                     continue;
                 }
             }
@@ -269,30 +244,28 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        woken = after_wake(&host, &events, &mut timer, &notifier);
+        after_wake(&host, &events, &mut timer, &notifier);
     }
 }
 
-/// What the loop does once its wait ended (events, a wake-up or its deadline). Returns
-/// whether a command woke it.
+/// What the loop does once its wait ended (events, a wake-up or its deadline).
 fn after_wake(
     host: &Weak<Host>,
     events: &Events,
     timer: &mut Option<LazyTimer>,
     notifier: &Notifier,
-) -> bool {
+) {
     if events.iter().any(|e| e.token() == LazyTimer::TOKEN) {
         if let Some(t) = timer.as_mut() {
             t.fired();
         }
     }
-    let woken = notifier.take();
+    notifier.take();
     if let Some(h) = host.upgrade() {
         for d in h.loop_devices() {
             d.disarm_node_loop_deadline();
         }
     }
-    woken
 }
 
 /// [`INPUT_SPIN`] after a round that `received` datagrams, when every device is one whose

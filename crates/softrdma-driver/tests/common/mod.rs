@@ -22,10 +22,14 @@ pub struct End {
 }
 
 pub fn end(dev: &Device) -> End {
+    end_with_access(dev, AccessFlags::LOCAL_WRITE).0
+}
+
+/// [`end`] whose MR grants `access` (the peer's RDMA WRITE, READ, atomics); returns its
+/// rkey too.
+pub fn end_with_access(dev: &Device, access: AccessFlags) -> (End, u32) {
     let pd = dev.alloc_pd().unwrap();
-    let keys = dev
-        .reg_mr(pd, vec![0u8; 4096], 0x1000, AccessFlags::LOCAL_WRITE)
-        .unwrap();
+    let keys = dev.reg_mr(pd, vec![0u8; 4096], 0x1000, access).unwrap();
     let cq = dev.create_cq(64).unwrap();
     let cap = QpCap {
         max_send_wr: 16,
@@ -45,12 +49,13 @@ pub fn end(dev: &Device) -> End {
             sq_sig_all: true,
         })
         .unwrap();
-    End {
+    let end = End {
         dev: dev.clone(),
         cq,
         qpn,
         lkey: keys.lkey,
-    }
+    };
+    (end, keys.rkey)
 }
 
 /// Connects `e` to `peer` at `peer_ip`, sending from `e`'s GID `sgid_index`.
