@@ -594,10 +594,36 @@ pub(crate) struct Shared {
     node_notifier: std::sync::OnceLock<crate::Notifier>,
     /// [`DeviceConfig::app_turns`].
     app_turns: bool,
-    /// When an application's CQ poll last turned this device ([`Clock`] microseconds; 0:
-    /// never): the node's loop naps instead of waking for its sockets while polls keep
-    /// coming ([`Shared::app_polling`]).
+    /// When the application last polled a CQ of this device ([`Clock`] microseconds; 0:
+    /// never): the node's loop leaves the device to polls that keep coming
+    /// ([`Shared::app_polling`]).
     app_polled: AtomicU64,
+    /// Since when the output of this device's turns has waited for the application's next
+    /// post or poll ([`DeviceConfig::defer_flush`]; [`Clock`] microseconds, 0: nothing
+    /// waits). Written under the state lock; read by the node's loop, which sends it itself
+    /// once it is old ([`Shared::deferred_due`]).
+    deferred_since: AtomicU64,
+}
+
+/// What one turn of the node's loop found ([`Shared::turn_for_node_loop`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeLoopTurn {
+    /// The device's sockets were left drained (if not, the loop must look again at once:
+    /// their readiness is edge-triggered).
+    pub drained: bool,
+    /// The turn received datagrams.
+    pub received: bool,
+}
+
+/// What a turn does first with the output earlier turns deferred
+/// ([`DeviceConfig::defer_flush`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deferred {
+    /// Sends it before it receives.
+    SendFirst,
+    /// Leaves it for the application's next post to carry (the node loop's turn while the
+    /// application is busy with the device, and the output is young).
+    LeaveToApp,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -750,28 +776,64 @@ impl Shared {
     /// unless another thread holds its loop right now (which then drains it). Returns
     /// whether its sockets were left drained: if not, the loop must not sleep (their
     /// readiness is edge-triggered: no new edge comes for what is already queued).
-    pub(crate) fn turn_for_node_loop(&self) -> io::Result<bool> {
+    ///
+    /// `leave_young`: output younger than this (the ACK of a WRITE this turn received)
+    /// waits for the application's next post, which carries it in one send with its own
+    /// request, instead of leaving alone now (`None`: it all leaves now). Sent alone, the
+    /// ACK completes the peer's WRITE before the answer comes, the peer stops polling to
+    /// spin on its memory (perftest's `ib_write_lat`), and the answer then finds no poll
+    /// to turn it, at every hop from then on; carried with the answer, both arrive while
+    /// the peer polls for the ACK and its poll turns them together.
+    pub(crate) fn turn_for_node_loop(
+        &self,
+        leave_young: Option<Duration>,
+    ) -> io::Result<NodeLoopTurn> {
         let Ok(mut rx) = self.rx.try_lock() else {
-            return Ok(true);
+            return Ok(NodeLoopTurn {
+                drained: true,
+                received: false,
+            });
         };
-        let mut drained = false;
+        let first = match leave_young {
+            Some(young) if self.deferred_due(young).is_none_or(|d| !d.is_zero()) => {
+                Deferred::LeaveToApp
+            }
+            _ => Deferred::SendFirst,
+        };
+        let mut out = NodeLoopTurn {
+            drained: false,
+            received: false,
+        };
         for _ in 0..4 {
-            self.turn(&mut rx, None)?;
+            self.turn_with(&mut rx, None, first)?;
+            out.received |= !rx.records.is_empty();
             if self.ep.rx_drained() && self.more().iter().all(|e| e.rx_drained()) {
-                drained = true;
+                out.drained = true;
                 break;
             }
         }
-        if self.defer_flush {
+        if self.defer_flush && first == Deferred::SendFirst {
             // The loop may sleep now: what its turns left for an application's next post
             // (defer_flush) must not wait for that.
             self.flush(&mut self.state());
         }
-        Ok(drained)
+        Ok(out)
     }
 
-    /// Whether an application thread has been turning this device with its CQ polls within
-    /// `grace` ([`DeviceConfig::app_turns`]): the node's loop then keeps out of its way.
+    /// How long until the output deferred for the application's next post
+    /// ([`DeviceConfig::defer_flush`]) has waited `limit` (zero: it has), or `None` when
+    /// nothing waits.
+    pub(crate) fn deferred_due(&self, limit: Duration) -> Option<Duration> {
+        let since = self.deferred_since.load(Ordering::Acquire);
+        (since != 0).then(|| {
+            self.clock
+                .until(since.saturating_add(duration_to_micros(limit)))
+        })
+    }
+
+    /// Whether the application has polled a CQ of this device within `grace`
+    /// ([`DeviceConfig::app_turns`]; a poll that finds its CQ empty turns the device): the
+    /// node's loop then keeps out of its way.
     pub(crate) fn app_polling(&self, grace: Duration) -> bool {
         if !self.app_turns {
             return false;
@@ -780,11 +842,21 @@ impl Shared {
         at != 0 && self.clock.now().saturating_sub(at) <= duration_to_micros(grace)
     }
 
-    /// An application's CQ poll on an [`DeviceConfig::app_turns`] device: one non-blocking
-    /// turn unless another thread is turning the loop right now, noted for the node's loop.
-    fn app_turn(&self) -> io::Result<()> {
+    /// Whether the application's CQ polls turn this device ([`DeviceConfig::app_turns`]).
+    pub(crate) fn turned_by_app(&self) -> bool {
+        self.app_turns
+    }
+
+    /// Notes an application's CQ poll of an [`DeviceConfig::app_turns`] device, whatever
+    /// it finds, for the node's loop ([`Shared::app_polling`]).
+    fn note_app_poll(&self) {
         self.app_polled
             .store(self.clock.now().max(1), Ordering::Relaxed);
+    }
+
+    /// An application's CQ poll on an [`DeviceConfig::app_turns`] device that found its CQ
+    /// empty: one non-blocking turn unless another thread is turning the loop right now.
+    fn app_turn(&self) -> io::Result<()> {
         if let Ok(mut rx) = self.rx.try_lock() {
             if self.turn(&mut rx, None)? {
                 self.state().counters.app_turns += 1;
@@ -881,6 +953,7 @@ impl Shared {
     /// Sends what the port's transport has queued, and first (`mads`) what its MAD layer
     /// and the CM have.
     fn flush_from(&self, st: &mut State, mads: bool) {
+        self.deferred_since.store(0, Ordering::Release);
         let now = self.now();
         let State {
             host,
@@ -1068,7 +1141,17 @@ impl Shared {
     /// `Some((deadline, mode))`, waits as `mode` says until input, the stack's next timer,
     /// `deadline`, or a notification. Returns whether input or timers were handled.
     fn turn(&self, rx: &mut RxBufs, wait: Option<(Option<Micros>, PollMode)>) -> io::Result<bool> {
-        if self.defer_flush {
+        self.turn_with(rx, wait, Deferred::SendFirst)
+    }
+
+    /// [`Shared::turn`], doing `first` with what earlier turns deferred.
+    fn turn_with(
+        &self,
+        rx: &mut RxBufs,
+        wait: Option<(Option<Micros>, PollMode)>,
+        first: Deferred,
+    ) -> io::Result<bool> {
+        if self.defer_flush && first == Deferred::SendFirst {
             // What the previous turn left (DeviceConfig::defer_flush) goes out before waiting.
             self.flush(&mut self.state());
         }
@@ -1182,6 +1265,11 @@ impl Shared {
         }
         if !self.defer_flush {
             self.flush(&mut st);
+        } else if worked && self.deferred_since.load(Ordering::Relaxed) == 0 {
+            // What this turn queued waits for the next post or turn; the node's loop sends
+            // it once it is old (Shared::deferred_due).
+            self.deferred_since
+                .store(self.clock.now().max(1), Ordering::Release);
         }
         if worked {
             st.counters.turns += 1;
@@ -1417,6 +1505,7 @@ impl Device {
             node_notifier: std::sync::OnceLock::new(),
             app_turns: config.app_turns && matches!(config.progress, Progress::Thread(_)),
             app_polled: AtomicU64::new(0),
+            deferred_since: AtomicU64::new(0),
         });
         host.add_device(Arc::downgrade(&shared), port);
         let thread = match config.progress {
@@ -1820,10 +1909,16 @@ impl Device {
             // What is already there first: a sender reaping a full CQ pays no receive
             // syscall per poll; an empty CQ turns the loop here, in the polling thread.
             let n = self.shared.poll_cq_locked(cq, out, max)?;
-            if n > 0 {
-                return Ok(n);
+            if n == 0 {
+                self.shared.app_turn()?;
             }
-            self.shared.app_turn()?;
+            let n = if n > 0 {
+                n
+            } else {
+                self.shared.poll_cq_locked(cq, out, max)?
+            };
+            self.shared.note_app_poll();
+            return Ok(n);
         }
         self.shared.poll_cq_locked(cq, out, max)
     }

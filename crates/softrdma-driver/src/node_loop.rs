@@ -28,10 +28,13 @@
 //! A device opened with [`crate::DeviceConfig::app_turns`] (the drop-in `libibverbs.so.1`'s)
 //! is also turned by the application's own CQ polls: a poll that finds the CQ empty takes
 //! the receive buffers with `try_lock` and runs a non-blocking turn in the polling thread.
-//! While every device of the node has been polled that way within [`APP_GRACE`], the loop
-//! does not sleep in `epoll_wait` (which would wake it for every datagram the poller is
-//! about to turn itself) but naps [`NAP`] at a time and then turns what the polls left;
-//! once the polls stop it sleeps in epoll again.
+//! While every device of the node has been polled within [`APP_GRACE`], the loop does not
+//! sleep in `epoll_wait` (which would wake it for every datagram the poller is about to
+//! turn itself) but naps [`NAP`] at a time and then turns what the polls left, leaving
+//! what its turn queues (the ACK of a WRITE) up to [`LEAVE_TO_APP`] for the application's
+//! next post to carry; once the polls stop it sleeps in epoll again. A device whose
+//! application has not polled for [`APP_GRACE`] has the loop spin [`INPUT_SPIN`] after each
+//! datagram before it sleeps (backed off as any spin of the loop's).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -54,18 +57,40 @@ const SOCKET: Token = Token(1);
 /// The longest the loop sleeps without looking at the node's timers (as a device loop's).
 const TICK: Duration = Duration::from_millis(5);
 
-/// How recently an application's CQ poll must have turned a device
-/// ([`crate::DeviceConfig::app_turns`]) for the loop to keep out of its way; after that the
-/// loop watches the sockets again (an application that went to sleep on a completion
-/// channel then has its completions within this plus [`NAP`]). Tried in session 10: 20 µs
-/// with 50 µs naps, so that a poller that turns to something else (perftest's `ib_write_lat`
-/// spins on memory between CQ polls) is left sooner: on the loaded 2-core machine the
-/// pinned processes' loop threads then woke for datagrams again and took their pollers'
-/// core, and `ib_send_lat` went from 9-10 to 30 µs (docs/measurements.md).
+/// How recently the application must have polled a CQ of a device
+/// ([`crate::DeviceConfig::app_turns`]) for the loop to keep out of its way: it does not
+/// sleep in epoll (which would wake it for every datagram the poller is about to turn
+/// itself) but naps [`NAP`] at a time and then turns what the polls left. Session 11 tried
+/// 50 µs (and 1 ms when the last poll found the CQ empty): on a quiet machine a poller
+/// preempted for longer sent the loop to epoll, its wake-ups for datagrams took the pinned
+/// poller's core, and `ib_send_lat` took 11-25 µs instead of 8-11. Session 10 tried 20 µs
+/// with 50 µs naps (30 µs).
 const APP_GRACE: Duration = Duration::from_millis(2);
 
-/// How long the loop naps while applications' polls turn every device of the node.
-const NAP: Duration = Duration::from_millis(1);
+/// How long the loop naps while applications' polls turn every device of the node: the
+/// longest a WRITE that comes while the application spins on memory instead of polling
+/// (perftest's `ib_write_lat`) waits for the loop's turn. Session 10 napped 1 ms, and such
+/// a WRITE waited up to that (`ib_write_lat` bimodal, average 225-290 µs); each nap's end
+/// is a wake-up on the poller's core (a pinned process's loop thread shares it), and
+/// 100 µs cost `ib_send_lat` 1-2 µs on a quiet machine.
+const NAP: Duration = Duration::from_micros(300);
+
+/// The longest the output of a turn waits for the application's next post (or poll) to
+/// carry it ([`crate::DeviceConfig::defer_flush`]) before the loop sends it alone, while
+/// the application polled within [`APP_GRACE`]. The loop's turn at a nap's end used to
+/// send it at once: the ACK of a WRITE that a poll had just turned then left alone, before
+/// the application's answer; the peer's poll took the ACK, its application went to spin
+/// on memory, and the answer, arriving a little later, found no poll to turn it but the
+/// loop's next nap's end, at every hop from then on (`ib_write_lat`'s 1 ms mode). Carried
+/// with the answer, both arrive while the peer polls for the ACK.
+const LEAVE_TO_APP: Duration = Duration::from_micros(50);
+
+/// How long the loop spins (non-blocking `epoll_wait`s) after a round that received
+/// datagrams for devices whose application does not poll (the server of `ib_read_lat`
+/// answers READs without a poll, each from a wake-up in epoll before): the next request of
+/// a ping-pong comes within a round trip. A spin that loses its core backs off
+/// ([`crate::timer::spin_is_off`]), as any spin of the loop's.
+const INPUT_SPIN: Duration = Duration::from_micros(100);
 
 /// The loop thread of one node (see the module docs).
 pub(crate) struct NodeLoop {
@@ -145,26 +170,39 @@ fn run(host: Weak<Host>, mut poll: Poll, stop: Arc<AtomicBool>, notifier: Notifi
         let devices = h.loop_devices();
         drop(h);
         let mut more = false;
+        let mut received = false;
         for d in &devices {
-            match d.turn_for_node_loop() {
-                Ok(drained) => more |= !drained,
+            // While the application polls, what the loop's turn queues (and what the
+            // polls' turns left) waits a little for its next post (turn_for_node_loop).
+            let leave = d.app_polling(APP_GRACE).then_some(LEAVE_TO_APP);
+            match d.turn_for_node_loop(leave) {
+                Ok(t) => {
+                    more |= !t.drained;
+                    received |= t.received;
+                }
                 // As a device loop: a socket error that is not about one datagram is
                 // reported and the loop goes on (the device stays usable for queries).
                 Err(e) => eprintln!("softrdma node loop: {e}"),
             }
         }
-        let spin = spin_budget(&devices);
-        let timeout = match devices.first() {
+        let spin = spin_budget(&devices).max(input_spin(&devices, received));
+        let mut timeout = match devices.first() {
             // A device with datagrams still queued: look again at once.
             Some(_) if more => Duration::ZERO,
             Some(d) => d.arm_node_loop_deadline(&devices, TICK),
             None => TICK,
         };
+        for d in &devices {
+            if let Some(due) = d.deferred_due(LEAVE_TO_APP) {
+                timeout = timeout.min(due);
+            }
+        }
         // Every device turned by its application's busy polls: the answer to a SEND leaves
         // from the polling thread without a wake-up, so this thread does not wake for each
-        // datagram too (a wake-up that costs the poller its core on a loaded machine). It
-        // naps instead, then looks at what the polls left (timers of a device nobody polls
-        // any more, sockets drained by nobody).
+        // datagram too (a wake-up that costs the poller its core on a loaded machine, or on
+        // the core a pinned poller shares with it). It naps instead, then looks at what the
+        // polls left (a WRITE that came while the application spun on memory, timers of a
+        // device nobody polls any more, output the polls left unsent too long).
         let polled = !devices.is_empty() && devices.iter().all(|d| d.app_polling(APP_GRACE));
         drop(devices);
         if polled && !timeout.is_zero() {
@@ -228,6 +266,17 @@ fn after_wake(
             d.disarm_node_loop_deadline();
         }
     }
+}
+
+/// [`INPUT_SPIN`] after a round that `received` datagrams, when every device is one whose
+/// application's polls would turn it ([`crate::DeviceConfig::app_turns`]) but none has
+/// polled within [`APP_GRACE`] (the loop alone serves them, as the server of a READ).
+fn input_spin(devices: &[Arc<DeviceShared>], received: bool) -> Option<Duration> {
+    let serves_alone = !devices.is_empty()
+        && devices
+            .iter()
+            .all(|d| d.turned_by_app() && !d.app_polling(APP_GRACE));
+    (received && serves_alone).then_some(INPUT_SPIN)
 }
 
 /// How long the loop spins before it sleeps: the longest spin any of its devices asks for

@@ -22,10 +22,14 @@ pub struct End {
 }
 
 pub fn end(dev: &Device) -> End {
+    end_with_access(dev, AccessFlags::LOCAL_WRITE).0
+}
+
+/// [`end`] whose MR grants `access` (the peer's RDMA WRITE, READ, atomics); returns its
+/// rkey too.
+pub fn end_with_access(dev: &Device, access: AccessFlags) -> (End, u32) {
     let pd = dev.alloc_pd().unwrap();
-    let keys = dev
-        .reg_mr(pd, vec![0u8; 4096], 0x1000, AccessFlags::LOCAL_WRITE)
-        .unwrap();
+    let keys = dev.reg_mr(pd, vec![0u8; 4096], 0x1000, access).unwrap();
     let cq = dev.create_cq(64).unwrap();
     let cap = QpCap {
         max_send_wr: 16,
@@ -45,17 +49,30 @@ pub fn end(dev: &Device) -> End {
             sq_sig_all: true,
         })
         .unwrap();
-    End {
+    let end = End {
         dev: dev.clone(),
         cq,
         qpn,
         lkey: keys.lkey,
-    }
+    };
+    (end, keys.rkey)
 }
 
 /// Connects `e` to `peer` at `peer_ip`, sending from `e`'s GID `sgid_index`.
 pub fn connect(e: &End, sgid_index: u16, peer: &End, peer_ip: IpAddr) {
+    connect_with_access(e, sgid_index, peer, peer_ip, AccessFlags::NONE);
+}
+
+/// [`connect`], `e`'s responder granting the peer `access` (RDMA WRITE, READ, atomics).
+pub fn connect_with_access(
+    e: &End,
+    sgid_index: u16,
+    peer: &End,
+    peer_ip: IpAddr,
+    access: AccessFlags,
+) {
     let attr = QpAttr {
+        qp_access_flags: access,
         path_mtu: Mtu::Mtu1024,
         dest_qp_num: peer.qpn,
         rq_psn: 1,
