@@ -9,7 +9,7 @@ use softrdma_wire::field::{read_u16, read_u32, read_u64};
 
 use softrdma_wire::scsi::{
     AscAscq, InquiryRepr, ModeSelectRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr,
-    ReadWriteRepr, ReportLunsRepr, RequestSenseRepr, ScsiOpcode, ServiceActionIn16,
+    ReadWriteRepr, ReportLunsRepr, RequestSenseRepr, RwKind, ScsiOpcode, ServiceActionIn16,
     StartStopUnitRepr, SyncCacheRepr, VerifyRepr,
 };
 
@@ -813,14 +813,7 @@ impl Target {
                 let r = ReadCapacity16Repr::parse(cdb).map_err(bad)?;
                 Parsed::new(Op::ReadCapacity16, DataDir::In, u64::from(r.alloc_len))
             }
-            ScsiOpcode::READ_6
-            | ScsiOpcode::READ_10
-            | ScsiOpcode::READ_12
-            | ScsiOpcode::READ_16
-            | ScsiOpcode::WRITE_6
-            | ScsiOpcode::WRITE_10
-            | ScsiOpcode::WRITE_12
-            | ScsiOpcode::WRITE_16 => {
+            op if RwKind::from_opcode(op).is_some() => {
                 let r = ReadWriteRepr::parse(cdb).map_err(bad)?;
                 let write = r.kind.is_write();
                 if write && read_only {
