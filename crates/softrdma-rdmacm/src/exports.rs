@@ -526,15 +526,7 @@ entry! {
         let mut a = unsafe { ptr::read_in(qp_init_attr as *const ibv_qp_init_attr_ex)? };
         if a.comp_mask & !IBV_QP_INIT_ATTR_PD == 0 {
             let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { core::ptr::null_mut() };
-            let mut b = ibv_qp_init_attr {
-                qp_context: a.qp_context,
-                send_cq: a.send_cq,
-                recv_cq: a.recv_cq,
-                srq: a.srq,
-                cap: a.cap,
-                qp_type: a.qp_type,
-                sq_sig_all: a.sq_sig_all,
-            };
+            let mut b = a.legacy();
             create_qp(id, pd, (&mut b as *mut ibv_qp_init_attr).cast())?;
             // The capabilities granted, as libibverbs writes them back.
             a.cap = b.cap;
