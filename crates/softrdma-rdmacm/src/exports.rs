@@ -464,15 +464,7 @@ fn create_qp(id: *mut rdma_cm_id, pd: *mut c_void, attr: *mut c_void) -> Result<
     }
     // SAFETY: as above.
     unsafe { ptr::write_out(attr as *mut ibv_qp_init_attr, a)? };
-    let mut made = CmQpOut {
-        qp: core::ptr::null_mut(),
-        qp_num: 0,
-        pd: core::ptr::null_mut(),
-        send_cq: core::ptr::null_mut(),
-        recv_cq: core::ptr::null_mut(),
-        send_cq_channel: core::ptr::null_mut(),
-        recv_cq_channel: core::ptr::null_mut(),
-    };
+    let mut made = CmQpOut::NONE;
     // SAFETY: the table's entry; `attr` is the program's `ibv_qp_init_attr`, which
     // libibverbs reads and writes (NULL was refused above).
     ok(unsafe { (o.create_qp)(r.h, pd, attr, &mut made) })?;
@@ -555,15 +547,7 @@ entry! {
         }
         // SAFETY: the same program struct, writable.
         unsafe { ptr::write_out(qp_init_attr, a)? };
-        let mut made = CmQpOut {
-            qp: core::ptr::null_mut(),
-            qp_num: 0,
-            pd: core::ptr::null_mut(),
-            send_cq: core::ptr::null_mut(),
-            recv_cq: core::ptr::null_mut(),
-            send_cq_channel: core::ptr::null_mut(),
-            recv_cq_channel: core::ptr::null_mut(),
-        };
+        let mut made = CmQpOut::NONE;
         // SAFETY: the table's entry; the program's extended attributes, read and written
         // by libibverbs.
         ok(unsafe { (o.create_qp_ex)(r.h, qp_init_attr.cast(), &mut made) })?;
@@ -1365,12 +1349,7 @@ fn create_srq(
     }
     let pd = if pd.is_null() { c.pd } else { pd };
     let make_cq = c_int::from(c.recv_cq.is_null());
-    let mut made = CmSrqOut {
-        srq: core::ptr::null_mut(),
-        pd: core::ptr::null_mut(),
-        recv_cq: core::ptr::null_mut(),
-        recv_cq_channel: core::ptr::null_mut(),
-    };
+    let mut made = CmSrqOut::NONE;
     // SAFETY: the table's entry, with our copy of the attributes.
     ok(unsafe {
         (o.create_srq)(

@@ -327,15 +327,7 @@ unsafe fn create_qp_on(
             // SAFETY: the program's extended struct, non-NULL.
             Some(unsafe { ptr::read_in(ax as *const ibv_qp_init_attr_ex)? })
         };
-        let mut made = CmQpOut {
-            qp: core::ptr::null_mut(),
-            qp_num: 0,
-            pd: core::ptr::null_mut(),
-            send_cq: core::ptr::null_mut(),
-            recv_cq: core::ptr::null_mut(),
-            send_cq_channel: core::ptr::null_mut(),
-            recv_cq_channel: core::ptr::null_mut(),
-        };
+        let mut made = CmQpOut::NONE;
         let (pd, pd_made) = pd_or_context_pd(ctx, ctx_pd, pd)?;
         if pd_made {
             made.pd = pd.cast();
@@ -627,12 +619,7 @@ entry! {
         let attr = attr as *mut ibv_srq_init_attr;
         // SAFETY: the program's `ibv_srq_init_attr` (NULL is EINVAL).
         let a = unsafe { ptr::read_in(attr as *const ibv_srq_init_attr)? };
-        let mut made = CmSrqOut {
-            srq: core::ptr::null_mut(),
-            pd: core::ptr::null_mut(),
-            recv_cq: core::ptr::null_mut(),
-            recv_cq_channel: core::ptr::null_mut(),
-        };
+        let mut made = CmSrqOut::NONE;
         let (pd, _) = pd_or_context_pd(ctx, ctx_pd, pd)?;
         made.pd = pd.cast();
         if make_cq != 0 {
