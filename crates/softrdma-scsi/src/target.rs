@@ -13,7 +13,7 @@ use softrdma_wire::scsi::{
     StartStopUnitRepr, SyncCacheRepr, VerifyRepr,
 };
 
-use crate::cmd::{Cmd, Data, DataDir, Decoded, Op, Residual, Response, Xfer};
+use crate::cmd::{Cmd, Data, DataDir, Decoded, ModeSenseReq, Op, Residual, Response, Xfer};
 use crate::emulate::{self, Done};
 use crate::lun::{LogicalUnit, LunConfig, LunId};
 use crate::pr::{Access, ItNexus, PrError};
@@ -772,14 +772,14 @@ impl Target {
             ScsiOpcode::MODE_SENSE_6 | ScsiOpcode::MODE_SENSE_10 => {
                 let r = ModeSenseRepr::parse(cdb).map_err(bad)?;
                 Parsed::new(
-                    Op::ModeSense {
+                    Op::ModeSense(ModeSenseReq {
                         ten: r.ten,
                         dbd: r.dbd,
                         llbaa: r.llbaa,
                         changeable: r.pc.0 == 1,
                         page: r.page_code,
                         subpage: r.subpage_code,
-                    },
+                    }),
                     DataDir::In,
                     u64::from(r.alloc_len),
                 )
@@ -1444,16 +1444,9 @@ impl Target {
                 let data = lu.pr.read(sa, persist, self.config.protocol_id)?;
                 Ok(emulate::put(inb, &data))
             }
-            Op::ModeSense {
-                ten,
-                dbd,
-                llbaa,
-                changeable,
-                page,
-                subpage,
-            } => {
+            Op::ModeSense(req) => {
                 let wp = lu.read_only() || mapped_ro;
-                emulate::mode_sense(lu, wp, ten, dbd, llbaa, changeable, page, subpage, inb)
+                emulate::mode_sense(lu, wp, req, inb)
             }
             Op::ModeSelect { ten, pf } => emulate::mode_select(lu, ten, pf, outb),
             Op::Read { lba } => {
