@@ -136,21 +136,7 @@ pub struct ibv_qp_init_attr_ex {
     pub send_ops_flags: u64,
 }
 
-impl ibv_qp_init_attr_ex {
-    /// Its leading members, which are a `struct ibv_qp_init_attr`: what the legacy create
-    /// call reads.
-    pub fn legacy(&self) -> ibv_qp_init_attr {
-        ibv_qp_init_attr {
-            qp_context: self.qp_context,
-            send_cq: self.send_cq,
-            recv_cq: self.recv_cq,
-            srq: self.srq,
-            cap: self.cap,
-            qp_type: self.qp_type,
-            sq_sig_all: self.sq_sig_all,
-        }
-    }
-}
+softrdma_ffi::qp_init_attr_legacy!(ibv_qp_init_attr_ex => ibv_qp_init_attr);
 
 /// `IBV_QP_INIT_ATTR_PD`.
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
