@@ -16,7 +16,8 @@
 # as "too common to list".
 #
 # Usage: scripts/dup-count.sh [--list] [--complete]
-#   prints the count; with --list, the counted rows before it.
+#   prints the count; with --list, the counted rows before it (with --complete, the first
+#   200 of them, after the summary line of `duplicates`).
 # Needs `duplicates` (/usr/local/bin, from the tool library) and git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,6 +110,8 @@ if $complete; then
   done
   out=$(duplicates --repo "$scratch" --seconds 120 --most 200)
   if $list; then
+    # The summary (how many pairs are alike by shape alone) and the first 200 rows.
+    head -n1 <<<"$out"
     grep -E '^D[0-9]+ ' <<<"$out" || true
   fi
   grep -E '^incomplete:' <<<"$out" >&2 || true
