@@ -50,6 +50,30 @@ pub struct ibv_qp_cap {
     pub max_inline_data: u32,
 }
 
+/// Gives a library's `ibv_qp_init_attr_ex` (`$ex`) a `legacy()` method: its leading members,
+/// which are a `struct ibv_qp_init_attr` (`$legacy`), what the legacy create call reads. A
+/// macro because each library types the pointers of these structures its own way.
+#[macro_export]
+macro_rules! qp_init_attr_legacy {
+    ($ex:ident => $legacy:ident) => {
+        impl $ex {
+            /// Its leading members, which are a `struct ibv_qp_init_attr`: what the legacy
+            /// create call reads.
+            pub fn legacy(&self) -> $legacy {
+                $legacy {
+                    qp_context: self.qp_context,
+                    send_cq: self.send_cq,
+                    recv_cq: self.recv_cq,
+                    srq: self.srq,
+                    cap: self.cap,
+                    qp_type: self.qp_type,
+                    sq_sig_all: self.sq_sig_all,
+                }
+            }
+        }
+    };
+}
+
 /// Declares `pub const LAYOUT: &[(&str, usize)]`: `(name, value)` for every `sizeof(struct T)`
 /// (`T`) and `offsetof(struct T, f)` (`T.f`) a library relies on, from its `#[repr(C)]` types
 /// (`layout_table! { T { f, g } U { } }`); its `tests/abi/layout.c` prints the same names from

@@ -136,6 +136,8 @@ pub struct ibv_qp_init_attr_ex {
     pub send_ops_flags: u64,
 }
 
+softrdma_ffi::qp_init_attr_legacy!(ibv_qp_init_attr_ex => ibv_qp_init_attr);
+
 /// `IBV_QP_INIT_ATTR_PD`.
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
 

@@ -140,6 +140,11 @@ fn id_rs<'a>(id: *const rdma_cm_id) -> Result<&'a IdRs, Errno> {
     ptr::get::<rdma_cm_id, IdRs>(id)
 }
 
+/// The id's Rust side and the verbs library's CM table, what most commands start with.
+fn id_ops<'a>(id: *const rdma_cm_id) -> Result<(&'a IdRs, &'static CmOps), Errno> {
+    Ok((id_rs(id)?, ops()?))
+}
+
 fn new_id(
     h: u32,
     channel: *mut rdma_event_channel,
@@ -194,8 +199,7 @@ fn new_id(
 
 /// Copies what the CM says of the id into the program's `rdma_cm_id`.
 fn refresh(id: *mut rdma_cm_id) -> Result<(), Errno> {
-    let r = id_rs(id)?;
-    let o = ops()?;
+    let (r, o) = id_ops(id)?;
     let mut info = CmIdInfo {
         verbs: core::ptr::null_mut(),
         src: SockaddrStorage([0; 128]),
@@ -298,8 +302,7 @@ fn drop_sync_event(id: *mut rdma_cm_id) {
 
 entry! {
     export neg fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         drop_sync_event(id);
         r.dying.store(true, Ordering::Release);
         // librdmacm waits for the program to acknowledge the id's events first.
@@ -323,8 +326,7 @@ entry! {
 
 entry! {
     export neg fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         let ch = ptr::get::<_, ChanRs>(channel)?;
         // SAFETY: the table's entry.
         ok(unsafe { (o.id_migrate)(r.h, ch.h) })?;
@@ -382,8 +384,7 @@ unsafe fn sockaddr_bytes(p: *const c_void) -> Result<SockaddrStorage, Errno> {
 
 entry! {
     export neg fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut c_void) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the program's sockaddr.
         let a = unsafe { sockaddr_bytes(addr)? };
         // SAFETY: the table's entry, with our copy.
@@ -395,8 +396,7 @@ entry! {
 
 entry! {
     export neg fn rdma_resolve_addr(id: *mut rdma_cm_id, src_addr: *mut c_void, dst_addr: *mut c_void, timeout_ms: c_int) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         let src = if src_addr.is_null() {
             None
         } else {
@@ -417,8 +417,7 @@ entry! {
 
 entry! {
     export neg fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the table's entry.
         ok(unsafe { (o.resolve_route)(r.h, timeout_ms) })?;
         complete(id)?;
@@ -429,8 +428,7 @@ entry! {
 
 entry! {
     export neg fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the table's entry.
         ok(unsafe { (o.listen)(r.h, backlog) })?;
         refresh(id)?;
@@ -439,8 +437,7 @@ entry! {
 }
 
 fn create_qp(id: *mut rdma_cm_id, pd: *mut c_void, attr: *mut c_void) -> Result<(), Errno> {
-    let r = id_rs(id)?;
-    let o = ops()?;
+    let (r, o) = id_ops(id)?;
     let c = ptr::copy_c::<_, IdRs>(id)?;
     if !c.qp.is_null() {
         return Err(Errno::EINVAL);
@@ -464,15 +461,7 @@ fn create_qp(id: *mut rdma_cm_id, pd: *mut c_void, attr: *mut c_void) -> Result<
     }
     // SAFETY: as above.
     unsafe { ptr::write_out(attr as *mut ibv_qp_init_attr, a)? };
-    let mut made = CmQpOut {
-        qp: core::ptr::null_mut(),
-        qp_num: 0,
-        pd: core::ptr::null_mut(),
-        send_cq: core::ptr::null_mut(),
-        recv_cq: core::ptr::null_mut(),
-        send_cq_channel: core::ptr::null_mut(),
-        recv_cq_channel: core::ptr::null_mut(),
-    };
+    let mut made = CmQpOut::NONE;
     // SAFETY: the table's entry; `attr` is the program's `ibv_qp_init_attr`, which
     // libibverbs reads and writes (NULL was refused above).
     ok(unsafe { (o.create_qp)(r.h, pd, attr, &mut made) })?;
@@ -526,15 +515,7 @@ entry! {
         let mut a = unsafe { ptr::read_in(qp_init_attr as *const ibv_qp_init_attr_ex)? };
         if a.comp_mask & !IBV_QP_INIT_ATTR_PD == 0 {
             let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { core::ptr::null_mut() };
-            let mut b = ibv_qp_init_attr {
-                qp_context: a.qp_context,
-                send_cq: a.send_cq,
-                recv_cq: a.recv_cq,
-                srq: a.srq,
-                cap: a.cap,
-                qp_type: a.qp_type,
-                sq_sig_all: a.sq_sig_all,
-            };
+            let mut b = a.legacy();
             create_qp(id, pd, (&mut b as *mut ibv_qp_init_attr).cast())?;
             // The capabilities granted, as libibverbs writes them back.
             a.cap = b.cap;
@@ -542,8 +523,7 @@ entry! {
             unsafe { ptr::write_out(qp_init_attr, a)? };
             return Ok(0);
         }
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         let c = ptr::copy_c::<_, IdRs>(id)?;
         if !c.qp.is_null() {
             return Err(Errno::EINVAL);
@@ -563,15 +543,7 @@ entry! {
         }
         // SAFETY: the same program struct, writable.
         unsafe { ptr::write_out(qp_init_attr, a)? };
-        let mut made = CmQpOut {
-            qp: core::ptr::null_mut(),
-            qp_num: 0,
-            pd: core::ptr::null_mut(),
-            send_cq: core::ptr::null_mut(),
-            recv_cq: core::ptr::null_mut(),
-            send_cq_channel: core::ptr::null_mut(),
-            recv_cq_channel: core::ptr::null_mut(),
-        };
+        let mut made = CmQpOut::NONE;
         // SAFETY: the table's entry; the program's extended attributes, read and written
         // by libibverbs.
         ok(unsafe { (o.create_qp_ex)(r.h, qp_init_attr.cast(), &mut made) })?;
@@ -660,8 +632,7 @@ unsafe fn conn_in(r: &IdRs, p: *const rdma_conn_param, passive: bool) -> Result<
 
 entry! {
     export neg fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the program's parameters (NULL: defaults).
         let c = unsafe { conn_in(r, conn_param, false)? };
         // SAFETY: the table's entry; the private data pointer is the program's, valid for
@@ -674,8 +645,7 @@ entry! {
 
 entry! {
     export neg fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the program's parameters (NULL: the request's).
         let c = unsafe { conn_in(r, conn_param, true)? };
         // SAFETY: the table's entry; the private data pointer is the program's.
@@ -686,8 +656,7 @@ entry! {
 }
 
 fn reject(id: *mut rdma_cm_id, data: *const c_void, len: u8, ece: bool) -> Result<c_int, Errno> {
-    let r = id_rs(id)?;
-    let o = ops()?;
+    let (r, o) = id_ops(id)?;
     // SAFETY: the table's entry; `data` is the program's, `len` bytes.
     ok(unsafe { (o.reject)(r.h, data.cast(), u32::from(len), c_int::from(ece)) })?;
     Ok(0)
@@ -707,8 +676,7 @@ entry! {
 
 entry! {
     export neg fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the table's entry.
         ok(unsafe { (o.disconnect)(r.h) })?;
         Ok(0)
@@ -717,8 +685,7 @@ entry! {
 
 entry! {
     export neg fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the table's entry.
         ok(unsafe { (o.establish)(r.h) })?;
         Ok(0)
@@ -727,8 +694,7 @@ entry! {
 
 entry! {
     export neg fn rdma_init_qp_attr(id: *mut rdma_cm_id, qp_attr: *mut c_void, qp_attr_mask: *mut c_int) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the table's entry; the program's `ibv_qp_attr` and mask slot.
         ok(unsafe { (o.init_qp_attr)(r.h, qp_attr, qp_attr_mask) })?;
         Ok(0)
@@ -740,8 +706,7 @@ entry! {
     /// data before the RTU (`-EISCONN` once established), `IBV_EVENT_PATH_MIG` is a no-op on
     /// an established connection (RoCE has no alternate path), anything else `EINVAL`.
     export neg fn rdma_notify(id: *mut rdma_cm_id, event: c_int) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the table's entry.
         ok(unsafe { (o.notify)(r.h, event) })?;
         Ok(0)
@@ -750,8 +715,7 @@ entry! {
 
 entry! {
     export neg fn rdma_set_option(id: *mut rdma_cm_id, level: c_int, optname: c_int, optval: *mut c_void, optlen: usize) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the table's entry; the program's value, `optlen` bytes.
         ok(unsafe { (o.set_option)(r.h, level, optname, optval, optlen) })?;
         Ok(0)
@@ -760,8 +724,7 @@ entry! {
 
 entry! {
     export neg fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the program's struct (NULL is EINVAL).
         let e = unsafe { ptr::read_in(ece)? };
         // SAFETY: the table's entry.
@@ -772,8 +735,7 @@ entry! {
 
 entry! {
     export neg fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         let (mut v, mut opt) = (0, 0);
         // SAFETY: the table's entry, our output slots.
         ok(unsafe { (o.get_remote_ece)(r.h, &mut v, &mut opt) })?;
@@ -1365,20 +1327,14 @@ fn create_srq(
     pd: *mut c_void,
     attr: &mut ibv_srq_init_attr,
 ) -> Result<(), Errno> {
-    let r = id_rs(id)?;
-    let o = ops()?;
+    let (r, o) = id_ops(id)?;
     let c = ptr::copy_c::<_, IdRs>(id)?;
     if !c.srq.is_null() {
         return Err(Errno::EINVAL);
     }
     let pd = if pd.is_null() { c.pd } else { pd };
     let make_cq = c_int::from(c.recv_cq.is_null());
-    let mut made = CmSrqOut {
-        srq: core::ptr::null_mut(),
-        pd: core::ptr::null_mut(),
-        recv_cq: core::ptr::null_mut(),
-        recv_cq_channel: core::ptr::null_mut(),
-    };
+    let mut made = CmSrqOut::NONE;
     // SAFETY: the table's entry, with our copy of the attributes.
     ok(unsafe {
         (o.create_srq)(
@@ -1502,8 +1458,7 @@ fn join(
     flags: u32,
     context: *mut c_void,
 ) -> Result<c_int, Errno> {
-    let r = id_rs(id)?;
-    let o = ops()?;
+    let (r, o) = id_ops(id)?;
     // SAFETY: the program's sockaddr.
     let a = unsafe { sockaddr_bytes(addr)? };
     // Recorded first: the join's event may be on the channel before the call returns.
@@ -1548,8 +1503,7 @@ entry! {
 
 entry! {
     export neg fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut c_void) -> c_int {
-        let r = id_rs(id)?;
-        let o = ops()?;
+        let (r, o) = id_ops(id)?;
         // SAFETY: the program's sockaddr.
         let a = unsafe { sockaddr_bytes(addr)? };
         let m = {

@@ -106,6 +106,21 @@ impl Xfer {
     }
 }
 
+/// What a MODE SENSE(6)/(10) asks for: the CDB's fields its answer depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ModeSenseReq {
+    /// MODE SENSE(10) (an 8-byte header), not (6).
+    pub ten: bool,
+    /// DBD: no block descriptor.
+    pub dbd: bool,
+    /// LLBAA: a long block descriptor is allowed.
+    pub llbaa: bool,
+    /// Page control 01b: the changeable values.
+    pub changeable: bool,
+    pub page: u8,
+    pub subpage: u8,
+}
+
 /// The operation a decoded command performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
@@ -125,14 +140,7 @@ pub(crate) enum Op {
         lba: u32,
     },
     ReadCapacity16,
-    ModeSense {
-        ten: bool,
-        dbd: bool,
-        llbaa: bool,
-        changeable: bool,
-        page: u8,
-        subpage: u8,
-    },
+    ModeSense(ModeSenseReq),
     ModeSelect {
         ten: bool,
         pf: bool,

@@ -3,6 +3,7 @@
 use softrdma_wire::field::write_u32;
 use softrdma_wire::scsi::{AscAscq, ModeHeader10Repr, ModeHeader6Repr, SenseKey};
 
+use crate::cmd::ModeSenseReq;
 use crate::lun::{Identity, LogicalUnit, LunId};
 use crate::sense::{Sense, SenseReason};
 use crate::TargetConfig;
@@ -120,18 +121,20 @@ const MODE_BUF: usize = 512;
 /// the block count needs 64 bits), then the page asked for, or all of them for 3Fh
 /// (subpage 00h or FFh only). Page control is honoured only for changeable values (all
 /// zero); default and saved values are the current ones, as in LIO.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn mode_sense(
     lu: &LogicalUnit,
     wp: bool,
-    ten: bool,
-    dbd: bool,
-    llbaa: bool,
-    changeable: bool,
-    page: u8,
-    subpage: u8,
+    req: ModeSenseReq,
     out: &mut [u8],
 ) -> Result<Done, SenseReason> {
+    let ModeSenseReq {
+        ten,
+        dbd,
+        llbaa,
+        changeable,
+        page,
+        subpage,
+    } = req;
     let mut buf = [0u8; MODE_BUF];
     let hdr = if ten { 8 } else { 4 };
     let mut len = hdr;

@@ -9,11 +9,11 @@ use softrdma_wire::field::{read_u16, read_u32, read_u64};
 
 use softrdma_wire::scsi::{
     AscAscq, InquiryRepr, ModeSelectRepr, ModeSenseRepr, ReadCapacity10Repr, ReadCapacity16Repr,
-    ReadWriteRepr, ReportLunsRepr, RequestSenseRepr, ScsiOpcode, ServiceActionIn16,
+    ReadWriteRepr, ReportLunsRepr, RequestSenseRepr, RwKind, ScsiOpcode, ServiceActionIn16,
     StartStopUnitRepr, SyncCacheRepr, VerifyRepr,
 };
 
-use crate::cmd::{Cmd, Data, DataDir, Decoded, Op, Residual, Response, Xfer};
+use crate::cmd::{Cmd, Data, DataDir, Decoded, ModeSenseReq, Op, Residual, Response, Xfer};
 use crate::emulate::{self, Done};
 use crate::lun::{LogicalUnit, LunConfig, LunId};
 use crate::pr::{Access, ItNexus, PrError};
@@ -772,14 +772,14 @@ impl Target {
             ScsiOpcode::MODE_SENSE_6 | ScsiOpcode::MODE_SENSE_10 => {
                 let r = ModeSenseRepr::parse(cdb).map_err(bad)?;
                 Parsed::new(
-                    Op::ModeSense {
+                    Op::ModeSense(ModeSenseReq {
                         ten: r.ten,
                         dbd: r.dbd,
                         llbaa: r.llbaa,
                         changeable: r.pc.0 == 1,
                         page: r.page_code,
                         subpage: r.subpage_code,
-                    },
+                    }),
                     DataDir::In,
                     u64::from(r.alloc_len),
                 )
@@ -813,14 +813,7 @@ impl Target {
                 let r = ReadCapacity16Repr::parse(cdb).map_err(bad)?;
                 Parsed::new(Op::ReadCapacity16, DataDir::In, u64::from(r.alloc_len))
             }
-            ScsiOpcode::READ_6
-            | ScsiOpcode::READ_10
-            | ScsiOpcode::READ_12
-            | ScsiOpcode::READ_16
-            | ScsiOpcode::WRITE_6
-            | ScsiOpcode::WRITE_10
-            | ScsiOpcode::WRITE_12
-            | ScsiOpcode::WRITE_16 => {
+            op if RwKind::from_opcode(op).is_some() => {
                 let r = ReadWriteRepr::parse(cdb).map_err(bad)?;
                 let write = r.kind.is_write();
                 if write && read_only {
@@ -1451,16 +1444,9 @@ impl Target {
                 let data = lu.pr.read(sa, persist, self.config.protocol_id)?;
                 Ok(emulate::put(inb, &data))
             }
-            Op::ModeSense {
-                ten,
-                dbd,
-                llbaa,
-                changeable,
-                page,
-                subpage,
-            } => {
+            Op::ModeSense(req) => {
                 let wp = lu.read_only() || mapped_ro;
-                emulate::mode_sense(lu, wp, ten, dbd, llbaa, changeable, page, subpage, inb)
+                emulate::mode_sense(lu, wp, req, inb)
             }
             Op::ModeSelect { ten, pf } => emulate::mode_select(lu, ten, pf, outb),
             Op::Read { lba } => {

@@ -655,6 +655,8 @@ pub struct ibv_qp_init_attr {
     pub sq_sig_all: c_int,
 }
 
+softrdma_ffi::qp_init_attr_legacy!(ibv_qp_init_attr_ex => ibv_qp_init_attr);
+
 /// `struct ibv_qp_attr`.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]

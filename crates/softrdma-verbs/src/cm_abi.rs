@@ -156,6 +156,19 @@ pub struct CmQpOut {
     pub recv_cq_channel: *mut c_void,
 }
 
+impl CmQpOut {
+    /// Nothing made yet: every pointer NULL.
+    pub const NONE: CmQpOut = CmQpOut {
+        qp: core::ptr::null_mut(),
+        qp_num: 0,
+        pd: core::ptr::null_mut(),
+        send_cq: core::ptr::null_mut(),
+        recv_cq: core::ptr::null_mut(),
+        send_cq_channel: core::ptr::null_mut(),
+        recv_cq_channel: core::ptr::null_mut(),
+    };
+}
+
 /// What `create_srq` made (`ibv_*` pointers of this library; NULL where it made nothing).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -165,6 +178,16 @@ pub struct CmSrqOut {
     pub pd: *mut c_void,
     pub recv_cq: *mut c_void,
     pub recv_cq_channel: *mut c_void,
+}
+
+impl CmSrqOut {
+    /// Nothing made yet: every pointer NULL.
+    pub const NONE: CmSrqOut = CmSrqOut {
+        srq: core::ptr::null_mut(),
+        pd: core::ptr::null_mut(),
+        recv_cq: core::ptr::null_mut(),
+        recv_cq_channel: core::ptr::null_mut(),
+    };
 }
 
 /// The entry points (see the module docs for the conventions).

@@ -238,15 +238,7 @@ entry! {
         // SAFETY: the program's `ibv_qp_init_attr_ex` (NULL is EINVAL).
         let a = unsafe { ptr::read_in(ax as *const ibv_qp_init_attr_ex)? };
         let pd = if a.comp_mask & QP_INIT_ATTR_PD != 0 { a.pd } else { core::ptr::null_mut() };
-        let mut legacy = ibv_qp_init_attr {
-            qp_context: a.qp_context,
-            send_cq: a.send_cq,
-            recv_cq: a.recv_cq,
-            srq: a.srq,
-            cap: a.cap,
-            qp_type: a.qp_type,
-            sq_sig_all: a.sq_sig_all,
-        };
+        let mut legacy = a.legacy();
         // SAFETY: our copy of the legacy part, and the program's extended struct.
         unsafe { create_qp_on(id, pd.cast(), &mut legacy, ax, out) }
     }
@@ -260,6 +252,60 @@ const QP_INIT_ATTR_PD: u32 = 1 << 0;
 /// `ibv_create_qp_ex` on the program's extended attributes (their PD and CQs filled in) —
 /// and its move to INIT by the CM.
 ///
+/// The verbs context of the device id `id` is bound to, and the PD librdmacm keeps for it
+/// (0: none yet).
+fn id_context(id: u32) -> Result<(*mut ibv_context, usize), Errno> {
+    let p = proc_();
+    let port = p.port_of(id)?;
+    let (ctx, ctx_pd) = p.ctx_of_port(port).ok_or(Errno::EINVAL)?;
+    Ok((ctx as *mut ibv_context, ctx_pd))
+}
+
+/// The PD a QP or SRQ of `rdma_create_qp`/`rdma_create_srq` goes on: the program's `pd`,
+/// else the context's, allocated (and kept for the context) the first time; `true` when
+/// allocated now.
+fn pd_or_context_pd(
+    ctx: *mut ibv_context,
+    ctx_pd: usize,
+    pd: *mut c_void,
+) -> Result<(*mut ibv_pd, bool), Errno> {
+    if !pd.is_null() {
+        return Ok((pd as *mut ibv_pd, false));
+    }
+    if ctx_pd != 0 {
+        return Ok((ctx_pd as *mut ibv_pd, false));
+    }
+    // SAFETY: our own export on a live context.
+    let n = unsafe { exports::ibv_alloc_pd(ctx) };
+    if n.is_null() {
+        return Err(Errno::ENOMEM);
+    }
+    proc_().set_pd(ctx as usize, n as usize);
+    Ok((n, true))
+}
+
+/// A CQ of at least `depth` entries with a completion channel of its own (what
+/// `ucma_create_cqs` makes for the CQs the program did not give).
+fn cq_with_channel(
+    ctx: *mut ibv_context,
+    depth: u32,
+) -> Result<(*mut ibv_cq, *mut ibv_comp_channel), Errno> {
+    // SAFETY: our own exports on a live context.
+    let ch = unsafe { exports::ibv_create_comp_channel(ctx) };
+    if ch.is_null() {
+        return Err(Errno::ENOMEM);
+    }
+    let depth = c_int::try_from(depth.max(1)).unwrap_or(c_int::MAX);
+    // SAFETY: as above.
+    let c = unsafe { exports::ibv_create_cq(ctx, depth, core::ptr::null_mut(), ch, 0) };
+    if c.is_null() {
+        // SAFETY: the channel just made, unused.
+        unsafe { exports::ibv_destroy_comp_channel(ch) };
+        return Err(Errno::ENOMEM);
+    }
+    Ok((c, ch))
+}
+
 /// # Safety
 /// `attr` is NULL or a writable `ibv_qp_init_attr`; `ax` NULL or a writable
 /// `ibv_qp_init_attr_ex`; `out` NULL or writable.
@@ -271,10 +317,7 @@ unsafe fn create_qp_on(
     out: *mut CmQpOut,
 ) -> Result<(), Errno> {
     {
-        let p = proc_();
-        let port = p.port_of(id)?;
-        let (ctx, ctx_pd) = p.ctx_of_port(port).ok_or(Errno::EINVAL)?;
-        let ctx = ctx as *mut ibv_context;
+        let (ctx, ctx_pd) = id_context(id)?;
         // SAFETY: the program's `ibv_qp_init_attr` (NULL is EINVAL).
         let mut a = unsafe { ptr::read_in(attr as *const ibv_qp_init_attr)? };
         let given = a;
@@ -284,48 +327,13 @@ unsafe fn create_qp_on(
             // SAFETY: the program's extended struct, non-NULL.
             Some(unsafe { ptr::read_in(ax as *const ibv_qp_init_attr_ex)? })
         };
-        let mut made = CmQpOut {
-            qp: core::ptr::null_mut(),
-            qp_num: 0,
-            pd: core::ptr::null_mut(),
-            send_cq: core::ptr::null_mut(),
-            recv_cq: core::ptr::null_mut(),
-            send_cq_channel: core::ptr::null_mut(),
-            recv_cq_channel: core::ptr::null_mut(),
-        };
-        let pd = if pd.is_null() {
-            if ctx_pd != 0 {
-                ctx_pd as *mut ibv_pd
-            } else {
-                // SAFETY: our own export on a live context.
-                let n = unsafe { exports::ibv_alloc_pd(ctx) };
-                if n.is_null() {
-                    return Err(Errno::ENOMEM);
-                }
-                p.set_pd(ctx as usize, n as usize);
-                made.pd = n.cast();
-                n
-            }
-        } else {
-            pd as *mut ibv_pd
-        };
+        let mut made = CmQpOut::NONE;
+        let (pd, pd_made) = pd_or_context_pd(ctx, ctx_pd, pd)?;
+        if pd_made {
+            made.pd = pd.cast();
+        }
         // ucma_create_cqs: CQs (each with its completion channel) for the ones not given.
-        let cq = |depth: u32| -> Result<(*mut ibv_cq, *mut ibv_comp_channel), Errno> {
-            // SAFETY: our own exports on a live context.
-            let ch = unsafe { exports::ibv_create_comp_channel(ctx) };
-            if ch.is_null() {
-                return Err(Errno::ENOMEM);
-            }
-            let depth = c_int::try_from(depth.max(1)).unwrap_or(c_int::MAX);
-            // SAFETY: as above.
-            let c = unsafe { exports::ibv_create_cq(ctx, depth, core::ptr::null_mut(), ch, 0) };
-            if c.is_null() {
-                // SAFETY: the channel just made, unused.
-                unsafe { exports::ibv_destroy_comp_channel(ch) };
-                return Err(Errno::ENOMEM);
-            }
-            Ok((c, ch))
-        };
+        let cq = |depth: u32| cq_with_channel(ctx, depth);
         if a.send_cq.is_null() {
             let (c, ch) = cq(a.cap.max_send_wr)?;
             a.send_cq = c;
@@ -365,7 +373,7 @@ unsafe fn create_qp_on(
                 ));
             }
             let qpn = exports::qp_num(qp)?;
-            if let Err(e) = p.init_qp(id, qpn) {
+            if let Err(e) = proc_().init_qp(id, qpn) {
                 // SAFETY: the QP just made.
                 unsafe { exports::ibv_destroy_qp(qp) };
                 return Err(e);
@@ -607,49 +615,15 @@ entry! {
 
 entry! {
     op errno fn create_srq(id: u32, pd: *mut c_void, attr: *mut c_void, make_cq: c_int, out: *mut CmSrqOut) -> c_int {
-        let p = proc_();
-        let port = p.port_of(id)?;
-        let (ctx, ctx_pd) = p.ctx_of_port(port).ok_or(Errno::EINVAL)?;
-        let ctx = ctx as *mut ibv_context;
+        let (ctx, ctx_pd) = id_context(id)?;
         let attr = attr as *mut ibv_srq_init_attr;
         // SAFETY: the program's `ibv_srq_init_attr` (NULL is EINVAL).
         let a = unsafe { ptr::read_in(attr as *const ibv_srq_init_attr)? };
-        let mut made = CmSrqOut {
-            srq: core::ptr::null_mut(),
-            pd: core::ptr::null_mut(),
-            recv_cq: core::ptr::null_mut(),
-            recv_cq_channel: core::ptr::null_mut(),
-        };
-        let pd = if pd.is_null() {
-            if ctx_pd != 0 {
-                ctx_pd as *mut ibv_pd
-            } else {
-                // SAFETY: our own export on a live context.
-                let n = unsafe { exports::ibv_alloc_pd(ctx) };
-                if n.is_null() {
-                    return Err(Errno::ENOMEM);
-                }
-                p.set_pd(ctx as usize, n as usize);
-                n
-            }
-        } else {
-            pd as *mut ibv_pd
-        };
+        let mut made = CmSrqOut::NONE;
+        let (pd, _) = pd_or_context_pd(ctx, ctx_pd, pd)?;
         made.pd = pd.cast();
         if make_cq != 0 {
-            // SAFETY: our own exports on a live context.
-            let ch = unsafe { exports::ibv_create_comp_channel(ctx) };
-            if ch.is_null() {
-                return Err(Errno::ENOMEM);
-            }
-            let depth = c_int::try_from(a.attr.max_wr.max(1)).unwrap_or(c_int::MAX);
-            // SAFETY: as above.
-            let c = unsafe { exports::ibv_create_cq(ctx, depth, core::ptr::null_mut(), ch, 0) };
-            if c.is_null() {
-                // SAFETY: the channel just made, unused.
-                unsafe { exports::ibv_destroy_comp_channel(ch) };
-                return Err(Errno::ENOMEM);
-            }
+            let (c, ch) = cq_with_channel(ctx, a.attr.max_wr)?;
             made.recv_cq = c.cast();
             made.recv_cq_channel = ch.cast();
         }

@@ -1708,15 +1708,7 @@ entry! {
         if ptr::read_c::<ibv_pd, PdRs, _>(a.pd, |p| p.context)? != context {
             return Err(Errno::EINVAL);
         }
-        let legacy = ibv_qp_init_attr {
-            qp_context: a.qp_context,
-            send_cq: a.send_cq,
-            recv_cq: a.recv_cq,
-            srq: a.srq,
-            cap: a.cap,
-            qp_type: a.qp_type,
-            sq_sig_all: a.sq_sig_all,
-        };
+        let legacy = a.legacy();
         let ops = (a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
         // SAFETY: non-NULL (read above); `cap` is a field of the caller's struct.
         let cap = unsafe { &raw mut (*attr).cap };

@@ -31,9 +31,12 @@ use std::time::Duration;
 use softrdma_core::cm::CmPort;
 use softrdma_core::rdma_cm::multicast::{mgid_of, JoinError, JoinFlags};
 use softrdma_core::rdma_cm::{
-    ConnParam, Ece, PortSpace, RdmaCmError, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaOption,
+    ConnParam, Ece, PortSpace, RdmaCm, RdmaCmError, RdmaCmEvent, RdmaCmEventType, RdmaCmId,
+    RdmaOption,
 };
+use softrdma_core::time::Instant;
 use softrdma_core::verbs::QpType;
+use softrdma_core::Stack;
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::Device;
 
@@ -210,13 +213,18 @@ impl Proc {
         }
     }
 
-    fn destroy_core(&self, id: RdmaCmId) {
-        let now = self
-            .cm
+    /// The time for a CM command that is not run on a device's port: the first device's
+    /// clock, or zero before any device is open.
+    fn cm_now(&self) -> Instant {
+        self.cm
             .devices()
             .first()
             .map(|(_, d)| d.now())
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    fn destroy_core(&self, id: RdmaCmId) {
+        let now = self.cm_now();
         self.cm.with_cm(|r| r.destroy(now, id));
     }
 
@@ -319,6 +327,21 @@ impl Proc {
     }
 
     /// Runs `f` with the live core id `h`.
+    /// Runs the CM command `f` on id `h`, with the stack and clock of the id's device; the
+    /// driver's and the CM's errors as errnos.
+    fn cm_call(
+        &self,
+        h: u32,
+        f: impl FnOnce(&mut RdmaCm, &mut Stack, Instant, &RdmaCmId) -> Result<(), RdmaCmError>,
+    ) -> Result<(), Errno> {
+        let port = self.port_of(h)?;
+        self.with_id(h, |id| {
+            self.cm.with(port, |r, stack, now| f(r, stack, now, id))
+        })?
+        .map_err(|e| drv_errno(&e))?
+        .map_err(|e| cm_errno(&e))
+    }
+
     fn with_id<R>(&self, h: u32, f: impl FnOnce(&RdmaCmId) -> R) -> Result<R, Errno> {
         let st = lock(&self.st);
         let id = st
@@ -503,37 +526,20 @@ impl Proc {
 
     /// `rdma_create_qp`'s transition of QP `qpn` (made on the id's device).
     pub fn init_qp(&self, h: u32, qpn: u32) -> Result<(), Errno> {
-        let port = self.port_of(h)?;
-        self.with_id(h, |id| {
-            self.cm
-                .with(port, |r, stack, _| r.init_qp_for(stack, id, qpn))
-        })?
-        .map_err(|e| drv_errno(&e))?
-        .map_err(|e| cm_errno(&e))
+        self.cm_call(h, |r, stack, _, id| r.init_qp_for(stack, id, qpn))
     }
 
     /// `rdma_connect`: `qp`: the id's QP the CM moves, or the user's own QP number.
     pub fn connect(&self, h: u32, qp: Result<u32, u32>, p: &ConnParam) -> Result<(), Errno> {
-        let port = self.port_of(h)?;
-        self.with_id(h, |id| {
-            self.cm.with(port, |r, stack, now| match qp {
-                Ok(qpn) => r.connect(now, stack, id, Some(qpn), p),
-                Err(qpn) => r.connect_user_qp(now, stack, id, qpn, p),
-            })
-        })?
-        .map_err(|e| drv_errno(&e))?
-        .map_err(|e| cm_errno(&e))
+        self.cm_call(h, |r, stack, now, id| match qp {
+            Ok(qpn) => r.connect(now, stack, id, Some(qpn), p),
+            Err(qpn) => r.connect_user_qp(now, stack, id, qpn, p),
+        })
     }
 
     /// `rdma_accept`.
     pub fn accept(&self, h: u32, qpn: u32, p: &ConnParam) -> Result<(), Errno> {
-        let port = self.port_of(h)?;
-        self.with_id(h, |id| {
-            self.cm
-                .with(port, |r, stack, now| r.accept(now, stack, id, qpn, p))
-        })?
-        .map_err(|e| drv_errno(&e))?
-        .map_err(|e| cm_errno(&e))
+        self.cm_call(h, |r, stack, now, id| r.accept(now, stack, id, qpn, p))
     }
 
     /// `rdma_reject` / `rdma_reject_ece`: the core id is consumed; the program's id stays
@@ -542,12 +548,7 @@ impl Proc {
         let mut st = lock(&self.st);
         let e = st.ids.get_mut(&h).ok_or(Errno::EINVAL)?;
         let id = e.id.take().ok_or(Errno::EINVAL)?;
-        let now = self
-            .cm
-            .devices()
-            .first()
-            .map(|(_, d)| d.now())
-            .unwrap_or_default();
+        let now = self.cm_now();
         let r = self.cm.with_cm(|r| {
             if ece {
                 r.reject_ece(now, id, data)
@@ -568,30 +569,18 @@ impl Proc {
 
     /// `rdma_disconnect`.
     pub fn disconnect(&self, h: u32) -> Result<(), Errno> {
-        let port = self.port_of(h)?;
-        self.with_id(h, |id| {
-            self.cm
-                .with(port, |r, stack, now| r.disconnect(now, stack, id))
-        })?
-        .map_err(|e| drv_errno(&e))?
-        .map_err(|e| cm_errno(&e))
+        self.cm_call(h, |r, stack, now, id| r.disconnect(now, stack, id))
     }
 
     /// `rdma_establish`.
     pub fn establish(&self, h: u32) -> Result<(), Errno> {
-        let port = self.port_of(h)?;
-        self.with_id(h, |id| self.cm.with(port, |r, _, now| r.establish(now, id)))?
-            .map_err(|e| drv_errno(&e))?
-            .map_err(|e| cm_errno(&e))
+        self.cm_call(h, |r, _, now, id| r.establish(now, id))
     }
 
     /// `rdma_notify` (`softrdma_core::rdma_cm`'s `notify`: COMM_EST establishes a passive
     /// connection before its RTU).
     pub fn notify(&self, h: u32, event: i32) -> Result<(), Errno> {
-        let port = self.port_of(h)?;
-        self.with_id(h, |id| self.cm.with(port, |r, _, _| r.notify(id, event)))?
-            .map_err(|e| drv_errno(&e))?
-            .map_err(|e| cm_errno(&e))
+        self.cm_call(h, |r, _, _, id| r.notify(id, event))
     }
 
     /// `rdma_init_qp_attr`.

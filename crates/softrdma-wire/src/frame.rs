@@ -77,34 +77,18 @@ pub fn dissect_frame(linktype: LinkType, bytes: &[u8]) -> (Tree, FrameInfo) {
     let mut t = Tree::new();
     let mut info = FrameInfo::default();
     match linktype {
-        LinkType::ETHERNET => match EthernetRepr::parse(bytes) {
-            Ok(eth) => {
-                info.protocols.extend(["eth", "ethertype"]);
-                let hl = eth.buffer_len();
-                eth.dissect(&mut t);
-                let rest = bytes.get(hl..).unwrap_or(&[]);
-                network(&mut t, &mut info, eth.ethertype, rest);
-            }
-            Err(e) => malformed(&mut t, &mut info, e, bytes),
-        },
-        LinkType::LINUX_SLL => match SllRepr::parse(bytes) {
-            Ok(sll) => {
-                info.protocols.extend(["sll", "ethertype"]);
-                sll.dissect(&mut t);
-                let rest = bytes.get(sll.buffer_len()..).unwrap_or(&[]);
-                network(&mut t, &mut info, sll.protocol, rest);
-            }
-            Err(e) => malformed(&mut t, &mut info, e, bytes),
-        },
-        LinkType::LINUX_SLL2 => match Sll2Repr::parse(bytes) {
-            Ok(sll) => {
-                info.protocols.extend(["sll", "ethertype"]);
-                sll.dissect(&mut t);
-                let rest = bytes.get(sll.buffer_len()..).unwrap_or(&[]);
-                network(&mut t, &mut info, sll.protocol, rest);
-            }
-            Err(e) => malformed(&mut t, &mut info, e, bytes),
-        },
+        LinkType::ETHERNET => {
+            let eth = EthernetRepr::parse(bytes).map(|h| (h.buffer_len(), h.ethertype, h));
+            link(&mut t, &mut info, "eth", eth, bytes);
+        }
+        LinkType::LINUX_SLL => {
+            let sll = SllRepr::parse(bytes).map(|h| (h.buffer_len(), h.protocol, h));
+            link(&mut t, &mut info, "sll", sll, bytes);
+        }
+        LinkType::LINUX_SLL2 => {
+            let sll = Sll2Repr::parse(bytes).map(|h| (h.buffer_len(), h.protocol, h));
+            link(&mut t, &mut info, "sll", sll, bytes);
+        }
         LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => {
             info.protocols.push("raw");
             let et = match bytes.first().map(|b| b >> 4) {
@@ -124,6 +108,26 @@ pub fn dissect_frame(linktype: LinkType, bytes: &[u8]) -> (Tree, FrameInfo) {
         }
     }
     (t, info)
+}
+
+/// A link-layer header (`parsed`: its length, the EtherType of what follows, and the header)
+/// named `protocol` by tshark, then the network layer after it.
+fn link(
+    t: &mut Tree,
+    info: &mut FrameInfo,
+    protocol: &'static str,
+    parsed: crate::Result<(usize, EtherType, impl Dissect)>,
+    bytes: &[u8],
+) {
+    match parsed {
+        Ok((header_len, et, header)) => {
+            info.protocols.extend([protocol, "ethertype"]);
+            header.dissect(t);
+            let rest = bytes.get(header_len..).unwrap_or(&[]);
+            network(t, info, et, rest);
+        }
+        Err(e) => malformed(t, info, e, bytes),
+    }
 }
 
 fn network(t: &mut Tree, info: &mut FrameInfo, et: EtherType, bytes: &[u8]) {

@@ -191,29 +191,11 @@ fn is_signal(m: &str) -> Option<i32> {
 /// that exits, and waits up to a second for the DREPs: a failed or interrupted run leaves
 /// no server waiting.
 fn hang_up(d: &CmDevice, conns: &mut [Conn]) {
-    let mut waiting = 0usize;
-    for c in conns.iter_mut().filter(|c| c.up) {
+    d.hang_up(conns.iter_mut().filter(|c| c.up).filter_map(|c| {
         c.up = false;
-        if let Some(id) = c.id.as_ref() {
-            if let Ok(Ok(())) =
-                d.cm.with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
-            {
-                waiting += 1;
-            }
-        }
-    }
-    let end = Instant::now() + Duration::from_secs(1);
-    while waiting > 0 {
-        let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        if let Some(Event::Rdma(e)) = d.cm.wait_event(left.min(cmtool::SIGNAL_SLICE)) {
-            if e.kind() == RdmaCmEventType::Disconnected {
-                waiting -= 1;
-            }
-        }
-    }
+        let c: &Conn = c;
+        c.id.as_ref()
+    }));
 }
 
 /// Handles events until every live connection finished `step` (or failed).
@@ -323,15 +305,7 @@ fn run_client(args: &Args) -> Result<(), String> {
         }
         None => None,
     };
-    let d = cmtool::open_client(
-        bind,
-        dst.ip(),
-        args.pcap.as_ref(),
-        "-b",
-        "cmtime",
-        cmtool::THREAD,
-    )
-    .map_err(|e| format!("cmtime: {e}"))?;
+    let d = cmtool::open_client_b(bind, dst, args.pcap.as_ref(), "cmtime")?;
     let src = d.dev.local_addr().ip();
     let (t, r) = cycle(&d, args.connections, dst, src, bind, args.retries, true);
     if r.as_ref().err().and_then(|m| is_signal(m)).is_none() {

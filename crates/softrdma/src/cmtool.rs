@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use softrdma_core::cm::CmPort;
-use softrdma_core::rdma_cm::RdmaCm;
+use softrdma_core::rdma_cm::{RdmaCm, RdmaCmEventType, RdmaCmId};
 use softrdma_core::verbs::{CqId, PdId, QpCap, QpInitAttr, QpType};
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::{Device, DeviceConfig, PollMode, Progress};
@@ -178,6 +178,17 @@ pub fn open_client(
     open_client_noted(given, dst, pcap, flag, tool, progress, true)
 }
 
+/// [`open_client`] for a `-s`/`-b` tool (cmtime, cmatose) on its own thread, with its
+/// messages prefixed by `tool`.
+pub fn open_client_b(
+    src: Option<IpAddr>,
+    dst: SocketAddr,
+    pcap: Option<&PathBuf>,
+    tool: &str,
+) -> Result<CmDevice, String> {
+    open_client(src, dst.ip(), pcap, "-b", tool, THREAD).map_err(|e| format!("{tool}: {e}"))
+}
+
 /// [`open_client`]; `note`: whether to say on stderr that another 127.0.0.x was taken
 /// (`softrdma srp` says it only with `-v`: on loopback it is the normal path).
 pub fn open_client_noted(
@@ -320,6 +331,33 @@ pub fn open_every(
 }
 
 impl CmDevice {
+    /// Disconnects (DREQ) `ids`, as the kernel does for the ids of a process that exits,
+    /// and waits up to a second for their DREPs: a failed or interrupted run leaves no peer
+    /// waiting.
+    pub fn hang_up<'a>(&self, ids: impl IntoIterator<Item = &'a RdmaCmId>) {
+        let mut waiting = 0usize;
+        for id in ids {
+            if let Ok(Ok(())) = self
+                .cm
+                .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
+            {
+                waiting += 1;
+            }
+        }
+        let end = Instant::now() + Duration::from_secs(1);
+        while waiting > 0 {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if let Some(Event::Rdma(e)) = self.cm.wait_event(left.min(SIGNAL_SLICE)) {
+                if e.kind() == RdmaCmEventType::Disconnected {
+                    waiting -= 1;
+                }
+            }
+        }
+    }
+
     /// One CQ for `connections` QPs with `messages` sends and receives each.
     pub fn shared_cq(&self, connections: u32, messages: u32) -> Result<CqId, String> {
         let n = u64::from(connections) * 2 * u64::from(messages.max(1)) + 16;

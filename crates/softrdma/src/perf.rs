@@ -53,8 +53,8 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum;
 use softrdma_core::device::Mtu;
 use softrdma_core::verbs::{
-    steps_to_rts, AccessFlags, AddressVector, CqId, MrKeys, QpAttr, QpCap, QpInitAttr, QpType,
-    RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
+    steps_to_rts, AccessFlags, AddressVector, CqId, MrKeys, QpAttr, QpInitAttr, QpType, RecvWr,
+    SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use softrdma_driver::{Device, DeviceConfig, IoStats, Notifier, PollMode, Progress};
 use softrdma_wire::Gid;
@@ -1098,21 +1098,7 @@ impl Node {
             .reg_mr(pd, vec![0xa5; buf_len], BUF_IOVA, access)
             .map_err(err("reg_mr"))?;
         let (qpn, _) = dev
-            .create_qp(QpInitAttr {
-                qp_type: QpType::Rc,
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
-                cap: QpCap {
-                    max_send_wr: depths.send,
-                    max_recv_wr: depths.recv,
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: 0,
-                },
-                sq_sig_all: false,
-            })
+            .create_qp(QpInitAttr::rc(pd, cq, depths.send, depths.recv))
             .map_err(err("create_qp"))?;
         Ok(Node {
             dev,

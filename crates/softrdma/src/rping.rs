@@ -32,8 +32,8 @@ use softrdma_core::rdma_cm::{
     ConnParam, RdmaCm, RdmaCmEvent, RdmaCmEventType, RdmaCmId, RdmaOption,
 };
 use softrdma_core::verbs::{
-    AccessFlags, CqId, MrKeys, PdId, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    AccessFlags, CqId, MrKeys, PdId, QpAttr, QpAttrMask, QpInitAttr, QpState, RecvWr, SendOp,
+    SendWr, Sge, WcOpcode, WcStatus,
 };
 use softrdma_driver::cm::{Cm, Event};
 use softrdma_driver::Device;
@@ -266,21 +266,7 @@ impl Res {
                 return Err(fail(format!("ibv_create_cq: {e}")));
             }
         };
-        let qp = dev.create_qp(QpInitAttr {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: SQ_DEPTH,
-                max_recv_wr: 2,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: false,
-        });
+        let qp = dev.create_qp(QpInitAttr::rc(pd, cq, SQ_DEPTH, 2));
         let qpn = match qp {
             Ok((qpn, _)) => qpn,
             Err(e) => {
@@ -872,12 +858,9 @@ fn accept_and_serve(conn: &mut Conn<'_>, req: &ConnParam) -> Result<(), Fail> {
         // rdma_accept(id, NULL): librdmacm answers with the request's resources and retry
         // counts 7.
         ConnParam {
-            private_data: Vec::new(),
             responder_resources: req.responder_resources,
             initiator_depth: req.initiator_depth,
-            flow_control: false,
-            retry_count: 7,
-            rnr_retry_count: 7,
+            ..ConnParam::default()
         }
     };
     let qpn = conn.res()?.qpn;
@@ -892,15 +875,8 @@ fn accept_and_serve(conn: &mut Conn<'_>, req: &ConnParam) -> Result<(), Fail> {
 fn server_loop(cb: &mut Conn<'_>) -> Result<(), Fail> {
     loop {
         // The client's source info.
-        match cb.wait("RDMA_READ_ADV")? {
-            Got::Disconnected => return Ok(()),
-            Got::Wc(WcOpcode::Recv) => {}
-            Got::Wc(op) => {
-                return Err(fail(format!(
-                    "wait for RDMA_READ_ADV: got a completion of opcode {}",
-                    op.to_verbs()
-                )))
-            }
+        if !cb.expect(WcOpcode::Recv, "RDMA_READ_ADV")? {
+            return Ok(());
         }
         let (raddr, rkey, rlen) = read_info(cb)?;
         dbg_log!(
@@ -931,15 +907,8 @@ fn server_loop(cb: &mut Conn<'_>) -> Result<(), Fail> {
         cb.send_go_ahead()?;
         dbg_log!(cb.o, "server posted go ahead");
         // The client's sink info.
-        match cb.wait("RDMA_WRITE_ADV")? {
-            Got::Disconnected => return Ok(()),
-            Got::Wc(WcOpcode::Recv) => {}
-            Got::Wc(op) => {
-                return Err(fail(format!(
-                    "wait for RDMA_WRITE_ADV: got a completion of opcode {}",
-                    op.to_verbs()
-                )))
-            }
+        if !cb.expect(WcOpcode::Recv, "RDMA_WRITE_ADV")? {
+            return Ok(());
         }
         let (raddr, rkey, _) = read_info(cb)?;
         let wlen = data.len() as u32 + 1;
@@ -1044,14 +1013,8 @@ fn connect(conn: &mut Conn<'_>, local: IpAddr) -> Result<(), Fail> {
     conn.expect_event(RdmaCmEventType::RouteResolved, Duration::from_secs(2))?;
     dbg_log!(o, "rdma_resolve_addr - rdma_resolve_route successful");
     conn.setup()?;
-    let p = ConnParam {
-        private_data: Vec::new(),
-        responder_resources: 1,
-        initiator_depth: 1,
-        flow_control: false,
-        retry_count: 7,
-        rnr_retry_count: 7,
-    };
+    // rping_init_conn_param: one outstanding RDMA READ each way, retry counts 7.
+    let p = ConnParam::default();
     // -q: the REQ names our QP but the CM does not move it (CONNECT_RESPONSE, then the QP
     // moved here and rdma_establish).
     let qpn = conn.res()?.qpn;

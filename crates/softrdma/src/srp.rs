@@ -51,6 +51,17 @@ pub struct Args {
     pub cmd: SrpCmd,
 }
 
+/// Where `read` and `write` start.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LunOffset {
+    /// The LUN (0, 1, ... as `softrdma srp login` lists them).
+    #[arg(long, default_value_t = 0)]
+    pub lun: u64,
+    /// Where to start, in bytes (k/m/g suffixes; a multiple of the block size).
+    #[arg(long, value_parser = parse_size)]
+    pub offset: u64,
+}
+
 /// What every subcommand that logs in takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Conn {
@@ -114,12 +125,8 @@ pub enum SrpCmd {
     Read {
         #[command(flatten)]
         conn: Conn,
-        /// The LUN (0, 1, ... as `softrdma srp login` lists them).
-        #[arg(long, default_value_t = 0)]
-        lun: u64,
-        /// Where to start, in bytes (k/m/g suffixes; a multiple of the block size).
-        #[arg(long, value_parser = parse_size)]
-        offset: u64,
+        #[command(flatten)]
+        at: LunOffset,
         /// How much, in bytes (k/m/g suffixes; a multiple of the block size).
         #[arg(long, value_parser = parse_size)]
         length: u64,
@@ -131,12 +138,8 @@ pub enum SrpCmd {
     Write {
         #[command(flatten)]
         conn: Conn,
-        /// The LUN (0, 1, ... as `softrdma srp login` lists them).
-        #[arg(long, default_value_t = 0)]
-        lun: u64,
-        /// Where to start, in bytes (k/m/g suffixes; a multiple of the block size).
-        #[arg(long, value_parser = parse_size)]
-        offset: u64,
+        #[command(flatten)]
+        at: LunOffset,
         /// Read the bytes from this file instead of stdin (a multiple of the block size).
         #[arg(short = 'i', long, value_name = "FILE")]
         input: Option<PathBuf>,
@@ -969,15 +972,13 @@ pub fn run(args: Args) -> ExitCode {
         SrpCmd::Login { conn } => login(&conn),
         SrpCmd::Read {
             conn,
-            lun,
-            offset,
+            at: LunOffset { lun, offset },
             length,
             output,
         } => read(&conn, lun, offset, length, output),
         SrpCmd::Write {
             conn,
-            lun,
-            offset,
+            at: LunOffset { lun, offset },
             input,
         } => write(&conn, lun, offset, input),
         SrpCmd::Bench { conn, spec } => bench(&conn, &spec),

@@ -1281,16 +1281,8 @@ fn handle_event(cm: &Cm, engine: &mut SrpTarget, ports: &[Port], ev: Event) {
         }
         Event::Ib(CmEvent::Retry { .. }) => {}
         Event::Ib(e) => {
-            let id = match &e {
-                CmEvent::RtuReceived { id, .. }
-                | CmEvent::UserEstablished { id }
-                | CmEvent::DreqReceived { id, .. }
-                | CmEvent::DrepReceived { id, .. }
-                | CmEvent::TimewaitExit { id }
-                | CmEvent::RejReceived { id, .. }
-                | CmEvent::RepError { id, .. }
-                | CmEvent::DreqError { id, .. } => *id,
-                _ => return,
+            let Some(id) = SrpTarget::ib_event_id(&e) else {
+                return;
             };
             if let Some(port) = cm.with_cm(|r| r.cm().port_of(id)) {
                 let _ = cm.with(port, |rdma, stack, now| {

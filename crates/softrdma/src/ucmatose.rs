@@ -141,6 +141,18 @@ fn event_error(e: &RdmaCmEvent) -> String {
 }
 
 impl Test {
+    /// The test on device `d`, with the CQ all its connections share.
+    fn new(d: CmDevice, args: Args, ps: PortSpace) -> Result<Test, String> {
+        let cq = d.shared_cq(args.connections, args.message_count)?;
+        Ok(Test {
+            d,
+            cq,
+            nodes: Vec::new(),
+            args,
+            ps,
+        })
+    }
+
     /// cmatose's client parameters: resources 1/1, retry count 5, RNR retry 0 (the server
     /// accepts with the request's, RNR retry 7, as `rdma_accept(id, NULL)` does).
     fn conn_param(&self) -> ConnParam {
@@ -407,33 +419,15 @@ impl Test {
     /// does for a process that exits: on a failure or a signal the peer is not left
     /// waiting. Waits up to a second for the DREPs.
     fn hang_up(&mut self) {
-        let mut waiting = 0usize;
-        for n in &mut self.nodes {
-            if n.established && !n.disconnected {
-                n.disconnected = true;
-                if let Some(id) = n.id.as_ref() {
-                    if let Ok(Ok(())) = self
-                        .d
-                        .cm
-                        .with_id(id.name(), |cm, s, now| cm.disconnect(now, s, id))
-                    {
-                        waiting += 1;
-                    }
-                }
-            }
-        }
-        let end = Instant::now() + Duration::from_secs(1);
-        while waiting > 0 {
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            if let Some(Event::Rdma(e)) = self.d.cm.wait_event(left.min(SIGNAL_SLICE)) {
-                if e.kind() == RdmaCmEventType::Disconnected {
-                    waiting -= 1;
-                }
-            }
-        }
+        let up = self
+            .nodes
+            .iter_mut()
+            .filter(|n| n.established && !n.disconnected);
+        self.d.hang_up(up.filter_map(|n| {
+            n.disconnected = true;
+            let n: &Node = n;
+            n.id.as_ref()
+        }));
     }
 
     fn destroy(&mut self) {
@@ -505,14 +499,7 @@ fn run_server(a: Args, (ps, f): (PortSpace, Format)) -> Result<(), String> {
         cmtool::THREAD,
     )
     .map_err(|e| format!("cmatose: {e}"))?;
-    let cq = d.shared_cq(a.connections, a.message_count)?;
-    let mut t = Test {
-        d,
-        cq,
-        nodes: Vec::new(),
-        args: a,
-        ps,
-    };
+    let mut t = Test::new(d, a, ps)?;
     let listener = t.d.cm.with_cm(|cm| {
         let id = cm.create_id_ps(ps);
         let r = if f == Format::Gid {
@@ -596,24 +583,9 @@ fn run_client(a: Args, (ps, f): (PortSpace, Format)) -> Result<(), String> {
         ),
         None => None,
     };
-    let d = cmtool::open_client(
-        src,
-        dst.ip(),
-        a.pcap.as_ref(),
-        "-b",
-        "cmatose",
-        cmtool::THREAD,
-    )
-    .map_err(|e| format!("cmatose: {e}"))?;
+    let d = cmtool::open_client_b(src, dst, a.pcap.as_ref(), "cmatose")?;
     let src: IpAddr = d.dev.local_addr().ip();
-    let cq = d.shared_cq(a.connections, a.message_count)?;
-    let mut t = Test {
-        d,
-        cq,
-        nodes: Vec::new(),
-        args: a,
-        ps,
-    };
+    let mut t = Test::new(d, a, ps)?;
     println!("cmatose: connecting");
     let r = (|| {
         for _ in 0..t.args.connections {

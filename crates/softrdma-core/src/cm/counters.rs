@@ -142,10 +142,7 @@ impl CmCounters {
 impl fmt::Display for CmCounters {
     /// `name value` per line, like the device counters.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (n, v) in self.iter() {
-            writeln!(f, "{n} {v}")?;
-        }
-        Ok(())
+        crate::device::write_name_value_lines(f, self.iter())
     }
 }
 

@@ -137,6 +137,24 @@ impl CmEndpoint {
 
     /// `cm_req_handler` (with `cm_match_req`): a duplicate by the remote-ID table, a stale
     /// connection by the remote-QPN table, else a new id for the listener.
+    /// The connection a REQ or SIDR REQ from `rx` opens on our side, or `None` when the
+    /// half-open limit is reached. That limit is ours (the kernel has none): too many
+    /// requests the user has not answered, each holding an id. The request is then dropped
+    /// without an answer, like ucma's backlog does: the peer's retransmission finds room
+    /// once the user catches up.
+    fn passive_conn(&mut self, rx: &Rx<'_>, service_id: u64, remote_id: u32) -> Option<Conn> {
+        if self.half_open >= self.cfg.half_open_limit {
+            self.counters.half_open_drops += 1;
+            return None;
+        }
+        let mut c = Conn::new(rx.port);
+        c.peer = Some(rx.from);
+        c.tid = rx.tid();
+        c.service_id = service_id;
+        c.remote_id = remote_id;
+        Some(c)
+    }
+
     fn req_handler(&mut self, rx: Rx<'_>, req: ReqRepr) {
         let guid = req.local_ca_guid.0;
         if let Some(&old) = self.remote_ids.get(&(req.local_comm_id, guid)) {
@@ -174,18 +192,9 @@ impl CmEndpoint {
             self.issue_rej(rx, RejectReason::INVALID_SERVICE_ID, RejMessage::REQ);
             return;
         };
-        if self.half_open >= self.cfg.half_open_limit {
-            // Ours (the kernel has no such limit): too many REQs the user has not answered.
-            // Dropped without a REJ, like ucma's backlog: the peer's retransmission finds
-            // room once the user catches up.
-            self.counters.half_open_drops += 1;
+        let Some(mut c) = self.passive_conn(&rx, req.service_id, req.local_comm_id) else {
             return;
-        }
-        let mut c = Conn::new(rx.port);
-        c.peer = Some(rx.from);
-        c.tid = rx.tid();
-        c.service_id = req.service_id;
-        c.remote_id = req.local_comm_id;
+        };
         c.remote_ca_guid = guid;
         c.remote_qpn = req.local_qpn;
         // The REP/DREQ wait is cvt(REQ.local_cm_response_timeout), nothing more.
@@ -503,17 +512,9 @@ impl CmEndpoint {
             self.post(rx.now, rx.port, None, rx.from, mad, SendParams::ONCE, false);
             return;
         };
-        if self.half_open >= self.cfg.half_open_limit {
-            // Ours, as for a REQ: a SIDR REQ the user has not answered holds an id too.
-            // Dropped without an answer; the peer retries.
-            self.counters.half_open_drops += 1;
+        let Some(mut c) = self.passive_conn(&rx, req.service_id, req.request_id) else {
             return;
-        }
-        let mut c = Conn::new(rx.port);
-        c.peer = Some(rx.from);
-        c.tid = rx.tid();
-        c.service_id = req.service_id;
-        c.remote_id = req.request_id;
+        };
         c.neg.pkey = req.partition_key;
         let new = self.new_id(c);
         let id = new.local_comm_id();

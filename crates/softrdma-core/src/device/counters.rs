@@ -128,11 +128,20 @@ impl Counters {
 impl fmt::Display for Counters {
     /// `name value` per line, like `rdma statistic show` with one counter per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (n, v) in self.iter() {
-            writeln!(f, "{n} {v}")?;
-        }
-        Ok(())
+        write_name_value_lines(f, self.iter())
     }
+}
+
+/// Writes counters as `name value`, one a line: the text form every counter set shares (the
+/// device's and the CM's), so that one parser reads them all.
+pub(crate) fn write_name_value_lines<N: fmt::Display>(
+    f: &mut fmt::Formatter<'_>,
+    counters: impl IntoIterator<Item = (N, u64)>,
+) -> fmt::Result {
+    for (n, v) in counters {
+        writeln!(f, "{n} {v}")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

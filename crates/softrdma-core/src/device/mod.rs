@@ -31,6 +31,7 @@ use softrdma_wire::{Gid, Guid};
 
 pub use attr::{cap_flags, AtomicCap, DeviceAttr, PhysState, PortAttr, PortState};
 pub use attr::{PORT_CAP_CM_SUP, PORT_CAP_IP_BASED_GIDS, RXE_MAX_QP};
+pub(crate) use counters::write_name_value_lines;
 pub use counters::Counters;
 pub use gid::{GidEntry, GidTable, GidType, NetworkType};
 pub use mtu::Mtu;

@@ -1882,27 +1882,9 @@ impl RdmaCm {
         let path = &req.req.primary_path;
         let pd = &req.req.private_data;
         let found = self.incoming(sid, pd, (path.remote_gid, path.local_gid), req.port, false);
-        let Some((l, inc)) = found.and_then(|inc| {
-            let l = self.match_listener(stack, sid, &inc)?;
-            Some((l, inc))
-        }) else {
-            // cma_ib_req_handler failing: the id is destroyed in REQ_RCVD → REJ 28, no data.
-            self.counters.req_refused += 1;
-            self.cm.destroy(now, cm);
+        let Some((l, inc, cm)) = self.admit_request(now, stack, sid, found, cm) else {
             return;
         };
-        if self.ids.get(&l).is_some_and(|li| li.pending >= li.backlog) {
-            // ucma's backlog is full: -ENOMEM, the IB CM drops the REQ without a REJ.
-            self.counters.backlog_drops += 1;
-            self.cm.destroy_silently(now, cm);
-            return;
-        }
-        if self.queue_full() {
-            // Ours: the whole queue is full; handled as the backlog is.
-            self.counters.queue_full_drops += 1;
-            self.cm.destroy_silently(now, cm);
-            return;
-        }
         // ib_prepare_cm_mra: the MRA goes out only if the REQ is retransmitted before the
         // consumer answers.
         let _ = self.cm.send_mra(now, &cm, CMA_CM_MRA_SETTING, true, &[]);
@@ -2014,6 +1996,41 @@ impl RdmaCm {
     /// not AF-only takes IPv4 requests too; AF_IB requests need AF_IB listeners); the
     /// request must have come in on the listener's device, which must be up and hold a
     /// RoCEv2 GID for the new id's address.
+    /// The listener a REQ or SIDR REQ (`found`: its parsed header, `None` if unusable) is
+    /// for, checked as `cma_ib_req_handler` checks both, with the CM id back; `None` when the
+    /// request is refused or dropped, the CM id then destroyed. Refused (no usable header,
+    /// no listener): destroyed in REQ_RCVD / SIDR_REQ_RCVD, which answers REJ 28 without
+    /// data / SIDR REP status 2. Dropped: ucma's backlog is full (`-ENOMEM`: the IB CM
+    /// answers nothing), or (ours) the whole event queue is, handled as the backlog is.
+    fn admit_request<'a>(
+        &mut self,
+        now: Instant,
+        stack: &Stack,
+        sid: u64,
+        found: Option<Incoming<'a>>,
+        cm: CmId,
+    ) -> Option<(u32, Incoming<'a>, CmId)> {
+        let Some((l, inc)) = found.and_then(|inc| {
+            let l = self.match_listener(stack, sid, &inc)?;
+            Some((l, inc))
+        }) else {
+            self.counters.req_refused += 1;
+            self.cm.destroy(now, cm);
+            return None;
+        };
+        let backlog_full = self.ids.get(&l).is_some_and(|li| li.pending >= li.backlog);
+        if backlog_full || self.queue_full() {
+            if backlog_full {
+                self.counters.backlog_drops += 1;
+            } else {
+                self.counters.queue_full_drops += 1;
+            }
+            self.cm.destroy_silently(now, cm);
+            return None;
+        }
+        Some((l, inc, cm))
+    }
+
     fn match_listener(&self, stack: &Stack, sid: u64, inc: &Incoming<'_>) -> Option<u32> {
         let (_, listeners) = self.listens.get(&sid)?;
         let matches = |l: &u32, exact: bool| -> bool {

@@ -261,25 +261,9 @@ impl RdmaCm {
             .unwrap_or(Gid::ZERO);
         let sid = req.service_id;
         let found = self.incoming(sid, &req.private_data, (ours, peer.gid), port, true);
-        let Some((l, inc)) = found.and_then(|inc| {
-            let l = self.match_listener(stack, sid, &inc)?;
-            Some((l, inc))
-        }) else {
-            // The id destroyed in SIDR_REQ_RCVD: SIDR REP status 2.
-            self.counters.req_refused += 1;
-            self.cm.destroy(now, cm);
+        let Some((l, inc, cm)) = self.admit_request(now, stack, sid, found, cm) else {
             return;
         };
-        if self.ids.get(&l).is_some_and(|li| li.pending >= li.backlog) {
-            self.counters.backlog_drops += 1;
-            self.cm.destroy_silently(now, cm);
-            return;
-        }
-        if self.queue_full() {
-            self.counters.queue_full_drops += 1;
-            self.cm.destroy_silently(now, cm);
-            return;
-        }
         let data = inc.data.to_vec();
         let r = self.new_passive(l, cm, &inc, Ece::default());
         self.events.push_back(RdmaCmEvent::ConnectRequest {

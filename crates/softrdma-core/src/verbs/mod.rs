@@ -108,6 +108,28 @@ fn limit(what: &'static str, requested: u64, max: u64) -> VerbsError {
     }
 }
 
+/// `requested` is within the device's `max` for `what`.
+fn at_most(
+    what: &'static str,
+    requested: impl Into<u64>,
+    max: impl Into<u64>,
+) -> Result<(), VerbsError> {
+    let (requested, max) = (requested.into(), max.into());
+    if requested > max {
+        return Err(limit(what, requested, max));
+    }
+    Ok(())
+}
+
+/// One more object fits beside the `held` ones under the device's `max` for `what`.
+fn room_for_one(what: &'static str, held: usize, max: u32) -> Result<(), VerbsError> {
+    let held = held as u64;
+    if held >= u64::from(max) {
+        return Err(limit(what, held + 1, max.into()));
+    }
+    Ok(())
+}
+
 impl Verbs {
     /// An empty table for a device with attributes `attr`; MR key bytes come from a
     /// generator seeded with `seed`.
@@ -138,13 +160,7 @@ impl Verbs {
 
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&mut self) -> Result<PdId, VerbsError> {
-        if self.pds.len() as u64 >= u64::from(self.attr.max_pd) {
-            return Err(limit(
-                "max_pd",
-                self.pds.len() as u64 + 1,
-                self.attr.max_pd.into(),
-            ));
-        }
+        room_for_one("max_pd", self.pds.len(), self.attr.max_pd)?;
         let id = self.next_pd;
         self.next_pd = self.next_pd.wrapping_add(1).max(1);
         self.pds.insert(id, Pd::default());
@@ -337,13 +353,7 @@ impl Verbs {
         if cqe == 0 || cqe > self.attr.max_cqe {
             return Err(limit("cqe", cqe.into(), self.attr.max_cqe.into()));
         }
-        if self.cqs.len() as u64 >= u64::from(self.attr.max_cq) {
-            return Err(limit(
-                "max_cq",
-                self.cqs.len() as u64 + 1,
-                self.attr.max_cq.into(),
-            ));
-        }
+        room_for_one("max_cq", self.cqs.len(), self.attr.max_cq)?;
         let id = self.next_cq;
         self.next_cq = self.next_cq.wrapping_add(1).max(1);
         self.cqs
@@ -436,17 +446,9 @@ impl Verbs {
                 self.attr.max_srq_sge.into(),
             ));
         }
-        if self.srqs.len() as u64 >= u64::from(self.attr.max_srq) {
-            return Err(limit(
-                "max_srq",
-                self.srqs.len() as u64 + 1,
-                self.attr.max_srq.into(),
-            ));
-        }
+        room_for_one("max_srq", self.srqs.len(), self.attr.max_srq)?;
         let max_wr = rxe_queue_depth(attr.max_wr);
-        if attr.srq_limit > max_wr {
-            return Err(limit("srq_limit", attr.srq_limit.into(), max_wr.into()));
-        }
+        at_most("srq_limit", attr.srq_limit, max_wr)?;
         let actual = SrqAttr {
             max_wr,
             max_sge: attr.max_sge,
@@ -475,9 +477,7 @@ impl Verbs {
             .srqs
             .get_mut(&srq.0)
             .ok_or(VerbsError::InvalidSrq(srq))?;
-        if srq_limit > s.attr.max_wr {
-            return Err(limit("srq_limit", srq_limit.into(), s.attr.max_wr.into()));
-        }
+        at_most("srq_limit", srq_limit, s.attr.max_wr)?;
         s.attr.srq_limit = srq_limit;
         Ok(())
     }
@@ -510,13 +510,7 @@ impl Verbs {
             .srqs
             .get_mut(&srq.0)
             .ok_or(VerbsError::InvalidSrq(srq))?;
-        if wr.sg_list.len() as u64 > u64::from(s.attr.max_sge) {
-            return Err(limit(
-                "num_sge",
-                wr.sg_list.len() as u64,
-                s.attr.max_sge.into(),
-            ));
-        }
+        at_most("num_sge", wr.sg_list.len() as u64, s.attr.max_sge)?;
         if s.queue.len() as u64 >= u64::from(s.attr.max_wr) {
             return Err(VerbsError::QueueFull {
                 what: "SRQ",
@@ -565,46 +559,14 @@ impl Verbs {
         // rxe_qp_chk_cap.
         let c = init.cap;
         let a = &self.attr;
-        if c.max_send_wr > a.max_qp_wr {
-            return Err(limit(
-                "max_send_wr",
-                c.max_send_wr.into(),
-                a.max_qp_wr.into(),
-            ));
-        }
-        if c.max_send_sge > a.max_sge {
-            return Err(limit(
-                "max_send_sge",
-                c.max_send_sge.into(),
-                a.max_sge.into(),
-            ));
-        }
+        at_most("max_send_wr", c.max_send_wr, a.max_qp_wr)?;
+        at_most("max_send_sge", c.max_send_sge, a.max_sge)?;
         if init.srq.is_none() {
-            if c.max_recv_wr > a.max_qp_wr {
-                return Err(limit(
-                    "max_recv_wr",
-                    c.max_recv_wr.into(),
-                    a.max_qp_wr.into(),
-                ));
-            }
-            if c.max_recv_sge > a.max_sge {
-                return Err(limit(
-                    "max_recv_sge",
-                    c.max_recv_sge.into(),
-                    a.max_sge.into(),
-                ));
-            }
+            at_most("max_recv_wr", c.max_recv_wr, a.max_qp_wr)?;
+            at_most("max_recv_sge", c.max_recv_sge, a.max_sge)?;
         }
-        if c.max_inline_data > a.max_inline_data {
-            return Err(limit(
-                "max_inline_data",
-                c.max_inline_data.into(),
-                a.max_inline_data.into(),
-            ));
-        }
-        if self.qps.len() as u64 >= u64::from(a.max_qp) {
-            return Err(limit("max_qp", self.qps.len() as u64 + 1, a.max_qp.into()));
-        }
+        at_most("max_inline_data", c.max_inline_data, a.max_inline_data)?;
+        room_for_one("max_qp", self.qps.len(), a.max_qp)?;
         // rxe_qp_init_req: the send WQE holds max(sge * 16, inline) bytes, and both caps
         // are reported from it; queue depths are rounded (rxe_queue_init).
         let wqe = (c.max_send_sge * 16).max(c.max_inline_data);
@@ -873,18 +835,10 @@ impl Verbs {
             });
         }
         let cap = qp.attr.cap;
-        if wr.sg_list.len() as u64 > u64::from(cap.max_send_sge) {
-            return Err(limit(
-                "num_sge",
-                wr.sg_list.len() as u64,
-                cap.max_send_sge.into(),
-            ));
-        }
+        at_most("num_sge", wr.sg_list.len() as u64, cap.max_send_sge)?;
         if let Some(d) = &wr.inline_data {
             let max = cap.max_inline_data.min(max_inline);
-            if d.len() as u64 > u64::from(max) {
-                return Err(limit("inline data", d.len() as u64, max.into()));
-            }
+            at_most("inline data", d.len() as u64, max)?;
         }
         let len = wr.length();
         if len > MAX_MSG_SZ {
@@ -938,13 +892,7 @@ impl Verbs {
             });
         }
         let cap = qp.attr.cap;
-        if wr.sg_list.len() as u64 > u64::from(cap.max_recv_sge) {
-            return Err(limit(
-                "num_sge",
-                wr.sg_list.len() as u64,
-                cap.max_recv_sge.into(),
-            ));
-        }
+        at_most("num_sge", wr.sg_list.len() as u64, cap.max_recv_sge)?;
         if qp.rq.len() as u64 >= u64::from(cap.max_recv_wr) {
             return Err(VerbsError::QueueFull {
                 what: "receive queue",

@@ -290,6 +290,22 @@ impl SrpInitiator {
         self.disconnect_channel_after_error(now, rdma, stack, k);
     }
 
+    /// Every live channel down with `why`, each sending its DREQ.
+    pub(super) fn live_channels_down(
+        &mut self,
+        now: Instant,
+        rdma: &mut RdmaCm,
+        stack: &mut Stack,
+        why: &DownReason,
+    ) {
+        for k in 0..self.channels.len() {
+            if self.channels[k].state == ChannelState::Live {
+                self.channel_down(k, why.clone());
+                self.disconnect_channel_after_error(now, rdma, stack, k);
+            }
+        }
+    }
+
     /// DREQ (or the release, if the CM refuses) for channel `k` whatever its state; the QP
     /// to ERR.
     pub(super) fn disconnect_channel_after_error(

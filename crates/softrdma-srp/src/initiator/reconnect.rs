@@ -155,12 +155,7 @@ impl SrpInitiator {
         stack: &mut Stack,
         why: DownReason,
     ) {
-        for k in 0..self.channels.len() {
-            if self.channels[k].state == ChannelState::Live {
-                self.channel_down(k, why.clone());
-                self.disconnect_channel_after_error(now, rdma, stack, k);
-            }
-        }
+        self.live_channels_down(now, rdma, stack, &why);
         let c = &self.cfg;
         self.tl = Some(Tl {
             why: why.clone(),

@@ -98,7 +98,7 @@ impl SrpInitiator {
                         }
                         // srp_reset_device FAILED: host reset = reconnect; we give up.
                         TmfKind::LunReset => {
-                            self.give_up(now, rdma, stack, DownReason::TargetUnresponsive);
+                            self.give_up(now, rdma, stack);
                             return;
                         }
                     }
@@ -108,20 +108,11 @@ impl SrpInitiator {
         }
     }
 
-    /// Every channel down with `why`, DREQs out.
-    pub(super) fn give_up(
-        &mut self,
-        now: Instant,
-        rdma: &mut RdmaCm,
-        stack: &mut Stack,
-        why: DownReason,
-    ) {
-        for k in 0..self.channels.len() {
-            if self.channels[k].state == ChannelState::Live {
-                self.channel_down(k, why.clone());
-                self.disconnect_channel_after_error(now, rdma, stack, k);
-            }
-        }
+    /// The target did not answer a LUN RESET: every channel down, DREQs out, and the
+    /// session failed (ib_srp would reset the host, that is reconnect).
+    pub(super) fn give_up(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack) {
+        let why = DownReason::TargetUnresponsive;
+        self.live_channels_down(now, rdma, stack, &why);
         self.state = SessionState::Failed(why);
         self.after_change(now, rdma, stack);
     }

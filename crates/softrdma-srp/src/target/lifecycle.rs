@@ -1,7 +1,7 @@
 //! A channel after its login: established, disconnected (either side), drained and
 //! released.
 
-use softrdma_core::cm::CmEvent;
+use softrdma_core::cm::{CmEvent, CmIdRef};
 use softrdma_core::rdma_cm::{RdmaCm, RdmaCmEvent, RdmaCmEventType};
 use softrdma_core::time::Instant;
 use softrdma_core::verbs::{QpAttr, QpAttrMask, QpState, SendOp, SendWr};
@@ -50,19 +50,27 @@ impl SrpTarget {
         self.poll_port(now, rdma, stack, self.port_idx(ch));
     }
 
+    /// The channel id an IB CM event is for if it is one [`SrpTarget::ib_event`] handles
+    /// (what a channel sees after its login), else `None`.
+    pub fn ib_event_id(ev: &CmEvent) -> Option<CmIdRef> {
+        match ev {
+            CmEvent::RtuReceived { .. }
+            | CmEvent::UserEstablished { .. }
+            | CmEvent::DreqReceived { .. }
+            | CmEvent::DrepReceived { .. }
+            | CmEvent::TimewaitExit { .. }
+            | CmEvent::RejReceived { .. }
+            | CmEvent::RepError { .. }
+            | CmEvent::DreqError { .. } => Some(ev.id()),
+            _ => None,
+        }
+    }
+
     /// An IB CM event (`srpt_cm_handler`). A REQ to our listener goes to
     /// [`SrpTarget::ib_req`] instead.
     pub fn ib_event(&mut self, now: Instant, rdma: &mut RdmaCm, stack: &mut Stack, ev: &CmEvent) {
-        let id = match ev {
-            CmEvent::RtuReceived { id, .. }
-            | CmEvent::UserEstablished { id }
-            | CmEvent::DreqReceived { id, .. }
-            | CmEvent::DrepReceived { id, .. }
-            | CmEvent::TimewaitExit { id }
-            | CmEvent::RejReceived { id, .. }
-            | CmEvent::RepError { id, .. }
-            | CmEvent::DreqError { id, .. } => *id,
-            _ => return,
+        let Some(id) = SrpTarget::ib_event_id(ev) else {
+            return;
         };
         let Some(ch) = self
             .channels

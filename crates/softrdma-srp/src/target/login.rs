@@ -8,9 +8,7 @@ use softrdma_core::cm::{CmId, RepParams, ReqInfo};
 use softrdma_core::device::{GidType, PORT_NUM};
 use softrdma_core::rdma_cm::{ConnParam, RdmaCm, RdmaCmId};
 use softrdma_core::time::Instant;
-use softrdma_core::verbs::{
-    AccessFlags, MrKeys, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-};
+use softrdma_core::verbs::{AccessFlags, MrKeys, QpAttr, QpAttrMask, QpInitAttr, QpState};
 use softrdma_core::Stack;
 use softrdma_scsi::InitiatorId;
 use softrdma_wire::srp::login::{MultiChannelAction, MultiChannelResult};
@@ -308,21 +306,10 @@ impl SrpTarget {
         let max_wr = stack.device.query_device().max_qp_wr;
         let (qpn, _) = stack
             .verbs
-            .create_qp(QpInitAttr {
-                qp_type: QpType::Rc,
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
-                cap: QpCap {
-                    max_send_wr: self.cfg.sq_size.min(max_wr),
-                    max_recv_wr: lp.rq_size.min(max_wr),
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: 0,
-                },
-                sq_sig_all: true,
-            })
+            .create_qp(
+                QpInitAttr::rc(pd, cq, self.cfg.sq_size.min(max_wr), lp.rq_size.min(max_wr))
+                    .signal_all(),
+            )
             .map_err(verbs)?;
         let mut res = ChannelRes {
             qpn,

@@ -37,20 +37,10 @@ bit_accessors! {
     ap_status / set_ap_status: u8 = fields::AP_STATUS;
 }
 
-cm_message!();
-
-impl<T: AsRef<[u8]>> Packet<T> {
+cm_message!(
     /// Additional Information (72 bytes).
-    pub fn additional_info(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::ADDITIONAL_INFO]
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn additional_info_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::ADDITIONAL_INFO]
-    }
-}
+    additional_info / additional_info_mut = fields::ADDITIONAL_INFO
+);
 
 /// A decoded APR.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,6 +20,24 @@
 /// zero" is what an all-zero message parses to, so `with_private_data` reads one through the
 /// message's own `from_packet` rather than listing the fields again.
 macro_rules! cm_message {
+    // With a byte field besides the private data (REJ's ARI, APR's and SIDR REP's Additional
+    // Information): its accessors.
+    ($(#[$doc:meta])* $get:ident / $get_mut:ident = $field:expr) => {
+        cm_message!();
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            $(#[$doc])*
+            pub fn $get(&self) -> &[u8] {
+                &self.buffer.as_ref()[$field]
+            }
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+            pub fn $get_mut(&mut self) -> &mut [u8] {
+                &mut self.buffer.as_mut()[$field]
+            }
+        }
+    };
     () => {
         impl<T: AsRef<[u8]>> Packet<T> {
             /// The whole private data field (`fields::PRIVATE_DATA`).

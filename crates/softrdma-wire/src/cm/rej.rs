@@ -40,20 +40,10 @@ bit_accessors! {
     reason / set_reason: u16 = fields::REASON;
 }
 
-cm_message!();
-
-impl<T: AsRef<[u8]>> Packet<T> {
+cm_message!(
     /// Additional Reject Information (ARI) (72 bytes).
-    pub fn ari(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::ARI]
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn ari_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::ARI]
-    }
-}
+    ari / ari_mut = fields::ARI
+);
 
 /// A decoded REJ.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -53,20 +53,10 @@ bit_accessors! {
     qkey / set_qkey: u32 = fields::QKEY;
 }
 
-cm_message!();
-
-impl<T: AsRef<[u8]>> Packet<T> {
+cm_message!(
     /// Additional Information (72 bytes).
-    pub fn additional_info(&self) -> &[u8] {
-        &self.buffer.as_ref()[fields::ADDITIONAL_INFO]
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn additional_info_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[fields::ADDITIONAL_INFO]
-    }
-}
+    additional_info / additional_info_mut = fields::ADDITIONAL_INFO
+);
 
 /// A decoded SIDR_REP.
 #[derive(Debug, Clone, PartialEq, Eq)]

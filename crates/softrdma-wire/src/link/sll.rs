@@ -152,6 +152,26 @@ fn dissect_addr(t: &mut Tree, addr: &[u8; 8], halen: usize) {
     }
 }
 
+/// The protocol field as tshark shows it in both versions.
+fn dissect_protocol(t: &mut Tree, protocol: EtherType) {
+    leaf(
+        t,
+        "etype",
+        "Protocol",
+        Value::Uint(protocol.0.into()),
+        format!(
+            "{} ({:#06x})",
+            protocol.description().unwrap_or("Unknown"),
+            protocol.0
+        ),
+    );
+}
+
+/// The ARPHRD_ type field as tshark shows it in both versions.
+fn dissect_hatype(t: &mut Tree, hatype: HaType) {
+    t.code("hatype", "Link-layer address type", hatype.0, hatype);
+}
+
 impl Repr {
     pub fn parse(buf: &[u8]) -> Result<Repr> {
         let p = Packet::new_checked(buf)?;
@@ -196,25 +216,10 @@ impl Repr {
     /// The layer's fields, without the enclosing subtree.
     pub fn dissect_fields(&self, t: &mut Tree) {
         t.code("pkttype", "Packet type", self.pkttype.0, self.pkttype);
-        t.code(
-            "hatype",
-            "Link-layer address type",
-            self.hatype.0,
-            self.hatype,
-        );
+        dissect_hatype(t, self.hatype);
         t.dec("halen", "Link-layer address length", self.halen);
         dissect_addr(t, &self.addr, usize::from(self.halen));
-        leaf(
-            t,
-            "etype",
-            "Protocol",
-            Value::Uint(self.protocol.0.into()),
-            format!(
-                "{} ({:#06x})",
-                self.protocol.description().unwrap_or("Unknown"),
-                self.protocol.0
-            ),
-        );
+        dissect_protocol(t, self.protocol);
     }
 }
 
@@ -335,25 +340,10 @@ impl Dissect for Sll2Repr {
 impl Sll2Repr {
     /// The layer's fields, without the enclosing subtree.
     pub fn dissect_fields(&self, t: &mut Tree) {
-        leaf(
-            t,
-            "etype",
-            "Protocol",
-            Value::Uint(self.protocol.0.into()),
-            format!(
-                "{} ({:#06x})",
-                self.protocol.description().unwrap_or("Unknown"),
-                self.protocol.0
-            ),
-        );
+        dissect_protocol(t, self.protocol);
         t.dec("reserved", "Reserved", self.reserved);
         t.dec("ifindex", "Interface index", self.ifindex);
-        t.code(
-            "hatype",
-            "Link-layer address type",
-            self.hatype.0,
-            self.hatype,
-        );
+        dissect_hatype(t, self.hatype);
         t.code("pkttype", "Packet type", self.pkttype.0, self.pkttype);
         t.dec("halen", "Link-layer address length", self.halen);
         dissect_addr(t, &self.addr, usize::from(self.halen));

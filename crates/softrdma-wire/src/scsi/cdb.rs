@@ -974,14 +974,7 @@ impl Cdb {
             {
                 Cdb::ReadCapacity16(ReadCapacity16Repr::parse(buf)?)
             }
-            ScsiOpcode::READ_6
-            | ScsiOpcode::READ_10
-            | ScsiOpcode::READ_12
-            | ScsiOpcode::READ_16
-            | ScsiOpcode::WRITE_6
-            | ScsiOpcode::WRITE_10
-            | ScsiOpcode::WRITE_12
-            | ScsiOpcode::WRITE_16 => Cdb::ReadWrite(ReadWriteRepr::parse(buf)?),
+            op if RwKind::from_opcode(op).is_some() => Cdb::ReadWrite(ReadWriteRepr::parse(buf)?),
             ScsiOpcode::VERIFY_10
             | ScsiOpcode::VERIFY_16
             | ScsiOpcode::WRITE_AND_VERIFY_10

@@ -252,9 +252,7 @@ impl VpdPage {
 
     pub fn emit(&self, buf: &mut [u8]) {
         check_emit_len("scsi.vpd", buf, self.buffer_len());
-        buf[0] = self.peripheral;
-        buf[1] = self.page_code.0;
-        write_u16(buf, 2, self.page_length);
+        emit_vpd_header(buf, self.peripheral, self.page_code, self.page_length);
         buf[4..].copy_from_slice(&self.payload);
     }
 
@@ -380,36 +378,72 @@ pub struct BlockLimitsVpd {
     pub max_write_same_len: u64,
 }
 
+/// The names a VPD page's errors give its header fields.
+struct VpdNames {
+    page: &'static str,
+    page_code: &'static str,
+    page_length: &'static str,
+}
+
+/// The [`VpdNames`] of the page whose errors are named `$page`.
+macro_rules! vpd_names {
+    ($page:literal) => {
+        VpdNames {
+            page: $page,
+            page_code: concat!($page, ".page_code"),
+            page_length: concat!($page, ".page_length"),
+        }
+    };
+}
+
+impl VpdNames {
+    /// The PAGE LENGTH of a page whose header (the first 4 bytes) must say `page_code`.
+    fn page_length(&self, buf: &[u8], page_code: VpdPageCode) -> Result<u16> {
+        Error::check_len(self.page, 4, buf.len())?;
+        if buf[1] != page_code.0 {
+            return Err(Error::BadValue {
+                field: self.page_code,
+                value: u64::from(buf[1]),
+            });
+        }
+        Ok(read_u16(buf, 2))
+    }
+
+    fn bad_page_length(&self, len: u16) -> Error {
+        Error::BadValue {
+            field: self.page_length,
+            value: u64::from(len),
+        }
+    }
+}
+
+/// The 4-byte header every VPD page starts with: peripheral byte, PAGE CODE, PAGE LENGTH.
+fn emit_vpd_header(buf: &mut [u8], peripheral: u8, page_code: VpdPageCode, page_length: u16) {
+    buf[0] = peripheral;
+    buf[1] = page_code.0;
+    write_u16(buf, 2, page_length);
+}
+
 impl BlockLimitsVpd {
     /// PAGE LENGTH of the short page.
     pub const SHORT_PAGE_LEN: u16 = 0x10;
     /// PAGE LENGTH of the full page.
     pub const LONG_PAGE_LEN: u16 = 0x3c;
 
+    const NAMES: VpdNames = vpd_names!("scsi.vpd_b0");
+
     pub fn parse(buf: &[u8]) -> Result<BlockLimitsVpd> {
-        Error::check_len("scsi.vpd_b0", 4, buf.len())?;
-        if buf[1] != VpdPageCode::BLOCK_LIMITS.0 {
-            return Err(Error::BadValue {
-                field: "scsi.vpd_b0.page_code",
-                value: u64::from(buf[1]),
-            });
-        }
-        let long = match read_u16(buf, 2) {
+        let long = match Self::NAMES.page_length(buf, VpdPageCode::BLOCK_LIMITS)? {
             Self::SHORT_PAGE_LEN => false,
             Self::LONG_PAGE_LEN => true,
-            other => {
-                return Err(Error::BadValue {
-                    field: "scsi.vpd_b0.page_length",
-                    value: u64::from(other),
-                })
-            }
+            other => return Err(Self::NAMES.bad_page_length(other)),
         };
         let mut b = BlockLimitsVpd {
             peripheral: buf[0],
             long,
             ..BlockLimitsVpd::default()
         };
-        Error::check_len("scsi.vpd_b0", b.buffer_len(), buf.len())?;
+        Error::check_len(Self::NAMES.page, b.buffer_len(), buf.len())?;
         b.wsnz = buf[4] & 1 != 0;
         b.max_compare_and_write_len = buf[5];
         b.opt_transfer_len_granularity = read_u16(buf, 6);
@@ -438,11 +472,10 @@ impl BlockLimitsVpd {
 
     /// Emits the page; the short page drops the fields after MAXIMUM PREFETCH LENGTH.
     pub fn emit(&self, buf: &mut [u8]) {
-        check_emit_len("scsi.vpd_b0", buf, self.buffer_len());
+        check_emit_len(Self::NAMES.page, buf, self.buffer_len());
         buf.fill(0);
-        buf[0] = self.peripheral;
-        buf[1] = VpdPageCode::BLOCK_LIMITS.0;
-        write_u16(buf, 2, (self.buffer_len() - 4) as u16);
+        let page_length = (self.buffer_len() - 4) as u16;
+        emit_vpd_header(buf, self.peripheral, VpdPageCode::BLOCK_LIMITS, page_length);
         buf[4] = u8::from(self.wsnz);
         buf[5] = self.max_compare_and_write_len;
         write_u16(buf, 6, self.opt_transfer_len_granularity);
@@ -545,22 +578,14 @@ impl BlockDeviceCharacteristicsVpd {
     /// MEDIUM ROTATION RATE of a non-rotating medium.
     pub const NON_ROTATING: u16 = 1;
 
+    const NAMES: VpdNames = vpd_names!("scsi.vpd_b1");
+
     pub fn parse(buf: &[u8]) -> Result<BlockDeviceCharacteristicsVpd> {
-        Error::check_len("scsi.vpd_b1", 4, buf.len())?;
-        if buf[1] != VpdPageCode::BLOCK_DEVICE_CHARACTERISTICS.0 {
-            return Err(Error::BadValue {
-                field: "scsi.vpd_b1.page_code",
-                value: u64::from(buf[1]),
-            });
-        }
-        let len = read_u16(buf, 2);
+        let len = Self::NAMES.page_length(buf, VpdPageCode::BLOCK_DEVICE_CHARACTERISTICS)?;
         if usize::from(len) != Self::LEN - 4 {
-            return Err(Error::BadValue {
-                field: "scsi.vpd_b1.page_length",
-                value: u64::from(len),
-            });
+            return Err(Self::NAMES.bad_page_length(len));
         }
-        Error::check_len("scsi.vpd_b1", Self::LEN, buf.len())?;
+        Error::check_len(Self::NAMES.page, Self::LEN, buf.len())?;
         Ok(BlockDeviceCharacteristicsVpd {
             peripheral: buf[0],
             rotation_rate: read_u16(buf, 4),
@@ -575,11 +600,10 @@ impl BlockDeviceCharacteristicsVpd {
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
-        check_emit_len("scsi.vpd_b1", buf, Self::LEN);
+        check_emit_len(Self::NAMES.page, buf, Self::LEN);
         buf.fill(0);
-        buf[0] = self.peripheral;
-        buf[1] = VpdPageCode::BLOCK_DEVICE_CHARACTERISTICS.0;
-        write_u16(buf, 2, (Self::LEN - 4) as u16);
+        let page = VpdPageCode::BLOCK_DEVICE_CHARACTERISTICS;
+        emit_vpd_header(buf, self.peripheral, page, (Self::LEN - 4) as u16);
         write_u16(buf, 4, self.rotation_rate);
         buf[6] = self.product_type;
         buf[7] = self.byte7;
