@@ -98,6 +98,40 @@ fn bench(target: &str, args: &[&str]) -> (Proc, mpsc::Receiver<(Instant, String)
     (Proc(c), rx)
 }
 
+/// `srp bench`'s arguments for a 4 KiB workload: `rw`, queue depth, runtime (s), whether
+/// every read is verified (with the JSON report), and ib_srp's three timers in seconds:
+/// `[reconnect_delay, fast_io_fail_tmo, dev_loss_tmo]` ("off" where the flag takes it).
+fn workload<'a>(
+    rw: &'a str,
+    iodepth: &'a str,
+    runtime: &'a str,
+    verify: bool,
+    [reconnect, fast_io_fail, dev_loss]: [&'a str; 3],
+) -> Vec<&'a str> {
+    let mut a = vec![
+        "--rw",
+        rw,
+        "--bs",
+        "4k",
+        "--iodepth",
+        iodepth,
+        "--runtime",
+        runtime,
+    ];
+    if verify {
+        a.extend(["--verify", "--json"]);
+    }
+    a.extend([
+        "--reconnect-delay",
+        reconnect,
+        "--fast-io-fail-tmo",
+        fast_io_fail,
+        "--dev-loss-tmo",
+        dev_loss,
+    ]);
+    a
+}
+
 /// Waits for the child's exit (at most `limit`): its status and stdout.
 fn finish(p: &mut Proc, limit: Duration) -> (std::process::ExitStatus, String, Instant) {
     let end = Instant::now() + limit;
@@ -147,24 +181,7 @@ fn a_verified_bench_survives_a_target_restart() {
     let reconnect_delay = 1.0;
     let (mut b, rx) = bench(
         &format!("{line},src={ini}"),
-        &[
-            "--rw",
-            "randrw",
-            "--bs",
-            "4k",
-            "--iodepth",
-            "8",
-            "--runtime",
-            "8",
-            "--verify",
-            "--json",
-            "--reconnect-delay",
-            "1",
-            "--fast-io-fail-tmo",
-            "20",
-            "--dev-loss-tmo",
-            "40",
-        ],
+        &workload("randrw", "8", "8", true, ["1", "20", "40"]),
     );
     std::thread::sleep(Duration::from_secs(2));
     // Killed (SIGTERM: it disconnects its sessions as it goes), away a while, back.
@@ -208,22 +225,7 @@ fn the_device_is_given_up_after_dev_loss_tmo_and_io_fails_fast_after_fast_io_fai
     let (mut t, line) = srpt("127.0.90.1", "mem:8M", ini);
     let (mut b, rx) = bench(
         &format!("{line},src={ini}"),
-        &[
-            "--rw",
-            "randwrite",
-            "--bs",
-            "4k",
-            "--iodepth",
-            "4",
-            "--runtime",
-            "60",
-            "--reconnect-delay",
-            "1",
-            "--fast-io-fail-tmo",
-            "off",
-            "--dev-loss-tmo",
-            "3",
-        ],
+        &workload("randwrite", "4", "60", false, ["1", "off", "3"]),
     );
     std::thread::sleep(Duration::from_secs(1));
     let gone = Instant::now();
@@ -259,22 +261,7 @@ fn the_device_is_given_up_after_dev_loss_tmo_and_io_fails_fast_after_fast_io_fai
     let (mut t, line) = srpt("127.0.90.1", "mem:8M", ini);
     let (mut b, rx) = bench(
         &format!("{line},src={ini}"),
-        &[
-            "--rw",
-            "randwrite",
-            "--bs",
-            "4k",
-            "--iodepth",
-            "4",
-            "--runtime",
-            "60",
-            "--reconnect-delay",
-            "5",
-            "--fast-io-fail-tmo",
-            "1",
-            "--dev-loss-tmo",
-            "60",
-        ],
+        &workload("randwrite", "4", "60", false, ["5", "1", "60"]),
     );
     std::thread::sleep(Duration::from_secs(1));
     let gone = Instant::now();
@@ -413,24 +400,7 @@ fn a_sigkilled_target_is_noticed_after_the_rc_retries_and_the_reconnect_follows(
         // ib_srp's smallest tl_retry_count (2): noticed after 3 ACK timeouts, 6.44 s.
         let (mut b, rx) = bench(
             &format!("{line},src={ini},tl_retry_count=2"),
-            &[
-                "--rw",
-                "randrw",
-                "--bs",
-                "4k",
-                "--iodepth",
-                "8",
-                "--runtime",
-                "14",
-                "--verify",
-                "--json",
-                "--reconnect-delay",
-                "1",
-                "--fast-io-fail-tmo",
-                "30",
-                "--dev-loss-tmo",
-                "60",
-            ],
+            &workload("randrw", "8", "14", true, ["1", "30", "60"]),
         );
         std::thread::sleep(Duration::from_secs(2));
         let killed = Instant::now();
@@ -564,22 +534,7 @@ fn sigkill_under_randwrite() -> (
     // (17.2 s, a kernel's time on hardware), then fast_io_fail_tmo (1 s) fails the commands.
     let (mut b, rx) = bench(
         &format!("{line},src={ini}"),
-        &[
-            "--rw",
-            "randwrite",
-            "--bs",
-            "4k",
-            "--iodepth",
-            "4",
-            "--runtime",
-            "60",
-            "--reconnect-delay",
-            "10",
-            "--fast-io-fail-tmo",
-            "1",
-            "--dev-loss-tmo",
-            "60",
-        ],
+        &workload("randwrite", "4", "60", false, ["10", "1", "60"]),
     );
     std::thread::sleep(Duration::from_secs(1));
     let killed = Instant::now();
